@@ -1,0 +1,376 @@
+"""The family of loop connections: how a looped reasoner turns its newest candidate into its next state.
+
+Every member has the same small interface (``Connection``):
+
+- ``init(z0) -> state``: the state after the first candidate z_0 (``state["h"]`` is h_0);
+- ``step(state, z) -> (state, h, diag)``: take candidate z_t, return the new state, the next input
+  h_t and the step's diagnostics ``{"gamma": gamma_t, "score": s_t}`` (one value per token);
+- ``reset(state, mask, z0)``: start the rows of the leading (sample) axis where ``mask`` is true afresh;
+- ``state_nbytes(state)``: persistent memory held by the state.
+
+Candidates have shape ``[..., d]``; the first axis is the sample axis where a member needs one (FPRM's
+per-sample step size). Every member is an adaptive residual update ``h_t = h_{t-1} + gamma_t (z_t -
+h_{t-1})`` (eq. 5) except Full Attention Residuals, whose per-step query re-weights old candidates too.
+
+The module-level functions ``aggregate`` (eq. 2, explicit) and ``stream`` (eq. 4, streaming) are the
+public mathematical contract; the ``InfiLoop`` module implements the same map step by step in log space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+from torch import Tensor, nn
+
+from .kernels import BACKENDS, content_score, infiloop_init, infiloop_step
+
+State = dict[str, Tensor]
+
+CONNECTIONS = ("carry_last", "infiloop", "full_attnres", "fprm", "ema")
+DECAY_MODES = ("learned", "fixed", "uniform", "reverse")
+
+
+# --------------------------------------------------------------------------------------------------
+# The mathematical contract: eq. 2 (explicit) and eq. 4 (streaming) on whole sequences
+# --------------------------------------------------------------------------------------------------
+
+
+def _log_beta(beta: float | Tensor, like: Tensor) -> Tensor:
+    beta = torch.as_tensor(beta, dtype=like.dtype, device=like.device)
+    if beta.ndim != 0 or not bool(beta > 0):
+        raise ValueError(f"beta must be a positive scalar, got {beta}")
+    return beta.log()
+
+
+def aggregate(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None = 8.0,
+              eps: float = 1e-6) -> Tensor:
+    """Eq. 2, computed explicitly: ``h_t = sum_{i<=t} alpha_{t,i} z_i``,
+    ``alpha_{t,i} = softmax_i(s_i + (t - i) log beta)``, ``s_i = min(q^T RMSNorm(z_i), clip)``.
+
+    ``z``: ``[T, ..., d]`` (candidates along the first axis), ``q``: ``[d]``, ``beta``: scalar.
+    Returns h_0..h_{T-1}, shape of ``z``. O(T^2) time and O(T) memory: this is the reference.
+    """
+    T, d = z.shape[0], z.shape[-1]
+    lead = z.shape[1:-1]
+    zf = z.reshape(T, -1, d)  # [T, M, d]
+    s = content_score(zf, q, score_clip, eps)  # [T, M]
+    t = torch.arange(T, device=z.device)
+    lag = (t[:, None] - t[None, :]).to(z.dtype)  # [t, i] = t - i
+    logits = s[None, :, :] + (lag * _log_beta(beta, z))[:, :, None]  # [t, i, M]
+    logits = logits.masked_fill((lag < 0)[:, :, None], float("-inf"))
+    alpha = torch.softmax(logits, dim=1)
+    h = torch.einsum("tim,imd->tmd", alpha, zf)
+    return h.reshape(T, *lead, d)
+
+
+def stream(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None = 8.0,
+           eps: float = 1e-6) -> Tensor:
+    """Eq. 4 by the streaming recurrence ``N_t = beta N_{t-1} + e_t z_t``, ``D_t = beta D_{t-1} + e_t``,
+    ``h_t = N_t / D_t``: O(d) state per token whatever T.
+
+    N and D are carried with a running scale m_t (``N_t = e^{m_t} N^_t``, same for D) so that no
+    exponential can overflow or underflow; the ratio N_t / D_t is unchanged by the common factor.
+    Same arguments and result as ``aggregate``.
+    """
+    log_beta = _log_beta(beta, z)
+    out = torch.empty_like(z)
+    s = content_score(z, q, score_clip, eps)  # [T, ...]
+    m = s[0]
+    n_hat, d_hat = z[0].clone(), torch.ones_like(s[0])
+    out[0] = z[0]
+    for t in range(1, z.shape[0]):
+        m_new = torch.maximum(log_beta + m, s[t])
+        a, b = torch.exp(log_beta + m - m_new), torch.exp(s[t] - m_new)
+        n_hat = a[..., None] * n_hat + b[..., None] * z[t]
+        d_hat = a * d_hat + b
+        m = m_new
+        out[t] = n_hat / d_hat[..., None]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ConnectionConfig:
+    """Configuration of the connection on one recurrent axis (all members share this record).
+
+    name: one of ``CONNECTIONS``.
+    beta: InfiLoop's beta_0 (``learned``: initial value; ``fixed``/``reverse``: the value used).
+    decay: InfiLoop's decay mode, one of ``DECAY_MODES``; ``uniform`` is beta = 1.
+    content_score: InfiLoop's content score on (s_t = q^T RMSNorm(z_t)) or off (s_t = 0).
+    score_clip: upper bound on s_t (the paper uses 8.0); ``None`` for no clip.
+    eps: added to the mean square in RMSNorm.
+    gamma: the fixed step size of ``ema``.
+    n_queries: number of per-step queries of ``full_attnres`` (steps past it reuse the last query).
+    fprm_decay_train / fprm_decay_eval / fprm_patience / fprm_halt_tol: FPRM's step-size schedule.
+    backend: kernel for the InfiLoop step, one of ``kernels.BACKENDS``.
+    """
+
+    name: str = "infiloop"
+    beta: float = 0.55
+    decay: str = "learned"
+    content_score: bool = True
+    score_clip: float | None = 8.0
+    eps: float = 1e-6
+    gamma: float = 0.5
+    n_queries: int = 64
+    fprm_decay_train: float = 0.9
+    fprm_decay_eval: float = 0.99
+    fprm_patience: int = 5
+    fprm_halt_tol: float = 1e-4
+    backend: str = "auto"
+
+    def validate(self, where: str = "connection") -> None:
+        def bad(field: str, msg: str) -> None:
+            raise ValueError(f"{where}.{field}: {msg}")
+
+        if self.name not in CONNECTIONS:
+            bad("name", f"unknown connection {self.name!r}; valid choices: {', '.join(CONNECTIONS)}")
+        if self.decay not in DECAY_MODES:
+            bad("decay", f"unknown decay mode {self.decay!r}; valid choices: {', '.join(DECAY_MODES)}")
+        if self.name == "infiloop":
+            if self.decay in ("learned", "fixed") and not 0.0 < self.beta < 1.0:
+                bad("beta", f"decay {self.decay!r} needs beta in (0, 1), got {self.beta}")
+            if self.decay == "reverse" and not self.beta > 1.0:
+                bad("beta", f"decay 'reverse' needs beta > 1 (the paper uses 1.82), got {self.beta}")
+        if self.score_clip is not None and not math.isfinite(self.score_clip):
+            bad("score_clip", f"must be a finite number or None, got {self.score_clip}")
+        if not self.eps > 0:
+            bad("eps", f"must be positive, got {self.eps}")
+        if self.name == "ema" and not 0.0 < self.gamma <= 1.0:
+            bad("gamma", f"ema needs gamma in (0, 1], got {self.gamma}")
+        if self.name == "full_attnres" and self.n_queries < 1:
+            bad("n_queries", f"must be at least 1, got {self.n_queries}")
+        if self.name == "fprm":
+            for f in ("fprm_decay_train", "fprm_decay_eval"):
+                if not 0.0 < getattr(self, f) <= 1.0:
+                    bad(f, f"must be in (0, 1], got {getattr(self, f)}")
+            if self.fprm_patience < 1:
+                bad("fprm_patience", f"must be at least 1, got {self.fprm_patience}")
+            if self.fprm_halt_tol < 0:
+                bad("fprm_halt_tol", f"must be >= 0, got {self.fprm_halt_tol}")
+        if self.backend not in BACKENDS:
+            bad("backend", f"unknown kernel backend {self.backend!r}; valid choices: {', '.join(BACKENDS)}")
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "connection") -> ConnectionConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------------
+# The members
+# --------------------------------------------------------------------------------------------------
+
+
+class Connection(nn.Module):
+    """Base class: an adaptive residual update with a state of tensors (``state["h"]`` is h_t)."""
+
+    def __init__(self, cfg: ConnectionConfig, d: int):
+        super().__init__()
+        self.cfg, self.d = cfg, d
+
+    def init(self, z0: Tensor) -> State:
+        return {"h": z0}
+
+    def step(self, state: State, z: Tensor) -> tuple[State, Tensor, dict[str, Tensor]]:
+        raise NotImplementedError
+
+    def init_diag(self, state: State) -> dict[str, Tensor]:
+        """Diagnostics of the initial state (gamma_0 = 1: h_0 is z_0)."""
+        h = state["h"]
+        return {"gamma": h.new_ones(h.shape[:-1]), "score": state.get("log_d", h.new_zeros(h.shape[:-1]))}
+
+    def reset(self, state: State, mask: Tensor, z0: Tensor) -> State:
+        fresh = self.init(z0)
+        out = {}
+        for k, v in state.items():
+            m = mask.reshape(mask.shape + (1,) * (v.ndim - mask.ndim))
+            out[k] = torch.where(m, fresh[k], v)
+        return out
+
+    @staticmethod
+    def detach(state: State) -> State:
+        return {k: v.detach() for k, v in state.items()}
+
+    @staticmethod
+    def state_nbytes(state: State) -> int:
+        return sum(v.numel() * v.element_size() for v in state.values())
+
+    def extra_repr(self) -> str:
+        return f"d={self.d}"
+
+
+class CarryLast(Connection):
+    """Carry-last (TRM, eq. 1): h_t = z_t, i.e. gamma_t = 1."""
+
+    def step(self, state, z):
+        ones = z.new_ones(z.shape[:-1])
+        return {"h": z}, z, {"gamma": ones, "score": torch.zeros_like(ones)}
+
+
+class EMA(Connection):
+    """Fixed step size: h_t = h_{t-1} + gamma (z_t - h_{t-1})."""
+
+    def step(self, state, z):
+        g = self.cfg.gamma
+        h = state["h"] + g * (z - state["h"])
+        gamma = z.new_full(z.shape[:-1], g)
+        return {"h": h}, h, {"gamma": gamma, "score": torch.zeros_like(gamma)}
+
+
+class InfiLoop(Connection):
+    """InfiLoop (eq. 2 = eq. 4 = eq. 5): attention over all candidates with content score and decay.
+
+    Parameters: the pseudo-query q (d) and, with learned decay, lambda = softplus(rho) > 0 so that
+    beta = exp(-lambda) stays in (0, 1): d + 1 parameters. The state per token is (h_t, log D_t):
+    O(d) memory whatever the loop count.
+    """
+
+    def __init__(self, cfg: ConnectionConfig, d: int):
+        super().__init__(cfg, d)
+        # q = 0 starts every candidate with the same score: the equal-weight baseline gamma -> 1 - beta.
+        self.q = nn.Parameter(torch.zeros(d))
+        if cfg.decay == "learned":
+            lam0 = -math.log(cfg.beta)
+            self.rho = nn.Parameter(torch.tensor(math.log(math.expm1(lam0))))
+        else:
+            # Kept as a Python float so that float64 use is exact (a float32 buffer would round it).
+            self.fixed_log_beta = math.log({"fixed": cfg.beta, "reverse": cfg.beta, "uniform": 1.0}[cfg.decay])
+
+    def log_beta(self) -> Tensor:
+        if self.cfg.decay == "learned":
+            return -nn.functional.softplus(self.rho)
+        return torch.full((), self.fixed_log_beta, dtype=self.q.dtype, device=self.q.device)
+
+    @property
+    def beta(self) -> float:
+        return float(self.log_beta().detach().exp())
+
+    def init(self, z0):
+        h, log_d, _ = infiloop_init(z0, self.q, self.cfg.score_clip, self.cfg.eps, self.cfg.content_score)
+        return {"h": h, "log_d": log_d}
+
+    def step(self, state, z):
+        h, log_d, gamma, s = infiloop_step(
+            z, state["h"], state["log_d"], self.q, self.log_beta(), self.cfg.score_clip, self.cfg.eps,
+            self.cfg.content_score, backend=self.cfg.backend,
+        )
+        return {"h": h, "log_d": log_d}, h, {"gamma": gamma, "score": s}
+
+    def extra_repr(self):
+        return f"d={self.d}, decay={self.cfg.decay}, beta={self.beta:.4f}, content_score={self.cfg.content_score}"
+
+
+class FullAttnRes(Connection):
+    """Full Attention Residuals: eq. 2 with a learned query per step and no decay, over every stored
+    candidate: ``h_t = sum_{i<=t} softmax_i(q_t^T RMSNorm(z_i)) z_i``. The state stores all candidates
+    (O(T d) memory) and each step costs O(T d). Not an ``h + gamma (z - h)`` update: the step-t query
+    re-weights the old candidates too. Its diagnostics report gamma_t = alpha_{t,t} (weight of z_t).
+    Steps past ``n_queries`` reuse the last query.
+    """
+
+    def __init__(self, cfg: ConnectionConfig, d: int):
+        super().__init__(cfg, d)
+        self.queries = nn.Parameter(torch.zeros(cfg.n_queries, d))
+
+    def _scores(self, keys: Tensor, t: Tensor) -> Tensor:
+        # keys: [T, ..., d] (already RMS-normalised), t: [...] per-token step index.
+        q = self.queries[t.clamp(max=self.cfg.n_queries - 1)]  # [..., d]
+        s = (keys * q.to(keys.dtype)).sum(-1)
+        return s.clamp(max=self.cfg.score_clip) if self.cfg.score_clip is not None else s
+
+    def init(self, z0):
+        lead = z0.shape[:-1]
+        return {
+            "h": z0,
+            "cand": z0.unsqueeze(0),
+            "valid": torch.ones((1, *lead), dtype=torch.bool, device=z0.device),
+            "t": torch.zeros(lead, dtype=torch.long, device=z0.device),
+        }
+
+    def step(self, state, z):
+        lead = z.shape[:-1]
+        cand = torch.cat([state["cand"], z.unsqueeze(0)])
+        valid = torch.cat([state["valid"], torch.ones((1, *lead), dtype=torch.bool, device=z.device)])
+        t = state["t"] + 1
+        keys = cand * torch.rsqrt(cand.pow(2).mean(-1, keepdim=True) + self.cfg.eps)
+        s = self._scores(keys, t).masked_fill(~valid, float("-inf"))  # [T, ...]
+        alpha = torch.softmax(s, dim=0)
+        h = (alpha.unsqueeze(-1) * cand).sum(0)
+        new = {"h": h, "cand": cand, "valid": valid, "t": t}
+        return new, h, {"gamma": alpha[-1], "score": s[-1]}
+
+    def reset(self, state, mask, z0):
+        m = mask.reshape(mask.shape + (1,) * (z0.ndim - 1 - mask.ndim))
+        valid = state["valid"] & ~m.unsqueeze(0)
+        valid = torch.cat([valid, m.unsqueeze(0).expand_as(valid[:1])])
+        cand = torch.cat([state["cand"], z0.unsqueeze(0)])
+        h = torch.where(m.unsqueeze(-1), z0, state["h"])
+        t = torch.where(m, torch.zeros_like(state["t"]), state["t"])
+        return {"h": h, "cand": cand, "valid": valid, "t": t}
+
+
+class FPRM(Connection):
+    """FPRM's damped fixed-point update ``h_t = s z_t + (1 - s) h_{t-1}`` (gamma_t = s).
+
+    Per sample (first axis): s starts at 1 and is multiplied by ``fprm_decay_train`` (training) or
+    ``fprm_decay_eval`` (evaluation) whenever the relative residual ||z_t - h_{t-1}|| / ||h_{t-1}|| has
+    not improved on its best for ``fprm_patience`` steps. In evaluation a sample halts (gamma = 0 from
+    then on) once its residual falls below ``fprm_halt_tol`` (0 disables halting).
+    """
+
+    def init(self, z0):
+        n = z0.shape[0]
+        return {
+            "h": z0,
+            "s": z0.new_ones(n),
+            "best": z0.new_full((n,), float("inf")),
+            "stall": torch.zeros(n, dtype=torch.long, device=z0.device),
+            "halted": torch.zeros(n, dtype=torch.bool, device=z0.device),
+        }
+
+    def step(self, state, z):
+        h = state["h"]
+        with torch.no_grad():
+            dims = tuple(range(1, z.ndim))
+            resid = torch.linalg.vector_norm(z - h, dim=dims) / torch.linalg.vector_norm(h, dim=dims).clamp_min(
+                1e-12)
+            improved = resid < state["best"]
+            best = torch.minimum(state["best"], resid)
+            stall = torch.where(improved, torch.zeros_like(state["stall"]), state["stall"] + 1)
+            decay = self.cfg.fprm_decay_train if self.training else self.cfg.fprm_decay_eval
+            shrink = stall >= self.cfg.fprm_patience
+            s = torch.where(shrink, state["s"] * decay, state["s"])
+            stall = torch.where(shrink, torch.zeros_like(stall), stall)
+            halted = state["halted"]
+            if not self.training and self.cfg.fprm_halt_tol > 0:
+                halted = halted | (resid < self.cfg.fprm_halt_tol)
+            g = torch.where(halted, torch.zeros_like(s), s)
+        gamma = g.reshape((-1,) + (1,) * (z.ndim - 1))
+        h_new = h + gamma * (z - h)
+        new = {"h": h_new, "s": s, "best": best, "stall": stall, "halted": halted}
+        gamma_tok = gamma.squeeze(-1).expand(z.shape[:-1])
+        return new, h_new, {"gamma": gamma_tok, "score": torch.zeros_like(gamma_tok)}
+
+
+_MEMBERS = {"carry_last": CarryLast, "infiloop": InfiLoop, "full_attnres": FullAttnRes, "fprm": FPRM, "ema": EMA}
+
+
+def build_connection(cfg: ConnectionConfig | dict, d: int, where: str = "connection") -> Connection:
+    """Make the connection named by ``cfg.name`` for hidden size ``d`` (validates ``cfg`` first)."""
+    if isinstance(cfg, dict):
+        cfg = ConnectionConfig.from_dict(cfg, where)
+    cfg.validate(where)
+    return _MEMBERS[cfg.name](cfg, d)

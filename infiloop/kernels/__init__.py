@@ -1,0 +1,61 @@
+"""Kernels for the InfiLoop streaming step.
+
+``infiloop_step`` dispatches between the eager reference (``reference.py``) and a fused Triton kernel
+(``triton_step.py``, when present and usable). ``backend``: ``"auto"`` (Triton on CUDA tensors,
+eager elsewhere), ``"eager"`` or ``"triton"`` (forced; under ``TRITON_INTERPRET=1`` the Triton kernel
+also runs on CPU tensors, which is how the tests check it without a GPU).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from torch import Tensor
+
+from .reference import content_score, infiloop_init, rms_normalize
+from .reference import infiloop_step as eager_step
+
+BACKENDS = ("auto", "eager", "triton")
+
+__all__ = ["BACKENDS", "content_score", "infiloop_init", "infiloop_step", "rms_normalize", "triton_available"]
+
+
+def _triton_module():
+    try:
+        return importlib.import_module("infiloop.kernels.triton_step")
+    except ImportError:
+        return None
+
+
+def triton_available(device_type: str = "cuda") -> bool:
+    """True when the fused kernel can run on tensors of this device type."""
+    mod = _triton_module()
+    if mod is None or not getattr(mod, "HAS_TRITON", False):
+        return False
+    return device_type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def infiloop_step(
+    z: Tensor,
+    h: Tensor,
+    log_d: Tensor,
+    q: Tensor,
+    log_beta: Tensor,
+    score_clip: float | None,
+    eps: float,
+    content: bool = True,
+    backend: str = "auto",
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One InfiLoop step (eq. 5 in log space); see ``reference.infiloop_step`` for the contract."""
+    if backend not in BACKENDS:
+        raise ValueError(f"kernel backend must be one of {BACKENDS}, got {backend!r}")
+    use_triton = backend == "triton" or (backend == "auto" and z.is_cuda and triton_available("cuda"))
+    if use_triton:
+        if not triton_available(z.device.type):
+            raise RuntimeError(
+                "backend='triton' needs the Triton package and a CUDA tensor "
+                "(or TRITON_INTERPRET=1 for CPU tensors)"
+            )
+        return _triton_module().fused_step(z, h, log_d, q, log_beta, score_clip, eps, content)
+    return eager_step(z, h, log_d, q, log_beta, score_clip, eps, content)

@@ -1,0 +1,307 @@
+"""The nested looped reasoner of the paper (SPEC section 2), in the style of TRM.
+
+Answer state y (z_H) and latent z (z_L), one shared block f (``n_layers`` Transformer layers).
+One *outer update* is L inner updates of the latent and one update of the answer:
+
+    inner (L times):  z_cand = f(z + y + x),   z <- connection_inner.step(z_cand)
+    outer (once):     y_cand = f(y + z),       y <- connection_outer.step(y_cand)
+
+With ``carry_last`` on both axes this is TRM's rule exactly (z <- f(z + y + x), y <- f(y + z));
+with ``infiloop`` each axis keeps its own (q, beta, h, log D). A supervision segment is H outer
+updates with gradients through the last ``grad_outer`` of them; the state is detached between
+segments (deep supervision). Depth unit: ``layers_per_outer_update = (L + 1) * n_layers``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from .connections import Connection, ConnectionConfig, build_connection
+from .layers import (
+    Attention,
+    GridConv,
+    GridPositions,
+    Layer,
+    Linear,
+    Rotary,
+    SwiGLU,
+    TokenMixMLP,
+    trunc_normal_,
+)
+
+MIXERS = ("attention", "mlp")
+POSITIONS = ("rope", "learned", "grid", "none")
+NORMS = ("post", "pre")
+
+Carry = dict[str, dict[str, Tensor]]
+
+
+@dataclass
+class ModelConfig:
+    """Everything that defines the model, as data. Task fields first, then the block, then the loop."""
+
+    # task
+    vocab_size: int = 11
+    seq_len: int = 81
+    grid: tuple[int, int] | None = (9, 9)
+    box: tuple[int, int] | None = (3, 3)
+    n_puzzles: int = 0  # > 0: a learned per-puzzle embedding, prepended as one extra position
+    # shared block
+    d_model: int = 512
+    n_heads: int = 8
+    expansion: float = 4.0
+    ffn_multiple: int = 256
+    n_layers: int = 2
+    mixer: str = "attention"
+    pos: str = "rope"
+    conv: bool = True
+    norm: str = "post"
+    residual_scale: bool = False
+    residual_scale_init: float = 1.0
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    # loop
+    H: int = 3
+    L: int = 6
+    grad_outer: int = 1
+    inner: ConnectionConfig = field(default_factory=ConnectionConfig)
+    outer: ConnectionConfig = field(default_factory=ConnectionConfig)
+
+    @property
+    def prefix(self) -> int:
+        return 1 if self.n_puzzles > 0 else 0
+
+    @property
+    def layers_per_outer_update(self) -> int:
+        """Executed layers per outer update: (L inner + 1 outer) block applications x n_layers."""
+        return (self.L + 1) * self.n_layers
+
+    def validate(self) -> None:
+        def bad(f: str, msg: str) -> None:
+            raise ValueError(f"model.{f}: {msg}")
+
+        for f in ("vocab_size", "seq_len", "d_model", "n_heads", "n_layers", "H", "ffn_multiple"):
+            if getattr(self, f) < 1:
+                bad(f, f"must be a positive integer, got {getattr(self, f)}")
+        if self.L < 0:
+            bad("L", f"must be >= 0, got {self.L}")
+        if self.mixer not in MIXERS:
+            bad("mixer", f"unknown mixer {self.mixer!r}; valid choices: {', '.join(MIXERS)}")
+        if self.pos not in POSITIONS:
+            bad("pos", f"unknown position scheme {self.pos!r}; valid choices: {', '.join(POSITIONS)}")
+        if self.norm not in NORMS:
+            bad("norm", f"unknown norm placement {self.norm!r}; valid choices: {', '.join(NORMS)}")
+        if self.d_model % self.n_heads:
+            bad("n_heads", f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.pos == "rope" and (self.d_model // self.n_heads) % 2:
+            bad("pos", f"rope needs an even head size, got d_model/n_heads={self.d_model // self.n_heads}")
+        if not 1 <= self.grad_outer <= self.H:
+            bad("grad_outer", f"must be in [1, H={self.H}], got {self.grad_outer}")
+        if self.expansion <= 0:
+            bad("expansion", f"must be positive, got {self.expansion}")
+        needs_grid = self.conv or self.pos == "grid"
+        if needs_grid and self.grid is None:
+            bad("grid", "conv=True or pos='grid' needs the grid shape (rows, cols)")
+        if self.grid is not None:
+            rows, cols = self.grid
+            if rows * cols != self.seq_len:
+                bad("grid", f"grid {rows}x{cols} has {rows * cols} cells but seq_len={self.seq_len}")
+            if self.box is not None:
+                br, bc = self.box
+                if br < 1 or bc < 1 or rows % br or cols % bc:
+                    bad("box", f"box {br}x{bc} does not tile the grid {rows}x{cols}")
+        self.inner.validate("model.inner")
+        self.outer.validate("model.outer")
+
+    def replace(self, **changes) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"model: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+        d = dict(d)
+        for axis in ("inner", "outer"):
+            if isinstance(d.get(axis), dict):
+                d[axis] = ConnectionConfig.from_dict(d[axis], f"model.{axis}")
+        for k in ("grid", "box"):
+            if d.get(k) is not None:
+                d[k] = tuple(d[k])
+        return cls(**d)
+
+    @classmethod
+    def preset(cls, name: str) -> ModelConfig:
+        """Named model configurations. ``paper``: SPEC section 2 on 9x9 Sudoku (about 7 M parameters)."""
+        presets = {
+            "paper": cls(),
+            "tiny": cls(vocab_size=8, seq_len=36, grid=(6, 6), box=(2, 3), d_model=128, n_heads=4,
+                        ffn_multiple=32, pos="grid", conv=False, H=2, L=3),
+            "smoke": cls(vocab_size=6, seq_len=16, grid=(4, 4), box=(2, 2), d_model=32, n_heads=2,
+                         ffn_multiple=16, n_layers=1, pos="grid", conv=False, H=2, L=2),
+        }
+        if name not in presets:
+            raise ValueError(f"unknown model preset {name!r}; valid choices: {', '.join(presets)}")
+        return presets[name]
+
+
+class LoopedReasoner(nn.Module):
+    """The nested looped reasoner with a loop connection per recurrent axis."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        d, S = cfg.d_model, cfg.seq_len + cfg.prefix
+        self.embed_scale = math.sqrt(d)
+        std = 1.0 / self.embed_scale
+        self.tok_emb = nn.Embedding(cfg.vocab_size, d)
+        trunc_normal_(self.tok_emb.weight, std)
+        self.puzzle_emb = None
+        if cfg.n_puzzles > 0:
+            self.puzzle_emb = nn.Embedding(cfg.n_puzzles, d)
+            nn.init.zeros_(self.puzzle_emb.weight)
+        self.pos_emb = None
+        if cfg.pos == "learned":
+            self.pos_emb = nn.Parameter(trunc_normal_(torch.empty(S, d), std))
+        elif cfg.pos == "grid":
+            self.pos_emb = GridPositions(d, cfg.grid, cfg.box, cfg.prefix, std)
+        rotary = Rotary(d // cfg.n_heads, S, cfg.rope_theta) if cfg.pos == "rope" else None
+
+        def make_layer() -> Layer:
+            mixer = (Attention(d, cfg.n_heads, rotary) if cfg.mixer == "attention"
+                     else TokenMixMLP(S, cfg.expansion, 1))
+            conv = GridConv(d, cfg.grid, cfg.prefix) if cfg.conv else None
+            mlp = SwiGLU(d, cfg.expansion, cfg.ffn_multiple)
+            return Layer(mixer, conv, mlp, cfg.norm, cfg.residual_scale, cfg.residual_scale_init, cfg.norm_eps)
+
+        self.layers = nn.ModuleList([make_layer() for _ in range(cfg.n_layers)])
+        self.conn_inner: Connection = build_connection(cfg.inner, d, "model.inner")
+        self.conn_outer: Connection = build_connection(cfg.outer, d, "model.outer")
+        # Fixed random initial states, as TRM's H_init / L_init (buffers: saved, not trained).
+        g = torch.Generator().manual_seed(0)
+        self.register_buffer("y_init", nn.init.trunc_normal_(torch.empty(d), std=1.0, a=-2, b=2, generator=g))
+        self.register_buffer("z_init", nn.init.trunc_normal_(torch.empty(d), std=1.0, a=-2, b=2, generator=g))
+        self.lm_head = Linear(d, cfg.vocab_size)
+        self.q_head = Linear(d, 1, bias=True)
+        nn.init.zeros_(self.q_head.weight)
+        nn.init.constant_(self.q_head.bias, -5.0)
+
+    # ---------------------------------------------------------------- pieces
+    def embed(self, inputs: Tensor, puzzle_ids: Tensor | None = None) -> Tensor:
+        """Input injection x: scaled token embedding (+ positions), with the puzzle embedding prefix."""
+        x = self.tok_emb(inputs)
+        if self.puzzle_emb is not None:
+            if puzzle_ids is None:
+                raise ValueError("this model has per-puzzle embeddings (n_puzzles > 0): pass puzzle_ids")
+            x = torch.cat([self.puzzle_emb(puzzle_ids).unsqueeze(1), x], dim=1)
+        if isinstance(self.pos_emb, nn.Parameter):
+            x = x + self.pos_emb
+        elif self.pos_emb is not None:
+            x = x + self.pos_emb()
+        return self.embed_scale * x
+
+    def block(self, h: Tensor) -> Tensor:
+        """The shared block f_theta."""
+        for layer in self.layers:
+            h = layer(h)
+        return h
+
+    def initial_carry(self, batch_size: int, device: torch.device | str | None = None) -> Carry:
+        """The state before the first update: y_0 = y_init and z_0 = z_init at every position."""
+        device = device if device is not None else self.y_init.device
+        S, d = self.cfg.seq_len + self.cfg.prefix, self.cfg.d_model
+        y0 = self.y_init.to(device).expand(batch_size, S, d)
+        z0 = self.z_init.to(device).expand(batch_size, S, d)
+        return {"y": self.conn_outer.init(y0), "z": self.conn_inner.init(z0)}
+
+    def reset_carry(self, carry: Carry, mask: Tensor) -> Carry:
+        """Restart the samples where ``mask`` is true (a halted sequence takes a new puzzle)."""
+        fresh = self.initial_carry(mask.shape[0], mask.device)
+        return {
+            "y": self.conn_outer.reset(carry["y"], mask, fresh["y"]["h"]),
+            "z": self.conn_inner.reset(carry["z"], mask, fresh["z"]["h"]),
+        }
+
+    @staticmethod
+    def detach_carry(carry: Carry) -> Carry:
+        return {axis: Connection.detach(state) for axis, state in carry.items()}
+
+    def outer_update(self, carry: Carry, x: Tensor) -> tuple[Carry, dict[str, Tensor]]:
+        """One outer update: L inner updates of the latent z, then one update of the answer y.
+
+        Diagnostics per token: gamma and score of the outer step, and the mean of the inner steps.
+        """
+        z_state, y_state = carry["z"], carry["y"]
+        y = y_state["h"]
+        g_in, s_in = [], []
+        for _ in range(self.cfg.L):
+            z_state, _, diag = self.conn_inner.step(z_state, self.block(z_state["h"] + y + x))
+            g_in.append(diag["gamma"])
+            s_in.append(diag["score"])
+        y_state, _, diag = self.conn_outer.step(y_state, self.block(y + z_state["h"]))
+        out = {"gamma_outer": diag["gamma"], "score_outer": diag["score"]}
+        if g_in:
+            out["gamma_inner"] = torch.stack(g_in).mean(0)
+            out["score_inner"] = torch.stack(s_in).mean(0)
+        return {"y": y_state, "z": z_state}, out
+
+    def readout(self, carry: Carry) -> tuple[Tensor, Tensor]:
+        """lm head on the answer state (grid positions) and halting logit from its first position."""
+        y = carry["y"]["h"]
+        logits = self.lm_head(y[:, self.cfg.prefix:])
+        q_halt = self.q_head(y[:, 0]).squeeze(-1)
+        return logits, q_halt
+
+    # ---------------------------------------------------------------- training / evaluation
+    def forward(self, carry: Carry, inputs: Tensor, puzzle_ids: Tensor | None = None
+                ) -> tuple[Carry, Tensor, Tensor, dict[str, Tensor]]:
+        """One supervision segment: H outer updates, gradients through the last ``grad_outer``.
+
+        Returns the carry for the next segment (detached), logits ``[B, seq_len, vocab]``, the halting
+        logit ``[B]`` and the diagnostics of the last outer update.
+        """
+        x = self.embed(inputs, puzzle_ids)
+        carry = self.detach_carry(carry)
+        n_free = self.cfg.H - self.cfg.grad_outer
+        if n_free:
+            with torch.no_grad():
+                for _ in range(n_free):
+                    carry, _ = self.outer_update(carry, x)
+        for _ in range(self.cfg.grad_outer):
+            carry, diag = self.outer_update(carry, x)
+        logits, q_halt = self.readout(carry)
+        return self.detach_carry(carry), logits, q_halt, diag
+
+    @torch.no_grad()
+    def iterate(self, inputs: Tensor, n_updates: int, puzzle_ids: Tensor | None = None,
+                carry: Carry | None = None) -> Iterator[tuple[int, Carry, dict[str, Tensor]]]:
+        """Run ``n_updates`` outer updates without gradients, yielding ``(k, carry, diag)`` after each.
+
+        Nothing is kept between updates except the carry, so memory does not grow with ``n_updates``
+        (for connections with O(d) state).
+        """
+        x = self.embed(inputs, puzzle_ids)
+        if carry is None:
+            carry = self.initial_carry(inputs.shape[0], inputs.device)
+        for k in range(1, n_updates + 1):
+            carry, diag = self.outer_update(carry, x)
+            yield k, carry, diag
+
+    # ---------------------------------------------------------------- accounting
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def connection_params(self) -> int:
+        return sum(p.numel() for p in self.conn_inner.parameters()) + sum(
+            p.numel() for p in self.conn_outer.parameters())
