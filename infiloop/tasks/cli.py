@@ -1,0 +1,127 @@
+"""``python -m infiloop data ...``: generate, validate and build the datasets (SPEC §4).
+
+    data generate sudoku --n N --blanks A-B --seed S --out FILE.csv [--side 9] [--box 3x3]
+    data generate maze --n N --size K --min-path P --seed S --out FILE.csv
+    data validate sudoku|maze FILE.csv
+    data build --task sudoku|maze|arc1|arc2 --profile smoke|tiny|paper [--set key=value ...] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import maze, sudoku
+from .base import DataError
+from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build
+
+
+def _range(s: str) -> tuple[int, int]:
+    try:
+        a, b = (int(x) for x in s.split("-")) if "-" in s else (int(s), int(s))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a range A-B of integers, got {s!r}") from None
+    if a > b:
+        raise argparse.ArgumentTypeError(f"range {s!r} is empty")
+    return a, b
+
+
+def _box(s: str) -> tuple[int, int]:
+    try:
+        r, c = (int(x) for x in s.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a box shape like 3x3 or 2x3, got {s!r}") from None
+    return r, c
+
+
+def _setting(s: str) -> tuple[str, object]:
+    if "=" not in s:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {s!r}")
+    k, v = s.split("=", 1)
+    try:
+        return k, json.loads(v)
+    except json.JSONDecodeError:
+        return k, v
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m infiloop data",
+                                description="Generate, validate and build the datasets (SPEC §4).")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    gen = sub.add_parser("generate", help="generate puzzles offline into a public-format CSV")
+    gsub = gen.add_subparsers(dest="task", required=True)
+    gs = gsub.add_parser("sudoku", help="puzzles with a unique solution")
+    gs.add_argument("--n", type=int, required=True, help="number of puzzles")
+    gs.add_argument("--blanks", type=_range, required=True, help="blank cells, inclusive range A-B")
+    gs.add_argument("--side", type=int, default=9, help="grid side (4, 6, 8 or 9; default 9)")
+    gs.add_argument("--box", type=_box, default=None, help="box shape RxC (default: 2x2, 2x3, 2x4, 3x3)")
+    gs.add_argument("--workers", type=int, default=None, help="processes (default: all CPUs for large sets)")
+    gm = gsub.add_parser("maze", help="mazes with a unique shortest path")
+    gm.add_argument("--n", type=int, required=True, help="number of mazes")
+    gm.add_argument("--size", type=int, default=30, help="side K of the K x K maze (default 30)")
+    gm.add_argument("--min-path", type=int, default=111, help="minimum shortest-path length in moves")
+    gm.add_argument("--loops", type=float, default=0.05, help="fraction of inner walls opened (default 0.05)")
+    for g in (gs, gm):
+        g.add_argument("--seed", type=int, default=0)
+        g.add_argument("--out", type=Path, required=True, help="output CSV")
+        g.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    val = sub.add_parser("validate", help="check a public-format CSV and summarise it")
+    val.add_argument("task", choices=["sudoku", "maze"])
+    val.add_argument("file", type=Path)
+    val.add_argument("--box", type=_box, default=None, help="Sudoku box shape RxC if not the usual one")
+
+    b = sub.add_parser("build", help="build a profile's training and test sets under data/")
+    b.add_argument("--task", choices=TASKS, required=True)
+    b.add_argument("--profile", choices=sorted(DATA_PROFILES), default="tiny")
+    b.add_argument("--set", dest="overrides", type=_setting, action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile setting (JSON value), e.g. --set n_train=500; "
+                        "ARC from your own files: --set path=/dir/with/training+evaluation")
+    b.add_argument("--root", type=Path, default=DATA_ROOT, help=f"data folder (default {DATA_ROOT})")
+    b.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
+    return p
+
+
+def _summary(task: str, path: Path, box) -> str:
+    if task == "sudoku":
+        s = sudoku.read_csv(path, box)
+        b, r = s.blanks, s.rating
+        return (f"{path}: ok, {len(s)} rows, {s.g.n}x{s.g.n} (boxes {s.g.br}x{s.g.bc}), "
+                f"blanks {b.min()}-{b.max()} (mean {b.mean():.1f}), rating {r.min()}-{r.max()}")
+    m = maze.read_csv(path)
+    pl = m.path_length
+    return f"{path}: ok, {len(m)} rows, {m.size}x{m.size}, path length {pl.min()}-{pl.max()} (mean {pl.mean():.1f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.cmd == "generate" and args.task == "sudoku":
+            g = sudoku.geometry(args.side, args.box)
+            s = sudoku.generate(args.n, g, args.blanks, args.seed, args.workers, progress=not args.quiet)
+            sudoku.write_csv(args.out, s)
+            print(f"wrote {args.n} {g.n}x{g.n} puzzles to {args.out} (blanks {s.blanks.min()}-{s.blanks.max()})")
+        elif args.cmd == "generate":
+            m = maze.generate(args.n, args.size, args.min_path, args.seed, args.loops, progress=not args.quiet)
+            maze.write_csv(args.out, m)
+            print(f"wrote {args.n} {args.size}x{args.size} mazes to {args.out} "
+                  f"(path length {m.path_length.min()}-{m.path_length.max()})")
+        elif args.cmd == "validate":
+            print(_summary(args.task, args.file, args.box))
+        else:
+            paths = build(args.task, args.profile, args.root, dict(args.overrides) or None, force=args.force)
+            man = json.loads(paths["manifest"].read_text())
+            print(f"{args.task}/{args.profile}: {man['source']}")
+            for k, v in paths.items():
+                print(f"  {k}: {v}")
+    except (DataError, ValueError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Profiles and the cached builder: offline builds of every task, the reported fallback from the
+hub to the generator, caching, overrides, and the `data build` command (SPEC §4)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from infiloop.tasks import DATA_PROFILES, TASKS, TaskData, build, info, load
+from infiloop.tasks.cli import main
+from infiloop.tasks.profiles import DATA_ROOT, ROOT
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_profiles_are_plain_data_for_every_task():
+    for profile in ("smoke", "tiny", "paper"):
+        assert set(DATA_PROFILES[profile]) == set(TASKS)
+    json.dumps(DATA_PROFILES)  # serialisable
+    assert DATA_ROOT == ROOT / "data" and (ROOT / "infiloop" / "tasks").is_dir()
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_smoke_builds_offline_and_caches(tmp_path, task):
+    paths = build(task, "smoke", root=tmp_path, verbose=False)
+    assert paths["train"].is_file() and paths["test"].is_file()
+    tr, te = load(task, "smoke", "train", root=tmp_path), load(task, "smoke", "test", root=tmp_path)
+    assert isinstance(tr, TaskData) and len(tr) > 0 and len(te) > 0
+    assert tr.inputs.dtype == np.int32 and tr.inputs.max() < tr.vocab_size and tr.labels.max() < tr.vocab_size
+    mtime = paths["train"].stat().st_mtime_ns
+    again = build(task, "smoke", root=tmp_path, verbose=False)
+    assert again["train"].stat().st_mtime_ns == mtime  # cached, not rebuilt
+    if task.startswith("arc"):
+        assert "SUBSET" in info(task, "smoke", root=tmp_path)["source"] and tr.info["subset"]
+
+
+def test_tiny_sudoku_profile_shape(tmp_path):
+    cfg = DATA_PROFILES["tiny"]["sudoku"]
+    d = load("sudoku", "tiny", "test", root=tmp_path, overrides={"n_train": 50, "n_test": 40})
+    assert d.grid == (6, 6) and d.box == (2, 3) and d.vocab_size == 8 and len(d) == 40
+    assert cfg["blanks"][0] <= d.meta["blanks"].min() and d.meta["blanks"].max() <= cfg["blanks"][1]
+    tr = load("sudoku", "tiny", "train", root=tmp_path, overrides={"n_train": 50, "n_test": 40})
+    assert len(tr) == 50 * (1 + cfg["augment"]) and set(tr.meta["aug"]) == set(range(1 + cfg["augment"]))
+
+
+def test_paper_sudoku_falls_back_to_generator_and_says_so(tmp_path, capsys):
+    ov = {"n_train": 4, "augment": 2, "fallback_n_test": 3, "blanks": [45, 50]}
+    paths = build("sudoku", "paper", root=tmp_path, overrides=ov)
+    m = info("sudoku", "paper", root=tmp_path, overrides=ov)
+    assert m["source"].startswith("generated offline (9x9") and "HF_HUB_OFFLINE is set" in m["source"]
+    assert "generating offline instead" in capsys.readouterr().err
+    te = TaskData.load(paths["test"])
+    assert len(te) == 3 and te.vocab_size == 11 and te.grid == (9, 9)
+    assert len(TaskData.load(paths["train"])) == 4 * 3
+    assert paths["train_csv"].read_text().startswith("source,question,answer,rating\n")
+
+
+def test_paper_maze_falls_back(tmp_path):
+    ov = {"n_train": 2, "n_test": 2}
+    paths = build("maze", "paper", root=tmp_path, overrides=ov, verbose=False)
+    d = TaskData.load(paths["test"])
+    assert d.grid == (30, 30) and (d.meta["path_length"] >= 111).all()
+    assert "HF_HUB_OFFLINE is set" in info("maze", "paper", root=tmp_path, overrides=ov)["source"]
+
+
+def test_overrides_are_checked_and_kept_apart(tmp_path):
+    with pytest.raises(ValueError, match="unknown data setting 'nope'"):
+        build("maze", "smoke", root=tmp_path, overrides={"nope": 1})
+    a = build("maze", "smoke", root=tmp_path, overrides={"n_train": 5}, verbose=False)
+    b = build("maze", "smoke", root=tmp_path, verbose=False)
+    assert a["train"].parent != b["train"].parent and len(TaskData.load(a["train"])) == 5
+
+
+def test_cli_build_reports_source(tmp_path, capsys):
+    assert main(["build", "--task", "sudoku", "--profile", "smoke", "--root", str(tmp_path),
+                 "--set", "n_train=10", "--set", "n_test=5"]) == 0
+    out = capsys.readouterr().out
+    assert "sudoku/smoke: generated offline (4x4" in out and "train:" in out
+    assert main(["build", "--task", "maze", "--profile", "smoke", "--root", str(tmp_path), "--set", "bad=1"]) == 1
+    assert "unknown data setting" in capsys.readouterr().err
+
+
+def test_user_arc_json(tmp_path):
+    task = {"train": [{"input": [[1, 2]], "output": [[2, 1]]}], "test": [{"input": [[3, 4]], "output": [[4, 3]]}]}
+    for split in ("training", "evaluation"):
+        (tmp_path / "arc" / split).mkdir(parents=True)
+        (tmp_path / "arc" / split / f"{split[:4]}1.json").write_text(json.dumps(task))
+    paths = build("arc2", "smoke", root=tmp_path / "data", overrides={"path": str(tmp_path / "arc")}, verbose=False)
+    te = TaskData.load(paths["test"])
+    assert te.info["tasks"] == ["trai1", "eval1"] and len(te) == 2  # 1 test pair x 2 views

@@ -1,0 +1,223 @@
+"""Sudoku data layer: generator validity and uniqueness (checked by an independent exact-cover
+solver), augmentations, tokens, CSV validation errors, TaskData files, scoring (SPEC §4, §9)."""
+
+import random
+
+import numpy as np
+import pytest
+
+from infiloop.tasks import DataError, TaskData, exact_accuracy, wrong_cells
+from infiloop.tasks import sudoku as S
+from infiloop.tasks.cli import main
+from infiloop.tasks.sudoku_solver import count_solutions, geometry, rating
+
+
+def exact_cover_count(puzzle, n, br, bc, limit=2):
+    """Independent checker: Knuth's Algorithm X on dict-of-sets (not the generator's bitmask DFS)."""
+    def constraints(r, c, d):
+        b = (r // br) * (n // bc) + c // bc
+        return [("cell", r, c), ("row", r, d), ("col", c, d), ("box", b, d)]
+
+    rows = {(r, c, d): constraints(r, c, d) for r in range(n) for c in range(n) for d in range(1, n + 1)}
+    cols = {}
+    for key, cs in rows.items():
+        for x in cs:
+            cols.setdefault(x, set()).add(key)
+
+    def select(key):
+        removed = []
+        for j in rows[key]:
+            for i in cols[j]:
+                for k in rows[i]:
+                    if k != j:
+                        cols[k].remove(i)
+            removed.append(cols.pop(j))
+        return removed
+
+    def deselect(key, removed):
+        for j in reversed(rows[key]):
+            cols[j] = removed.pop()
+            for i in cols[j]:
+                for k in rows[i]:
+                    if k != j:
+                        cols[k].add(i)
+
+    for idx, v in enumerate(puzzle):
+        if v:
+            select((idx // n, idx % n, int(v)))
+    found = []
+
+    def solve(partial):
+        if not cols:
+            found.append(list(partial))
+            return len(found) >= limit
+        col = min(cols, key=lambda x: len(cols[x]))
+        for key in sorted(cols[col]):
+            partial.append(key)
+            saved = select(key)
+            if solve(partial):
+                return True
+            deselect(key, saved)
+            partial.pop()
+        return False
+
+    solve([])
+    sols = []
+    for f in found:
+        grid = list(puzzle)
+        for r, c, d in f:
+            grid[r * n + c] = d
+        sols.append(grid)
+    return sols
+
+
+@pytest.mark.parametrize("n,box,blanks,count", [(4, (2, 2), (6, 11), 30), (6, (2, 3), (16, 26), 20),
+                                                (9, (3, 3), (45, 56), 4)])
+def test_generator_valid_and_unique(n, box, blanks, count):
+    g = geometry(n, box)
+    s = S.generate(count, g, blanks, seed=7, progress=False)
+    assert s.puzzles.shape == (count, n * n)
+    assert ((s.blanks >= blanks[0]) & (s.blanks <= blanks[1])).all()
+    S.validate(s)  # answers are solutions and agree with the givens
+    for p, sol in zip(s.puzzles, s.solutions):
+        sols = exact_cover_count(p.tolist(), n, *box)
+        assert len(sols) == 1, "generated puzzle must have exactly one solution"
+        assert sols[0] == sol.tolist()
+
+
+def test_generator_is_deterministic_and_independent_of_workers():
+    g = geometry(6)
+    a = S.generate(12, g, (16, 24), seed=3, workers=1, progress=False)
+    b = S.generate(12, g, (16, 24), seed=3, workers=2, progress=False)
+    c = S.generate(12, g, (16, 24), seed=4, workers=1, progress=False)
+    assert np.array_equal(a.puzzles, b.puzzles) and np.array_equal(a.rating, b.rating)
+    assert not np.array_equal(a.puzzles, c.puzzles)
+
+
+def test_solver_counts_and_rating():
+    g = geometry(4)
+    assert count_solutions([0] * 16, g, limit=2)[0] == 2
+    full = S.generate(1, g, (0, 0), progress=False).solutions[0].tolist()
+    assert count_solutions(full, g)[0] == 1 and rating(full, g) == 0
+    bad = list(full)
+    bad[1] = bad[0]  # two equal digits in row 1: no solution
+    assert count_solutions(bad, g)[0] == 0
+
+
+@pytest.mark.parametrize("n,box", [(9, (3, 3)), (6, (2, 3)), (4, (2, 2))])
+def test_augmentations_keep_validity_and_uniqueness(n, box):
+    g = geometry(n, box)
+    s = S.generate(3, g, (n * n // 2, n * n // 2 + 2), seed=1, progress=False)
+    aug, base, k = S.augment(s, 5, np.random.default_rng(0))
+    assert len(aug) == 18 and (k[base == 0] == np.arange(6)).all()
+    assert np.array_equal(aug.puzzles[k == 0], s.puzzles)
+    S.validate(aug)
+    assert (aug.blanks == s.blanks[base]).all()
+    assert not np.array_equal(aug.puzzles[k > 0], s.puzzles[base[k > 0]])
+    for p, sol in zip(aug.puzzles[:4], aug.solutions[:4]):
+        assert exact_cover_count(p.tolist(), n, *box) == [sol.tolist()]
+
+
+def test_non_square_boxes_never_transpose():
+    g = geometry(6)
+    perm, dmap = S.random_transforms(200, g, np.random.default_rng(0))
+    rows_of_src = perm.reshape(200, 6, 6) // 6
+    # every output row takes all its cells from one input row: no transposition for 2x3 boxes
+    assert (rows_of_src == rows_of_src[:, :, :1]).all()
+    assert (dmap[:, 0] == 0).all() and (np.sort(dmap[:, 1:], axis=1) == np.arange(1, 7)).all()
+
+
+def test_tokens_and_taskdata_roundtrip(tmp_path):
+    g = geometry(9)
+    s = S.generate(3, g, (45, 50), progress=False)
+    d = S.to_taskdata("sudoku-test", s)
+    assert d.vocab_size == 11 and d.grid == (9, 9) and d.box == (3, 3)
+    assert set(np.unique(d.inputs)) <= set(range(1, 11)) and d.labels.min() >= 2
+    assert ((d.inputs == 1) == (s.puzzles == 0)).all()
+    assert np.array_equal(S.decode(d.labels), s.solutions)
+    p = d.save(tmp_path / "x.npz")
+    with np.load(p, allow_pickle=False) as z:
+        assert "header" in z.files
+    e = TaskData.load(p)
+    assert np.array_equal(e.inputs, d.inputs) and e.inputs.dtype == np.int32
+    assert np.array_equal(e.meta["blanks"], d.meta["blanks"]) and e.box == (3, 3)
+    sub = e.subset([2, 0])
+    assert np.array_equal(sub.labels[1], d.labels[0]) and len(sub.meta["rating"]) == 2
+    x, y = S.augment_tokens(d.inputs, d.labels, (3, 3), np.random.default_rng(1))
+    assert S.is_valid_solution(y, x, g).all() and ((x == 1) == (d.inputs == 1)).sum() >= 0
+
+
+def test_scoring():
+    labels = np.array([[2, 3, 4], [2, 3, 4], [0, 3, 4]])
+    pred = np.array([[2, 3, 4], [2, 9, 9], [7, 3, 4]])
+    assert exact_accuracy(pred, labels).tolist() == [True, False, True]  # label 0 is ignored
+    assert wrong_cells(pred, labels).tolist() == [0, 2, 0]
+    assert wrong_cells(pred, labels, mask=np.array([[1, 1, 1], [0, 1, 0], [1, 1, 1]])).tolist() == [0, 1, 0]
+
+
+GOOD_Q = "..3.3..2" + "." * 8
+GOOD_A = "1234341221434321"
+
+
+def _csv(tmp_path, rows, header="source,question,answer,rating"):
+    p = tmp_path / "s.csv"
+    p.write_text(header + "\n" + "".join(r + "\n" for r in rows))
+    return p
+
+
+@pytest.mark.parametrize("row,fault", [
+    (f"x,{GOOD_Q[:-1]},{GOOD_A},0", "question has 15 characters"),
+    (f"x,{GOOD_Q},{GOOD_A[:-1]}5,0", "answer has character '5'"),
+    (f"x,{GOOD_Q[:-1]}x,{GOOD_A},0", "question has character 'x' at position 16"),
+    (f"x,{GOOD_Q},1234341221434312,0", "not a permutation"),
+    (f"x,4{GOOD_Q[1:]},{GOOD_A},0", "given 4 at row 1, column 1 disagrees"),
+    (f"x,{GOOD_Q},{GOOD_A},hard", "rating 'hard' is not an integer"),
+    (f"x,{GOOD_Q},{GOOD_A}", "3 fields, expected 4"),
+])
+def test_bad_rows_name_file_line_and_fault(tmp_path, row, fault):
+    p = _csv(tmp_path, [f"ok,{GOOD_Q},{GOOD_A},1", row])
+    with pytest.raises(DataError) as e:
+        S.read_csv(p)
+    assert str(e.value).startswith(f"{p}:3: ") and fault in str(e.value)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(DataError, match="header"):
+        S.read_csv(_csv(tmp_path, [f"x,{GOOD_Q},{GOOD_A},0"], header="a,b,c,d"))
+    with pytest.raises(DataError, match="no puzzle rows"):
+        S.read_csv(_csv(tmp_path, []))
+    (tmp_path / "e.csv").write_text("")
+    with pytest.raises(DataError, match="empty file"):
+        S.read_csv(tmp_path / "e.csv")
+    with pytest.raises(DataError, match="no such file"):
+        S.read_csv(tmp_path / "missing.csv")
+    ok = S.read_csv(_csv(tmp_path, [f"x,{GOOD_Q},{GOOD_A},3", f"y,{GOOD_Q.replace('.', '0')},{GOOD_A},0"]))
+    assert len(ok) == 2 and ok.rating.tolist() == [3, 0] and (ok.puzzles[0] == ok.puzzles[1]).all()
+
+
+def test_cli_generate_validate(tmp_path, capsys):
+    out1, out2 = tmp_path / "a.csv", tmp_path / "b.csv"
+    for out in (out1, out2):
+        assert main(["generate", "sudoku", "--n", "20", "--side", "6", "--blanks", "18-24", "--seed", "5",
+                     "--out", str(out), "--quiet"]) == 0
+    assert out1.read_bytes() == out2.read_bytes()
+    assert main(["validate", "sudoku", str(out1)]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "20 rows" in line and "6x6" in line and "blanks 18-" in line
+    text = out1.read_text().splitlines()
+    text[5] = text[5][:-3] + "9,0"  # corrupt the answer's last cell
+    out1.write_text("\n".join(text) + "\n")
+    assert main(["validate", "sudoku", str(out1)]) == 1
+    assert f"{out1}:6:" in capsys.readouterr().err
+
+
+def test_generator_speed_9x9():
+    import time
+
+    t = time.perf_counter()
+    S.generate(20, geometry(9), (45, 58), seed=11, progress=False)
+    assert time.perf_counter() - t < 5.0  # ~200 puzzles/s on one core; 100k in minutes with workers
+
+
+def test_python_random_seed_strings_are_stable():
+    assert random.Random("sudoku/1").random() == random.Random("sudoku/1").random()
