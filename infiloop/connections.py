@@ -8,9 +8,11 @@ Every member has the same small interface (``Connection``):
 - ``reset(state, mask, z0)``: start the rows of the leading (sample) axis where ``mask`` is true afresh;
 - ``state_nbytes(state)``: persistent memory held by the state.
 
-Candidates have shape ``[..., d]``; the first axis is the sample axis where a member needs one (FPRM's
-per-sample step size). Every member is an adaptive residual update ``h_t = h_{t-1} + gamma_t (z_t -
-h_{t-1})`` (eq. 5) except Full Attention Residuals, whose per-step query re-weights old candidates too.
+Candidates have shape ``[..., d]``; the first axis is the sample axis (FPRM's step size is per
+sample), and every state tensor keeps the sample axis first, so that states can be reset, sliced and
+gathered per sample (training with halting, several processes, checkpoints). Every member is an
+adaptive residual update ``h_t = h_{t-1} + gamma_t (z_t - h_{t-1})`` (eq. 5) except Full Attention
+Residuals, whose per-step query re-weights old candidates too.
 
 The module-level functions ``aggregate`` (eq. 2, explicit) and ``stream`` (eq. 4, streaming) are the
 public mathematical contract; the ``InfiLoop`` module implements the same map step by step in log space.
@@ -278,45 +280,43 @@ class FullAttnRes(Connection):
     candidate: ``h_t = sum_{i<=t} softmax_i(q_t^T RMSNorm(z_i)) z_i``. The state stores all candidates
     (O(T d) memory) and each step costs O(T d). Not an ``h + gamma (z - h)`` update: the step-t query
     re-weights the old candidates too. Its diagnostics report gamma_t = alpha_{t,t} (weight of z_t).
-    Steps past ``n_queries`` reuse the last query.
+    Steps past ``n_queries`` reuse the last query. State tensors keep the sample axis first; the
+    candidate axis T is the second (``cand: [B, T, ..., d]``).
     """
 
     def __init__(self, cfg: ConnectionConfig, d: int):
         super().__init__(cfg, d)
         self.queries = nn.Parameter(torch.zeros(cfg.n_queries, d))
 
-    def _scores(self, keys: Tensor, t: Tensor) -> Tensor:
-        # keys: [T, ..., d] (already RMS-normalised), t: [...] per-token step index.
-        q = self.queries[t.clamp(max=self.cfg.n_queries - 1)]  # [..., d]
-        s = (keys * q.to(keys.dtype)).sum(-1)
-        return s.clamp(max=self.cfg.score_clip) if self.cfg.score_clip is not None else s
-
     def init(self, z0):
         lead = z0.shape[:-1]
         return {
             "h": z0,
-            "cand": z0.unsqueeze(0),
-            "valid": torch.ones((1, *lead), dtype=torch.bool, device=z0.device),
+            "cand": z0.unsqueeze(1),
+            "valid": torch.ones((lead[0], 1, *lead[1:]), dtype=torch.bool, device=z0.device),
             "t": torch.zeros(lead, dtype=torch.long, device=z0.device),
         }
 
     def step(self, state, z):
-        lead = z.shape[:-1]
-        cand = torch.cat([state["cand"], z.unsqueeze(0)])
-        valid = torch.cat([state["valid"], torch.ones((1, *lead), dtype=torch.bool, device=z.device)])
+        cand = torch.cat([state["cand"], z.unsqueeze(1)], dim=1)
+        valid = torch.cat([state["valid"], torch.ones_like(state["valid"][:, :1])], dim=1)
         t = state["t"] + 1
         keys = cand * torch.rsqrt(cand.pow(2).mean(-1, keepdim=True) + self.cfg.eps)
-        s = self._scores(keys, t).masked_fill(~valid, float("-inf"))  # [T, ...]
-        alpha = torch.softmax(s, dim=0)
-        h = (alpha.unsqueeze(-1) * cand).sum(0)
+        q = self.queries[t.clamp(max=self.cfg.n_queries - 1)].unsqueeze(1)  # [B, 1, ..., d]
+        s = (keys * q.to(keys.dtype)).sum(-1)
+        if self.cfg.score_clip is not None:
+            s = s.clamp(max=self.cfg.score_clip)
+        s = s.masked_fill(~valid, float("-inf"))  # [B, T, ...]
+        alpha = torch.softmax(s, dim=1)
+        h = (alpha.unsqueeze(-1) * cand).sum(1)
         new = {"h": h, "cand": cand, "valid": valid, "t": t}
-        return new, h, {"gamma": alpha[-1], "score": s[-1]}
+        return new, h, {"gamma": alpha[:, -1], "score": s[:, -1]}
 
     def reset(self, state, mask, z0):
-        m = mask.reshape(mask.shape + (1,) * (z0.ndim - 1 - mask.ndim))
-        valid = state["valid"] & ~m.unsqueeze(0)
-        valid = torch.cat([valid, m.unsqueeze(0).expand_as(valid[:1])])
-        cand = torch.cat([state["cand"], z0.unsqueeze(0)])
+        m = mask.reshape(mask.shape + (1,) * (z0.ndim - 1 - mask.ndim))  # [B, 1...] over lead dims
+        valid = state["valid"] & ~m.unsqueeze(1)
+        valid = torch.cat([valid, m.unsqueeze(1).expand_as(valid[:, :1])], dim=1)
+        cand = torch.cat([state["cand"], z0.unsqueeze(1)], dim=1)
         h = torch.where(m.unsqueeze(-1), z0, state["h"])
         t = torch.where(m, torch.zeros_like(state["t"]), state["t"])
         return {"h": h, "cand": cand, "valid": valid, "t": t}

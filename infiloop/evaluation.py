@@ -1,0 +1,251 @@
+"""Evaluation to any depth, with every step recorded, and perturbation of the state (SPEC sections 5, 8).
+
+``evaluate`` runs a trained model for N outer updates without gradients (the carry is all that is kept,
+so state memory does not grow with N) and returns a *trajectory*: a dict of numpy arrays, saved as a
+compressed ``.npz`` with this schema (P puzzles, K recorded updates, S grid cells):
+
+    updates        [K]      int32    the recorded outer updates (every ``every``-th, 1-based)
+    correct        [K, P]   bool     whole answer right
+    wrong_cells    [K, P]   int16    answer cells predicted wrong
+    state_change   [K, P]   float32  ||y_k - y_{k-1}|| / ||y_{k-1}||, answer state, over the last update
+    gamma_outer    [K, P]   float32  gamma_t of the outer axis, mean over grid cells
+    score_outer    [K, P]   float32  content score s_t of the outer axis, mean over grid cells
+    gamma_inner    [K, P]   float32  the same for the inner axis, mean over the L inner steps and cells
+    score_inner    [K, P]   float32
+    first_solve    [P]      int32    first update (checked at every update) with a right answer, -1 if none
+    blanks         [P]      int16    given as input: cells to fill (Sudoku blanks; cells with a label)
+    snapshot_updates [Q]    int32    updates at which predictions were kept (``snapshots``)
+    pred_snapshots [Q, P, S] uint8   predicted tokens at those updates
+    flipped        [P, S]   bool     cells whose prediction changed at least once in (snap_0, snap_1]
+    *_tok          [K, P, S] float16 per-cell gamma / score (only with ``per_token=True``)
+    info           str (JSON): layers per update, beta per axis, model and data description
+
+``perturb`` runs to update ``at``, adds a relative perturbation of size eps to the states
+(``h <- h + eps ||h|| u / ||u||`` per puzzle, u Gaussian) and runs on, recording the same quantities
+plus the distance ``||y^eps_k - y_k|| / ||y_k||`` to the unperturbed trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .model import Carry, LoopedReasoner
+from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write
+
+TRAJECTORY_KEYS = ("correct", "wrong_cells", "state_change", "gamma_outer", "score_outer", "gamma_inner",
+                   "score_inner")
+
+
+def _norm(x: Tensor) -> Tensor:
+    return torch.linalg.vector_norm(x.float().flatten(1), dim=1)
+
+
+def _tensors(data: TaskData, idx: np.ndarray, device) -> tuple[Tensor, Tensor, Tensor]:
+    inputs = torch.from_numpy(data.inputs[idx].astype(np.int64)).to(device)
+    labels = torch.from_numpy(data.labels[idx].astype(np.int64)).to(device)
+    pids = torch.from_numpy(data.puzzle_ids[idx].astype(np.int64)).to(device)
+    return inputs, labels, pids
+
+
+def _info(model: LoopedReasoner, data: TaskData, **extra) -> str:
+    cfg = model.cfg
+    betas = {}
+    for axis, conn in (("inner", model.conn_inner), ("outer", model.conn_outer)):
+        if hasattr(conn, "beta"):
+            betas[axis] = conn.beta
+    return json.dumps({"layers_per_update": cfg.layers_per_outer_update, "H": cfg.H, "L": cfg.L,
+                       "inner": cfg.inner.name, "outer": cfg.outer.name, "beta": betas, "data": data.name,
+                       "n_puzzles": len(data), **extra})
+
+
+class _Recorder:
+    """Per-update bookkeeping for one batch of puzzles."""
+
+    def __init__(self, model, labels, every, n_updates, snapshots, per_token):
+        self.model, self.labels, self.every, self.per_token = model, labels, every, per_token
+        self.mask = labels != IGNORE_LABEL_ID
+        self.snapshots = list(snapshots)
+        self.rows: dict[str, list] = {k: [] for k in TRAJECTORY_KEYS}
+        if per_token:
+            for k in ("gamma_outer_tok", "score_outer_tok", "gamma_inner_tok", "score_inner_tok"):
+                self.rows[k] = []
+        B = labels.shape[0]
+        self.first_solve = torch.full((B,), -1, dtype=torch.int32)
+        self.snap = []
+        self.flipped = torch.zeros(labels.shape, dtype=torch.bool)
+        self.prev_y = None
+
+    def start(self, carry: Carry) -> None:
+        self.prev_y = carry["y"]["h"].clone()
+
+    def __call__(self, k: int, carry: Carry, diag: dict[str, Tensor]) -> Tensor:
+        y = carry["y"]["h"]
+        logits, _ = self.model.readout(carry)
+        pred = logits.argmax(-1)
+        wrong = ((pred != self.labels) & self.mask).sum(-1)
+        correct = (wrong == 0).cpu()
+        self.first_solve = torch.where((self.first_solve < 0) & correct, torch.tensor(k, dtype=torch.int32),
+                                       self.first_solve)
+        if self.snapshots:
+            if k == self.snapshots[0]:
+                self.ref_pred = pred.clone()
+            elif len(self.snapshots) > 1 and self.snapshots[0] < k <= self.snapshots[1]:
+                self.flipped |= (pred != self.ref_pred).cpu()
+            if k in self.snapshots:
+                self.snap.append(pred.to(torch.uint8).cpu())
+        if k % self.every == 0:
+            p = self.model.cfg.prefix
+            r = self.rows
+            r["correct"].append(correct)
+            r["wrong_cells"].append(wrong.to(torch.int16).cpu())
+            r["state_change"].append((_norm(y - self.prev_y) / _norm(self.prev_y).clamp_min(1e-30)).cpu())
+            for name in ("gamma_outer", "score_outer", "gamma_inner", "score_inner"):
+                v = diag.get(name)
+                v = torch.zeros_like(y[..., 0]) if v is None else v
+                r[name].append(v[:, p:].float().mean(-1).cpu())
+                if self.per_token:
+                    r[name + "_tok"].append(v[:, p:].to(torch.float16).cpu())
+        self.prev_y = y.clone()
+        return pred
+
+    def result(self) -> dict[str, np.ndarray]:
+        out = {k: torch.stack(v, 0).numpy() for k, v in self.rows.items() if v}
+        out["first_solve"] = self.first_solve.numpy()
+        out["flipped"] = self.flipped.numpy()
+        if self.snap:
+            out["pred_snapshots"] = torch.stack(self.snap).numpy()
+        return out
+
+
+def _check(n_updates: int, every: int) -> None:
+    if n_updates < 1:
+        raise ValueError(f"updates must be at least 1, got {n_updates}")
+    if every < 1 or n_updates % every:
+        raise ValueError(f"every={every} must be a positive divisor of updates={n_updates}")
+
+
+@torch.no_grad()
+def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1, batch_size: int = 256,
+             device: str = "cpu", per_token: bool = False, snapshots: tuple[int, ...] = (),
+             progress: bool = True) -> dict[str, np.ndarray]:
+    """Run every puzzle of ``data`` for ``updates`` outer updates and record its trajectory."""
+    _check(updates, every)
+    snapshots = tuple(sorted(int(s) for s in snapshots))
+    if any(not 1 <= s <= updates for s in snapshots):
+        raise ValueError(f"snapshots {snapshots} must lie in [1, updates={updates}]")
+    model = model.to(device).eval()
+    parts: list[dict[str, np.ndarray]] = []
+    n = len(data)
+    bar = tqdm(total=n * updates, disable=not progress, desc="evaluate", unit="upd", unit_scale=True,
+               dynamic_ncols=True)
+    for start in range(0, n, batch_size):
+        idx = np.arange(start, min(n, start + batch_size))
+        inputs, labels, pids = _tensors(data, idx, device)
+        rec = _Recorder(model, labels, every, updates, snapshots, per_token)
+        rec.start(model.initial_carry(len(idx), device))
+        pids = pids if model.cfg.n_puzzles > 0 else None
+        for k, carry, diag in model.iterate(inputs, updates, pids):
+            rec(k, carry, diag)
+            bar.update(len(idx))
+        parts.append(rec.result())
+    bar.close()
+    per_puzzle = ("first_solve", "flipped")  # puzzle axis first; every other array has it second
+    out = {k: np.concatenate([p[k] for p in parts], axis=0 if k in per_puzzle else 1) for k in parts[0]}
+    out["updates"] = np.arange(every, updates + 1, every, dtype=np.int32)
+    out["snapshot_updates"] = np.asarray(snapshots, dtype=np.int32)
+    out["blanks"] = (data.labels != IGNORE_LABEL_ID).sum(1).astype(np.int16) if "blanks" not in data.meta \
+        else data.meta["blanks"].astype(np.int16)
+    out["info"] = np.asarray(_info(model, data, updates=updates, every=every))
+    return out
+
+
+def _perturb_state(state: dict[str, Tensor], eps: float, gen: torch.Generator) -> dict[str, Tensor]:
+    h = state["h"]
+    u = torch.randn(h.shape, generator=gen, dtype=torch.float32).to(h.device, h.dtype)
+    scale = eps * _norm(h) / _norm(u).clamp_min(1e-30)
+    return {**state, "h": h + scale.view(-1, *([1] * (h.ndim - 1))) * u}
+
+
+@torch.no_grad()
+def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ...], updates_after: int,
+            every: int = 1, batch_size: int = 256, device: str = "cpu", seed: int = 0,
+            progress: bool = True) -> dict[str, np.ndarray]:
+    """Perturb both states at update ``at`` by each relative size in ``eps`` and run ``updates_after`` more.
+
+    Returns arrays with a leading eps axis E (``eps`` as given; include 0.0 for the unperturbed control):
+    ``correct``/``wrong_cells``/``distance`` ``[E, K, P]`` at updates ``at + updates`` (``updates``: [K]),
+    ``solved_at`` ``[P]`` (right at update ``at``), ``eps`` ``[E]``.
+    """
+    _check(updates_after, every)
+    if at < 1:
+        raise ValueError(f"perturb at must be >= 1, got {at}")
+    eps = tuple(float(e) for e in eps)
+    if not eps or any(e < 0 for e in eps):
+        raise ValueError(f"eps must be a non-empty list of sizes >= 0, got {eps}")
+    model = model.to(device).eval()
+    K = updates_after // every
+    E, n = len(eps), len(data)
+    correct = np.zeros((E, K, n), bool)
+    wrong = np.zeros((E, K, n), np.int16)
+    distance = np.zeros((E, K, n), np.float32)
+    solved_at = np.zeros(n, bool)
+    bar = tqdm(total=n * (at + updates_after * (E + 1)), disable=not progress, desc="perturb", unit="upd",
+               unit_scale=True, dynamic_ncols=True)
+    for start in range(0, n, batch_size):
+        idx = np.arange(start, min(n, start + batch_size))
+        sl = slice(start, start + len(idx))
+        inputs, labels, pids = _tensors(data, idx, device)
+        pids = pids if model.cfg.n_puzzles > 0 else None
+        mask = labels != IGNORE_LABEL_ID
+        x = model.embed(inputs, pids)
+        carry = model.initial_carry(len(idx), device)
+        for _ in range(at):
+            carry, _ = model.outer_update(carry, x)
+        bar.update(len(idx) * at)
+        solved_at[sl] = (((model.readout(carry)[0].argmax(-1) != labels) & mask).sum(-1) == 0).cpu().numpy()
+        ref = []
+        c = carry
+        for k in range(1, updates_after + 1):
+            c, _ = model.outer_update(c, x)
+            if k % every == 0:
+                ref.append(c["y"]["h"].clone())
+        bar.update(len(idx) * updates_after)
+        for e, size in enumerate(eps):
+            gen = torch.Generator().manual_seed(seed * 7919 + start)
+            c = {axis: _perturb_state(st, size, gen) for axis, st in carry.items()} if size > 0 else carry
+            for k in range(1, updates_after + 1):
+                c, _ = model.outer_update(c, x)
+                if k % every == 0:
+                    j = k // every - 1
+                    w = ((model.readout(c)[0].argmax(-1) != labels) & mask).sum(-1)
+                    wrong[e, j, sl] = w.cpu().numpy()
+                    correct[e, j, sl] = (w == 0).cpu().numpy()
+                    y = c["y"]["h"]
+                    distance[e, j, sl] = (_norm(y - ref[j]) / _norm(ref[j]).clamp_min(1e-30)).cpu().numpy()
+            bar.update(len(idx) * updates_after)
+    bar.close()
+    return {"eps": np.asarray(eps, np.float64), "updates": np.arange(at + every, at + updates_after + 1, every,
+                                                                        dtype=np.int32),
+            "correct": correct, "wrong_cells": wrong, "distance": distance, "solved_at": solved_at,
+            "info": np.asarray(_info(model, data, at=at, updates_after=updates_after, every=every))}
+
+
+def save_trajectory(path: str | Path, traj: dict[str, np.ndarray]) -> Path:
+    """Write a trajectory atomically as a compressed .npz (no pickled objects)."""
+    return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **traj), suffix=".npz")
+
+
+def load_trajectory(path: str | Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}
+
+
+def accuracy_by_depth(traj: dict[str, np.ndarray]) -> list[tuple[int, float]]:
+    """(update, exact accuracy) for each recorded update."""
+    return [(int(u), float(c.mean())) for u, c in zip(traj["updates"], traj["correct"])]

@@ -1,0 +1,292 @@
+"""Profiles and the run cache (DESIGN.md, "Profiles" and "Data flow").
+
+A *profile* is data: the data profile, the model settings and the training and evaluation settings.
+A *run* is (task, connection recipe, profile, overrides); it lives in
+``runs/<task>/<recipe>-<hash of the full configuration>/`` with ``config.json``, checkpoints,
+``metrics.jsonl``, the final EMA weights (``model.safetensors``) and ``DONE.json``. Asking for a run
+that is complete returns it; a partial one resumes; a new one trains. Evaluations are cached in the
+run's ``eval/`` folder, keyed by their arguments and the data they ran on.
+
+Overrides are dotted keys: ``model.outer.beta=0.1``, ``train.lr=3e-4``, ``data.n_train=500``,
+``eval.updates=960``.
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import hashlib
+import json
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from . import tasks
+from .evaluation import evaluate, load_trajectory, perturb, save_trajectory
+from .model import LoopedReasoner, ModelConfig
+from .tasks.base import TaskData, atomic_write_text
+from .training import DONE, WEIGHTS, TrainConfig, load_weights, train
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs"
+
+# Connection recipes: the experiment-level names of SPEC sections 6 and 8, as model settings.
+RECIPES: dict[str, dict] = {
+    "carry_last": {"inner": {"name": "carry_last"}, "outer": {"name": "carry_last"}},
+    "infiloop": {"inner": {"name": "infiloop"}, "outer": {"name": "infiloop"}},
+    # FPRM: pre-norm block with learned residual scales and the damped fixed-point update (SPEC section 6).
+    "fprm": {"norm": "pre", "residual_scale": True, "inner": {"name": "fprm"}, "outer": {"name": "fprm"}},
+    "full_attnres": {"inner": {"name": "full_attnres"}, "outer": {"name": "full_attnres"}},
+}
+
+# The calibration behind `tiny` is recorded in docs/calibration.md.
+PROFILES: dict[str, dict] = {
+    "smoke": {
+        "data": "smoke",
+        "model": {"d_model": 32, "n_heads": 2, "n_layers": 1, "ffn_multiple": 16, "pos": "grid", "conv": False,
+                  "H": 2, "L": 2},
+        "train": {"steps": 30, "batch_size": 32, "lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1, "ema": 0.9,
+                  "max_segments": 4, "checkpoint_every": 10, "log_every": 5},
+        "eval": {"updates": 24, "every": 1, "limit": 64, "batch_size": 64},
+    },
+    "tiny": {
+        "data": "tiny",
+        "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "pos": "grid", "conv": False,
+                  "H": 2, "L": 3},
+        "train": {"steps": 600, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
+                  "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
+        "eval": {"updates": 960, "every": 4, "limit": 256, "batch_size": 256},
+    },
+    "paper": {
+        "data": "paper",
+        "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)
+        "train": {"steps": 100_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
+                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 2000, "log_every": 100},
+        "eval": {"updates": 960, "every": 6, "limit": 32768, "batch_size": 1024},
+    },
+}
+SECTIONS = ("data", "model", "train", "eval")
+
+
+def parse_overrides(items: list[str] | dict | None) -> dict[str, Any]:
+    """``["model.outer.beta=0.1", ...]`` -> ``{"model.outer.beta": 0.1}`` (values read as YAML)."""
+    if items is None:
+        return {}
+    if isinstance(items, dict):
+        return dict(items)
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"override {item!r}: expected KEY=VALUE, e.g. model.outer.beta=0.1")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def _set(tree: dict, dotted: str, value: Any, valid: dict) -> None:
+    keys = dotted.split(".")
+    if keys[0] not in SECTIONS:
+        raise ValueError(f"override {dotted!r}: the first part must be one of {', '.join(SECTIONS)}")
+    node, ref = tree, valid
+    for i, k in enumerate(keys):
+        if not isinstance(ref, dict) or k not in ref:
+            choices = sorted(ref) if isinstance(ref, dict) else []
+            raise ValueError(f"override {dotted!r}: unknown key {'.'.join(keys[:i + 1])!r}; valid: {choices}")
+        if i == len(keys) - 1:
+            node[k] = value
+        else:
+            node = node.setdefault(k, {})
+            ref = ref[k]
+
+
+def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list | None = None) -> dict:
+    """The full configuration of a run, as plain data (this is what the run's hash covers)."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown connection recipe {recipe!r}; valid choices: {', '.join(RECIPES)}")
+    if task not in tasks.TASKS:
+        raise ValueError(f"unknown task {task!r}; valid choices: {', '.join(tasks.TASKS)}")
+    prof = copy.deepcopy(PROFILES[profile])
+    overrides = parse_overrides(overrides)
+    data_over = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("data.")}
+    data_cfg = tasks.profile_config(task, prof["data"], data_over)
+    header = _data_header(task, prof["data"], data_over)
+    model = ModelConfig().to_dict()
+    model.update(vocab_size=header["vocab_size"], seq_len=header["grid"][0] * header["grid"][1],
+                 grid=list(header["grid"]), box=header["box"],
+                 n_puzzles=header["n_puzzles"] if header["n_puzzles"] > 1 else 0)
+    for k, v in prof["model"].items():
+        model[k] = v
+    for k, v in RECIPES[recipe].items():
+        model[k] = {**model[k], **v} if isinstance(v, dict) else v
+    cfg = {"task": task, "recipe": recipe, "profile": profile, "data": data_cfg, "data_profile": prof["data"],
+           "data_overrides": data_over, "model": model, "train": {**TrainConfig().to_dict(), **prof["train"]},
+           "eval": prof["eval"]}
+    valid = {"data": data_cfg, "model": model, "train": cfg["train"], "eval": cfg["eval"]}
+    for k, v in overrides.items():
+        if not k.startswith("data."):
+            _set(cfg, k, v, valid)
+    ModelConfig.from_dict(cfg["model"]).validate()
+    TrainConfig.from_dict(cfg["train"]).validate()
+    return json.loads(json.dumps(cfg))  # tuples -> lists: the same form as config.json
+
+
+def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
+    """Grid, box, vocabulary and puzzle count of a built training set (builds it if needed)."""
+    paths = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
+    with __import__("numpy").load(paths["train"], allow_pickle=False) as f:
+        return json.loads(str(f["header"]))
+
+
+def config_hash(cfg: dict) -> str:
+    keyed = {k: v for k, v in cfg.items() if k != "eval"}  # evaluation settings do not change the model
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
+
+
+@dataclass
+class Run:
+    dir: Path
+    config: dict
+
+    @property
+    def done(self) -> bool:
+        return (self.dir / DONE).is_file()
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig.from_dict(self.config["model"])
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig.from_dict(self.config["train"])
+
+    def train_data(self) -> TaskData:
+        return tasks.load(self.config["task"], self.config["data_profile"], "train",
+                          overrides=self.config["data_overrides"] or None)
+
+    def test_data(self) -> TaskData:
+        return tasks.load(self.config["task"], self.config["data_profile"], "test",
+                          overrides=self.config["data_overrides"] or None)
+
+    def summary(self) -> dict:
+        return json.loads((self.dir / DONE).read_text())
+
+    def load_model(self, device: str = "cpu") -> LoopedReasoner:
+        """The trained model with its EMA weights, in evaluation mode (safetensors: no pickle)."""
+        if not self.done:
+            raise FileNotFoundError(f"{self.dir}: the run is not complete (no {DONE}); train it first")
+        model = LoopedReasoner(self.model_config())
+        model.load_state_dict(load_weights(self.dir / WEIGHTS))
+        return model.to(device).eval()
+
+    # ----------------------------------------------------------------- cached evaluations
+    def _eval_path(self, kind: str, args: dict, data: TaskData | None, data_file: str | None) -> Path:
+        ident = {"kind": kind, **args, "data": data_file or "profile-test", "n": len(data) if data else None}
+        if data_file:
+            ident["data_sha"] = hashlib.sha256(Path(data_file).read_bytes()).hexdigest()[:16]
+        h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+        return self.dir / "eval" / f"{kind}-{h}.npz"
+
+    def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
+                 data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
+                 per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
+                 progress: bool = True) -> tuple[dict, Path]:
+        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached."""
+        ev = self.config["eval"]
+        updates, every = updates or ev["updates"], every or ev["every"]
+        limit = ev["limit"] if limit is None else limit
+        data = self._select(data, limit)
+        args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
+                "snapshots": sorted(snapshots)}
+        path = self._eval_path("traj", args, data, data_file)
+        if path.is_file():
+            return load_trajectory(path), path
+        traj = evaluate(self.load_model(device), data, updates, every, batch_size or ev["batch_size"], device,
+                        per_token, snapshots, progress)
+        save_trajectory(path, traj)
+        return traj, path
+
+    def perturb(self, at: int, eps: tuple[float, ...], updates_after: int, every: int = 1,
+                limit: int | None = None, data: TaskData | None = None, data_file: str | None = None,
+                device: str = "cpu", seed: int = 0, progress: bool = True) -> tuple[dict, Path]:
+        limit = self.config["eval"]["limit"] if limit is None else limit
+        data = self._select(data, limit)
+        args = {"at": at, "eps": [float(e) for e in eps], "after": updates_after, "every": every,
+                "limit": limit, "seed": seed}
+        path = self._eval_path("perturb", args, data, data_file)
+        if path.is_file():
+            return load_trajectory(path), path
+        out = perturb(self.load_model(device), data, at, eps, updates_after, every,
+                      self.config["eval"]["batch_size"], device, seed, progress)
+        save_trajectory(path, out)
+        return out, path
+
+    def _select(self, data: TaskData | None, limit: int | None) -> TaskData:
+        data = self.test_data() if data is None else data
+        if limit is not None and limit < len(data):
+            data = data.subset(slice(0, limit))
+        return data
+
+
+def run_dir_for(cfg: dict, root: Path = RUNS) -> Path:
+    return Path(root) / cfg["task"] / f"{cfg['recipe']}-{config_hash(cfg)}"
+
+
+def resolve(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
+            root: Path = RUNS, run_dir: str | Path | None = None) -> Run:
+    """The run for this configuration (trained or not)."""
+    cfg = resolve_config(task, recipe, profile, overrides)
+    d = Path(run_dir) if run_dir else run_dir_for(cfg, root)
+    existing = d / "config.json"
+    if existing.is_file():
+        old = json.loads(existing.read_text())
+        if config_hash(old) != config_hash(cfg):
+            raise ValueError(f"{d}: holds a run with a different configuration; choose another --run-dir")
+    return Run(d, cfg)
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
+            root: Path = RUNS, run_dir: str | Path | None = None, device: str = "cpu",
+            max_steps: int | None = None, progress: bool = True) -> Run:
+    """The trained run: from the cache, resumed from its last checkpoint, or trained now."""
+    run = resolve(task, recipe, profile, overrides, root, run_dir)
+    if run.done:
+        return run
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    # Under torchrun every process trains together: a file lock would make them wait for each other.
+    with (nullcontext() if distributed else _locked(run.dir / ".lock")):
+        if run.done:  # another process finished it while we waited
+            return run
+        cfg_text = json.dumps(run.config, indent=1, sort_keys=True)
+        if not (run.dir / "config.json").is_file() and (not distributed or torch.distributed.get_rank() == 0):
+            atomic_write_text(run.dir / "config.json", cfg_text)
+        old_threads = torch.get_num_threads()
+        train(run.model_config(), run.train_config(), run.train_data(), run.dir, device, max_steps, progress)
+        torch.set_num_threads(old_threads)
+    return run
+
+
+def load_run(run_dir: str | Path) -> Run:
+    d = Path(run_dir)
+    p = d / "config.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"{d}: not a run folder (no config.json)")
+    return Run(d, json.loads(p.read_text()))

@@ -1,0 +1,451 @@
+"""Training with deep supervision and adaptive halting, as in TRM (SPEC sections 2, 3, 9).
+
+One optimiser step runs one supervision segment (H outer updates, gradients through the last) for
+every slot of the global batch. A slot holds one puzzle and its carried state; it halts when its
+halting logit q_halt > 0 (with exploration: with probability ``halt_exploration`` a random minimum of
+2..``max_segments`` segments) or after ``max_segments`` segments, and then takes the next puzzle of the
+data stream. Loss: stable-max cross-entropy over the answer cells + ``halt_loss_weight`` x binary
+cross-entropy of q_halt against "the whole answer is right".
+
+Runs resume exactly: a checkpoint holds the model, the optimiser, the EMA, the data position, the
+slots with their carried states and every random state. With ``torchrun`` (several processes, DDP)
+the global batch is fixed and each process takes an equal slice of the slots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from .model import Carry, LoopedReasoner, ModelConfig
+from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write, atomic_write_text
+
+CHECKPOINT = "checkpoint.pt"
+WEIGHTS = "model.safetensors"
+DONE = "DONE.json"
+METRICS = "metrics.jsonl"
+OPTIMIZERS = ("adamw", "adam_atan2")
+SCHEDULES = ("constant", "cosine")
+
+
+@dataclass
+class TrainConfig:
+    """Training hyper-parameters (SPEC section 3 gives the paper's)."""
+
+    steps: int = 2000  # optimiser steps; each runs one supervision segment for the whole global batch
+    batch_size: int = 768  # global batch, whatever the number of processes
+    lr: float = 1e-4
+    warmup_steps: int = 2000
+    schedule: str = "constant"  # after warm-up: "constant" (TRM) or "cosine" (to lr_min_ratio * lr)
+    lr_min_ratio: float = 0.1
+    weight_decay: float = 1.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    optimizer: str = "adamw"
+    grad_clip: float = 0.0  # 0: no clipping
+    ema: float = 0.999  # rate of the weight EMA used for evaluation and checkpoints; 0 disables it
+    max_segments: int = 16
+    halt_exploration: float = 0.1
+    halt_loss_weight: float = 0.5
+    loss: str = "stablemax"  # or "softmax"
+    checkpoint_every: int = 500
+    log_every: int = 25
+    seed: int = 0
+    precision: str = "auto"  # "fp32", "bf16" (autocast) or "auto" (bf16 on CUDA, fp32 elsewhere)
+    compile: str = "auto"  # "on", "off" or "auto" (on for CUDA)
+    threads: int = 0  # torch CPU threads; 0 leaves torch's default
+
+    def validate(self) -> None:
+        def bad(f, msg):
+            raise ValueError(f"train.{f}: {msg}")
+
+        for f in ("steps", "batch_size", "max_segments", "checkpoint_every", "log_every"):
+            if getattr(self, f) < 1:
+                bad(f, f"must be a positive integer, got {getattr(self, f)}")
+        if self.lr <= 0:
+            bad("lr", f"must be positive, got {self.lr}")
+        if self.optimizer not in OPTIMIZERS:
+            bad("optimizer", f"unknown optimizer {self.optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
+        if self.schedule not in SCHEDULES:
+            bad("schedule", f"unknown schedule {self.schedule!r}; valid choices: {', '.join(SCHEDULES)}")
+        if self.loss not in ("stablemax", "softmax"):
+            bad("loss", f"unknown loss {self.loss!r}; valid choices: stablemax, softmax")
+        if not 0 <= self.ema < 1:
+            bad("ema", f"must be in [0, 1), got {self.ema}")
+        if not 0 <= self.halt_exploration <= 1:
+            bad("halt_exploration", f"must be in [0, 1], got {self.halt_exploration}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            bad("precision", f"valid choices: auto, fp32, bf16; got {self.precision!r}")
+        if self.compile not in ("auto", "on", "off"):
+            bad("compile", f"valid choices: auto, on, off; got {self.compile!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"train: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+        d = dict(d)
+        if "betas" in d:
+            d["betas"] = tuple(d["betas"])
+        return cls(**d)
+
+
+# ------------------------------------------------------------------------------------------ losses
+
+
+def stablemax_cross_entropy(logits: Tensor, labels: Tensor, ignore_index: int = IGNORE_LABEL_ID) -> Tensor:
+    """TRM's stable-max cross-entropy: p_i = s(x_i) / sum_j s(x_j), s(x) = x + 1 (x >= 0), 1 / (1 - x)
+    (x < 0). Per position, 0 where the label is ignored. Computed in float64 as TRM does."""
+    x = logits.double()
+    s = torch.where(x >= 0, x + 1, 1 / (1 - x))
+    logp = torch.log(s / s.sum(-1, keepdim=True))
+    valid = labels != ignore_index
+    picked = torch.gather(logp, -1, torch.where(valid, labels, 0).unsqueeze(-1)).squeeze(-1)
+    return torch.where(valid, -picked, 0).to(logits.dtype)
+
+
+def softmax_cross_entropy(logits: Tensor, labels: Tensor, ignore_index: int = IGNORE_LABEL_ID) -> Tensor:
+    return F.cross_entropy(logits.float().transpose(1, -1), labels.long(), ignore_index=ignore_index,
+                           reduction="none")
+
+
+# ------------------------------------------------------------------------------------------ optimiser
+
+
+class AdamATan2(torch.optim.Optimizer):
+    """Adam with atan2 in place of the division by sqrt(v) + eps (Everett et al., 2024), decoupled
+    weight decay; the optimiser of TRM's public recipe, written in plain PyTorch:
+    ``p <- p (1 - lr wd) - lr a atan2(m_hat, b sqrt(v_hat))`` with a = 1.27, b = 1."""
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.0, a=1.27, b=1.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay, a=a, b=b))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = torch.zeros((), dtype=torch.float32)
+                    st["m"] = torch.zeros_like(p)
+                    st["v"] = torch.zeros_like(p)
+                st["step"] += 1
+                t = float(st["step"])
+                st["m"].lerp_(p.grad, 1 - b1)
+                st["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                m_hat = st["m"] / (1 - b1 ** t)
+                v_hat = st["v"] / (1 - b2 ** t)
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(torch.atan2(m_hat, group["b"] * v_hat.sqrt()), alpha=-group["lr"] * group["a"])
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    # No weight decay on the connections' few parameters (q, lambda), norms' scales and biases.
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or name.startswith(("conn_", "module.conn_")) else decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if cfg.optimizer == "adam_atan2":
+        return AdamATan2(groups, lr=cfg.lr, betas=cfg.betas)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to ``lr``, then constant (TRM) or cosine to ``lr_min_ratio * lr``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * (cfg.lr_min_ratio + (1 - cfg.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+# ------------------------------------------------------------------------------------------ data stream
+
+
+class PuzzleStream:
+    """Shuffled epochs over the training rows; the position (epoch, offset) is the whole state."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self.epoch, self.pos = n, seed, 0, 0
+        self._perm = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> Tensor:
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(self.n, generator=g)
+
+    def take(self, k: int) -> Tensor:
+        out = []
+        while k > 0:
+            chunk = self._perm[self.pos:self.pos + k]
+            out.append(chunk)
+            self.pos += len(chunk)
+            k -= len(chunk)
+            if self.pos == self.n:
+                self.epoch, self.pos = self.epoch + 1, 0
+                self._perm = self._permutation(self.epoch)
+        return torch.cat(out) if out else torch.empty(0, dtype=torch.long)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "pos": self.pos}
+
+    def load_state_dict(self, st: dict) -> None:
+        self.epoch, self.pos = int(st["epoch"]), int(st["pos"])
+        self._perm = self._permutation(self.epoch)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+class EMA:
+    """Exponential moving average of the weights, with the usual warm-up of its rate."""
+
+    def __init__(self, model: nn.Module, rate: float):
+        self.rate = rate
+        self.shadow = {k: v.detach().float().clone() for k, v in model.state_dict().items()
+                       if v.dtype.is_floating_point}
+        self.updates = 0
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        self.updates += 1
+        r = min(self.rate, (1 + self.updates) / (10 + self.updates))
+        for k, v in model.state_dict().items():
+            if k in self.shadow:
+                self.shadow[k].lerp_(v.detach().float(), 1 - r)
+
+    def weights(self, model: nn.Module) -> dict[str, Tensor]:
+        out = {}
+        for k, v in model.state_dict().items():
+            out[k] = self.shadow[k].to(v.dtype) if k in self.shadow else v.detach()
+        return out
+
+
+def _dist() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _gather(t: Tensor, world: int) -> Tensor:
+    """Concatenate a per-process tensor along its first (sample) axis, in rank order."""
+    if world == 1:
+        return t
+    parts = [torch.empty_like(t) for _ in range(world)]
+    dist.all_gather(parts, t.contiguous())
+    return torch.cat(parts)
+
+
+def _gather_carry(carry: Carry, world: int) -> Carry:
+    return {a: {k: _gather(v, world) for k, v in st.items()} for a, st in carry.items()}
+
+
+def _slice_carry(carry: Carry, sl: slice) -> Carry:
+    return {a: {k: v[sl].clone() for k, v in st.items()} for a, st in carry.items()}
+
+
+def save_weights(path: Path, weights: dict[str, Tensor]) -> None:
+    from safetensors.torch import save_file
+
+    atomic_write(path, lambda tmp: save_file({k: v.contiguous() for k, v in weights.items()}, tmp))
+
+
+def load_weights(path: Path) -> dict[str, Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_dir: str | os.PathLike,
+          device: str = "cpu", max_steps: int | None = None, progress: bool = True,
+          return_model: bool = False) -> dict | tuple[dict, LoopedReasoner]:
+    """Train (or resume) a model in ``run_dir``; returns the final summary (also written to DONE.json),
+    and with ``return_model`` the trained model too (this process's live weights, not the EMA).
+
+    ``max_steps`` stops early after that many optimiser steps in total (the run stays resumable).
+    """
+    train_cfg.validate()
+    model_cfg.validate()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rank, world = _dist()
+    if train_cfg.batch_size % world:
+        raise ValueError(f"train.batch_size={train_cfg.batch_size} must be divisible by the number of "
+                         f"processes ({world})")
+    if train_cfg.threads:
+        torch.set_num_threads(train_cfg.threads)
+    B, b = train_cfg.batch_size, train_cfg.batch_size // world
+    mine = slice(rank * b, (rank + 1) * b)
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    autocast = train_cfg.precision == "bf16" or (train_cfg.precision == "auto" and on_cuda)
+
+    torch.manual_seed(train_cfg.seed)
+    model = LoopedReasoner(model_cfg).to(device)
+    opt = make_optimizer(model, train_cfg)
+    ema = EMA(model, train_cfg.ema) if train_cfg.ema > 0 else None
+    stream = PuzzleStream(len(data), train_cfg.seed)
+    explore = torch.Generator().manual_seed(train_cfg.seed + 17)
+    inputs_all = torch.from_numpy(data.inputs.astype(np.int64))
+    labels_all = torch.from_numpy(data.labels.astype(np.int64))
+    pids_all = torch.from_numpy(data.puzzle_ids.astype(np.int64))
+
+    # Slot bookkeeping is global (identical on every process); the carry is local.
+    slot_idx = torch.zeros(B, dtype=torch.long)
+    slot_seg = torch.zeros(B, dtype=torch.long)
+    halted = torch.ones(B, dtype=torch.bool)
+    carry = model.initial_carry(b, device)
+    step = 0
+    window: list[dict] = []
+
+    ckpt_path = run_dir / CHECKPOINT
+    if ckpt_path.is_file():
+        ck = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        if ema is not None:
+            ema.shadow, ema.updates = ck["ema"], int(ck["ema_updates"])
+        stream.load_state_dict(ck["stream"])
+        explore.set_state(ck["explore_rng"])
+        torch.set_rng_state(ck["torch_rng"])
+        slot_idx, slot_seg, halted = ck["slot_idx"], ck["slot_seg"], ck["halted"]
+        carry = {a: {k: v.to(device) for k, v in st.items()} for a, st in _slice_carry(ck["carry"], mine).items()}
+        step = int(ck["step"])
+        window = list(ck["window"])
+        _truncate_metrics(run_dir / METRICS, step)
+    elif rank == 0:
+        _truncate_metrics(run_dir / METRICS, 0)
+
+    net: nn.Module = model
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(model)
+    if train_cfg.compile == "on" or (train_cfg.compile == "auto" and on_cuda):
+        net = torch.compile(net)
+
+    def save_checkpoint():
+        full_carry = _gather_carry({a: {k: v.cpu() for k, v in st.items()} for a, st in carry.items()}, world)
+        if rank != 0:
+            return
+        ck = {
+            "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+            "ema": ema.shadow if ema is not None else {}, "ema_updates": ema.updates if ema else 0,
+            "stream": stream.state_dict(), "explore_rng": explore.get_state(), "torch_rng": torch.get_rng_state(),
+            "slot_idx": slot_idx, "slot_seg": slot_seg, "halted": halted, "carry": full_carry,
+            "window": window,  # metrics since the last log line, so that a resumed run logs the same
+        }
+        atomic_write(ckpt_path, lambda tmp: torch.save(ck, tmp))
+
+    end = train_cfg.steps if max_steps is None else min(train_cfg.steps, max_steps)
+    bar = tqdm(total=train_cfg.steps, initial=step, disable=not progress or rank != 0, desc=run_dir.name,
+               dynamic_ncols=True)
+    t_start = time.time()
+    net.train()
+    while step < end:
+        # Refill halted slots with the next puzzles (same decision on every process).
+        n_new = int(halted.sum())
+        if n_new:
+            slot_idx[halted] = stream.take(n_new)
+            slot_seg[halted] = 0
+            carry = model.reset_carry(carry, halted[mine].to(device))
+        idx = slot_idx[mine]
+        inputs, labels = inputs_all[idx].to(device), labels_all[idx].to(device)
+        pids = pids_all[idx].to(device) if model_cfg.n_puzzles > 0 else None
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, train_cfg)
+
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            carry, logits, q_halt, _ = net(carry, inputs, pids)
+        ce = (stablemax_cross_entropy if train_cfg.loss == "stablemax" else softmax_cross_entropy)(logits, labels)
+        mask = labels != IGNORE_LABEL_ID
+        n_cells = mask.sum(-1).clamp_min(1)
+        lm_loss = (ce.float().sum(-1) / n_cells).mean()
+        with torch.no_grad():
+            pred = logits.argmax(-1)
+            cell_ok = (pred == labels) & mask
+            seq_ok = cell_ok.sum(-1) == mask.sum(-1)
+        q_loss = F.binary_cross_entropy_with_logits(q_halt.float(), seq_ok.float())
+        loss = lm_loss + train_cfg.halt_loss_weight * q_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if train_cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+        opt.step()
+        if ema is not None:
+            ema.update(model)
+        step += 1
+
+        # Halting (SPEC section 9): q_halt > 0, exploration minimum, or the last segment.
+        with torch.no_grad():
+            slot_seg += 1
+            local_halt = (q_halt.detach() > 0).cpu()
+            all_halt = _gather(local_halt.to(device), world).cpu() if world > 1 else local_halt
+            explore_min = torch.where(torch.rand(B, generator=explore) < train_cfg.halt_exploration,
+                                      torch.randint(2, train_cfg.max_segments + 1, (B,), generator=explore), 0)
+            halted = (slot_seg >= train_cfg.max_segments) | (all_halt & (slot_seg >= explore_min))
+
+            m = torch.stack([loss.detach().float(), lm_loss.detach(), q_loss.detach().float(),
+                             cell_ok.sum().float() / mask.sum().clamp_min(1), seq_ok.float().mean()]).cpu()
+            if world > 1:
+                dist.all_reduce(m)
+                m /= world
+            window.append(dict(zip(("loss", "lm_loss", "q_loss", "cell_acc", "exact_acc"), m.tolist())))
+        if step % train_cfg.log_every == 0 or step == train_cfg.steps:
+            rec = {k: float(np.mean([w[k] for w in window])) for k in window[0]}
+            rec.update(step=step, lr=lr_at(step - 1, train_cfg), segments=float(slot_seg.float().mean()),
+                       elapsed_s=round(time.time() - t_start, 2))
+            window = []
+            if rank == 0:
+                with open(run_dir / METRICS, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", cell=f"{rec['cell_acc']:.3f}", exact=f"{rec['exact_acc']:.3f}")
+        bar.update(1)
+        if step % train_cfg.checkpoint_every == 0 and step < train_cfg.steps:
+            save_checkpoint()
+    bar.close()
+
+    if step < train_cfg.steps:  # stopped early on purpose: keep it resumable
+        save_checkpoint()
+        summary = {"step": step, "complete": False}
+        return (summary, model) if return_model else summary
+    save_checkpoint()
+    weights = ema.weights(model) if ema is not None else model.state_dict()
+    summary = {"step": step, "complete": True, "train_seconds": round(time.time() - t_start, 2),
+               "final": _last_metrics(run_dir / METRICS)}
+    if rank == 0:
+        save_weights(run_dir / WEIGHTS, weights)
+        atomic_write_text(run_dir / DONE, json.dumps(summary, indent=1))
+    return (summary, model) if return_model else summary
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep only the metric lines up to ``step`` (a resumed run rewrites what came after)."""
+    if not path.is_file():
+        return
+    keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
+    atomic_write_text(path, "".join(ln + "\n" for ln in keep))
+
+
+def _last_metrics(path: Path) -> dict:
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+    return json.loads(lines[-1]) if lines else {}

@@ -1,0 +1,122 @@
+"""Evaluation to depth, perturbation, the evaluation cache and the command line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from infiloop.evaluation import accuracy_by_depth, evaluate, load_trajectory, perturb
+from infiloop.experiments import get_run, load_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return get_run("sudoku", "infiloop", "smoke", root=tmp_path_factory.mktemp("runs"), progress=False)
+
+
+def test_trajectory_schema_and_consistency(run):
+    model, data = run.load_model(), run.test_data().subset(slice(0, 20))
+    traj = evaluate(model, data, updates=12, every=3, batch_size=8, snapshots=(3, 9), per_token=True,
+                    progress=False)
+    P, K, S = 20, 4, data.seq_len
+    assert traj["updates"].tolist() == [3, 6, 9, 12]
+    for k in ("correct", "wrong_cells", "state_change", "gamma_outer", "score_outer", "gamma_inner", "score_inner"):
+        assert traj[k].shape == (K, P), k
+    assert traj["gamma_outer_tok"].shape == (K, P, S)
+    assert traj["pred_snapshots"].shape == (2, P, S) and traj["flipped"].shape == (P, S)
+    assert np.array_equal(traj["correct"], traj["wrong_cells"] == 0)
+    assert ((traj["gamma_outer"] > 0) & (traj["gamma_outer"] < 1)).all()
+    # first_solve is checked at every update, so it is at most the first recorded correct update
+    for p in range(P):
+        hits = np.flatnonzero(traj["correct"][:, p])
+        if len(hits):
+            assert 1 <= traj["first_solve"][p] <= traj["updates"][hits[0]]
+    # cells flipped between the snapshots include every cell that differs between the snapshots
+    changed = traj["pred_snapshots"][0] != traj["pred_snapshots"][1]
+    assert (traj["flipped"] | ~changed).all()
+    info = json.loads(str(traj["info"]))
+    assert info["layers_per_update"] == model.cfg.layers_per_outer_update
+
+
+def test_trajectory_matches_a_direct_run(run):
+    model, data = run.load_model(), run.test_data().subset(slice(0, 10))
+    traj = evaluate(model, data, updates=6, every=1, progress=False)
+    inputs = torch.from_numpy(data.inputs.astype(np.int64))
+    labels = torch.from_numpy(data.labels.astype(np.int64))
+    prev = model.initial_carry(10)["y"]["h"]
+    for k, carry, _ in model.iterate(inputs, 6):
+        pred = model.readout(carry)[0].argmax(-1)
+        wrong = ((pred != labels) & (labels != 0)).sum(-1).numpy()
+        assert np.array_equal(traj["wrong_cells"][k - 1], wrong)
+        y = carry["y"]["h"]
+        change = (torch.linalg.vector_norm((y - prev).flatten(1), dim=1) /
+                  torch.linalg.vector_norm(prev.flatten(1), dim=1)).numpy()
+        assert np.allclose(traj["state_change"][k - 1], change, rtol=1e-5)
+        prev = y
+
+
+def test_batching_does_not_change_the_result(run):
+    model, data = run.load_model(), run.test_data().subset(slice(0, 12))
+    a = evaluate(model, data, updates=4, batch_size=12, progress=False)
+    b = evaluate(model, data, updates=4, batch_size=5, progress=False)
+    for k in ("correct", "wrong_cells", "first_solve"):
+        assert np.array_equal(a[k], b[k])
+    assert np.allclose(a["gamma_outer"], b["gamma_outer"], atol=1e-5)
+
+
+def test_perturbation(run):
+    model, data = run.load_model(), run.test_data().subset(slice(0, 16))
+    out = perturb(model, data, at=4, eps=(0.0, 1e-3, 0.3), updates_after=6, every=2, batch_size=16,
+                  progress=False)
+    assert out["updates"].tolist() == [6, 8, 10]
+    assert out["distance"].shape == (3, 3, 16)
+    assert np.all(out["distance"][0] == 0)  # eps = 0 is the unperturbed run
+    assert np.all(out["distance"][1, 0] > 0)
+    assert out["distance"][2, 0].mean() > out["distance"][1, 0].mean()
+    # the control run equals the plain trajectory
+    traj = evaluate(model, data, updates=10, every=2, progress=False)
+    assert np.array_equal(out["correct"][0], traj["correct"][2:])
+    assert np.array_equal(out["solved_at"], traj["correct"][1])
+
+
+def test_bad_evaluation_arguments(run):
+    model, data = run.load_model(), run.test_data().subset(slice(0, 2))
+    with pytest.raises(ValueError, match=r"every=5 must be a positive divisor of updates=12"):
+        evaluate(model, data, updates=12, every=5, progress=False)
+    with pytest.raises(ValueError, match=r"snapshots \(20,\) must lie in \[1, updates=12\]"):
+        evaluate(model, data, updates=12, snapshots=(20,), progress=False)
+
+
+def test_evaluation_is_cached(run, monkeypatch):
+    traj, path = run.evaluate(updates=6, every=2, limit=8, progress=False)
+    assert path.is_file() and path.parent == run.dir / "eval"
+    import infiloop.experiments as ex
+
+    monkeypatch.setattr(ex, "evaluate", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    again, path2 = run.evaluate(updates=6, every=2, limit=8, progress=False)
+    assert path2 == path and np.array_equal(again["correct"], traj["correct"])
+    assert load_run(run.dir).config == run.config
+
+
+def test_cli_train_and_eval_on_a_public_format_file(tmp_path, run):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    csv = tmp_path / "mine.csv"
+    gen = subprocess.run([sys.executable, "-m", "infiloop", "data", "generate", "sudoku", "--n", "10", "--side", "4",
+                          "--blanks", "6-9", "--seed", "3", "--out", str(csv)], env=env, capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    out = subprocess.run([sys.executable, "-m", "infiloop", "eval", str(run.dir), "--updates", "8", "--every", "4",
+                          "--data", str(csv), "--quiet"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[1].split() == ["update", "layers", "exact_acc"]
+    assert [int(ln.split()[0]) for ln in lines[2:4]] == [4, 8]
+    traj = load_trajectory(lines[-1])
+    assert traj["correct"].shape == (2, 10)
+    assert accuracy_by_depth(traj)[0][0] == 4
