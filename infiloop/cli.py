@@ -4,6 +4,7 @@
     data        generate, validate and build datasets (see ``python -m infiloop data -h``)
     train       train a model of a profile (cached: running it again resumes or returns the run)
     eval        evaluate a trained run to any depth (trajectory file + accuracy by depth)
+    report      compile results/<profile>/report.html from the notebooks' summaries
     reproduce   the whole pipeline (what ``./reproduce.sh`` runs)
 """
 
@@ -134,8 +135,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "data":  # the data commands own their whole argument list
+    if argv and argv[0] == "data":  # the data and report commands own their whole argument list
         return cmd_data(argv[1:])
+    if argv and argv[0] == "report":
+        from .report import main as report_main
+
+        return report_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m infiloop", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -144,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="also print the full configuration as JSON")
     p.set_defaults(func=cmd_info)
     sub.add_parser("data", help="datasets: generate, validate, build (see `data -h`)")
+    sub.add_parser("report", help="compile results/<profile>/report.html from the notebook summaries")
     p = sub.add_parser("train", help="train (or resume, or return) the run of a profile")
     p.add_argument("--profile", default="tiny", help="smoke, tiny (default) or paper")
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")

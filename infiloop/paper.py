@@ -1,0 +1,240 @@
+"""The paper's reported numbers (SPEC.md section 5), typed in for side-by-side tables and overlays.
+
+Every number here is the paper's ("Scaling to Tens of Thousands of Test-Time Iterations with
+Loop-Native Attention Residuals", arXiv 2610.11570); cite them with ``SOURCE``. Nothing is derived
+except outer-update counts, which use the paper's own depth unit ``PAPER_LAYERS_PER_UPDATE`` (26
+executed layers per outer update in its evaluation configuration: 72 updates = 1,872 layers).
+
+``CLAIMS`` lists the paper's qualitative claims that the companion's notebooks check; each notebook
+reports, per claim id, what it measured and whether it agrees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SOURCE = "paper"
+PAPER_LAYERS_PER_UPDATE = 26
+
+# The companion's experiment notebooks, in report order (SPEC.md section 8).
+NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation")
+
+
+def updates_from_layers(layers: int) -> int:
+    """Outer updates of the paper's evaluation configuration for a depth quoted in layers."""
+    if layers % PAPER_LAYERS_PER_UPDATE:
+        raise ValueError(f"{layers} layers is not a whole number of outer updates of {PAPER_LAYERS_PER_UPDATE}")
+    return layers // PAPER_LAYERS_PER_UPDATE
+
+
+# --- Table 1 -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Table1Row:
+    """One row of Table 1: exact accuracy (%) on Sudoku-Extreme / Maze-Hard, pass@2 (%) on ARC.
+
+    ``None`` is the paper's "–" (not reported). ``at_least`` names the columns the paper gives as
+    lower bounds ("≥"); ``note`` carries the row's caveat (e.g. URM reports pass@1 on ARC).
+    """
+
+    model: str
+    params: str | None
+    sudoku: float | None
+    maze: float | None
+    arc1: float | None
+    arc2: float | None
+    note: str = ""
+    at_least: tuple[str, ...] = ()
+    source: str = SOURCE
+
+    def cell(self, column: str) -> str:
+        """The column as the paper prints it: "–" for missing, "≥" for lower bounds."""
+        value = getattr(self, column)
+        if value is None:
+            return "–"
+        return ("≥" if column in self.at_least else "") + f"{value:.1f}"
+
+
+TABLE1_COLUMNS = ("sudoku", "maze", "arc1", "arc2")
+
+TABLE1: list[Table1Row] = [
+    Table1Row("DeepSeek R1", "671B", 0.0, 0.0, 15.8, 1.3),
+    Table1Row("Claude 3.7 Sonnet", None, 0.0, 0.0, 28.6, 0.7),
+    Table1Row("o3-mini-high", None, 0.0, 0.0, 34.5, 3.0),
+    Table1Row("Gemini 2.5 Pro (32K)", None, None, None, 37.0, 4.9),
+    Table1Row("TRM, retrained by the authors", "7M", 73.6, None, None, 4.6),
+    Table1Row("HRM", "27M", 55.0, 74.5, 40.3, 5.0),
+    Table1Row("Attractor Model", "27M", 91.4, 93.1, None, None),
+    Table1Row("URM", "14M", 77.6, None, 53.8, 16.0, note="pass@1 on ARC", at_least=("arc1", "arc2")),
+    Table1Row("TRM", "7M", 74.7, 85.3, 44.6, 7.8),
+    Table1Row("EqR", "7M", 93.0, None, None, None),
+    Table1Row("Attractor Model", "7M", 54.3, 46.7, None, None),
+    Table1Row("FPRM", "7M", 94.2, 87.0, 47.5, 6.2),
+    Table1Row("InfiLoop", "7M", 97.9, 87.4, 49.1, 13.6),
+]
+
+# The paper's rows that correspond to this project's connection recipes.
+TABLE1_BY_CONNECTION = {"carry_last": TABLE1[8], "fprm": TABLE1[11], "infiloop": TABLE1[12]}
+
+
+# --- Depth scaling (Sudoku-Extreme, 32,768 test puzzles, every 6 outer updates up to 960) ---------
+
+@dataclass(frozen=True)
+class DepthPoint:
+    """Exact accuracy (%) of a model at a depth; ``updates`` = ``layers`` / 26 (the paper's unit)."""
+
+    model: str
+    layers: int
+    accuracy: float
+    note: str = ""
+    source: str = SOURCE
+
+    @property
+    def updates(self) -> int:
+        return updates_from_layers(self.layers)
+
+
+DEPTH_TEST_PUZZLES = 32_768
+DEPTH_EVAL_EVERY = 6
+DEPTH_MAX_UPDATES = 960
+_FPRM_NOTE = "pointwise minimum over 3 initialisation seeds"
+
+DEPTH_SCALING: list[DepthPoint] = [
+    DepthPoint("InfiLoop", 936, 86.5),
+    DepthPoint("InfiLoop", 1_872, 90.9),
+    DepthPoint("InfiLoop", 3_744, 92.4),
+    DepthPoint("InfiLoop", 24_960, 92.74),
+    DepthPoint("FPRM", 3_744, 90.1, _FPRM_NOTE),
+    DepthPoint("FPRM", 24_960, 91.63, _FPRM_NOTE),
+    DepthPoint("TRM", 24_960, 83.65),
+]
+
+# Fig. 1a, the carry-last diagnosis: TRM peaks early and degrades; InfiLoop keeps rising.
+FIG1A: list[DepthPoint] = [
+    DepthPoint("TRM", 468, 62.2, "peak"),
+    DepthPoint("TRM", 1_872, 58.1),
+    DepthPoint("InfiLoop", 1_872, 90.9),
+]
+
+# Carry-last diagnostics between outer updates 36 and 72 (per model).
+CARRY_LAST_DIAGNOSTICS = {
+    "from_update": 36,
+    "to_update": 72,
+    "changed_predictions_per_puzzle": {"TRM": 77.0, "InfiLoop": 24.0},
+    "wrong_cells_change": {"TRM": +0.21, "InfiLoop": -1.25},
+    "cells_right_at_36": 1.42e6,  # initially blank cells both models had right at update 36
+    "flipped_at_least_once_pct": {"TRM": 20.9, "InfiLoop": 2.4},
+    # aligned to the first solve: relative state change per update (%)
+    "state_change_min_pct": {"TRM": 3.0, "InfiLoop": 0.3},
+    "state_change_after_pct": {"TRM": 10.0},  # TRM climbs back to about 10 % per update
+    "first_loss_updates_after_solve": {"TRM": 9},
+    "lost_after_36_pct": {"TRM": 19.7, "InfiLoop": 0.0},
+    "source": SOURCE,
+}
+
+# Exact accuracy (%) by number of blank cells at 1,872 layers; None is the paper's "–".
+DIFFICULTY_LAYERS = 1_872
+DIFFICULTY: list[dict] = [
+    {"blanks": "45–51", "InfiLoop": 100.0, "FPRM": 100.0, "TRM": None},
+    {"blanks": "52", "InfiLoop": 100.0, "FPRM": 96.5, "TRM": 95.8},
+    {"blanks": "55", "InfiLoop": 93.4, "FPRM": 90.3, "TRM": 84.2},
+    {"blanks": "58", "InfiLoop": 84.1, "FPRM": 77.9, "TRM": 64.5},
+    {"blanks": "60", "InfiLoop": 59.5, "FPRM": 56.5, "TRM": 36.0},
+]
+
+
+# --- γ dynamics (outer axis, Sudoku) --------------------------------------------------------------
+
+GAMMA = {
+    "search_mean": 0.40,  # mean step size before the solve (about)
+    "equal_weight_baseline": 0.56,  # 1 − β of the learned Sudoku model
+    "at_solve": 0.91,  # at the update that completes the board
+    "return_within_updates": 6,  # back to the baseline within 6 updates
+    "score_clip": 8.0,
+    # median content score ln e_t by number of wrong cells on the board
+    "content_score_median": {0: 7.25, 20: 2.75, 33: -0.58},
+    "no_content_score_cost_points": (6, 7),  # removing the score costs 6–7 points
+    "source": SOURCE,
+}
+
+
+# --- Perturbation stability -----------------------------------------------------------------------
+
+PERTURBATION = {
+    "at_update": 36,
+    "more_updates": 36,
+    "eps_range": (1e-4, 0.3),
+    "infiloop_retention_pct": 100.0,  # at every ε
+    "trm_loss_pct": (15.0, 20.0),  # even with ε = 0
+    "trm_distance_o1_within_updates": 12,  # at ε = 1e-4
+    "source": SOURCE,
+}
+
+
+# --- Ablations (Sudoku-Extreme, 7,680 random test puzzles, exact %) -------------------------------
+
+ABLATION_TEST_PUZZLES = 7_680
+ABLATION_BUDGETS = ("H3L6", "H32L6")
+
+# Axes: accuracy at H3 L6 and H32 L6.
+ABLATION_AXES = {
+    "both": {"H3L6": 82.1, "H32L6": 89.7},
+    "inner": {"H3L6": 72.6, "H32L6": 79.4},
+    "outer": {"H3L6": 75.1, "H32L6": 80.0},
+}
+
+# Decay mode and β₀ (H3 L6; the learned default also at H32 L6).
+ABLATION_DECAY: list[dict] = [
+    {"decay": "reverse", "beta": 1.82, "H3L6": 2.0, "H32L6": None},
+    {"decay": "uniform", "beta": 1.0, "H3L6": 38.4, "H32L6": None},
+    {"decay": "fixed", "beta": 0.55, "H3L6": 74.0, "H32L6": None},
+    {"decay": "learned", "beta": 0.55, "H3L6": 82.1, "H32L6": 89.7},
+    {"decay": "learned", "beta": 0.10, "H3L6": 66.3, "H32L6": None},
+    {"decay": "learned", "beta": 0.90, "H3L6": 63.3, "H32L6": None},
+]
+
+
+# --- Claims the notebooks check -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Claim:
+    """A qualitative claim of the paper, its number as the paper gives it, and who checks it."""
+
+    id: str
+    claim: str
+    paper: str
+    notebook: str
+
+
+CLAIMS: list[Claim] = [
+    Claim("main.infiloop_beats_carry_last_sudoku", "InfiLoop beats carry-last (TRM) on Sudoku-Extreme",
+          "97.9 vs 74.7 %", "01_main_table"),
+    Claim("depth.infiloop_improves_with_depth", "InfiLoop's accuracy keeps rising with test-time depth",
+          "86.5 % @ 936 → 92.74 % @ 24,960 layers", "02_depth_scaling"),
+    Claim("depth.carry_last_degrades", "carry-last peaks early and then loses accuracy with more updates",
+          "62.2 % @ 468 → 58.1 % @ 1,872 layers", "02_depth_scaling"),
+    Claim("gamma.search_below_baseline", "before the solve, γ stays below the equal-weight baseline 1 − β",
+          "≈0.40 vs 0.56", "03_gamma_dynamics"),
+    Claim("gamma.jump_at_solve", "γ jumps at the update that completes the board, then returns to 1 − β",
+          "0.91, back to 0.56 within 6 updates", "03_gamma_dynamics"),
+    Claim("gamma.score_tracks_correctness", "the content score falls as the number of wrong cells grows",
+          "median 7.25 / 2.75 / −0.58 at 0 / 20 / 33 wrong cells", "03_gamma_dynamics"),
+    Claim("perturb.infiloop_retains", "InfiLoop keeps its solved puzzles after a perturbation of the state",
+          "100 % at every ε ∈ [1e-4, 0.3]", "04_perturbation"),
+    Claim("perturb.carry_last_loses", "carry-last loses solved puzzles, even without a perturbation",
+          "15–20 % lost, even at ε = 0", "04_perturbation"),
+    Claim("ablation.learned_beats_fixed", "a learned decay beats a fixed, uniform or reverse one",
+          "82.1 vs 74.0 / 38.4 / 2.0 % (H3 L6)", "05_beta0_ablation"),
+    Claim("ablation.reverse_fails", "a reverse decay (β > 1) fails", "2.0 % (β = 1.82, H3 L6)", "05_beta0_ablation"),
+    Claim("ablation.both_axes_best", "InfiLoop on both axes beats inner-only and outer-only",
+          "82.1 vs 72.6 / 75.1 % (H3 L6); 89.7 vs 79.4 / 80.0 % (H32 L6)", "05_beta0_ablation"),
+    Claim("ablation.content_score_matters", "removing the content score costs accuracy",
+          "6–7 points (train- or test-time)", "05_beta0_ablation"),
+]
+
+CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
+
+
+def claims_for(notebook: str) -> list[Claim]:
+    """The claims a notebook checks, in ``CLAIMS`` order."""
+    return [c for c in CLAIMS if c.notebook == notebook]

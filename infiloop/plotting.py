@@ -1,0 +1,96 @@
+"""One figure style for every notebook: colours per connection, saving, and the profile stamp.
+
+    from infiloop import plotting
+    plotting.use_style()
+    fig, ax = plt.subplots()
+    ax.plot(x, y, color=plotting.COLORS["infiloop"], label=plotting.LABELS["infiloop"])
+    plotting.profile_note(ax, "tiny", 256)
+    plotting.save_figure(fig, "depth_scaling", "tiny")   # figures/tiny/depth_scaling.{png,pdf}
+
+The backend is left alone (no ``MPLBACKEND``): notebooks show figures inline.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib as mpl
+from matplotlib.figure import Figure
+
+from .tasks.base import atomic_write
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_DPI = 150
+
+# Colour-blind-safe (Okabe-Ito); the same connection has the same colour in every figure.
+COLORS = {
+    "carry_last": "#D55E00",  # vermilion
+    "infiloop": "#0072B2",  # blue
+    "fprm": "#009E73",  # green
+    "full_attnres": "#CC79A7",  # purple
+    "ema": "#E69F00",  # orange
+    "paper": "#555555",  # grey: the paper's reported numbers
+}
+
+LABELS = {
+    "carry_last": "carry-last (TRM)",
+    "infiloop": "InfiLoop",
+    "fprm": "FPRM",
+    "full_attnres": "Full AttnRes",
+    "ema": "fixed-γ EMA",
+    "paper": "paper",
+}
+
+# How the paper's numbers are drawn beside ours: hollow markers, dashed lines.
+PAPER_STYLE = {"linestyle": "--", "marker": "o", "markerfacecolor": "none", "alpha": 0.8}
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def use_style() -> None:
+    """Set the project's seaborn/matplotlib style (call once at the top of a notebook)."""
+    import seaborn as sns
+
+    sns.set_theme(context="notebook", style="whitegrid", palette=[COLORS[k] for k in COLORS])
+    mpl.rcParams.update({
+        "figure.figsize": (6.4, 4.0),
+        "figure.dpi": 100,
+        "savefig.dpi": PNG_DPI,
+        "savefig.bbox": "tight",
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.titlesize": "medium",
+        "legend.frameon": False,
+        "pdf.fonttype": 42,  # embed TrueType: text stays text in the PDF
+    })
+
+
+def figure_dir(profile: str, root: str | Path | None = None) -> Path:
+    """``figures/<profile>/`` under the repository root (or ``root``)."""
+    if not _NAME.match(profile):
+        raise ValueError(f"profile name {profile!r} is not a plain name")
+    return Path(root or ROOT) / "figures" / profile
+
+
+def save_figure(fig, name: str, profile: str, root: str | Path | None = None) -> list[Path]:
+    """Write ``figures/<profile>/<name>.png`` (dpi 150) and ``.pdf`` atomically; return both paths."""
+    if not _NAME.match(name):
+        raise ValueError(f"figure name {name!r}: use letters, digits, '_', '-', '.' only")
+    out = figure_dir(profile, root)
+    paths = []
+    for ext in ("png", "pdf"):
+        dpi = PNG_DPI if ext == "png" else None
+        paths.append(atomic_write(out / f"{name}.{ext}",
+                                  lambda tmp, ext=ext, dpi=dpi: fig.savefig(tmp, format=ext, dpi=dpi),
+                                  suffix=f".{ext}"))
+    return paths
+
+
+def profile_note(ax_or_fig, profile: str, n_items: int | None = None, what: str = "puzzles"):
+    """Stamp "profile: tiny · 256 puzzles" in the lower right corner of an axes or a figure."""
+    text = f"profile: {profile}" + (f" · {n_items:,} {what}" if n_items is not None else "")
+    style = {"ha": "right", "va": "bottom", "fontsize": "x-small", "color": "#777777"}
+    if isinstance(ax_or_fig, Figure):
+        return ax_or_fig.text(0.995, 0.005, text, **style)
+    return ax_or_fig.text(0.99, 0.01, text, transform=ax_or_fig.transAxes, **style)

@@ -1,0 +1,414 @@
+"""The HTML report: one self-contained file compiled from the notebooks' summary JSON files.
+
+Inputs (paths relative to the repository root):
+
+- ``results/<profile>/summaries/<notebook>.json``, one per notebook::
+
+    {"notebook": "02_depth_scaling", "title": "...", "profile": "tiny", "created": "...", "wall_time_s": 12.3,
+     "text": "conclusion (a little markdown)", "figures": [{"path": "figures/tiny/x.png", "caption": "..."}],
+     "tables": [{"title": "...", "columns": [...], "rows": [[...]], "note": "..."}],
+     "claims": [{"id": "...", "claim": "...", "paper": "...", "ours": "...", "agrees": true | false | null,
+                 "profile": "tiny", "note": "..."}]}
+
+- ``results/<profile>/stages.json`` (optional), written by the pipeline runner::
+
+    {"stages": [{"name": "data", "seconds": 3.1, "status": "ok", "error": "..."}], "started": "...", "finished": "..."}
+
+Output: ``results/<profile>/report.html``: plain HTML with inline CSS and the figures embedded as
+``data:`` URIs; no scripts and no external resources, so it opens offline and can be mailed. Missing
+figures, notebooks and failed stages are shown as warnings, never dropped silently.
+
+    python -m infiloop report --profile tiny      (cli.py calls ``main(["--profile", "tiny"])``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from . import paper
+from .tasks.base import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN_NOTEBOOK = "01_main_table"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.92em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.9em;color:#555}
+.meta{color:#666;font-size:.9em}.note{color:#555;font-size:.9em}
+.warn{background:#fff3cd;border:1px solid #e0c060;padding:.5em .8em;margin:.6em 0}
+.yes{color:#1a7f37;font-weight:bold}.no{color:#c62828;font-weight:bold}.na{color:#888}
+code{background:#f5f5f5;padding:0 .2em}pre{background:#f5f5f5;padding:.5em;overflow-x:auto}
+"""
+
+
+def esc(value) -> str:
+    """HTML-escape any value (``None`` becomes an empty string)."""
+    return "" if value is None else html.escape(str(value), quote=True)
+
+
+def _inline(text: str) -> str:
+    """Escape, then render `code`, **bold** and *italic*."""
+    out = esc(text)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    out = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"<em>\1</em>", out)
+
+
+_BULLET = r"^\s*[-*] "
+
+
+def markdown(text: str | None) -> str:
+    """A small, safe markdown subset: paragraphs, '-'/'*' lists, '#' headings, inline code/bold/italic."""
+    blocks = []
+    for block in re.split(r"\n\s*\n", (text or "").strip()):
+        lines = [ln.rstrip() for ln in block.splitlines() if ln.strip()]
+        if not lines:
+            continue
+        if all(re.match(_BULLET, ln) for ln in lines):
+            items = "".join(f"<li>{_inline(re.sub(_BULLET, '', ln))}</li>" for ln in lines)
+            blocks.append(f"<ul>{items}</ul>")
+        elif len(lines) == 1 and lines[0].startswith("#"):
+            blocks.append(f"<h4>{_inline(lines[0].lstrip('#').strip())}</h4>")
+        else:
+            blocks.append(f"<p>{_inline(' '.join(lines))}</p>")
+    return "\n".join(blocks)
+
+
+def fmt(value) -> str:
+    """A table cell: '–' for missing, ✓/✗ for booleans, thousands separators, 4 significant digits."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "✓" if value else "✗"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:
+            return "nan"
+        if abs(value) >= 1000 and value == int(value):
+            return f"{int(value):,}"
+        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:.4g}"
+    return str(value)
+
+
+def warn(message: str) -> str:
+    return f'<div class="warn">⚠ {esc(message)}</div>'
+
+
+def table_html(table: dict) -> str:
+    """One summary table (title, columns, rows, note) as HTML; malformed rows are flagged."""
+    cols = list(table.get("columns") or [])
+    parts = [f"<h3>{esc(table.get('title', ''))}</h3>"] if table.get("title") else []
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    body, bad = [], 0
+    for row in table.get("rows") or []:
+        row = list(row) if isinstance(row, (list, tuple)) else [row]
+        bad += len(row) != len(cols)
+        cells = "".join(
+            f'<td class="num">{esc(fmt(v))}</td>' if isinstance(v, (int, float)) and not isinstance(v, bool)
+            else f"<td>{esc(fmt(v))}</td>" for v in row)
+        body.append(f"<tr>{cells}</tr>")
+    parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    if bad:
+        parts.append(warn(f"{bad} row(s) of this table do not have {len(cols)} cells"))
+    if table.get("note"):
+        parts.append(f'<p class="note">{_inline(table["note"])}</p>')
+    return "\n".join(parts)
+
+
+def figure_html(fig: dict, root: Path) -> tuple[str, str | None]:
+    """A figure embedded as a data URI; returns (html, problem) where problem names a missing figure."""
+    rel = str(fig.get("path") or "")
+    caption = f"<figcaption>{_inline(fig.get('caption', ''))}</figcaption>" if fig.get("caption") else ""
+    path = Path(rel) if Path(rel).is_absolute() else root / rel
+    mime = IMAGE_TYPES.get(path.suffix.lower())
+    if not rel or mime is None:
+        problem = f"figure {rel!r} cannot be embedded (use a .png)"
+    elif not path.is_file():
+        problem = f"figure missing: {rel}"
+    else:
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        img = f'<img src="data:{mime};base64,{data}" alt="{esc(fig.get("caption") or rel)}">'
+        return f"<figure>{img}{caption}</figure>", None
+    return f'<figure class="missing">{warn(problem)}{caption}</figure>', problem
+
+
+def claims_html(claims: list[dict]) -> str:
+    """The aggregated claims table, with a count of agreements."""
+    mark = {True: ('yes', '✓'), False: ('no', '✗'), None: ('na', '–')}
+    rows = []
+    for c in claims:
+        cls, sym = mark.get(c.get("agrees"), ("na", "–"))
+        rows.append(f'<tr class="claim" id="claim-{esc(c.get("id"))}"><td>{esc(c.get("claim"))}<br>'
+                    f'<span class="meta">{esc(c.get("id"))} · {esc(c.get("notebook"))}</span></td>'
+                    f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td>"
+                    f'<td class="{cls}">{sym}</td><td>{esc(c.get("profile"))}</td><td>{esc(c.get("note"))}</td></tr>')
+    n = {k: sum(c.get("agrees") is k and not c.get("unreported") for c in claims) for k in (True, False, None)}
+    n_unreported = sum(bool(c.get("unreported")) for c in claims)
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "agrees", "profile", "note"))
+    return (f"<p>{n[True]} agree ✓, {n[False]} differ ✗, {n[None]} not measured at this profile –, "
+            f"{n_unreported} not reported by any notebook.</p>"
+            f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+def paper_table1_html() -> str:
+    """The paper's Table 1 (shown when this run's main table is missing)."""
+    cols = ["model", "params", "Sudoku", "Maze", "ARC-1", "ARC-2", "note"]
+    rows = [[r.model, r.params, *(r.cell(c) for c in paper.TABLE1_COLUMNS), r.note] for r in paper.TABLE1]
+    return table_html({"title": "Table 1 as reported by the paper", "columns": cols, "rows": rows,
+                       "note": "exact accuracy (%) on Sudoku-Extreme / Maze-Hard, pass@2 (%) on ARC; source: paper"})
+
+
+def _run(cmd: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(root: Path) -> dict[str, str]:
+    """Git commit and tree state, versions and the machine (read-only: no git command writes)."""
+    info = {}
+    commit = _run(["git", "rev-parse", "HEAD"], root)
+    dirty = _run(["git", "--no-optional-locks", "status", "--porcelain"], root)
+    info["git commit"] = (commit + (" (tree has uncommitted or untracked files)" if dirty else " (clean tree)")
+                          if commit else "unknown (not a git checkout)")
+    info["python"] = platform.python_version()
+    for pkg in ("torch", "numpy", "matplotlib"):
+        try:
+            info[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            info[pkg] = "not installed"
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        if names:
+            cpu = f"{names[0].strip()} × {len(names)}"
+    except OSError:
+        pass
+    info["cpu"] = cpu
+    gpus = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], root) \
+        if shutil.which("nvidia-smi") else None
+    info["cuda device"] = ", ".join(gpus.splitlines()) if gpus else "none"
+    info["platform"] = platform.platform()
+    return info
+
+
+def load_summaries(profile: str, root: Path) -> tuple[list[dict], list[str]]:
+    """Summaries in notebook order (the paper's five first, then any others); plus problems found."""
+    folder = root / "results" / profile / "summaries"
+    files = {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+    order = [n for n in paper.NOTEBOOKS if n in files] + sorted(set(files) - set(paper.NOTEBOOKS))
+    summaries, problems = [], []
+    for name in order:
+        try:
+            s = json.loads(files[name].read_text(encoding="utf-8"))
+            if not isinstance(s, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            problems.append(f"{name}: summary unreadable ({e})")
+            continue
+        s.setdefault("notebook", name)
+        if s.get("profile") not in (None, profile):
+            problems.append(f"{name}: summary says profile {s.get('profile')!r}, not {profile!r}")
+        summaries.append(s)
+    problems += [f"{n}: no summary (notebook missing or not run)" for n in paper.NOTEBOOKS if n not in files]
+    return summaries, problems
+
+
+def stages_html(profile: str, root: Path) -> tuple[str, list[str]]:
+    """Per-stage wall times from stages.json (or a warning that it is missing); plus failed stages."""
+    path = root / "results" / profile / "stages.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return warn(f"results/{profile}/stages.json not found: per-stage wall times are unknown "
+                    "(the pipeline runner writes it)."), []
+    except (OSError, ValueError) as e:
+        return warn(f"results/{profile}/stages.json unreadable: {e}"), []
+    stages = data.get("stages") or []
+    rows = [[s.get("name"), s.get("seconds"), s.get("status"), s.get("error")] for s in stages]
+    failed = [f"stage {s.get('name')}: {s.get('status')}" + (f" ({s['error']})" if s.get("error") else "")
+              for s in stages if s.get("status") != "ok"]
+    total = sum(float(s.get("seconds") or 0) for s in stages)
+    note = f"started {data.get('started', '?')}, finished {data.get('finished', '?')}; total {total:,.1f} s"
+    return table_html({"title": "Stages", "columns": ["stage", "seconds", "status", "error"],
+                       "rows": rows, "note": note}), failed
+
+
+def notebook_section(s: dict, root: Path, skip_tables: int = 0) -> tuple[str, list[str]]:
+    """One notebook's section: title, meta line, text, figures, tables; plus its missing figures."""
+    name = s.get("notebook", "")
+    meta = [f"profile: {esc(s['profile'])}"] if s.get("profile") else []
+    meta += [f"created {esc(s['created'])}"] if s.get("created") else []
+    if isinstance(s.get("wall_time_s"), (int, float)):
+        meta.append(f"wall time {s['wall_time_s']:,.1f} s")
+    meta = " · ".join(meta)
+    parts = [f'<section id="nb-{esc(name)}"><h2>{esc(s.get("title") or name)}</h2>',
+             f'<p class="meta">notebook {esc(name)}{" · " + meta if meta else ""}</p>', markdown(s.get("text"))]
+    problems = []
+    for fig in s.get("figures") or []:
+        fig_html, problem = figure_html(fig if isinstance(fig, dict) else {"path": fig}, root)
+        parts.append(fig_html)
+        if problem:
+            problems.append(f"{name}: {problem}")
+    for table in (s.get("tables") or [])[skip_tables:]:
+        parts.append(table_html(table))
+    parts.append("</section>")
+    return "\n".join(parts), problems
+
+
+def render(profile: str, root: Path) -> str:
+    """The report's HTML as a string (see the module docstring)."""
+    summaries, problems = load_summaries(profile, root)
+    claims = []
+    reported = set()
+    for s in summaries:
+        for c in s.get("claims") or []:
+            if not isinstance(c, dict):
+                problems.append(f"{s.get('notebook')}: a claim is not a JSON object: {c!r}")
+                continue
+            claims.append({"notebook": s.get("notebook"), **c})
+            reported.add(c.get("id"))
+    for c in paper.CLAIMS:  # the paper's claims that no notebook reported stay visible
+        if c.id not in reported:
+            claims.append({"id": c.id, "claim": c.claim, "paper": c.paper, "ours": "", "agrees": None,
+                           "profile": profile, "notebook": c.notebook, "note": "not reported by any notebook",
+                           "unreported": True})
+
+    main = next((s for s in summaries if s.get("notebook") == MAIN_NOTEBOOK), None)
+    if main and main.get("tables"):
+        main_html = table_html(main["tables"][0])
+    else:
+        main_html = warn(f"no main table: {MAIN_NOTEBOOK} has no summary or no table; "
+                         "showing the paper's numbers only.") + paper_table1_html()
+    sections = []
+    for s in summaries:
+        skip = 1 if s is main and main.get("tables") else 0
+        section, figure_problems = notebook_section(s, root, skip)
+        sections.append(section)
+        problems += figure_problems
+    stage_table, failed = stages_html(profile, root)
+    problems += failed
+    prov = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in provenance(root).items())
+    problem_html = ("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>") if problems \
+        else "<p>none: every notebook ran and every figure is present.</p>"
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = "".join(sections)
+    banner = warn(f"{len(problems)} problem(s): see 'Missing or failed' at the end.") if problems else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>InfiLoop companion report · profile {esc(profile)}</title><style>{CSS}</style></head>
+<body>
+<header><h1>InfiLoop companion: reproduction report</h1>
+<p>This report puts this project's measurements beside the numbers of the paper "Scaling to Tens of
+Thousands of Test-Time Iterations with Loop-Native Attention Residuals" (InfiLoop, arXiv 2610.11570):
+a looped reasoner whose state is an attention-weighted summary of all candidates so far, compared with
+the usual carry-last rule and FPRM. Numbers marked "paper" are the paper's; all others were measured here.</p>
+<p class="meta">profile: <strong>{esc(profile)}</strong> · built {esc(now)} · {len(summaries)} notebook
+summaries · {len(problems)} problem(s)</p>
+{banner}
+</header>
+<section id="main-table"><h2>Main table</h2>
+{main_html}
+</section>
+{body}
+<section id="claims"><h2>Claims of the paper, checked</h2>
+{claims_html(claims)}
+</section>
+<section id="provenance"><h2>Provenance</h2>
+<table>{prov}</table>
+<p class="note">Versions and device are those of the machine that built this report.</p>
+{stage_table}
+<h3>Missing or failed</h3>
+<div id="problems">{problem_html}</div>
+</section>
+</body></html>
+"""
+
+
+def _plain(value, root: Path):
+    """JSON-ready copy: Paths become repo-relative strings, numpy scalars/arrays become Python values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v, root) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, root) for v in value]
+    if isinstance(value, Path):
+        try:
+            return value.resolve().relative_to(root.resolve()).as_posix() if value.is_absolute() else value.as_posix()
+        except ValueError:  # outside the repository: keep it absolute (the report reads both)
+            return value.as_posix()
+    if hasattr(value, "tolist"):  # numpy scalar or array
+        return _plain(value.tolist(), root)
+    return value
+
+
+def write_summary(summary: dict, root: Path | None = None) -> Path:
+    """Write a notebook's summary to ``results/<profile>/summaries/<notebook>.json`` (atomically).
+
+    ``summary`` follows the contract of the module docstring; ``notebook`` and ``profile`` are
+    required. Figure paths may be ``Path`` objects (as returned by ``plotting.save_figure``): they
+    are stored relative to the repository root. Unknown ``agrees`` values are refused.
+    """
+    root = Path(root) if root is not None else ROOT
+    missing = [k for k in ("notebook", "profile") if not summary.get(k)]
+    if missing:
+        raise ValueError(f"summary lacks {', '.join(missing)}")
+    for c in summary.get("claims") or []:
+        if c.get("agrees") not in (True, False, None) or not c.get("id"):
+            raise ValueError(f"claim {c!r}: needs an id and agrees = true, false or null")
+    data = _plain({"figures": [], "tables": [], "claims": [], **summary}, root)
+    for key in ("notebook", "profile"):
+        if not _NAME.match(str(data[key])):
+            raise ValueError(f"{key} {data[key]!r} is not a plain name")
+    path = root / "results" / data["profile"] / "summaries" / f"{data['notebook']}.json"
+    return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def build_report(profile: str, root: Path | None = None) -> Path:
+    """Write ``results/<profile>/report.html`` (atomically) under ``root`` (default: the repo root)."""
+    root = Path(root) if root is not None else ROOT
+    if not _NAME.match(profile):
+        raise ValueError(f"profile name {profile!r} is not a plain name")
+    return atomic_write_text(root / "results" / profile / "report.html", render(profile, root))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m infiloop report --profile P [--root DIR]``: build the report and print its path."""
+    parser = argparse.ArgumentParser(prog="python -m infiloop report",
+                                     description="Compile results/<profile>/report.html from the notebook summaries.")
+    parser.add_argument("--profile", default="tiny", help="profile whose results to report (default tiny)")
+    parser.add_argument("--root", default=None, help="repository root (default: the package's checkout)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    root = Path(args.root) if args.root else ROOT
+    if not (root / "results" / args.profile).is_dir():
+        print(f"report: results/{args.profile}/ does not exist under {root}; run the notebooks first "
+              "(./reproduce.sh). Writing a report that says so.", file=sys.stderr)
+    path = build_report(args.profile, root)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
