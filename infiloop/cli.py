@@ -119,20 +119,6 @@ def cmd_data(argv: list[str]) -> int:
     return data_main(argv)
 
 
-def cmd_reproduce(args: argparse.Namespace) -> int:
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    if not notebooks:
-        print("reproduce: the experiment notebooks are not built yet (notebooks/ is empty).\n"
-              "What exists today: the package (python -m infiloop info), the data commands "
-              "(python -m infiloop data -h) and the test suite (./reproduce.sh test).\n"
-              "Missing for a full reproduction: the training/evaluation engine and the five notebooks "
-              "with the report; see README.md, 'Status'.", file=sys.stderr)
-        return 2
-    from .reproduce import main as reproduce_main
-
-    return reproduce_main(args.rest)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "data":  # the data and report commands own their whole argument list
@@ -141,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         from .report import main as report_main
 
         return report_main(argv[1:])
+    if argv and argv[0] == "reproduce":
+        from .reproduce import main as reproduce_main
+
+        return reproduce_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m infiloop", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -175,8 +165,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
-    p = sub.add_parser("reproduce", help="run the whole pipeline (what ./reproduce.sh runs)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_reproduce)
+    sub.add_parser("reproduce", help="run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)")
     args = parser.parse_args(argv)
     return args.func(args)

@@ -7,6 +7,7 @@ compressed ``.npz`` with this schema (P puzzles, K recorded updates, S grid cell
     updates        [K]      int32    the recorded outer updates (every ``every``-th, 1-based)
     correct        [K, P]   bool     whole answer right
     wrong_cells    [K, P]   int16    answer cells predicted wrong
+    q_halt         [K, P]   float32  halting logit (the model's confidence that the answer is right)
     state_change   [K, P]   float32  ||y_k - y_{k-1}|| / ||y_{k-1}||, answer state, over the last update
     gamma_outer    [K, P]   float32  gamma_t of the outer axis, mean over grid cells
     score_outer    [K, P]   float32  content score s_t of the outer axis, mean over grid cells
@@ -38,7 +39,7 @@ from tqdm.auto import tqdm
 from .model import Carry, LoopedReasoner
 from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write
 
-TRAJECTORY_KEYS = ("correct", "wrong_cells", "state_change", "gamma_outer", "score_outer", "gamma_inner",
+TRAJECTORY_KEYS = ("correct", "wrong_cells", "q_halt", "state_change", "gamma_outer", "score_outer", "gamma_inner",
                    "score_inner")
 
 
@@ -86,7 +87,7 @@ class _Recorder:
 
     def __call__(self, k: int, carry: Carry, diag: dict[str, Tensor]) -> Tensor:
         y = carry["y"]["h"]
-        logits, _ = self.model.readout(carry)
+        logits, q_halt = self.model.readout(carry)
         pred = logits.argmax(-1)
         wrong = ((pred != self.labels) & self.mask).sum(-1)
         correct = (wrong == 0).cpu()
@@ -104,6 +105,7 @@ class _Recorder:
             r = self.rows
             r["correct"].append(correct)
             r["wrong_cells"].append(wrong.to(torch.int16).cpu())
+            r["q_halt"].append(q_halt.float().cpu())
             r["state_change"].append((_norm(y - self.prev_y) / _norm(self.prev_y).clamp_min(1e-30)).cpu())
             for name in ("gamma_outer", "score_outer", "gamma_inner", "score_inner"):
                 v = diag.get(name)

@@ -52,21 +52,24 @@ PROFILES: dict[str, dict] = {
         "train": {"steps": 30, "batch_size": 32, "lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1, "ema": 0.9,
                   "max_segments": 4, "checkpoint_every": 10, "log_every": 5},
         "eval": {"updates": 24, "every": 1, "limit": 64, "batch_size": 64},
+        "main_tasks": ["sudoku"],
     },
     "tiny": {
         "data": "tiny",
-        "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "pos": "grid", "conv": False,
-                  "H": 2, "L": 3},
-        "train": {"steps": 600, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
+        "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "mixer": "mlp", "pos": "grid",
+                  "conv": False, "H": 2, "L": 3},
+        "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
                   "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
-        "eval": {"updates": 960, "every": 4, "limit": 256, "batch_size": 256},
+        "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
+        "main_tasks": ["sudoku", "maze"],
     },
     "paper": {
         "data": "paper",
         "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)
         "train": {"steps": 100_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
                   "ema": 0.999, "max_segments": 16, "checkpoint_every": 2000, "log_every": 100},
-        "eval": {"updates": 960, "every": 6, "limit": 32768, "batch_size": 1024},
+        "eval": {"updates": 960, "every": 1, "limit": 32768, "batch_size": 1024},
+        "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
     },
 }
 SECTIONS = ("data", "model", "train", "eval")
@@ -144,7 +147,9 @@ def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
 
 
 def config_hash(cfg: dict) -> str:
-    keyed = {k: v for k, v in cfg.items() if k != "eval"}  # evaluation settings do not change the model
+    """Hash of everything that defines the trained model (not the evaluation settings, not CPU threads)."""
+    keyed = {k: v for k, v in cfg.items() if k != "eval"}
+    keyed["train"] = {k: v for k, v in cfg["train"].items() if k != "threads"}
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -160,6 +165,17 @@ class Run:
     @property
     def name(self) -> str:
         return self.dir.name
+
+    @property
+    def training_depth(self) -> int:
+        """Outer updates a puzzle sees in training: H per segment x at most ``max_segments`` segments."""
+        return self.config["model"]["H"] * self.config["train"]["max_segments"]
+
+    def standard_snapshots(self) -> tuple[int, int]:
+        """Depths a < b for "predictions changed": 3/4 and 3/2 of the training depth, as the paper's
+        36 and 72 of its 48 (H = 3 x 16 segments)."""
+        a = max(1, 3 * self.training_depth // 4)
+        return a, 2 * a
 
     def model_config(self) -> ModelConfig:
         return ModelConfig.from_dict(self.config["model"])
@@ -290,3 +306,46 @@ def load_run(run_dir: str | Path) -> Run:
     if not p.is_file():
         raise FileNotFoundError(f"{d}: not a run folder (no config.json)")
     return Run(d, json.loads(p.read_text()))
+
+
+# ------------------------------------------------------------------------------------------ the notebooks' runs
+
+MAIN_RECIPES = ("carry_last", "fprm", "infiloop")
+
+# SPEC section 5 ablations, as overrides of the InfiLoop recipe (both axes unless stated).
+ABLATIONS: dict[str, dict] = {
+    "learned β₀=0.55": {},
+    "learned β₀=0.10": {"model.inner.beta": 0.10, "model.outer.beta": 0.10},
+    "learned β₀=0.90": {"model.inner.beta": 0.90, "model.outer.beta": 0.90},
+    "fixed β=0.55": {"model.inner.decay": "fixed", "model.outer.decay": "fixed"},
+    "uniform β=1": {"model.inner.decay": "uniform", "model.outer.decay": "uniform"},
+    "reverse β=1.82": {"model.inner.decay": "reverse", "model.outer.decay": "reverse",
+                       "model.inner.beta": 1.82, "model.outer.beta": 1.82},
+    "inner axis only": {"model.outer.name": "carry_last"},
+    "outer axis only": {"model.inner.name": "carry_last"},
+    "no content score": {"model.inner.content_score": False, "model.outer.content_score": False},
+}
+
+
+def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str, str, dict]]:
+    """The (task, recipe, overrides) of every model a notebook needs at ``profile`` with default knobs."""
+    seed_over = {"train.seed": seed}
+    if notebook.startswith("01"):
+        return [(t, r, seed_over) for t in PROFILES[profile]["main_tasks"] for r in MAIN_RECIPES]
+    if notebook.startswith(("02", "03", "04")):
+        return [("sudoku", r, seed_over) for r in MAIN_RECIPES]
+    if notebook.startswith("05"):
+        return [("sudoku", "infiloop", {**seed_over, **o}) for o in ABLATIONS.values()]
+    return []
+
+
+def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05")) -> list:
+    """Every distinct run the notebooks need (the pipeline trains these in parallel before the notebooks)."""
+    seen, out = set(), []
+    for nb in notebooks:
+        for spec in notebook_runs(nb, profile):
+            key = run_dir_for(resolve_config(*spec[:2], profile, spec[2]))
+            if key not in seen:
+                seen.add(key)
+                out.append(spec)
+    return out

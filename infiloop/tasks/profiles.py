@@ -39,7 +39,7 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
                  "views": 2, "seed": 0},
     },
     "tiny": {
-        "sudoku": {"source": "generate", "side": 6, "box": [2, 3], "blanks": [16, 28], "n_train": 2000,
+        "sudoku": {"source": "generate", "side": 6, "box": [2, 3], "blanks": [14, 22], "n_train": 2000,
                    "n_test": 1000, "augment": 4, "seed": 0},
         "maze": {"source": "generate", "size": 12, "min_path": 24, "loops": 0.05, "n_train": 1000,
                  "n_test": 1000, "seed": 0},

@@ -1,0 +1,151 @@
+"""Analyses of recorded trajectories (see ``evaluation.py`` for their schema): the quantities of the
+paper's figures, computed from what the code measured.
+
+Every function takes a trajectory dict (``Run.evaluate``) and returns plain numpy arrays or dicts.
+Update indices are the 1-based outer updates of ``traj["updates"]``; alignment to the first solve
+needs a trajectory recorded at every update (``every=1``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+
+def info(traj: dict) -> dict:
+    return json.loads(str(traj["info"]))
+
+
+def _row(traj: dict, update: int) -> int:
+    hits = np.flatnonzero(traj["updates"] == update)
+    if not len(hits):
+        raise ValueError(f"update {update} was not recorded (recorded: {traj['updates'][0]}..{traj['updates'][-1]} "
+                         f"every {int(traj['updates'][1] - traj['updates'][0]) if len(traj['updates']) > 1 else 1})")
+    return int(hits[0])
+
+
+def exact_by_depth(traj: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(updates [K], exact accuracy [K])."""
+    return traj["updates"], traj["correct"].mean(1)
+
+
+def accuracy_at(traj: dict, update: int) -> float:
+    return float(traj["correct"][_row(traj, update)].mean())
+
+
+def best_depth(traj: dict) -> tuple[int, float]:
+    """The recorded update with the highest exact accuracy (the first one on ties)."""
+    acc = traj["correct"].mean(1)
+    k = int(np.argmax(acc))
+    return int(traj["updates"][k]), float(acc[k])
+
+
+def difficulty_breakdown(traj: dict, update: int) -> dict[int, tuple[float, int]]:
+    """Exact accuracy at ``update`` by number of blank cells: {blanks: (accuracy, puzzles)}."""
+    ok = traj["correct"][_row(traj, update)]
+    b = traj["blanks"]
+    return {int(v): (float(ok[b == v].mean()), int((b == v).sum())) for v in np.unique(b)}
+
+
+def _aligned(traj: dict, values: np.ndarray, before: int, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """values [K, P] aligned to each solved puzzle's first solve: offsets, mean, count per offset."""
+    ups = traj["updates"]
+    if len(ups) > 1 and np.any(np.diff(ups) != 1):
+        raise ValueError("alignment to the first solve needs a trajectory recorded at every update (every=1)")
+    fs = traj["first_solve"]
+    offsets = np.arange(-before, after + 1)
+    total = np.zeros(len(offsets))
+    count = np.zeros(len(offsets), dtype=np.int64)
+    for p in np.flatnonzero(fs > 0):
+        rows = fs[p] - ups[0] + offsets
+        ok = (rows >= 0) & (rows < len(ups))
+        total[ok] += values[rows[ok], p]
+        count[ok] += 1
+    with np.errstate(invalid="ignore"):
+        return offsets, total / np.maximum(count, 1) * np.where(count > 0, 1, np.nan), count
+
+
+def aligned_to_first_solve(traj: dict, key: str, before: int = 12, after: int = 36):
+    """Mean of ``traj[key]`` over solved puzzles, at each offset from their first solve (0 = the update
+    that completes the board). Returns (offsets, mean, number of puzzles at each offset)."""
+    return _aligned(traj, traj[key].astype(np.float64), before, after)
+
+
+def retention_after_solve(traj: dict, after: int = 36) -> tuple[np.ndarray, np.ndarray]:
+    """Fraction of solved puzzles still right k updates after their first solve, k = 0..after."""
+    offsets, mean, _ = _aligned(traj, traj["correct"].astype(np.float64), 0, after)
+    return offsets, mean
+
+
+def lost_after_solve(traj: dict) -> float:
+    """Fraction of puzzles solved at some update that are wrong at the last update."""
+    solved = traj["first_solve"] > 0
+    if not solved.any():
+        return float("nan")
+    return float((~traj["correct"][-1][solved]).mean())
+
+
+def changes_between(traj: dict) -> dict[str, float]:
+    """Between the two prediction snapshots a < b: predictions changed per puzzle, wrong cells gained
+    per puzzle (wrong at b minus wrong at a), and puzzles right at a but wrong at b."""
+    a, b = (int(u) for u in traj["snapshot_updates"][:2])
+    pa, pb = traj["pred_snapshots"][0], traj["pred_snapshots"][1]
+    wa, wb = traj["wrong_cells"][_row(traj, a)], traj["wrong_cells"][_row(traj, b)]
+    ca, cb = traj["correct"][_row(traj, a)], traj["correct"][_row(traj, b)]
+    return {"from": a, "to": b, "changed_per_puzzle": float((pa != pb).sum(1).mean()),
+            "wrong_gained_per_puzzle": float((wb.astype(np.int64) - wa).mean()),
+            "lost": float((ca & ~cb).sum() / max(1, ca.sum()))}
+
+
+def flip_rate(trajs: dict[str, dict], inputs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Of the initially blank cells that every model had right at the first snapshot, the fraction each
+    model flips at least once before the second snapshot (the paper: TRM 20.9 %, InfiLoop 2.4 %)."""
+    blank = inputs == 1  # Sudoku token 1 is a blank cell (SPEC section 9)
+    right = blank.copy()
+    for t in trajs.values():
+        right &= t["pred_snapshots"][0] == labels
+    n = int(right.sum())
+    return {name: float(t["flipped"][right].sum() / max(1, n)) for name, t in trajs.items()} | {"cells": n}
+
+
+def gamma_phases(traj: dict, axis: str = "outer", search: int = 6, settle: int = 6) -> dict[str, float]:
+    """Mean step size gamma_t in the phases of the paper's self-verification picture:
+    ``search`` (the ``search`` updates before the first solve), ``solve`` (the completing update),
+    ``after`` (``settle`` or more updates after it), ``unsolved`` (never-solved puzzles, all updates)."""
+    g = traj[f"gamma_{axis}"].astype(np.float64)
+    off, mean, _ = _aligned(traj, g, search, 3 * settle)
+    never = traj["first_solve"] <= 0
+    return {"search": float(np.nanmean(mean[off < 0])), "solve": float(mean[off == 0][0]),
+            "after": float(np.nanmean(mean[off >= settle])),
+            "unsolved": float(g[:, never].mean()) if never.any() else float("nan")}
+
+
+def score_by_wrong_cells(traj: dict, axis: str = "outer") -> dict[int, tuple[float, int]]:
+    """Median content score s_t by the number of wrong cells of the answer at that update:
+    {wrong cells: (median score, samples)} over all recorded updates and puzzles."""
+    s = traj[f"score_{axis}"].ravel()
+    w = traj["wrong_cells"].ravel()
+    return {int(v): (float(np.median(s[w == v])), int((w == v).sum())) for v in np.unique(w)}
+
+
+def perturbation_retention(out: dict) -> dict[float, float]:
+    """Per eps: fraction of the puzzles solved at the perturbation still right at the last update."""
+    solved = out["solved_at"]
+    return {float(e): float((out["correct"][i, -1] & solved).sum() / max(1, solved.sum()))
+            for i, e in enumerate(out["eps"])}
+
+
+def arc_pass_at_k(traj: dict, test_data, update: int, k: int = 2) -> tuple[float, int]:
+    """ARC pass@k at ``update`` (a prediction snapshot): votes over the augmented views of each test
+    input, ranked by vote count then mean halting confidence (SPEC section 9). Returns (score, tasks)."""
+    from .tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
+
+    snaps = [int(u) for u in traj["snapshot_updates"]]
+    if update not in snaps:
+        raise ValueError(f"update {update} has no prediction snapshot (snapshots: {snaps})")
+    pred = traj["pred_snapshots"][snaps.index(update)]
+    conf = 1 / (1 + np.exp(-traj["q_halt"][_row(traj, update)].astype(np.float64)))
+    attempts = attempts_from_predictions(test_data, pred, conf, run="eval")
+    result = vote_pass_at_k(attempts, solutions_from_data(test_data), k=k)
+    return float(result.score), len(result.per_task)

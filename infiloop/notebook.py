@@ -1,0 +1,62 @@
+"""Small helpers shared by the experiment notebooks: parameter checks, timing, the summary JSON.
+
+A notebook calls ``nb = Notebook("02_depth_scaling", "Depth scaling", profile=..., ...)`` right after its
+``parameters`` cell; every parameter is checked there with a message that names it. At the end,
+``nb.finish(text=..., figures=..., tables=..., claims=...)`` writes ``results/<profile>/summaries/<name>.json``
+for the report.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from .experiments import PROFILES
+from .report import write_summary
+
+
+class ParameterError(ValueError):
+    """A notebook parameter with a wrong type or value; the message names it and what was expected."""
+
+
+def check(name: str, value, kind: type | tuple[type, ...], ok=lambda v: True, expected: str = "") -> None:
+    """Raise ``ParameterError`` unless ``value`` has type ``kind`` and ``ok(value)`` holds."""
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise ParameterError(f"parameter {name}={value!r}: expected {expected or kind}")
+    if not isinstance(value, kind) or not ok(value):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ParameterError(f"parameter {name}={value!r}: expected {expected or names}")
+
+
+class Notebook:
+    def __init__(self, name: str, title: str, profile: str, device: str, seed: int):
+        check("profile", profile, str, lambda v: v in PROFILES, f"one of {', '.join(PROFILES)}")
+        check("device", device, str, _device_ok, "'cpu' or an available CUDA device such as 'cuda'")
+        check("seed", seed, int, lambda v: v >= 0, "an integer >= 0")
+        self.name, self.title, self.profile, self.device, self.seed = name, title, profile, device, seed
+        self.t0 = time.time()
+        torch.manual_seed(seed)
+
+    def finish(self, text: str, figures: list, tables: list, claims: list) -> None:
+        for c in claims:
+            c.setdefault("profile", self.profile)
+        write_summary({"notebook": self.name, "title": self.title, "profile": self.profile,
+                       "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       "wall_time_s": round(time.time() - self.t0, 2), "text": text, "figures": figures,
+                       "tables": tables, "claims": claims})
+
+
+def _device_ok(device: str) -> bool:
+    if device == "cpu":
+        return True
+    if device.startswith("cuda"):
+        return torch.cuda.is_available()
+    return False
+
+
+def pct(x: float) -> str:
+    return "–" if x != x else f"{100 * x:.1f} %"

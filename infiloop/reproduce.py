@@ -1,0 +1,136 @@
+"""The whole reproduction: data -> models (in parallel, cached) -> notebooks (papermill) -> report.
+
+    python -m infiloop reproduce [--profile tiny] [--only NAME] [-p KEY VALUE ...] [--jobs N]
+
+Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
+others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
+``results/<profile>/`` for provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from .experiments import PROFILES, planned_runs
+from .tasks.base import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = ROOT / "notebooks"
+
+
+def notebooks() -> list[str]:
+    return sorted(p.stem for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Stages:
+    """Timed stages, written to stages.json after each one (a killed pipeline keeps what it did)."""
+
+    def __init__(self, path: Path):
+        self.path, self.stages, self.started = path, [], _now()
+
+    def run(self, name: str, fn) -> bool:
+        print(f"\n[reproduce] === {name} ===", file=sys.stderr, flush=True)
+        t0 = time.time()
+        rec = {"name": name, "status": "ok"}
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - one failing stage must not stop the others
+            rec.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
+            print(f"[reproduce] {name} FAILED: {rec['error']}", file=sys.stderr, flush=True)
+        rec["seconds"] = round(time.time() - t0, 2)
+        self.stages.append(rec)
+        atomic_write_text(self.path, json.dumps({"stages": self.stages, "started": self.started,
+                                                 "finished": _now()}, indent=1))
+        return rec["status"] == "ok"
+
+
+def _train_all(profile: str, jobs: int, device: str) -> None:
+    """Train every model the notebooks need, ``jobs`` at a time (one thread each on CPU)."""
+    specs = planned_runs(profile)
+    pending = list(specs)
+    running: list[tuple[subprocess.Popen, tuple]] = []
+    failed = []
+    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    print(f"[reproduce] {len(specs)} models for profile {profile}, {jobs} at a time", file=sys.stderr)
+    while pending or running:
+        while pending and len(running) < jobs:
+            task, recipe, over = pending.pop(0)
+            cmd = [sys.executable, "-m", "infiloop", "train", "--profile", profile, "--task", task,
+                   "--connection", recipe, "--device", device, "--threads", str(threads), "--quiet"]
+            for k, v in over.items():
+                cmd += ["--set", f"{k}={json.dumps(v)}"]
+            print(f"[reproduce] train {task}/{recipe} {over or ''}", file=sys.stderr, flush=True)
+            running.append((subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL), (task, recipe, over)))
+        time.sleep(0.5)
+        for proc, spec in list(running):
+            if proc.poll() is not None:
+                running.remove((proc, spec))
+                if proc.returncode != 0:
+                    failed.append(spec)
+    if failed:
+        raise RuntimeError(f"{len(failed)} training runs failed: {failed}")
+
+
+def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
+    import papermill as pm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pm.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
+                        parameters={"profile": profile, **params}, kernel_name="python3", cwd=str(ROOT),
+                        progress_bar=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m infiloop reproduce", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="tiny", help=f"one of {', '.join(PROFILES)} (default tiny)")
+    ap.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                    help="a papermill parameter for the notebooks (value read as YAML)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="models trained at once")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-train", action="store_true", help="skip the parallel training stage")
+    args = ap.parse_args(argv)
+    if args.profile not in PROFILES:
+        ap.error(f"unknown profile {args.profile!r}; valid choices: {', '.join(PROFILES)}")
+    names = notebooks()
+    unknown = [n for n in args.only if n not in names and not any(x.startswith(n) for x in names)]
+    if unknown:
+        ap.error(f"unknown notebook(s) {unknown}; valid: {', '.join(names)}")
+    selected = [n for n in names if not args.only or any(n == o or n.startswith(o) or n[3:] == o
+                                                          for o in args.only)]
+    params = {k: yaml.safe_load(v) for k, v in args.p}
+    params.setdefault("device", args.device)
+    out_dir = ROOT / "results" / args.profile
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stages = Stages(out_dir / "stages.json")
+    t0 = time.time()
+    if not args.no_train and not args.only:
+        stages.run("train", lambda: _train_all(args.profile, args.jobs, args.device))
+    for name in selected:
+        stages.run(name, lambda name=name: _run_notebook(name, args.profile, params, out_dir))
+    from .report import build_report
+
+    report: list[Path] = []
+    stages.run("report", lambda: report.append(build_report(args.profile)))
+    failed = [s["name"] for s in stages.stages if s["status"] != "ok"]
+    print(f"\n[reproduce] profile {args.profile}: {len(stages.stages)} stages in {time.time() - t0:.0f} s",
+          file=sys.stderr)
+    if failed:
+        print(f"[reproduce] FAILED: {', '.join(failed)} (see {out_dir / 'stages.json'})", file=sys.stderr)
+    if report:
+        print(f"[reproduce] report: {report[0]}")
+    return 1 if failed else 0

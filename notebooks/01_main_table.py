@@ -1,0 +1,107 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Table 1: the paper's results beside this project's measured rows
+#
+# The paper's Table 1 reports exact accuracy on Sudoku-Extreme and Maze-Hard and pass@2 on ARC-AGI-1/2 for
+# large language models, HRM, TRM, FPRM and other looped reasoners, and InfiLoop (7M parameters: 97.9 % /
+# 87.4 % / 49.1 % / 13.6 %). This notebook adds the rows this project measures in one harness: carry-last
+# (TRM's rule), FPRM and InfiLoop, trained and evaluated at the chosen profile. Every cell says where it
+# comes from. At small profiles the tasks are smaller versions of the benchmarks (see `data/README.md`): their
+# numbers sit in their own columns, never in the paper's.
+
+# %% tags:["parameters"]
+profile = "tiny"  # smoke | tiny | paper
+device = "cpu"  # torch device
+seed = 0  # training seed of the measured models
+tasks = ""  # comma-separated tasks to measure (sudoku, maze, arc1, arc2); empty: the profile's main tasks
+limit = 0  # test puzzles per Sudoku/Maze evaluation (0: the profile's default); ARC always uses every test input
+
+# %%
+import pandas as pd
+from IPython.display import display
+
+from infiloop import analysis, paper
+from infiloop.experiments import MAIN_RECIPES, PROFILES, get_run
+from infiloop.notebook import Notebook, check, pct
+from infiloop.plotting import LABELS
+
+nb = Notebook("01_main_table", "Main table", profile, device, seed)
+check("tasks", tasks, str, expected="comma-separated task names")
+task_list = [t.strip() for t in tasks.split(",") if t.strip()] or PROFILES[profile]["main_tasks"]
+check("tasks", task_list, list, lambda v: set(v) <= {"sudoku", "maze", "arc1", "arc2"},
+      "names among sudoku, maze, arc1, arc2")
+check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
+
+# %% [markdown]
+# ## Measure: each connection on each task, at the training depth
+
+# %%
+measured = {}  # (recipe, task) -> (value, note)
+for task in task_list:
+    for r in MAIN_RECIPES:
+        run = get_run(task, r, profile, {"train.seed": seed}, device=device)
+        depth = run.training_depth
+        if task.startswith("arc"):
+            test = run.test_data()
+            traj, _ = run.evaluate(updates=depth, every=depth, limit=len(test), snapshots=(depth,), device=device)
+            score, n_tasks = analysis.arc_pass_at_k(traj, test, depth, k=2)
+            subset = " (subset)" if test.info.get("subset") else ""
+            measured[r, task] = (score, f"pass@2, {n_tasks} tasks{subset}, {depth} updates")
+        else:
+            traj, _ = run.evaluate(updates=depth, every=depth, limit=limit or None, device=device)
+            n = traj["correct"].shape[1]
+            measured[r, task] = (analysis.accuracy_at(traj, depth), f"exact, {n} puzzles, {depth} updates")
+        print(f"{task:7s} {r:11s} {pct(measured[r, task][0]):>8s}  ({measured[r, task][1]})")
+
+# %% [markdown]
+# ## Table 1 with the measured rows
+
+# %%
+names = {"sudoku": "Sudoku", "maze": "Maze", "arc1": "ARC-1", "arc2": "ARC-2"}
+cols = ["model", "params", *(f"{names[c]} (paper)" for c in paper.TABLE1_COLUMNS), "source"]
+rows = [[row.model, row.params or "–", *(row.cell(c) for c in paper.TABLE1_COLUMNS),
+         "paper" + (f"; {row.note}" if row.note else "")] for row in paper.TABLE1]
+our_cols = [f"{names[t]} ({profile})" for t in task_list]
+cols += our_cols
+rows = [r + ["" for _ in our_cols] for r in rows]
+for r in MAIN_RECIPES:
+    params = get_run(task_list[0], r, profile, {"train.seed": seed}).load_model().n_params()
+    rows.append([f"{LABELS[r]} (this project)", f"{params / 1e6:.2f}M",
+                 *("not comparable" for _ in paper.TABLE1_COLUMNS), f"measured at profile {profile}",
+                 *(f"{pct(measured[r, t][0])} ({measured[r, t][1]})" for t in task_list)])
+display(pd.DataFrame(rows, columns=cols))
+
+# %% [markdown]
+# ## What this run shows
+
+# %%
+ours = {r: measured[r, "sudoku"][0] for r in MAIN_RECIPES} if "sudoku" in task_list else {}
+claims = []
+if ours:
+    c = paper.CLAIMS_BY_ID["main.infiloop_beats_carry_last_sudoku"]
+    claims.append({"id": c.id, "claim": c.claim, "paper": c.paper,
+                   "ours": f"InfiLoop {pct(ours['infiloop'])} vs carry-last {pct(ours['carry_last'])} "
+                           f"({measured['infiloop', 'sudoku'][1]})",
+                   "agrees": bool(ours["infiloop"] > ours["carry_last"])})
+lines = [f"{names[t]}: " + ", ".join(f"{LABELS[r]} {pct(measured[r, t][0])}" for r in MAIN_RECIPES)
+         for t in task_list]
+text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The paper's columns hold only the paper's "
+        "numbers: at small profiles the tasks are scaled down (smaller grids, generated puzzles, ARC subsets), so "
+        "only the comparison between rows measured in this harness is meaningful. Tasks not listed were not run "
+        "at this profile (set the `tasks` parameter).")
+print(text)
+nb.finish(text, figures=[], tables=[{"title": "Table 1", "columns": cols, "rows": rows,
+                                     "note": "Paper columns: the paper's numbers. Profile columns: this project's "
+                                             "measurements (see each cell's note)."}], claims=claims)

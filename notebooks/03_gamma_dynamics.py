@@ -1,0 +1,141 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # γ dynamics: the learned connection verifies its own proposals
+#
+# InfiLoop's update is an adaptive residual step `h_t = h_{t-1} + γ_t (z_t − h_{t-1})` with
+# `γ_t = e_t / (β D_{t-1} + e_t)` (eq. 5). When every score is equal, γ_t tends to `1 − β`, the
+# *equal-weight baseline*. The paper reports three phases on the outer axis: while searching the mean step is
+# about 0.40 (below the baseline 0.56), at the update that completes the board it jumps to 0.91, and within 6
+# updates it returns to 0.56; unsolved puzzles stay suppressed. The content score `ln e_t` tracks
+# correctness: median 7.25 for right boards, 2.75 at 20 wrong cells, −0.58 at 33.
+#
+# This notebook reads the trajectories of the depth-scaling evaluation (same cache) and draws γ aligned to
+# the first solve, for both axes, and the content score against the number of wrong cells.
+
+# %% tags:["parameters"]
+profile = "tiny"  # smoke | tiny | paper
+device = "cpu"  # torch device
+seed = 0  # training seed of the InfiLoop model
+max_updates = 960  # outer updates evaluated (the same value as 02_depth_scaling shares its cached trajectory)
+limit = 0  # test puzzles (0: the profile's default)
+before = 6  # updates before the first solve shown (the "search" phase)
+after = 18  # updates after the first solve shown
+settle = 6  # updates after the solve from which the "after" phase is averaged (the paper: within 6)
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+from infiloop import analysis, paper, plotting
+from infiloop.experiments import get_run
+from infiloop.notebook import Notebook, check
+
+nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, seed)
+for name, value in dict(max_updates=max_updates, before=before, after=after, settle=settle).items():
+    check(name, value, int, lambda v: v >= 1, "an integer >= 1")
+check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
+check("settle", settle, int, lambda v: v <= after, f"an integer <= after={after}")
+plotting.use_style()
+
+# %%
+run = get_run("sudoku", "infiloop", profile, {"train.seed": seed}, device=device)
+traj, _ = run.evaluate(updates=max_updates, every=1, limit=limit or None, snapshots=run.standard_snapshots(),
+                       device=device)
+beta = analysis.info(traj)["beta"]
+n_puzzles = traj["correct"].shape[1]
+solved = int((traj["first_solve"] > 0).sum())
+print(f"learned beta: outer {beta['outer']:.3f}, inner {beta['inner']:.3f}; {solved}/{n_puzzles} puzzles solved")
+
+# %% [markdown]
+# ## γ aligned to the first solve
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+phases = {}
+for ax, axis in zip(axes, ("outer", "inner")):
+    off, g, count = analysis.aligned_to_first_solve(traj, f"gamma_{axis}", before, after)
+    ax.plot(off, g, color=plotting.COLORS["infiloop"], marker=".", label="solved puzzles (mean)")
+    phases[axis] = analysis.gamma_phases(traj, axis, before, settle)
+    ax.axhline(1 - beta[axis], color="grey", ls="--", lw=1, label=f"equal-weight baseline 1 − β = {1 - beta[axis]:.2f}")
+    if phases[axis]["unsolved"] == phases[axis]["unsolved"]:
+        ax.axhline(phases[axis]["unsolved"], color=plotting.COLORS["carry_last"], ls=":",
+                   label=f"never-solved puzzles (mean {phases[axis]['unsolved']:.2f})")
+    ax.axvline(0, color="black", lw=0.5)
+    ax.set(title=f"{axis} axis", xlabel="updates from the first solve", ylim=(0, 1))
+    ax.legend(loc="lower right", fontsize=8)
+axes[0].set_ylabel("γ_t (mean over cells)")
+plotting.profile_note(axes[1], profile, n_puzzles)
+fig.tight_layout()
+fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
+
+# %%
+phase_cols = ["axis", "search", "at the solve", f"≥ {settle} after", "never solved", "1 − β"]
+phase_rows = [[axis, *(f"{p[k]:.2f}" for k in ("search", "solve", "after", "unsolved")), f"{1 - beta[axis]:.2f}"]
+              for axis, p in phases.items()]
+phase_rows.append(["paper (outer)", f"{paper.GAMMA['search_mean']:.2f}", f"{paper.GAMMA['at_solve']:.2f}",
+                   f"{paper.GAMMA['equal_weight_baseline']:.2f}", "suppressed",
+                   f"{paper.GAMMA['equal_weight_baseline']:.2f}"])
+print(*[" | ".join(map(str, x)) for x in [phase_cols, *phase_rows]], sep="\n")
+
+# %% [markdown]
+# ## The content score tracks correctness
+
+# %%
+by_wrong = analysis.score_by_wrong_cells(traj, "outer")
+w = np.array(sorted(by_wrong))
+med = np.array([by_wrong[k][0] for k in w])
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.plot(w, med, marker="o", color=plotting.COLORS["infiloop"], label="this run (median over updates and puzzles)")
+pw = sorted(paper.GAMMA["content_score_median"].items())
+ax.plot([k for k, _ in pw], [v for _, v in pw], color=plotting.COLORS["paper"], label="paper (9x9)",
+        **plotting.PAPER_STYLE)
+ax.axhline(8.0, color="grey", ls=":", lw=1)
+ax.text(w.max(), 8.0, "clip 8.0", ha="right", va="bottom", fontsize=8, color="grey")
+ax.set(xlabel="wrong cells of the answer", ylabel="content score ln e_t (outer axis)")
+ax.legend(fontsize=8)
+plotting.profile_note(ax, profile, n_puzzles)
+fig.tight_layout()
+fig_score = plotting.save_figure(fig, "content_score", profile)[0]
+
+# %% [markdown]
+# ## What this run shows
+
+# %%
+po = phases["outer"]
+base = 1 - beta["outer"]
+rho = float(np.corrcoef(np.argsort(np.argsort(w)), np.argsort(np.argsort(med)))[0, 1]) if len(w) > 2 else float("nan")
+claims = [
+    {"id": "gamma.search_below_baseline", "claim": paper.CLAIMS_BY_ID["gamma.search_below_baseline"].claim,
+     "paper": paper.CLAIMS_BY_ID["gamma.search_below_baseline"].paper,
+     "ours": f"search {po['search']:.2f} vs 1 − β = {base:.2f}", "agrees": bool(po["search"] < base)},
+    {"id": "gamma.jump_at_solve", "claim": paper.CLAIMS_BY_ID["gamma.jump_at_solve"].claim,
+     "paper": paper.CLAIMS_BY_ID["gamma.jump_at_solve"].paper,
+     "ours": f"{po['search']:.2f} → {po['solve']:.2f} → {po['after']:.2f}",
+     "agrees": bool(po["solve"] > max(po["search"], base))},
+    {"id": "gamma.score_tracks_correctness", "claim": paper.CLAIMS_BY_ID["gamma.score_tracks_correctness"].claim,
+     "paper": paper.CLAIMS_BY_ID["gamma.score_tracks_correctness"].paper,
+     "ours": f"median {med[0]:.2f} at {w[0]} wrong, {med[-1]:.2f} at {w[-1]} wrong (rank correlation {rho:.2f})",
+     "agrees": bool(rho < 0)},
+]
+text = (f"At profile **{profile}** ({n_puzzles} puzzles, {solved} solved), the outer-axis step size averages "
+        f"{po['search']:.2f} in the {before} updates before the first solve, {po['solve']:.2f} at the solving update "
+        f"and {po['after']:.2f} from {settle} updates after it; the equal-weight baseline of the learned β is "
+        f"{base:.2f}; never-solved puzzles average {po['unsolved']:.2f}. The paper reports 0.40, 0.91 and 0.56 "
+        f"(baseline 0.56). The median content score falls from {med[0]:.2f} for right boards to {med[-1]:.2f} at "
+        f"{w[-1]} wrong cells (paper: 7.25 → −0.58 at 33 wrong cells of 9x9 boards).")
+print(text)
+nb.finish(text, figures=[{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
+                         {"path": fig_score, "caption": "Median content score against wrong cells."}],
+          tables=[{"title": "Mean γ by phase", "columns": phase_cols, "rows": phase_rows}], claims=claims)

@@ -1,0 +1,118 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Perturbation stability
+#
+# At update 36 the paper adds a relative perturbation of size ε ∈ [1e-4, 0.3] to the state and runs 36
+# more updates. InfiLoop keeps 100 % of its solved puzzles at every ε, while TRM loses 15–20 % even with
+# ε = 0 (carry-last drifts away from solutions by itself), and TRM's trajectories reach an O(1) relative
+# distance within 12 updates at ε = 1e-4 while InfiLoop's displacement stays bounded.
+#
+# Here both states (answer y and latent z) get `h ← h + ε ‖h‖ u / ‖u‖` (u Gaussian, per puzzle) at update
+# `perturb_at`; ε = 0 is the unperturbed control.
+
+# %% tags:["parameters"]
+profile = "tiny"  # smoke | tiny | paper
+device = "cpu"  # torch device
+seed = 0  # training seed of the models
+eps = "0,1e-4,1e-3,1e-2,0.1,0.3"  # relative perturbation sizes, comma-separated (0 : the control)
+perturb_at = 0  # update at which the state is perturbed (0: 3/4 of the training depth, as the paper's 36 of 48)
+updates_after = 0  # updates run after the perturbation (0: as many as perturb_at, as the paper's 36)
+limit = 0  # test puzzles (0: the profile's default)
+perturbation_seed = 0  # seed of the perturbation directions
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+from infiloop import analysis, paper, plotting
+from infiloop.experiments import MAIN_RECIPES, get_run
+from infiloop.notebook import Notebook, ParameterError, check, pct
+
+nb = Notebook("04_perturbation", "Perturbation stability", profile, device, seed)
+check("eps", eps, str, expected="comma-separated numbers, e.g. '0,1e-4,0.3'")
+try:
+    eps_grid = tuple(float(x) for x in eps.split(",") if x.strip())
+except ValueError as err:
+    raise ParameterError(f"parameter eps={eps!r}: expected comma-separated numbers") from err
+check("eps", eps_grid, tuple, lambda v: len(v) > 0 and all(0 <= e <= 10 for e in v), "sizes in [0, 10]")
+for name, value in dict(perturb_at=perturb_at, updates_after=updates_after, limit=limit,
+                        perturbation_seed=perturbation_seed).items():
+    check(name, value, int, lambda v: v >= 0, "an integer >= 0")
+plotting.use_style()
+
+# %%
+runs = {r: get_run("sudoku", r, profile, {"train.seed": seed}, device=device) for r in MAIN_RECIPES}
+at = perturb_at or runs["infiloop"].standard_snapshots()[0]
+after = updates_after or at
+outs = {r: run.perturb(at, eps_grid, after, every=1, limit=limit or None, device=device, seed=perturbation_seed)[0]
+        for r, run in runs.items()}
+n_puzzles = len(outs["infiloop"]["solved_at"])
+print(f"perturbing at update {at}, then {after} more updates; {n_puzzles} puzzles")
+
+# %% [markdown]
+# ## Retention of solved puzzles, and distance to the unperturbed trajectory
+
+# %%
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+retention = {r: analysis.perturbation_retention(o) for r, o in outs.items()}
+positive = [e for e in eps_grid if e > 0]
+for r, o in outs.items():
+    xs = [e if e > 0 else min(positive or [1e-4]) / 3 for e in retention[r]]
+    ax1.plot(xs, [100 * v for v in retention[r].values()], marker="o", color=plotting.COLORS[r],
+             label=plotting.LABELS[r])
+    for e_i, e in enumerate(o["eps"]):
+        if e in (min(positive, default=0), max(positive, default=0)) and e > 0:
+            ls = "-" if e == min(positive) else "--"
+            ax2.plot(o["updates"] - at, np.median(o["distance"][e_i], axis=1), color=plotting.COLORS[r], ls=ls,
+                     label=f"{plotting.LABELS[r]}, ε = {e:g}")
+ax1.set(xscale="log", xlabel="ε (the leftmost point is ε = 0)", ylabel="solved at the perturbation, still right (%)",
+        ylim=(0, 101))
+ax2.set(yscale="log", xlabel=f"updates after the perturbation at {at}", ylabel="median ‖y^ε − y‖ / ‖y‖")
+ax1.legend(fontsize=8)
+ax2.legend(fontsize=7)
+plotting.profile_note(ax2, profile, n_puzzles)
+fig.tight_layout()
+fig_pert = plotting.save_figure(fig, "perturbation", profile)[0]
+
+# %%
+cols = ["model", "solved at the perturbation"] + [f"ε = {e:g}" for e in eps_grid]
+rows = [[plotting.LABELS[r], int(outs[r]["solved_at"].sum())] + [pct(v) for v in retention[r].values()]
+        for r in outs]
+print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
+
+# %% [markdown]
+# ## What this run shows
+
+# %%
+inf_min = min(retention["infiloop"].values())
+cl_min = min(retention["carry_last"].values())
+claims = [
+    {"id": "perturb.infiloop_retains", "claim": paper.CLAIMS_BY_ID["perturb.infiloop_retains"].claim,
+     "paper": paper.CLAIMS_BY_ID["perturb.infiloop_retains"].paper,
+     "ours": f"lowest retention over ε: {pct(inf_min)}", "agrees": bool(inf_min >= 0.99)},
+    {"id": "perturb.carry_last_loses", "claim": paper.CLAIMS_BY_ID["perturb.carry_last_loses"].claim,
+     "paper": paper.CLAIMS_BY_ID["perturb.carry_last_loses"].paper,
+     "ours": f"retention at ε = 0: {pct(retention['carry_last'].get(0.0, float('nan')))}; lowest {pct(cl_min)}",
+     "agrees": bool(cl_min < inf_min)},
+]
+text = (f"At profile **{profile}** ({n_puzzles} puzzles; perturbation at update {at}, {after} more updates), "
+        f"InfiLoop keeps between {pct(inf_min)} and {pct(max(retention['infiloop'].values()))} of its solved puzzles "
+        f"over ε ∈ {{{', '.join(f'{e:g}' for e in eps_grid)}}}; carry-last keeps between {pct(cl_min)} and "
+        f"{pct(max(retention['carry_last'].values()))}. The paper: InfiLoop 100 % at every ε, TRM loses 15–20 % "
+        "even at ε = 0.")
+print(text)
+nb.finish(text, figures=[{"path": fig_pert, "caption": "Retention of solved puzzles against ε, and the median "
+                          "relative distance to the unperturbed trajectory (solid: smallest ε, dashed: largest)."}],
+          tables=[{"title": "Retention of solved puzzles", "columns": cols, "rows": rows}], claims=claims)

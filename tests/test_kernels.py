@@ -1,0 +1,328 @@
+"""The fused Triton InfiLoop step (``infiloop/kernels/triton_step.py``) against the eager reference.
+
+The kernels run on the CPU under Triton's interpreter. ``TRITON_INTERPRET=1`` has to be in the
+environment before the kernel module is imported (Triton decides at decoration time), and other tests
+in the same process may already have imported it, so every interpreter check runs in one subprocess:
+this file re-executed as a script (``python tests/test_kernels.py --worker``). The worker computes all
+cases, prints one JSON line per case, and the parent asserts them, one pytest test per case.
+
+Tolerances (max abs error per tensor, relative to that tensor's max magnitude in the reference):
+- float32: forward outputs and gradients within ``1e-5 * (1 + max|ref|)`` of the eager reference.
+- bfloat16: the kernel computes in float32 and rounds once on store, while the eager reference rounds
+  after every op, so both are compared with a float64 evaluation of the same (bf16-valued) inputs:
+  the kernel's error must be within ``2 * err_eager + 2^-7 * (1 + max|truth|)`` (no worse than the
+  reference beyond one bf16 rounding) and within ``5e-2 * (1 + max|truth|)`` outright.
+Output dtypes must equal the reference's exactly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import zlib
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+
+FP32_TOL = 1e-5
+BF16_REL = 2.0**-7
+BF16_ABS_CAP = 5e-2
+
+# (case id, d, leading shape, dtype, content, clip mode, log_d scale, which outputs get a gradient)
+# clip mode: "none" (no clip), "inactive" (clip above every score), "active" (clip between scores so
+# that some rows are clamped and some are not).
+CASES = [
+    ("d1-r1-f32", 1, (1,), "float32", True, "none", 1.0, "all"),
+    ("d1-r37-f32-clip", 1, (37,), "float32", True, "active", 1.0, "all"),
+    ("d7-3x5-f32-clip", 7, (3, 5), "float32", True, "active", 1.0, "all"),
+    ("d7-3x5-f32-nocontent", 7, (3, 5), "float32", False, "inactive", 1.0, "all"),
+    ("d48-2x3x7-f32-clipoff", 48, (2, 3, 7), "float32", True, "inactive", 1.0, "all"),
+    ("d100-r300-f32-clip", 100, (300,), "float32", True, "active", 1.0, "all"),
+    ("d100-r300-f32-h-only", 100, (300,), "float32", True, "active", 1.0, "h"),
+    ("d513-r9-f32-clip", 513, (9,), "float32", True, "active", 1.0, "all"),
+    ("d513-r9-f32-nocontent", 513, (9,), "float32", False, "none", 1.0, "all"),
+    ("d64-r20-f32-bigstate", 64, (20,), "float32", True, "active", 3000.0, "all"),
+    ("d7-r13-bf16-clip", 7, (13,), "bfloat16", True, "active", 1.0, "all"),
+    ("d100-4x9-bf16-clip", 100, (4, 9), "bfloat16", True, "active", 1.0, "all"),
+    ("d513-r6-bf16-nocontent", 513, (6,), "bfloat16", False, "none", 1.0, "all"),
+    ("d48-r33-bf16-noclip", 48, (33,), "bfloat16", True, "none", 1.0, "all"),
+    # bf16 candidates with a float32 state, as under autocast: outputs promote as in the reference.
+    ("d33-r21-bf16z-f32state", 33, (21,), "bfloat16+float32", True, "active", 1.0, "all"),
+]
+OUT_NAMES = ("h", "log_d", "gamma", "s")
+
+
+# --------------------------------------------------------------------------------------------------
+# Worker (runs under TRITON_INTERPRET=1 in a subprocess)
+# --------------------------------------------------------------------------------------------------
+
+
+def _run_case(case) -> dict:
+    import torch
+
+    from infiloop.kernels import infiloop_step as dispatch_step
+    from infiloop.kernels.reference import infiloop_step as ref_step
+
+    cid, d, lead, dtype_name, content, clip_mode, ld_scale, grads_of = case
+    z_name, _, state_name = dtype_name.partition("+")
+    dtype = getattr(torch, z_name)
+    sdtype = getattr(torch, state_name or z_name)
+    g = torch.Generator().manual_seed(zlib.crc32(cid.encode()))
+    eps = 1e-6
+
+    q64 = torch.randn(d, generator=g, dtype=torch.float64)
+    z64 = torch.randn(*lead, d, generator=g, dtype=torch.float64)
+    # Push a third of the rows towards q so that their scores are large (some rows hit an active clip).
+    rows = z64.reshape(-1, d)
+    rows[::3] += 2.0 * q64
+    h64 = torch.randn(*lead, d, generator=g, dtype=torch.float64)
+    ld64 = ld_scale * torch.randn(*lead, generator=g, dtype=torch.float64)
+    rho64 = torch.tensor(0.3, dtype=torch.float64)
+
+    # Round the inputs to the storage dtype first: every evaluation sees the same values.
+    z_s, q_s = z64.to(dtype), q64.float()  # q is a float32 parameter, as in the model
+    h_s, ld_s = h64.to(sdtype), ld64.to(sdtype)
+    raw = (z_s.double() * torch.rsqrt(z_s.double().pow(2).mean(-1, keepdim=True) + eps)) @ q_s.to(dtype).double()
+    if clip_mode == "none":
+        clip = None
+    elif clip_mode == "inactive":
+        clip = float(raw.max()) + 1.0
+    else:
+        srt = raw.flatten().sort().values
+        n = srt.numel()
+        if n == 1:
+            clip = float(srt[0]) - 0.5
+        else:
+            lo, hi = max(0, n // 4 - 1), min(n - 1, (3 * n) // 4 + 1)
+            gaps = srt[lo + 1 : hi + 1] - srt[lo:hi]
+            k = lo + int(gaps.argmax())
+            clip = float(srt[k] + srt[k + 1]) / 2
+
+    n_clamped = int((raw > clip).sum()) if clip is not None else 0
+
+    def evaluate(fn, cast):
+        """``cast=None``: the storage dtypes; ``torch.float64``: the float64 'truth'."""
+        z, h, ld, q = (t.to(cast) if cast is not None else t.clone() for t in (z_s, h_s, ld_s, q_s))
+        for t in (z, h, ld, q):
+            t.requires_grad_()
+        rho = rho64.to(torch.float64 if cast == torch.float64 else torch.float32).requires_grad_()
+        log_beta = -torch.nn.functional.softplus(rho)
+        outs = fn(z, h, ld, q, log_beta, clip, eps, content)
+        wg = torch.Generator().manual_seed(7)
+        if grads_of == "h":
+            loss = (outs[0].double() * torch.randn(outs[0].shape, generator=wg, dtype=torch.float64)).sum()
+        else:
+            loss = sum((o.double() * torch.randn(o.shape, generator=wg, dtype=torch.float64)).sum() for o in outs)
+        inputs = {"z": z, "h": h, "log_d": ld, "rho": rho}
+        if content:
+            inputs["q"] = q
+        grads = torch.autograd.grad(loss, list(inputs.values()))
+        res = dict(zip(OUT_NAMES, outs))
+        res.update({f"grad_{k}": v for k, v in zip(inputs, grads)})
+        if not content:
+            # q must get no gradient at all without the content score, as in the reference.
+            outs2 = fn(z, h, ld, q, -torch.nn.functional.softplus(rho), clip, eps, content)
+            gq = torch.autograd.grad(outs2[0].sum(), q, allow_unused=True)[0]
+            res["q_grad_is_none"] = gq is None
+        return res
+
+    def kernel(*a):
+        return dispatch_step(*a, backend="triton")
+
+    got = evaluate(kernel, None)
+    ref = evaluate(ref_step, None)
+    exact = dtype == sdtype == torch.float32
+    out = {"id": cid, "dtype": "float32" if exact else "bfloat16", "n_clamped": n_clamped,
+           "n_rows": int(raw.numel()), "tensors": {}}
+    truth = None if exact else evaluate(ref_step, torch.float64)
+    for name, r in ref.items():
+        if name == "q_grad_is_none":
+            out["q_grad_none"] = [got[name], r]
+            continue
+        k = got[name]
+        entry = {"dtype_ok": k.dtype == r.dtype and k.shape == r.shape, "dtypes": [str(k.dtype), str(r.dtype)]}
+        if truth is None:
+            entry["err"] = float((k.double() - r.double()).abs().max()) if k.numel() else 0.0
+            entry["scale"] = float(r.double().abs().max()) if r.numel() else 0.0
+        else:
+            t = truth[name]
+            entry["err"] = float((k.double() - t).abs().max())
+            entry["err_eager"] = float((r.double() - t).abs().max())
+            entry["scale"] = float(t.abs().max())
+        out["tensors"][name] = entry
+    return out
+
+
+def _run_module_check() -> dict:
+    """The InfiLoop connection with backend='triton' vs 'eager' over several steps (state carried)."""
+    import torch
+
+    from infiloop.connections import ConnectionConfig, build_connection
+
+    torch.manual_seed(0)
+    d, lead = 24, (2, 5)
+    eager = build_connection(ConnectionConfig(name="infiloop", backend="eager"), d)
+    fused = build_connection(ConnectionConfig(name="infiloop", backend="triton"), d)
+    with torch.no_grad():
+        eager.q.normal_()
+    fused.load_state_dict(eager.state_dict())
+    zs = [torch.randn(*lead, d) for _ in range(6)]
+    errs = []
+    losses = []
+    for conn in (eager, fused):
+        state = conn.init(zs[0])
+        total = 0.0
+        hs = []
+        for z in zs[1:]:
+            state, h, diag = conn.step(state, z)
+            hs.append(h)
+            total = total + h.square().mean() + diag["gamma"].mean()
+        total.backward()
+        losses.append((hs, conn.q.grad.clone(), conn.rho.grad.clone()))
+    for a, b in zip(losses[0][0], losses[1][0]):
+        errs.append(float((a - b).abs().max()))
+    return {
+        "h_err": max(errs),
+        "q_grad_err": float((losses[0][1] - losses[1][1]).abs().max()),
+        "rho_grad_err": float((losses[0][2] - losses[1][2]).abs().max()),
+        "q_grad_scale": float(losses[0][1].abs().max()),
+    }
+
+
+def _worker() -> None:
+    for case in CASES:
+        print("CASE " + json.dumps(_run_case(case)), flush=True)
+    print("MODULE " + json.dumps(_run_module_check()), flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Parent (pytest)
+# --------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _worker_results() -> tuple[dict, dict]:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--worker"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"kernel worker failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
+    cases, module = {}, {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("CASE "):
+            c = json.loads(line[5:])
+            cases[c["id"]] = c
+        elif line.startswith("MODULE "):
+            module = json.loads(line[7:])
+    return cases, module
+
+
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+
+
+@needs_triton
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_fused_step_matches_reference(case):
+    res = _worker_results()[0][case[0]]
+    if case[5] == "active" and res["n_rows"] > 1:
+        assert 0 < res["n_clamped"] < res["n_rows"], "the test should clamp some rows and not others"
+    if "q_grad_none" in res:
+        assert res["q_grad_none"] == [True, True], "without the content score q gets no gradient"
+    failures = []
+    for name, e in res["tensors"].items():
+        if not e["dtype_ok"]:
+            failures.append(f"{name}: dtype/shape {e['dtypes'][0]} vs reference {e['dtypes'][1]}")
+            continue
+        if res["dtype"] == "float32":
+            tol = FP32_TOL * (1 + e["scale"])
+            ok = e["err"] <= tol
+            msg = f"{name}: err {e['err']:.3g} > tol {tol:.3g} (scale {e['scale']:.3g})"
+        else:
+            tol = min(2 * e["err_eager"] + BF16_REL * (1 + e["scale"]), BF16_ABS_CAP * (1 + e["scale"]))
+            ok = e["err"] <= tol
+            msg = (f"{name}: err vs float64 {e['err']:.3g} > tol {tol:.3g} "
+                   f"(eager bf16 err {e['err_eager']:.3g}, scale {e['scale']:.3g})")
+        if not ok:
+            failures.append(msg)
+    assert not failures, "; ".join(failures)
+
+
+@needs_triton
+def test_connection_module_uses_kernel_and_matches_eager():
+    m = _worker_results()[1]
+    assert m["h_err"] <= 1e-5
+    assert m["q_grad_err"] <= 1e-5 * (1 + m["q_grad_scale"])
+    assert m["rho_grad_err"] <= 1e-5
+
+
+@needs_triton
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="checks the non-interpreted CPU path")
+def test_forcing_triton_on_cpu_without_interpreter_fails_clearly():
+    import torch
+
+    from infiloop.kernels import infiloop_step
+
+    z = torch.randn(2, 4)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+        infiloop_step(z, z, torch.zeros(2), torch.zeros(4), torch.tensor(-0.5), 8.0, 1e-6, backend="triton")
+
+
+def test_auto_backend_on_cpu_is_the_reference():
+    import torch
+
+    from infiloop.kernels import infiloop_step
+    from infiloop.kernels.reference import infiloop_step as ref
+
+    z, h = torch.randn(3, 5), torch.randn(3, 5)
+    args = (z, h, torch.randn(3), torch.randn(5), torch.tensor(-0.6), 1.0, 1e-6)
+    for a, b in zip(infiloop_step(*args, backend="auto"), ref(*args)):
+        assert torch.equal(a, b)
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        sys.exit("the kernel worker must run with TRITON_INTERPRET=1")
+    _worker()
+
+
+# --------------------------------------------------------------------------------------------------
+# Benchmark scripts: each runs in its quickest mode (keeps them in step with the package's API)
+# --------------------------------------------------------------------------------------------------
+
+BENCH_SMOKE = [
+    ("connection_step.py", ["--quick", "--no-compile", "--rows", "64", "--d", "48", "--threads", "1"], {},
+     "median forward time per impl"),
+    ("memory.py", ["--T", "10,100", "--d", "16", "--threads", "1"], {}, "infiloop_state_constant=True"),
+    ("overhead.py", ["--profile", "smoke", "--batch", "2", "--reps", "2", "--threads", "1"], {},
+     "eval_overhead="),
+    ("depth_throughput.py", ["--profile", "smoke", "--batch", "2", "--updates", "5", "--threads", "1"], {},
+     "throughput relative to carry_last"),
+    ("gpu_check.py", [], {}, "No CUDA device" if not __import__("torch").cuda.is_available() else "correctness"),
+    ("gpu_check.py", ["--self-test-cpu"], {"TRITON_INTERPRET": "1"}, "correctness: all checks passed"),
+]
+
+
+@pytest.mark.parametrize("script,args,env,expect", BENCH_SMOKE,
+                         ids=[f"{s[0]}{'-selftest' if s[1] == ['--self-test-cpu'] else ''}" for s in BENCH_SMOKE])
+def test_benchmark_script_runs(script, args, env, expect):
+    if env.get("TRITON_INTERPRET") and not HAS_TRITON:
+        pytest.skip("triton is not installed")
+    if script == "gpu_check.py" and not args and "correctness" in expect:
+        pytest.skip("a CUDA device is present: the full GPU check is not a smoke test")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert expect in proc.stdout, proc.stdout[-3000:]
