@@ -21,7 +21,7 @@
 # comes from. At small profiles the tasks are smaller versions of the benchmarks (see `data/README.md`): their
 # numbers sit in their own columns, never in the paper's.
 
-# %% tags:["parameters"]
+# %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper
 device = "cpu"  # torch device
 seed = 0  # training seed of the measured models

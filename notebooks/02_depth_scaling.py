@@ -24,7 +24,7 @@
 # evaluates each to `max_updates` outer updates, and draws exact accuracy against depth, the difficulty
 # breakdown, and the carry-last diagnosis of Fig. 1.
 
-# %% tags:["parameters"]
+# %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper: data, model and training sizes (infiloop/experiments.py)
 device = "cpu"  # torch device for training and evaluation
 seed = 0  # training seed of the three models

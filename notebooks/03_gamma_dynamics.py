@@ -24,7 +24,7 @@
 # This notebook reads the trajectories of the depth-scaling evaluation (same cache) and draws γ aligned to
 # the first solve, for both axes, and the content score against the number of wrong cells.
 
-# %% tags:["parameters"]
+# %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper
 device = "cpu"  # torch device
 seed = 0  # training seed of the InfiLoop model

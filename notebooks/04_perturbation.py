@@ -22,7 +22,7 @@
 # Here both states (answer y and latent z) get `h ← h + ε ‖h‖ u / ‖u‖` (u Gaussian, per puzzle) at update
 # `perturb_at`; ε = 0 is the unperturbed control.
 
-# %% tags:["parameters"]
+# %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper
 device = "cpu"  # torch device
 seed = 0  # training seed of the models

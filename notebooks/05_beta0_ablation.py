@@ -24,7 +24,7 @@
 # `ABLATIONS`), evaluated at a short budget (the training depth, as H3 L6 is the paper's training budget) and
 # a long one (about ten times more outer updates, as H32 against H3).
 
-# %% tags:["parameters"]
+# %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper
 device = "cpu"  # torch device
 seed = 0  # training seed of every variant

@@ -1,0 +1,93 @@
+"""The experiment notebooks: jupytext pairs in sync, parameters cells, and every notebook executed
+through papermill at the smoke profile, then the report compiled and checked in a browser."""
+
+import json
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+SMOKE = {
+    "01_main_table": {},
+    "02_depth_scaling": {"max_updates": 24, "limit": 32, "retention_window": 8},
+    "03_gamma_dynamics": {"max_updates": 24, "limit": 32, "before": 3, "after": 6, "settle": 3},
+    "04_perturbation": {"eps": "0,1e-3,0.3", "limit": 32},
+    "05_beta0_ablation": {"budget_long": 24, "limit": 32},
+}
+
+
+def test_every_experiment_has_a_notebook():
+    from infiloop.paper import NOTEBOOKS as EXPECTED
+
+    assert [p.stem for p in NOTEBOOKS] == list(EXPECTED)
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_jupytext_pair_in_sync(py):
+    ipynb = py.with_suffix(".ipynb")
+    assert ipynb.is_file(), f"{ipynb.name} is missing: run `jupytext --to ipynb {py.relative_to(ROOT)}`"
+    text_nb = jupytext.read(py)
+    stored = nbformat.read(ipynb, as_version=4)
+    pairs = [(c.cell_type, c.source) for c in text_nb.cells]
+    stored_pairs = [(c.cell_type, c.source) for c in stored.cells]
+    assert pairs == stored_pairs, f"{py.name} and {ipynb.name} differ: run `jupytext --sync {py.relative_to(ROOT)}`"
+    assert stored.metadata.get("kernelspec", {}).get("name") == "python3"
+    assert all(not c.get("outputs") for c in stored.cells if c.cell_type == "code"), "commit notebooks without outputs"
+    tagged = [c for c in stored.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    for name in ("profile", "device", "seed"):
+        assert f"{name} = " in tagged[0].source
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    import papermill as pm
+
+    out = tmp_path_factory.mktemp("executed")
+    failures = {}
+    for py in NOTEBOOKS:
+        try:
+            pm.execute_notebook(str(py.with_suffix(".ipynb")), str(out / f"{py.stem}.ipynb"), kernel_name="python3",
+                                parameters={"profile": "smoke", **SMOKE[py.stem]}, cwd=str(ROOT), progress_bar=False)
+        except Exception as e:  # noqa: BLE001 - collect every failure, report them together
+            failures[py.stem] = str(e)[-3000:]
+    return out, failures
+
+
+def test_notebooks_execute_at_smoke_profile(executed):
+    out, failures = executed
+    assert not failures, json.dumps(failures, indent=1)
+    for py in NOTEBOOKS:
+        summary = json.loads((ROOT / "results" / "smoke" / "summaries" / f"{py.stem}.json").read_text())
+        assert summary["profile"] == "smoke" and summary["text"]
+        for fig in summary["figures"]:
+            assert (ROOT / fig["path"]).is_file() and (ROOT / fig["path"]).with_suffix(".pdf").is_file()
+
+
+def test_bad_parameter_is_named(tmp_path):
+    import papermill as pm
+
+    with pytest.raises(pm.PapermillExecutionError, match=r"parameter max_updates=-3: expected an integer >= 1"):
+        pm.execute_notebook(str(ROOT / "notebooks" / "02_depth_scaling.ipynb"), str(tmp_path / "bad.ipynb"),
+                            kernel_name="python3",
+                            parameters={"profile": "smoke", "max_updates": -3}, cwd=str(ROOT), progress_bar=False)
+
+
+def test_report_of_the_smoke_run(executed, tmp_path):
+    from infiloop.report import build_report
+
+    _, failures = executed
+    assert not failures
+    path = build_report("smoke")
+    text = path.read_text(encoding="utf-8")
+    assert "Depth scaling" in text and "data:image/png;base64," in text
+    assert "http://" not in text.split("<body", 1)[1] or "src=\"http" not in text
+    from test_report import CHROMIUM, _decoded_in_chromium
+
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium (apt-get install -y chromium); CI installs it")
+    body = _decoded_in_chromium(text, tmp_path)
+    assert 'data-decoded="true"' in body, body
