@@ -66,62 +66,69 @@ def _info(model: LoopedReasoner, data: TaskData, **extra) -> str:
 
 
 class _Recorder:
-    """Per-update bookkeeping for one batch of puzzles."""
+    """Per-update bookkeeping for one batch of puzzles.
+
+    Every record array is allocated once, up front: appending small tensors at every update would
+    interleave long-lived small allocations with the large per-update temporaries and make the
+    process grow with the number of updates (heap fragmentation), which O(d) state must not do.
+    """
+
+    TOKEN_KEYS = ("gamma_outer", "score_outer", "gamma_inner", "score_inner")
 
     def __init__(self, model, labels, every, n_updates, snapshots, per_token):
         self.model, self.labels, self.every, self.per_token = model, labels, every, per_token
         self.mask = labels != IGNORE_LABEL_ID
         self.snapshots = list(snapshots)
-        self.rows: dict[str, list] = {k: [] for k in TRAJECTORY_KEYS}
+        B, S = labels.shape
+        K = n_updates // every
+        dtypes = {"correct": np.bool_, "wrong_cells": np.int16}
+        self.rows = {k: np.zeros((K, B), dtypes.get(k, np.float32)) for k in TRAJECTORY_KEYS}
         if per_token:
-            for k in ("gamma_outer_tok", "score_outer_tok", "gamma_inner_tok", "score_inner_tok"):
-                self.rows[k] = []
-        B = labels.shape[0]
-        self.first_solve = torch.full((B,), -1, dtype=torch.int32)
-        self.snap = []
-        self.flipped = torch.zeros(labels.shape, dtype=torch.bool)
+            for k in self.TOKEN_KEYS:
+                self.rows[k + "_tok"] = np.zeros((K, B, S), np.float16)
+        self.first_solve = np.full(B, -1, np.int32)
+        self.snap = np.zeros((len(self.snapshots), B, S), np.uint8)
+        self.flipped = np.zeros((B, S), np.bool_)
         self.prev_y = None
 
     def start(self, carry: Carry) -> None:
         self.prev_y = carry["y"]["h"].clone()
 
-    def __call__(self, k: int, carry: Carry, diag: dict[str, Tensor]) -> Tensor:
+    def __call__(self, k: int, carry: Carry, diag: dict[str, Tensor]) -> None:
         y = carry["y"]["h"]
         logits, q_halt = self.model.readout(carry)
         pred = logits.argmax(-1)
         wrong = ((pred != self.labels) & self.mask).sum(-1)
-        correct = (wrong == 0).cpu()
-        self.first_solve = torch.where((self.first_solve < 0) & correct, torch.tensor(k, dtype=torch.int32),
-                                       self.first_solve)
+        correct = (wrong == 0).cpu().numpy()
+        self.first_solve[(self.first_solve < 0) & correct] = k
         if self.snapshots:
             if k == self.snapshots[0]:
                 self.ref_pred = pred.clone()
             elif len(self.snapshots) > 1 and self.snapshots[0] < k <= self.snapshots[1]:
-                self.flipped |= (pred != self.ref_pred).cpu()
+                self.flipped |= (pred != self.ref_pred).cpu().numpy()
             if k in self.snapshots:
-                self.snap.append(pred.to(torch.uint8).cpu())
+                self.snap[self.snapshots.index(k)] = pred.to(torch.uint8).cpu().numpy()
         if k % self.every == 0:
-            p = self.model.cfg.prefix
-            r = self.rows
-            r["correct"].append(correct)
-            r["wrong_cells"].append(wrong.to(torch.int16).cpu())
-            r["q_halt"].append(q_halt.float().cpu())
-            r["state_change"].append((_norm(y - self.prev_y) / _norm(self.prev_y).clamp_min(1e-30)).cpu())
-            for name in ("gamma_outer", "score_outer", "gamma_inner", "score_inner"):
+            j, p, r = k // self.every - 1, self.model.cfg.prefix, self.rows
+            r["correct"][j] = correct
+            r["wrong_cells"][j] = wrong.cpu().numpy()
+            r["q_halt"][j] = q_halt.float().cpu().numpy()
+            r["state_change"][j] = (_norm(y - self.prev_y) / _norm(self.prev_y).clamp_min(1e-30)).cpu().numpy()
+            for name in self.TOKEN_KEYS:
                 v = diag.get(name)
-                v = torch.zeros_like(y[..., 0]) if v is None else v
-                r[name].append(v[:, p:].float().mean(-1).cpu())
+                if v is None:  # e.g. L = 0: no inner step
+                    continue
+                r[name][j] = v[:, p:].float().mean(-1).cpu().numpy()
                 if self.per_token:
-                    r[name + "_tok"].append(v[:, p:].to(torch.float16).cpu())
-        self.prev_y = y.clone()
-        return pred
+                    r[name + "_tok"][j] = v[:, p:].cpu().numpy()
+        self.prev_y.copy_(y)
 
     def result(self) -> dict[str, np.ndarray]:
-        out = {k: torch.stack(v, 0).numpy() for k, v in self.rows.items() if v}
-        out["first_solve"] = self.first_solve.numpy()
-        out["flipped"] = self.flipped.numpy()
-        if self.snap:
-            out["pred_snapshots"] = torch.stack(self.snap).numpy()
+        out = dict(self.rows)
+        out["first_solve"] = self.first_solve
+        out["flipped"] = self.flipped
+        if self.snapshots:
+            out["pred_snapshots"] = self.snap
         return out
 
 

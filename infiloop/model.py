@@ -145,8 +145,9 @@ class ModelConfig:
         """Named model configurations. ``paper``: SPEC section 2 on 9x9 Sudoku (about 7 M parameters)."""
         presets = {
             "paper": cls(),
-            "tiny": cls(vocab_size=8, seq_len=36, grid=(6, 6), box=(2, 3), d_model=128, n_heads=4,
-                        ffn_multiple=32, pos="grid", conv=False, H=2, L=3),
+            # the model of the `tiny` experiment profile (docs/calibration.md) on 6x6 Sudoku
+            "tiny": cls(vocab_size=8, seq_len=36, grid=(6, 6), box=(2, 3), d_model=64, n_heads=4,
+                        ffn_multiple=32, mixer="mlp", pos="grid", conv=False, H=2, L=3),
             "smoke": cls(vocab_size=6, seq_len=16, grid=(4, 4), box=(2, 2), d_model=32, n_heads=2,
                          ffn_multiple=16, n_layers=1, pos="grid", conv=False, H=2, L=2),
         }

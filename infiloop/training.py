@@ -344,7 +344,8 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
         net = torch.compile(net)
 
     def save_checkpoint():
-        full_carry = _gather_carry({a: {k: v.cpu() for k, v in st.items()} for a, st in carry.items()}, world)
+        # Gathered on the device (NCCL needs CUDA tensors), then moved to the CPU for saving.
+        full_carry = {a: {k: v.cpu() for k, v in st.items()} for a, st in _gather_carry(carry, world).items()}
         if rank != 0:
             return
         ck = {
@@ -399,7 +400,8 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
         with torch.no_grad():
             slot_seg += 1
             local_halt = (q_halt.detach() > 0).cpu()
-            all_halt = _gather(local_halt.to(device), world).cpu() if world > 1 else local_halt
+            all_halt = (_gather(local_halt.to(device, torch.uint8), world).cpu().bool() if world > 1
+                        else local_halt)
             explore_min = torch.where(torch.rand(B, generator=explore) < train_cfg.halt_exploration,
                                       torch.randint(2, train_cfg.max_segments + 1, (B,), generator=explore), 0)
             halted = (slot_seg >= train_cfg.max_segments) | (all_halt & (slot_seg >= explore_min))
