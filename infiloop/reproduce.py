@@ -57,6 +57,14 @@ class Stages:
         return rec["status"] == "ok"
 
 
+def _build_data(profile: str) -> None:
+    """Build (or find cached) the data sets of every task the notebooks need."""
+    from . import tasks
+
+    for task in sorted({spec[0] for spec in planned_runs(profile)}):
+        tasks.build(task, PROFILES[profile]["data"])
+
+
 def _train_all(profile: str, jobs: int, device: str) -> None:
     """Train every model the notebooks need, ``jobs`` at a time (one thread each on CPU)."""
     specs = planned_runs(profile)
@@ -118,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     stages = Stages(out_dir / "stages.json")
     t0 = time.time()
+    if not args.only:
+        stages.run("data", lambda: _build_data(args.profile))
     if not args.no_train and not args.only:
         stages.run("train", lambda: _train_all(args.profile, args.jobs, args.device))
     for name in selected:
