@@ -30,6 +30,7 @@ from .layers import (
     Layer,
     Linear,
     Rotary,
+    rms_norm,
     SwiGLU,
     TokenMixMLP,
     trunc_normal_,
@@ -213,9 +214,13 @@ class LoopedReasoner(nn.Module):
         return self.embed_scale * x
 
     def block(self, h: Tensor) -> Tensor:
-        """The shared block f_theta."""
+        """The shared block f_theta. A pre-norm stack ends with a final RMSNorm (as pre-norm
+        Transformers do before their head): without it the residual stream, and with it a state that
+        is fed back again and again, would grow without bound."""
         for layer in self.layers:
             h = layer(h)
+        if self.cfg.norm == "pre":
+            h = rms_norm(h, self.cfg.norm_eps)
         return h
 
     def initial_carry(self, batch_size: int, device: torch.device | str | None = None) -> Carry:

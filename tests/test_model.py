@@ -128,6 +128,12 @@ def test_fprm_baseline_model_runs(gen):
     logits.sum().backward()
     assert model.layers[0].scales.grad is not None
     assert torch.isfinite(logits).all()
+    # the pre-norm block ends with a final norm: a state fed back 200 times keeps unit RMS
+    with torch.no_grad():
+        h = model.y_init.expand(2, 16, 32)
+        for _ in range(200):
+            h = model.block(h + h)
+    assert torch.allclose(h.pow(2).mean(-1), torch.ones(2, 16), atol=1e-3)
 
 
 @pytest.mark.parametrize(
