@@ -30,9 +30,9 @@ from .layers import (
     Layer,
     Linear,
     Rotary,
-    rms_norm,
     SwiGLU,
     TokenMixMLP,
+    rms_norm,
     trunc_normal_,
 )
 
