@@ -36,10 +36,19 @@ def _now() -> str:
 
 
 class Stages:
-    """Timed stages, written to stages.json after each one (a killed pipeline keeps what it did)."""
+    """Timed stages, written to stages.json after each one (a killed pipeline keeps what it did).
+
+    A partial run (``--only``) replaces the records of the stages it re-runs and keeps the others, so
+    the report's provenance still covers every stage.
+    """
 
     def __init__(self, path: Path):
         self.path, self.stages, self.started = path, [], _now()
+        if path.is_file():
+            try:
+                self.stages = json.loads(path.read_text())["stages"]
+            except (ValueError, KeyError):
+                self.stages = []
 
     def run(self, name: str, fn) -> bool:
         print(f"\n[reproduce] === {name} ===", file=sys.stderr, flush=True)
@@ -51,7 +60,8 @@ class Stages:
             rec.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
             print(f"[reproduce] {name} FAILED: {rec['error']}", file=sys.stderr, flush=True)
         rec["seconds"] = round(time.time() - t0, 2)
-        self.stages.append(rec)
+        rec["finished"] = _now()
+        self.stages = [s for s in self.stages if s["name"] != name] + [rec]
         atomic_write_text(self.path, json.dumps({"stages": self.stages, "started": self.started,
                                                  "finished": _now()}, indent=1))
         return rec["status"] == "ok"
@@ -115,17 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile not in PROFILES:
         ap.error(f"unknown profile {args.profile!r}; valid choices: {', '.join(PROFILES)}")
     names = notebooks()
-    unknown = [n for n in args.only if n not in names and not any(x.startswith(n) for x in names)]
+
+    def matches(name: str, wanted: str) -> bool:  # "02_depth_scaling", "02" or "depth_scaling"
+        return name == wanted or name[:2] == wanted or name[3:] == wanted
+
+    unknown = [o for o in args.only if not any(matches(n, o) for n in names)]
     if unknown:
-        ap.error(f"unknown notebook(s) {unknown}; valid: {', '.join(names)}")
-    selected = [n for n in names if not args.only or any(n == o or n.startswith(o) or n[3:] == o
-                                                          for o in args.only)]
+        ap.error(f"unknown notebook(s) {unknown}; valid: {', '.join(names)} (or their number, or name without it)")
+    selected = [n for n in names if not args.only or any(matches(n, o) for o in args.only)]
     params = {k: yaml.safe_load(v) for k, v in args.p}
     params.setdefault("device", args.device)
     out_dir = ROOT / "results" / args.profile
     out_dir.mkdir(parents=True, exist_ok=True)
     stages = Stages(out_dir / "stages.json")
     t0 = time.time()
+    ran = ["report", *selected] + ([] if args.only else ["data"]) + ([] if args.no_train or args.only else ["train"])
     if not args.only:
         stages.run("data", lambda: _build_data(args.profile))
     if not args.no_train and not args.only:
@@ -136,9 +150,8 @@ def main(argv: list[str] | None = None) -> int:
 
     report: list[Path] = []
     stages.run("report", lambda: report.append(build_report(args.profile)))
-    failed = [s["name"] for s in stages.stages if s["status"] != "ok"]
-    print(f"\n[reproduce] profile {args.profile}: {len(stages.stages)} stages in {time.time() - t0:.0f} s",
-          file=sys.stderr)
+    failed = [s["name"] for s in stages.stages if s["status"] != "ok" and s["name"] in ran]
+    print(f"\n[reproduce] profile {args.profile}: {len(ran)} stages in {time.time() - t0:.0f} s", file=sys.stderr)
     if failed:
         print(f"[reproduce] FAILED: {', '.join(failed)} (see {out_dir / 'stages.json'})", file=sys.stderr)
     if report:

@@ -91,3 +91,20 @@ def test_report_of_the_smoke_run(executed, tmp_path):
         pytest.skip("needs Debian's chromium (apt-get install -y chromium); CI installs it")
     body = _decoded_in_chromium(text, tmp_path)
     assert 'data-decoded="true"' in body, body
+
+
+def test_pipeline_continues_past_a_failing_notebook(executed):
+    """`reproduce --only ...`: a failing notebook is reported, the others run, the report is built."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "infiloop", "reproduce", "--profile", "smoke", "--only", "02",
+                          "--only", "gamma_dynamics", "-p", "max_updates", "24", "-p", "limit", "16",
+                          "-p", "retention_window", "4", "-p", "before", "0"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "FAILED: 03_gamma_dynamics" in res.stderr
+    stages = {s["name"]: s for s in json.loads((ROOT / "results" / "smoke" / "stages.json").read_text())["stages"]}
+    assert stages["02_depth_scaling"]["status"] == "ok"
+    assert stages["03_gamma_dynamics"]["status"] == "failed" and "before" in stages["03_gamma_dynamics"]["error"]
+    assert stages["report"]["status"] == "ok" and res.stdout.strip().endswith("report.html")
