@@ -15,6 +15,7 @@ loop count, because only log D is kept and D never appears as a number.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -24,8 +25,11 @@ def rms_normalize(z: Tensor, eps: float) -> Tensor:
 
 
 def content_score(z: Tensor, q: Tensor, score_clip: float | None, eps: float) -> Tensor:
-    """s = q^T RMSNorm(z), clipped from above at ``score_clip`` (a hard upper bound), shape z[..., 0]."""
-    s = rms_normalize(z, eps) @ q.to(z.dtype)
+    """s = q^T RMSNorm(z), clipped from above at ``score_clip`` (a hard upper bound), shape z[..., 0].
+
+    Computed as (q^T z) / rms(z): the same number, without materialising the normalised candidate."""
+    mean_square = torch.linalg.vector_norm(z, dim=-1).pow(2) / z.shape[-1]
+    s = (z @ q.to(z.dtype)) * torch.rsqrt(mean_square + eps)
     if score_clip is not None:
         s = s.clamp(max=score_clip)
     return s
@@ -56,7 +60,10 @@ def infiloop_step(
     """
     s = content_score(z, q, score_clip, eps) if content else z.new_zeros(z.shape[:-1])
     log_retained = log_beta.to(log_d.dtype) + log_d
-    gamma = torch.sigmoid(s - log_retained)
+    x = s - log_retained
+    gamma = torch.sigmoid(x)
     h_new = h + gamma.unsqueeze(-1) * (z - h)
-    log_d_new = torch.logaddexp(log_retained, s)
+    # logaddexp(log_retained, s) = log_retained + softplus(s - log_retained), reusing x; the threshold
+    # (where softplus returns x itself) is far enough out that the difference is below 1e-21.
+    log_d_new = log_retained + F.softplus(x, threshold=50.0)
     return h_new, log_d_new, gamma, s
