@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 SMOKE = {
-    "01_main_table": {},
+    "01_main_table": {"tasks": "sudoku,arc1"},  # exercises ARC pass@2 voting on the smoke subset
     "02_depth_scaling": {"max_updates": 24, "limit": 32, "retention_window": 8},
     "03_gamma_dynamics": {"max_updates": 24, "limit": 32, "before": 3, "after": 6, "settle": 3},
     "04_perturbation": {"eps": "0,1e-3,0.3", "limit": 32},
