@@ -325,7 +325,8 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         if ema is not None:
-            ema.shadow, ema.updates = ck["ema"], int(ck["ema_updates"])
+            ema.shadow = {k: v.to(device) for k, v in ck["ema"].items()}
+            ema.updates = int(ck["ema_updates"])
         stream.load_state_dict(ck["stream"])
         explore.set_state(ck["explore_rng"])
         torch.set_rng_state(ck["torch_rng"])
@@ -407,10 +408,11 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
             halted = (slot_seg >= train_cfg.max_segments) | (all_halt & (slot_seg >= explore_min))
 
             m = torch.stack([loss.detach().float(), lm_loss.detach(), q_loss.detach().float(),
-                             cell_ok.sum().float() / mask.sum().clamp_min(1), seq_ok.float().mean()]).cpu()
-            if world > 1:
+                             cell_ok.sum().float() / mask.sum().clamp_min(1), seq_ok.float().mean()])
+            if world > 1:  # reduced where the tensors live (NCCL needs CUDA tensors), then read on the CPU
                 dist.all_reduce(m)
                 m /= world
+            m = m.cpu()
             window.append(dict(zip(("loss", "lm_loss", "q_loss", "cell_acc", "exact_acc"), m.tolist())))
         if step % train_cfg.log_every == 0 or step == train_cfg.steps:
             rec = {k: float(np.mean([w[k] for w in window])) for k in window[0]}
