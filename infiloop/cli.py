@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. model.outer.beta=0.1 or train.lr=3e-4 (repeatable)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total (resumable)")
-    p.add_argument("--run-dir", default=None, help="train into this folder instead of runs/<task>/<name>-<hash>")
+    p.add_argument("--run-dir", default=None,
+                   help="train into this folder instead of runs/<task>/<recipe>-<profile>-<hash>")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

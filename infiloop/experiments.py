@@ -2,7 +2,7 @@
 
 A *profile* is data: the data profile, the model settings and the training and evaluation settings.
 A *run* is (task, connection recipe, profile, overrides); it lives in
-``runs/<task>/<recipe>-<hash of the full configuration>/`` with ``config.json``, checkpoints,
+``runs/<task>/<recipe>-<profile>-<hash of the full configuration>/`` with ``config.json``, checkpoints,
 ``metrics.jsonl``, the final EMA weights (``model.safetensors``) and ``DONE.json``. Asking for a run
 that is complete returns it; a partial one resumes; a new one trains. Evaluations are cached in the
 run's ``eval/`` folder, keyed by their arguments and the data they ran on.
@@ -255,7 +255,7 @@ class Run:
 
 
 def run_dir_for(cfg: dict, root: Path = RUNS) -> Path:
-    return Path(root) / cfg["task"] / f"{cfg['recipe']}-{config_hash(cfg)}"
+    return Path(root) / cfg["task"] / f"{cfg['recipe']}-{cfg['profile']}-{config_hash(cfg)}"
 
 
 def resolve(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
