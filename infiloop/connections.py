@@ -97,6 +97,14 @@ def stream(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None 
 # --------------------------------------------------------------------------------------------------
 
 
+def reject_unknown_fields(cls, d: dict, where: str) -> None:
+    """Raise a ValueError naming ``where``, the unknown keys of ``d`` and the fields of dataclass ``cls``."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+
+
 @dataclass
 class ConnectionConfig:
     """Configuration of the connection on one recurrent axis (all members share this record).
@@ -161,10 +169,7 @@ class ConnectionConfig:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "connection") -> ConnectionConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"{where}: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+        reject_unknown_fields(cls, d, where)
         return cls(**d)
 
     def to_dict(self) -> dict:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .connections import Connection, ConnectionConfig, build_connection
+from .connections import Connection, ConnectionConfig, build_connection, reject_unknown_fields
 from .layers import (
     Attention,
     GridConv,
@@ -128,10 +128,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"model: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+        reject_unknown_fields(cls, d, "model")
         d = dict(d)
         for axis in ("inner", "outer"):
             if isinstance(d.get(axis), dict):

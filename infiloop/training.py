@@ -14,7 +14,6 @@ the global batch is fixed and each process takes an equal slice of the slots.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -29,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from .connections import reject_unknown_fields
 from .model import Carry, LoopedReasoner, ModelConfig
 from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write, atomic_write_text
 
@@ -95,10 +95,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"train: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+        reject_unknown_fields(cls, d, "train")
         d = dict(d)
         if "betas" in d:
             d["betas"] = tuple(d["betas"])
