@@ -72,7 +72,11 @@ def fmt(v):
 
 
 cols = ["variant", "learned β (outer / inner)", f"ours @ {short}", f"ours @ {long}", "paper H3 L6", "paper H32 L6"]
-rows = [[name, f"{b.get('outer', float('nan')):.3f} / {b.get('inner', float('nan')):.3f}", pct(s), pct(lg),
+def beta_text(b, axis):
+    return f"{b[axis]:.3f}" if axis in b else "– (carry-last)"
+
+
+rows = [[name, f"{beta_text(b, 'outer')} / {beta_text(b, 'inner')}", pct(s), pct(lg),
          fmt(paper_row[name][0]), fmt(paper_row[name][1])] for name, (s, lg, b) in acc.items()]
 print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
