@@ -143,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("train", help="train (or resume, or return) the run of a profile")
     p.add_argument("--profile", default="tiny", help="smoke, tiny (default) or paper")
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
-    p.add_argument("--connection", default="infiloop", help="recipe: carry_last, infiloop, fprm, full_attnres")
+    p.add_argument("--connection", default="infiloop",
+                   help="recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last model: "
+                        "history_w1, history_w2, loop_gating, history_lg, inject_dense")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. model.outer.beta=0.1 or train.lr=3e-4 (repeatable)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total (resumable)")

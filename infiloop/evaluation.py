@@ -21,6 +21,9 @@ compressed ``.npz`` with this schema (P puzzles, K recorded updates, S grid cell
     *_tok          [K, P, S] float16 per-cell gamma / score (only with ``per_token=True``)
     info           str (JSON): layers per update, beta per axis, model and data description
 
+``evaluate_budgets`` gives the exact accuracy after exactly N updates for a list of budgets N, telling a
+timestep-conditioned model each budget (``conditioning.py``); a trajectory tells it ``updates``.
+
 ``perturb`` runs to update ``at``, adds a relative perturbation of size eps to the states
 (``h <- h + eps ||h|| u / ||u||`` per puzzle, u Gaussian) and runs on, recording the same quantities
 plus the distance ``||y^eps_k - y_k|| / ||y_k||`` to the unperturbed trajectory.
@@ -61,7 +64,8 @@ def _info(model: LoopedReasoner, data: TaskData, **extra) -> str:
         if hasattr(conn, "beta"):
             betas[axis] = conn.beta
     return json.dumps({"layers_per_update": cfg.layers_per_outer_update, "H": cfg.H, "L": cfg.L,
-                       "inner": cfg.inner.name, "outer": cfg.outer.name, "beta": betas, "data": data.name,
+                       "inner": cfg.inner.name, "outer": cfg.outer.name, "beta": betas,
+                       "cond": cfg.cond.to_dict() if cfg.cond.active else None, "data": data.name,
                        "n_puzzles": len(data), **extra})
 
 
@@ -170,8 +174,49 @@ def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1
     out["snapshot_updates"] = np.asarray(snapshots, dtype=np.int32)
     out["blanks"] = (data.labels != IGNORE_LABEL_ID).sum(1).astype(np.int16) if "blanks" not in data.meta \
         else data.meta["blanks"].astype(np.int16)
-    out["info"] = np.asarray(_info(model, data, updates=updates, every=every))
+    out["info"] = np.asarray(_info(model, data, updates=updates, every=every, horizon=updates))
     return out
+
+
+@torch.no_grad()
+def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, ...], batch_size: int = 256,
+                     device: str = "cpu", progress: bool = True, separate: bool | None = None
+                     ) -> dict[str, np.ndarray]:
+    """Exact accuracy after exactly N outer updates, for each budget N, each run told its budget.
+
+    A timestep-conditioned model (t = l / L_infer) is run once per budget with L_infer = N. Any other model
+    does not depend on the budget, so one run to the largest budget is read at each N (``separate=True``
+    forces one run per budget; both give the same numbers for such models, which a test checks).
+    Returns ``budgets`` [K], ``correct`` [K, P] and ``wrong_cells`` [K, P].
+    """
+    budgets = tuple(sorted({int(b) for b in budgets}))
+    if not budgets or budgets[0] < 1:
+        raise ValueError(f"budgets must be outer-update counts >= 1, got {budgets}")
+    if separate is None:
+        separate = model.cfg.cond.uses_horizon
+    model = model.to(device).eval()
+    n = len(data)
+    correct = np.zeros((len(budgets), n), bool)
+    wrong = np.zeros((len(budgets), n), np.int16)
+    runs = [(b, (b,)) for b in budgets] if separate else [(budgets[-1], budgets)]
+    bar = tqdm(total=n * sum(r[0] for r in runs), disable=not progress, desc="budgets", unit="upd",
+               unit_scale=True, dynamic_ncols=True)
+    for start in range(0, n, batch_size):
+        idx = np.arange(start, min(n, start + batch_size))
+        inputs, labels, pids = _tensors(data, idx, device)
+        pids = pids if model.cfg.n_puzzles > 0 else None
+        mask = labels != IGNORE_LABEL_ID
+        for budget, read_at in runs:
+            for k, carry, _ in model.iterate(inputs, budget, pids, horizon=budget):
+                if k in read_at:
+                    j = budgets.index(k)
+                    w = ((model.readout(carry)[0].argmax(-1) != labels) & mask).sum(-1)
+                    wrong[j, idx] = w.cpu().numpy()
+                    correct[j, idx] = (w == 0).cpu().numpy()
+                bar.update(len(idx))
+    bar.close()
+    return {"budgets": np.asarray(budgets, np.int32), "correct": correct, "wrong_cells": wrong,
+            "info": np.asarray(_info(model, data, budgets=list(budgets), separate=bool(separate)))}
 
 
 def _perturb_state(state: dict[str, Tensor], eps: float, gen: torch.Generator) -> dict[str, Tensor]:
@@ -214,22 +259,24 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
         mask = labels != IGNORE_LABEL_ID
         x = model.embed(inputs, pids)
         carry = model.initial_carry(len(idx), device)
+        horizon = at + updates_after  # L_infer of a timestep-conditioned model: the whole run
         for _ in range(at):
-            carry, _ = model.outer_update(carry, x)
+            carry, _ = model.outer_update(carry, x, horizon)
         bar.update(len(idx) * at)
         solved_at[sl] = (((model.readout(carry)[0].argmax(-1) != labels) & mask).sum(-1) == 0).cpu().numpy()
         ref = []
         c = carry
         for k in range(1, updates_after + 1):
-            c, _ = model.outer_update(c, x)
+            c, _ = model.outer_update(c, x, horizon)
             if k % every == 0:
                 ref.append(c["y"]["h"].clone())
         bar.update(len(idx) * updates_after)
         for e, size in enumerate(eps):
             gen = torch.Generator().manual_seed(seed * 7919 + start)
-            c = {axis: _perturb_state(st, size, gen) for axis, st in carry.items()} if size > 0 else carry
+            c = ({axis: _perturb_state(st, size, gen) if axis in ("y", "z") else st for axis, st in carry.items()}
+                 if size > 0 else carry)  # the states, not the conditioner's record of past ones
             for k in range(1, updates_after + 1):
-                c, _ = model.outer_update(c, x)
+                c, _ = model.outer_update(c, x, horizon)
                 if k % every == 0:
                     j = k // every - 1
                     w = ((model.readout(c)[0].argmax(-1) != labels) & mask).sum(-1)

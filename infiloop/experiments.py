@@ -26,7 +26,8 @@ import torch
 import yaml
 
 from . import tasks
-from .evaluation import evaluate, load_trajectory, perturb, save_trajectory
+from .conditioning import ConditionConfig
+from .evaluation import evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
 from .model import LoopedReasoner, ModelConfig
 from .tasks.base import TaskData, atomic_write_text
 from .training import DONE, WEIGHTS, TrainConfig, load_weights, train
@@ -42,6 +43,17 @@ RECIPES: dict[str, dict] = {
     "fprm": {"norm": "pre", "residual_scale": True, "inner": {"name": "fprm"}, "outer": {"name": "fprm"}},
     "full_attnres": {"inner": {"name": "full_attnres"}, "outer": {"name": "full_attnres"}},
 }
+# Conditioners of the looped-LM study (SPEC section 7) on the carry-last model: its rescue setting for
+# history injection (dense B_j, w = 1; w = 2 for the window study), loop gating, their pair, and the dense
+# initial-state injection that the study finds to collapse.
+_CARRY_LAST = RECIPES["carry_last"]
+RECIPES.update({
+    "history_w1": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1}},
+    "history_w2": {**_CARRY_LAST, "cond": {"history": "dense", "window": 2}},
+    "loop_gating": {**_CARRY_LAST, "cond": {"timestep": "loop_gating"}},
+    "history_lg": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1, "timestep": "loop_gating"}},
+    "inject_dense": {**_CARRY_LAST, "cond": {"inject": "dense"}},
+})
 
 # The calibration behind `tiny` is recorded in docs/calibration.md.
 PROFILES: dict[str, dict] = {
@@ -137,6 +149,9 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
     for k, v in overrides.items():
         if not k.startswith("data."):
             _set(cfg, k, v, valid)
+    cond = cfg["model"]["cond"]
+    if cond["timestep"] != "none" and not cond["horizon"]:  # L_infer in training: the training depth
+        cond["horizon"] = cfg["model"]["H"] * cfg["train"]["max_segments"]
     ModelConfig.from_dict(cfg["model"]).validate()
     TrainConfig.from_dict(cfg["train"]).validate()
     return json.loads(json.dumps(cfg))  # tuples -> lists: the same form as config.json
@@ -150,9 +165,13 @@ def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
 
 
 def config_hash(cfg: dict) -> str:
-    """Hash of everything that defines the trained model (not the evaluation settings, not CPU threads)."""
+    """Hash of everything that defines the trained model (not the evaluation settings, not CPU threads).
+
+    Unconditioned models hash without ``model.cond``, as they did before conditioners existed."""
     keyed = {k: v for k, v in cfg.items() if k != "eval"}
     keyed["train"] = {k: v for k, v in cfg["train"].items() if k != "threads"}
+    if keyed["model"].get("cond") == ConditionConfig().to_dict():
+        keyed["model"] = {k: v for k, v in keyed["model"].items() if k != "cond"}
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -247,6 +266,21 @@ class Run:
         save_trajectory(path, out)
         return out, path
 
+    def budgets(self, budgets: tuple[int, ...], limit: int | None = None, data: TaskData | None = None,
+                data_file: str | None = None, batch_size: int | None = None, device: str = "cpu",
+                progress: bool = True) -> tuple[dict, Path]:
+        """Exact accuracy after exactly N outer updates for each budget N (``evaluate_budgets``); cached."""
+        limit = self.config["eval"]["limit"] if limit is None else limit
+        data = self._select(data, limit)
+        args = {"budgets": sorted(int(b) for b in budgets), "limit": limit}
+        path = self._eval_path("budgets", args, data, data_file)
+        if path.is_file():
+            return load_trajectory(path), path
+        out = evaluate_budgets(self.load_model(device), data, tuple(budgets),
+                               batch_size or self.config["eval"]["batch_size"], device, progress)
+        save_trajectory(path, out)
+        return out, path
+
     def _select(self, data: TaskData | None, limit: int | None) -> TaskData:
         data = self.test_data() if data is None else data
         if limit is not None and limit < len(data):
@@ -330,6 +364,11 @@ ABLATIONS: dict[str, dict] = {
 }
 
 
+# Notebook 06: the conditioners of the looped-LM study beside the unconditioned baseline and InfiLoop.
+CONDITIONING_RECIPES = ("carry_last", "history_w1", "history_w2", "loop_gating", "history_lg", "inject_dense",
+                        "infiloop")
+
+
 def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str, str, dict]]:
     """The (task, recipe, overrides) of every model a notebook needs at ``profile`` with default knobs."""
     seed_over = {"train.seed": seed}
@@ -339,10 +378,12 @@ def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str,
         return [("sudoku", r, seed_over) for r in MAIN_RECIPES]
     if notebook.startswith("05"):
         return [("sudoku", "infiloop", {**seed_over, **o}) for o in ABLATIONS.values()]
+    if notebook.startswith("06"):
+        return [("sudoku", r, seed_over) for r in CONDITIONING_RECIPES]
     return []
 
 
-def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05")) -> list:
+def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05", "06")) -> list:
     """Every distinct run the notebooks need (the pipeline trains these in parallel before the notebooks)."""
     seen, out = set(), []
     for nb in notebooks:

@@ -135,14 +135,23 @@ class Layer(nn.Module):
         self.scales = (nn.Parameter(torch.full((len(self.subs),), residual_scale_init))
                        if residual_scale else None)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, mod: list[dict[str, Tensor]] | None = None) -> Tensor:
+        """``mod``: per sublayer, timestep modulation from ``conditioning.Conditioner.modulation``:
+        ``gate`` multiplies the branch (branch gating), ``scale``/``shift`` modulate its norm (AdaLN)."""
         for i, sub in enumerate(self.subs):
             a = self.scales[i] if self.scales is not None else 1.0
+            m = mod[i] if mod is not None else {}
+            if "gate" in m:
+                a = a * m["gate"]
             if self.norm == "post":
-                x = rms_norm(x + a * sub(x), self.eps)
+                x = _modulate(rms_norm(x + a * sub(x), self.eps), m)
             else:
-                x = x + a * sub(rms_norm(x, self.eps))
+                x = x + a * sub(_modulate(rms_norm(x, self.eps), m))
         return x
+
+
+def _modulate(x: Tensor, m: dict[str, Tensor]) -> Tensor:
+    return x * m["scale"] + m["shift"] if "scale" in m else x
 
 
 class GridPositions(nn.Module):

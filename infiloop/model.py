@@ -10,6 +10,10 @@ With ``carry_last`` on both axes this is TRM's rule exactly (z <- f(z + y + x), 
 with ``infiloop`` each axis keeps its own (q, beta, h, log D). A supervision segment is H outer
 updates with gradients through the last ``grad_outer`` of them; the state is detached between
 segments (deep supervision). Depth unit: ``layers_per_outer_update = (L + 1) * n_layers``.
+
+Optionally, conditioners of the looped-LM study (``cond``, ``conditioning.py``) wrap the outer update:
+F reads ``cond.read(y)`` in place of y (history / initial-state injection), the block is modulated by
+the timestep (branch gating, AdaLN), and loop gating scales the update of y before its connection.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
+from .conditioning import ConditionConfig, Conditioner
 from .connections import Connection, ConnectionConfig, build_connection, reject_unknown_fields
 from .layers import (
     Attention,
@@ -73,6 +78,8 @@ class ModelConfig:
     grad_outer: int = 1
     inner: ConnectionConfig = field(default_factory=ConnectionConfig)
     outer: ConnectionConfig = field(default_factory=ConnectionConfig)
+    # conditioners of the looped-LM study (SPEC section 7); all "none" by default
+    cond: ConditionConfig = field(default_factory=ConditionConfig)
 
     @property
     def prefix(self) -> int:
@@ -119,6 +126,7 @@ class ModelConfig:
                     bad("box", f"box {br}x{bc} does not tile the grid {rows}x{cols}")
         self.inner.validate("model.inner")
         self.outer.validate("model.outer")
+        self.cond.validate("model.cond")
 
     def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)
@@ -133,6 +141,9 @@ class ModelConfig:
         for axis in ("inner", "outer"):
             if isinstance(d.get(axis), dict):
                 d[axis] = ConnectionConfig.from_dict(d[axis], f"model.{axis}")
+        if isinstance(d.get("cond"), dict):
+            reject_unknown_fields(ConditionConfig, d["cond"], "model.cond")
+            d["cond"] = ConditionConfig(**d["cond"])
         for k in ("grid", "box"):
             if d.get(k) is not None:
                 d[k] = tuple(d[k])
@@ -195,6 +206,9 @@ class LoopedReasoner(nn.Module):
         self.q_head = Linear(d, 1, bias=True)
         nn.init.zeros_(self.q_head.weight)
         nn.init.constant_(self.q_head.bias, -5.0)
+        # Built last, so that the rest of the model is initialised as the unconditioned one (same seed).
+        self.cond = (Conditioner(cfg.cond, d, cfg.n_layers, len(self.layers[0].subs))
+                     if cfg.cond.active else None)
 
     # ---------------------------------------------------------------- pieces
     def embed(self, inputs: Tensor, puzzle_ids: Tensor | None = None) -> Tensor:
@@ -210,12 +224,12 @@ class LoopedReasoner(nn.Module):
             x = x + self.pos_emb()
         return self.embed_scale * x
 
-    def block(self, h: Tensor) -> Tensor:
+    def block(self, h: Tensor, mod: list | None = None) -> Tensor:
         """The shared block f_theta. A pre-norm stack ends with a final RMSNorm (as pre-norm
         Transformers do before their head): without it the residual stream, and with it a state that
-        is fed back again and again, would grow without bound."""
-        for layer in self.layers:
-            h = layer(h)
+        is fed back again and again, would grow without bound. ``mod``: timestep modulation per layer."""
+        for i, layer in enumerate(self.layers):
+            h = layer(h, mod[i] if mod is not None else None)
         if self.cfg.norm == "pre":
             h = rms_norm(h, self.cfg.norm_eps)
         return h
@@ -226,38 +240,60 @@ class LoopedReasoner(nn.Module):
         S, d = self.cfg.seq_len + self.cfg.prefix, self.cfg.d_model
         y0 = self.y_init.to(device).expand(batch_size, S, d)
         z0 = self.z_init.to(device).expand(batch_size, S, d)
-        return {"y": self.conn_outer.init(y0), "z": self.conn_inner.init(z0)}
+        carry = {"y": self.conn_outer.init(y0), "z": self.conn_inner.init(z0)}
+        if self.cond is not None:
+            carry["cond"] = self.cond.init(y0)
+        return carry
 
     def reset_carry(self, carry: Carry, mask: Tensor) -> Carry:
         """Restart the samples where ``mask`` is true (a halted sequence takes a new puzzle)."""
         fresh = self.initial_carry(mask.shape[0], mask.device)
-        return {
+        out = {
             "y": self.conn_outer.reset(carry["y"], mask, fresh["y"]["h"]),
             "z": self.conn_inner.reset(carry["z"], mask, fresh["z"]["h"]),
         }
+        if self.cond is not None:
+            out["cond"] = self.cond.reset(carry["cond"], mask)
+        return out
 
     @staticmethod
     def detach_carry(carry: Carry) -> Carry:
         return {axis: Connection.detach(state) for axis, state in carry.items()}
 
-    def outer_update(self, carry: Carry, x: Tensor) -> tuple[Carry, dict[str, Tensor]]:
+    def outer_update(self, carry: Carry, x: Tensor, horizon: int | None = None) -> tuple[Carry, dict[str, Tensor]]:
         """One outer update: L inner updates of the latent z, then one update of the answer y.
 
-        Diagnostics per token: gamma and score of the outer step, and the mean of the inner steps.
+        With conditioners, F reads y_in = cond.read(y) (history / initial-state injection with h0 = x)
+        where the unconditioned model reads y, and sees t = l / horizon (``horizon``: L_infer, default the
+        training horizon ``cond.horizon``). Diagnostics per token: gamma and score of the outer step, and
+        the mean of the inner steps.
         """
         z_state, y_state = carry["z"], carry["y"]
         y = y_state["h"]
+        y_in, mod, t = y, None, None
+        if self.cond is not None:
+            cond = carry["cond"]
+            if self.cfg.cond.uses_horizon:
+                t = self.cond.time(cond, horizon or self.cfg.cond.horizon)
+                mod = self.cond.modulation(t)
+            y_in = self.cond.read(cond, y, x)
         g_in, s_in = [], []
         for _ in range(self.cfg.L):
-            z_state, _, diag = self.conn_inner.step(z_state, self.block(z_state["h"] + y + x))
+            z_state, _, diag = self.conn_inner.step(z_state, self.block(z_state["h"] + y_in + x, mod))
             g_in.append(diag["gamma"])
             s_in.append(diag["score"])
-        y_state, _, diag = self.conn_outer.step(y_state, self.block(y + z_state["h"]))
+        y_cand = self.block(y_in + z_state["h"], mod)
+        if t is not None:
+            y_cand = self.cond.gate(t, y, y_cand)
+        y_state, _, diag = self.conn_outer.step(y_state, y_cand)
         out = {"gamma_outer": diag["gamma"], "score_outer": diag["score"]}
         if g_in:
             out["gamma_inner"] = torch.stack(g_in).mean(0)
             out["score_inner"] = torch.stack(s_in).mean(0)
-        return {"y": y_state, "z": z_state}, out
+        new = {"y": y_state, "z": z_state}
+        if self.cond is not None:
+            new["cond"] = self.cond.advance(carry["cond"], y)
+        return new, out
 
     def readout(self, carry: Carry) -> tuple[Tensor, Tensor]:
         """lm head on the answer state (grid positions) and halting logit from its first position."""
@@ -288,17 +324,21 @@ class LoopedReasoner(nn.Module):
 
     @torch.no_grad()
     def iterate(self, inputs: Tensor, n_updates: int, puzzle_ids: Tensor | None = None,
-                carry: Carry | None = None) -> Iterator[tuple[int, Carry, dict[str, Tensor]]]:
+                carry: Carry | None = None, horizon: int | None = None
+                ) -> Iterator[tuple[int, Carry, dict[str, Tensor]]]:
         """Run ``n_updates`` outer updates without gradients, yielding ``(k, carry, diag)`` after each.
 
         Nothing is kept between updates except the carry, so memory does not grow with ``n_updates``
-        (for connections with O(d) state).
+        (for connections with O(d) state). A timestep-conditioned model is told the budget:
+        L_infer = ``horizon``, by default ``n_updates`` (so its state at k < n_updates is not the state
+        of a run with budget k; the other models do not depend on it).
         """
         x = self.embed(inputs, puzzle_ids)
         if carry is None:
             carry = self.initial_carry(inputs.shape[0], inputs.device)
+        horizon = horizon or n_updates
         for k in range(1, n_updates + 1):
-            carry, diag = self.outer_update(carry, x)
+            carry, diag = self.outer_update(carry, x, horizon)
             yield k, carry, diag
 
     # ---------------------------------------------------------------- accounting
@@ -308,3 +348,6 @@ class LoopedReasoner(nn.Module):
     def connection_params(self) -> int:
         return sum(p.numel() for p in self.conn_inner.parameters()) + sum(
             p.numel() for p in self.conn_outer.parameters())
+
+    def conditioner_params(self) -> int:
+        return sum(p.numel() for p in self.cond.parameters()) if self.cond is not None else 0

@@ -30,6 +30,12 @@ COLORS = {
     "fprm": "#009E73",  # green
     "full_attnres": "#CC79A7",  # purple
     "ema": "#E69F00",  # orange
+    # conditioners of the looped-LM study (notebook 06), on the carry-last model
+    "history_w1": "#56B4E9",  # sky blue
+    "history_w2": "#56B4E9",  # sky blue, dashed (LINESTYLES)
+    "loop_gating": "#E69F00",  # orange
+    "history_lg": "#000000",  # black
+    "inject_dense": "#999933",  # olive
     "paper": "#555555",  # grey: the paper's reported numbers
 }
 
@@ -39,8 +45,16 @@ LABELS = {
     "fprm": "FPRM",
     "full_attnres": "Full AttnRes",
     "ema": "fixed-γ EMA",
+    "history_w1": "history injection (w = 1)",
+    "history_w2": "history injection (w = 2)",
+    "loop_gating": "loop gating",
+    "history_lg": "history (w = 1) + loop gating",
+    "inject_dense": "dense initial-state injection",
     "paper": "paper",
 }
+
+# Line styles where two recipes share a colour.
+LINESTYLES = {"history_w2": "--"}
 
 # How the paper's numbers are drawn beside ours: hollow markers, dashed lines.
 PAPER_STYLE = {"linestyle": "--", "marker": "o", "markerfacecolor": "none", "alpha": 0.8}

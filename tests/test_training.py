@@ -86,11 +86,12 @@ def test_smoke_run_trains_and_is_cached(tmp_path):
     assert other.dir != run.dir and not other.done
 
 
-def test_interrupted_run_resumes_exactly(tmp_path):
-    full = get_run("sudoku", "carry_last", "smoke", root=tmp_path / "a", progress=False)
-    part = get_run("sudoku", "carry_last", "smoke", root=tmp_path / "b", max_steps=13, progress=False)
+@pytest.mark.parametrize("recipe", ["carry_last", "history_lg"])  # history_lg: the carry holds past states
+def test_interrupted_run_resumes_exactly(tmp_path, recipe):
+    full = get_run("sudoku", recipe, "smoke", root=tmp_path / "a", progress=False)
+    part = get_run("sudoku", recipe, "smoke", root=tmp_path / "b", max_steps=13, progress=False)
     assert not part.done and (part.dir / "checkpoint.pt").is_file()
-    done = get_run("sudoku", "carry_last", "smoke", root=tmp_path / "b", progress=False)
+    done = get_run("sudoku", recipe, "smoke", root=tmp_path / "b", progress=False)
     assert done.done
     wa, wb = load_weights(full.dir / "model.safetensors"), load_weights(done.dir / "model.safetensors")
     for k in wa:
