@@ -6,7 +6,9 @@ except outer-update counts, which use the paper's own depth unit ``PAPER_LAYERS_
 executed layers per outer update in its evaluation configuration: 72 updates = 1,872 layers).
 
 ``CLAIMS`` lists the paper's qualitative claims that the companion's notebooks check; each notebook
-reports, per claim id, what it measured and whether it agrees.
+reports, per claim id, what it measured and whether it agrees. The claims with ids ``study.*`` are the
+findings of the related looped-language-model study (SPEC section 7, seed 004), which notebook 06 checks
+in this harness; their "paper" column quotes that study, marked ``STUDY``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ SOURCE = "paper"
 PAPER_LAYERS_PER_UPDATE = 26
 
 # The companion's experiment notebooks, in report order (SPEC.md section 8).
-NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation")
+NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation",
+             "06_conditioning")
+STUDY = "looped-LM study"  # seed 004: conditioning of looped language models (SPEC section 7)
 
 
 def updates_from_layers(layers: int) -> int:
@@ -230,6 +234,18 @@ CLAIMS: list[Claim] = [
           "82.1 vs 72.6 / 75.1 % (H3 L6); 89.7 vs 79.4 / 80.0 % (H32 L6)", "05_beta0_ablation"),
     Claim("ablation.content_score_matters", "removing the content score costs accuracy",
           "6–7 points (train- or test-time)", "05_beta0_ablation"),
+    # the looped-LM study (language models, FineWeb-Edu; its numbers are benchmark averages in %)
+    Claim("study.history_beats_dense_injection",
+          "history-state injection extrapolates where dense initial-state injection collapses",
+          f"{STUDY}: dense injection collapses past the horizon; history (dense, w = 1) stays near the "
+          "non-looped reference", "06_conditioning"),
+    Claim("study.window_one_best", "a history window w = 1 extrapolates better than w = 2",
+          f"{STUDY}: w = 2 or 4 progressively diminishes extrapolation", "06_conditioning"),
+    Claim("study.loop_gating_helps", "loop gating beats the unconditioned loop past the training horizon",
+          f"{STUDY}: LG 36.91 vs BaseLoop 36.59 % overall (L(r) = 56, Qwen3-0.6B 7×4)", "06_conditioning"),
+    Claim("study.history_lg_best_pair", "history + loop gating beats each of its parts",
+          f"{STUDY}: H+LG 37.30 %, +1.16 pp over its strongest part; I+H 36.91, I+LG 36.33 (D = 84)",
+          "06_conditioning"),
 ]
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}

@@ -32,8 +32,8 @@ COLORS = {
     "ema": "#E69F00",  # orange
     # conditioners of the looped-LM study (notebook 06), on the carry-last model
     "history_w1": "#56B4E9",  # sky blue
-    "history_w2": "#56B4E9",  # sky blue, dashed (LINESTYLES)
-    "loop_gating": "#E69F00",  # orange
+    "history_w2": "#88CCEE",  # light cyan, dashed (LINESTYLES)
+    "loop_gating": "#AA7700",  # ochre
     "history_lg": "#000000",  # black
     "inject_dense": "#999933",  # olive
     "paper": "#555555",  # grey: the paper's reported numbers
@@ -53,7 +53,7 @@ LABELS = {
     "paper": "paper",
 }
 
-# Line styles where two recipes share a colour.
+# Line styles for recipes whose colours are close.
 LINESTYLES = {"history_w2": "--"}
 
 # How the paper's numbers are drawn beside ours: hollow markers, dashed lines.

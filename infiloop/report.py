@@ -334,7 +334,7 @@ summaries · {len(problems)} problem(s)</p>
 {main_html}
 </section>
 {body}
-<section id="claims"><h2>Claims of the paper, checked</h2>
+<section id="claims"><h2>Claims of the paper (and of the looped-LM study, ids study.*), checked</h2>
 {claims_html(claims)}
 </section>
 <section id="provenance"><h2>Provenance</h2>

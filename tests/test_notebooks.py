@@ -16,6 +16,7 @@ SMOKE = {
     "03_gamma_dynamics": {"max_updates": 24, "limit": 32, "before": 3, "after": 6, "settle": 3},
     "04_perturbation": {"eps": "0,1e-3,0.3", "limit": 32},
     "05_beta0_ablation": {"budget_long": 24, "limit": 32},
+    "06_conditioning": {"max_budget": 24, "limit": 32},
 }
 
 

@@ -51,14 +51,15 @@ def test_other_numbers():
 
 def test_claims_structure():
     ids = [c.id for c in paper.CLAIMS]
-    assert len(ids) == len(set(ids)) == 12
+    assert len(ids) == len(set(ids)) == 16
     assert set(paper.CLAIMS_BY_ID) == set(ids)
     assert paper.NOTEBOOKS == ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
-                               "05_beta0_ablation")
+                               "05_beta0_ablation", "06_conditioning")
     for c in paper.CLAIMS:
         assert c.notebook in paper.NOTEBOOKS, c
         assert c.claim and c.paper, c
-        assert c.id.split(".")[0] in {"main", "depth", "gamma", "perturb", "ablation"}, c
+        assert c.id.split(".")[0] in {"main", "depth", "gamma", "perturb", "ablation", "study"}, c
+        assert (c.id.startswith("study.")) == c.paper.startswith(paper.STUDY), c  # whose number it is
     assert {c.notebook for c in paper.CLAIMS} == set(paper.NOTEBOOKS)  # every notebook checks something
     assert [c.id for c in paper.claims_for("04_perturbation")] == ["perturb.infiloop_retains",
                                                                     "perturb.carry_last_loses"]
