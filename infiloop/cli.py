@@ -92,7 +92,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
             box = run.model_config().box
             data = sudoku.to_taskdata("user", sudoku.read_csv(args.data, box))
     cfg = run.model_config()
-    if args.perturb_at is not None:
+    if args.budgets:
+        try:
+            budgets = tuple(int(b) for b in args.budgets.split(",") if b.strip())
+        except ValueError as e:
+            raise SystemExit(f"--budgets: expected comma-separated outer-update counts, got {args.budgets!r}") from e
+        out, path = run.budgets(budgets, args.limit, data, args.data, device=args.device, progress=not args.quiet)
+        print(f"# exact accuracy after exactly N outer updates, each run told its budget "
+              f"({cfg.layers_per_outer_update} layers per outer update)")
+        print("budget  layers  exact_acc")
+        for b, c in zip(out["budgets"], out["correct"]):
+            print(f"{b:6d}  {b * cfg.layers_per_outer_update:6d}  {c.mean():.4f}")
+    elif args.perturb_at is not None:
         eps = _floats(args.eps)
         out, path = run.perturb(args.perturb_at, eps, args.updates, args.every, args.limit, data, args.data,
                                 args.device, progress=not args.quiet)
@@ -162,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="evaluate the first N test puzzles")
     p.add_argument("--data", default=None, help="a test file in the public CSV format instead of the profile's")
     p.add_argument("--per-token", action="store_true", help="also record gamma and score per cell")
+    p.add_argument("--budgets", default=None,
+                   help="comma-separated budgets: accuracy after exactly N updates, each run told N "
+                        "(what a timestep-conditioned model needs)")
     p.add_argument("--perturb-at", type=int, default=None, help="perturb the state at this update")
     p.add_argument("--eps", default="0,1e-4,1e-3,1e-2,0.1,0.3", help="relative perturbation sizes")
     p.add_argument("--device", default="cpu")

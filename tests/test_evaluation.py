@@ -120,3 +120,11 @@ def test_cli_train_and_eval_on_a_public_format_file(tmp_path, run):
     traj = load_trajectory(lines[-1])
     assert traj["correct"].shape == (2, 10)
     assert accuracy_by_depth(traj)[0][0] == 4
+    budgets = subprocess.run([sys.executable, "-m", "infiloop", "eval", str(run.dir), "--budgets", "8,4",
+                              "--data", str(csv), "--quiet"], env=env, capture_output=True, text=True)
+    assert budgets.returncode == 0, budgets.stderr
+    rows = budgets.stdout.strip().splitlines()
+    assert rows[1].split() == ["budget", "layers", "exact_acc"] and [int(r.split()[0]) for r in rows[2:4]] == [4, 8]
+    for r in rows[2:4]:  # the budget's accuracy is the trajectory's at that update (no timestep conditioning)
+        k, acc = int(r.split()[0]), float(r.split()[2])
+        assert acc == pytest.approx(dict(accuracy_by_depth(traj))[k], abs=1e-4)
