@@ -32,8 +32,12 @@ Three families, each a field of ``ConditionConfig``, composable with one another
     adaln          x <- norm(x + sub_i(x)) * (1 + s_i(t)) + b_i(t)   modulation of every norm
                    (pre-norm blocks: x <- x + sub_i(norm(x) * (1 + s_i(t)) + b_i(t)))
 
-  with ``g(t) = 1 + MLP(phi(t))`` and ``phi`` sinusoidal features of t. Every block application within
-  outer update l sees the same t_l.
+  with gates ``g = 1 + tanh(MLP(phi(t)))`` in (0, 2), AdaLN's ``s, b = MLP(phi(t))``, and
+  ``phi(t) = [sin(pi k t), cos(pi k t)]``, k = 1..``t_freqs``: smooth in t, so that a budget longer than the
+  training horizon, which visits t between the training points, gets gates between the trained ones. (A
+  first version used geometric frequencies up to 32 pi: at the training points t = l / 16 the highest
+  ones were constant, the gates learned there oscillated, and every other budget collapsed to 0 %.)
+  Every block application within outer update l sees the same t_l.
 
 With the initial values above, a conditioned model computes exactly what the unconditioned one does.
 """
@@ -61,7 +65,9 @@ class ConditionConfig:
     history: the map B_j of history-state injection, one of ``HISTORY_MAPS``; ``window`` is w.
     timestep: timestep conditioning, one of ``TIMESTEPS``.
     horizon: L_infer in training (outer updates); the experiments fill in the training depth.
-    t_freqs, t_hidden: sinusoidal frequencies of phi(t) and the hidden width of the time MLP.
+    t_freqs, t_hidden: sinusoidal frequencies of phi(t) (k = 1..t_freqs, at most t_freqs / 2 periods on
+        [0, 1]; fewer than ``horizon``, so that the training points resolve them) and the hidden width
+        of the time MLP.
     """
 
     inject: str = "none"
@@ -69,7 +75,7 @@ class ConditionConfig:
     window: int = 1
     timestep: str = "none"
     horizon: int = 0
-    t_freqs: int = 6
+    t_freqs: int = 4
     t_hidden: int = 64
 
     @property
@@ -97,14 +103,17 @@ class ConditionConfig:
             bad("horizon", f"must be >= 0, got {self.horizon}")
         if self.t_freqs < 1 or self.t_hidden < 1:
             bad("t_freqs" if self.t_freqs < 1 else "t_hidden", "must be a positive integer")
+        if self.uses_horizon and self.t_freqs >= self.horizon:
+            bad("t_freqs", f"{self.t_freqs} frequencies alias at the {self.horizon} training points t = l / horizon "
+                           f"(t_freqs / 2 periods need more than t_freqs samples): use t_freqs < {self.horizon}")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def time_features(t: Tensor, n_freqs: int) -> Tensor:
-    """phi(t) = [sin(pi 2^k t), cos(pi 2^k t)], k < n_freqs, for t of shape [B]: [B, 2 n_freqs]."""
-    freqs = math.pi * 2.0 ** torch.arange(n_freqs, device=t.device, dtype=t.dtype)
+    """phi(t) = [sin(pi k t), cos(pi k t)], k = 1..n_freqs, for t of shape [B]: [B, 2 n_freqs]."""
+    freqs = math.pi * torch.arange(1, n_freqs + 1, device=t.device, dtype=t.dtype)
     a = t[:, None] * freqs
     return torch.cat([a.sin(), a.cos()], dim=-1)
 
@@ -219,16 +228,17 @@ class Conditioner(nn.Module):
         out = self.time_mlp(t)
         L, S = self.n_layers, self.n_subs
         if self.cfg.timestep == "branch_gating":
-            return [[{"gate": 1 + out[:, i * S + s]} for s in range(S)] for i in range(L)]
+            return [[{"gate": 1 + torch.tanh(out[:, i * S + s])} for s in range(S)] for i in range(L)]
         return [[{"scale": 1 + out[:, 2 * (i * S + s)], "shift": out[:, 2 * (i * S + s) + 1]} for s in range(S)]
                 for i in range(L)]
 
     def gate(self, t: Tensor, h: Tensor, h_new: Tensor) -> Tensor:
-        """Loop gating: h_l + g(t) * (h_new - h_l) with g = 1 + G(t), written as h_new + G(t) * (h_new - h_l)
-        so that G = 0 returns h_new bit for bit. The identity on h_new for the other variants."""
+        """Loop gating: h_l + g(t) * (h_new - h_l) with g = 1 + tanh(G(t)) in (0, 2), written as
+        h_new + tanh(G) * (h_new - h_l) so that G = 0 returns h_new bit for bit. The identity on h_new for
+        the other variants."""
         if self.cfg.timestep != "loop_gating":
             return h_new
-        return h_new + self.time_mlp(t)[:, 0] * (h_new - h)
+        return h_new + torch.tanh(self.time_mlp(t)[:, 0]) * (h_new - h)
 
     @staticmethod
     def state_nbytes(state: State) -> int:

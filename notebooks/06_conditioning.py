@@ -115,11 +115,11 @@ ax.axvline(depth, color="grey", ls=":", lw=1)
 ax.text(depth, 2, " training depth", color="grey", fontsize=8)
 ax.set(xscale="log", xlabel="test-time budget (outer updates)", ylabel="exact accuracy (%)", ylim=(0, 100),
        title=f"Conditioners vs InfiLoop past the training depth (history B_j: {history_map})")
-ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.72), fontsize=8)
-fig.text(0.785, 0.08, FINDINGS, fontsize=7.5, va="bottom", ha="left", color="#444444",
-         bbox={"boxstyle": "round", "fc": "#f4f4f4", "ec": "#cccccc"})
+ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+ax.text(1.02, 0.0, FINDINGS, transform=ax.transAxes, fontsize=7.5, va="bottom", ha="left", color="#444444",
+        bbox={"boxstyle": "round", "fc": "#f4f4f4", "ec": "#cccccc"})
 plotting.profile_note(ax, profile, n_puzzles)
-fig.tight_layout(rect=(0, 0, 0.78, 1))
+fig.subplots_adjust(left=0.07, right=0.66, bottom=0.12, top=0.92)
 fig_budget = plotting.save_figure(fig, "conditioning", profile)[0]
 
 # %% [markdown]

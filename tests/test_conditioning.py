@@ -33,7 +33,7 @@ VARIANTS = {
 }
 
 
-def _time_mlp(n_out, freqs=6, hidden=64):
+def _time_mlp(n_out, freqs=4, hidden=64):
     return (2 * freqs * hidden + hidden) + (hidden * n_out * D + n_out * D)
 
 
@@ -203,8 +203,9 @@ def test_timestep_is_l_over_L_infer_and_a_budget_is_told():
     state = {"step": torch.tensor([0, 3, 8])}
     assert cond.time(state, 8).tolist() == [0.0, 0.375, 1.0]
     phi = time_features(torch.tensor([0.25], dtype=torch.float64), 3)
-    np.testing.assert_allclose(phi[0].numpy(), [np.sin(np.pi / 4), np.sin(np.pi / 2), np.sin(np.pi),
-                                                np.cos(np.pi / 4), np.cos(np.pi / 2), np.cos(np.pi)], atol=1e-12)
+    np.testing.assert_allclose(phi[0].numpy(), [np.sin(np.pi / 4), np.sin(np.pi / 2), np.sin(3 * np.pi / 4),
+                                                np.cos(np.pi / 4), np.cos(np.pi / 2), np.cos(3 * np.pi / 4)],
+                               atol=1e-12)
     _, model = _pair(dict(timestep="loop_gating", horizon=8))
     with torch.no_grad():
         for p in model.cond.parameters():
@@ -257,6 +258,8 @@ def test_bad_conditioner_configuration_is_named(field, value, needle):
 def test_timestep_needs_a_horizon_and_unknown_fields_are_named():
     with pytest.raises(ValueError, match="model.cond.horizon"):
         ConditionConfig(timestep="adaln").validate()
+    with pytest.raises(ValueError, match="model.cond.t_freqs: 8 frequencies alias"):
+        ConditionConfig(timestep="loop_gating", horizon=8, t_freqs=8).validate()
     with pytest.raises(ValueError, match="model.cond: unknown field"):
         ModelConfig.from_dict({**BASE.to_dict(), "cond": {"windw": 2}})
     cfg = BASE.replace(cond=ConditionConfig(history="dense", window=2))
