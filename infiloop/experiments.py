@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
@@ -160,7 +161,7 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
 def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
     """Grid, box, vocabulary and puzzle count of a built training set (builds it if needed)."""
     paths = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
-    with __import__("numpy").load(paths["train"], allow_pickle=False) as f:
+    with np.load(paths["train"], allow_pickle=False) as f:
         return json.loads(str(f["header"]))
 
 
@@ -269,17 +270,39 @@ class Run:
     def budgets(self, budgets: tuple[int, ...], limit: int | None = None, data: TaskData | None = None,
                 data_file: str | None = None, batch_size: int | None = None, device: str = "cpu",
                 progress: bool = True) -> tuple[dict, Path]:
-        """Exact accuracy after exactly N outer updates for each budget N (``evaluate_budgets``); cached."""
+        """Exact accuracy after exactly N outer updates for each budget N (``evaluate_budgets``); cached.
+
+        A model that is not told its budget (no timestep conditioning) is read from a cached trajectory
+        of the same test puzzles that reaches every budget, when there is one (e.g. notebook 02's)."""
         limit = self.config["eval"]["limit"] if limit is None else limit
+        own_test = data is None
         data = self._select(data, limit)
         args = {"budgets": sorted(int(b) for b in budgets), "limit": limit}
         path = self._eval_path("budgets", args, data, data_file)
         if path.is_file():
             return load_trajectory(path), path
-        out = evaluate_budgets(self.load_model(device), data, tuple(budgets),
-                               batch_size or self.config["eval"]["batch_size"], device, progress)
+        out = None
+        if own_test and not self.model_config().cond.uses_horizon:
+            out = self._budgets_from_trajectory(args["budgets"], data)
+        if out is None:
+            out = evaluate_budgets(self.load_model(device), data, tuple(budgets),
+                                   batch_size or self.config["eval"]["batch_size"], device, progress)
         save_trajectory(path, out)
         return out, path
+
+    def _budgets_from_trajectory(self, budgets: list[int], data: TaskData) -> dict | None:
+        for p in sorted((self.dir / "eval").glob("traj-*.npz")):
+            traj = load_trajectory(p)
+            info = json.loads(str(traj["info"]))
+            every = info["every"]
+            if (info["data"] != data.name or info["n_puzzles"] != len(data) or info["updates"] < budgets[-1]
+                    or any(b % every for b in budgets)):
+                continue
+            rows = [b // every - 1 for b in budgets]
+            return {"budgets": np.asarray(budgets, np.int32), "correct": traj["correct"][rows],
+                    "wrong_cells": traj["wrong_cells"][rows],
+                    "info": np.asarray(json.dumps({**info, "budgets": budgets, "from_trajectory": p.name}))}
+        return None
 
     def _select(self, data: TaskData | None, limit: int | None) -> TaskData:
         data = self.test_data() if data is None else data

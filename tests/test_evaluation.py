@@ -128,3 +128,20 @@ def test_cli_train_and_eval_on_a_public_format_file(tmp_path, run):
     for r in rows[2:4]:  # the budget's accuracy is the trajectory's at that update (no timestep conditioning)
         k, acc = int(r.split()[0]), float(r.split()[2])
         assert acc == pytest.approx(dict(accuracy_by_depth(traj))[k], abs=1e-4)
+
+
+def test_budgets_reuse_a_cached_trajectory_and_agree_with_a_direct_run(run, monkeypatch):
+    traj, _ = run.evaluate(updates=12, every=2, limit=10, snapshots=(4, 8), progress=False)
+    import infiloop.experiments as ex
+
+    monkeypatch.setattr(ex, "evaluate_budgets", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    out, path = run.budgets((4, 12, 6), limit=10)
+    assert out["budgets"].tolist() == [4, 6, 12] and "traj-" in json.loads(str(out["info"]))["from_trajectory"]
+    np.testing.assert_array_equal(out["correct"], traj["correct"][[1, 2, 5]])
+    monkeypatch.undo()
+    direct = ex.evaluate_budgets(run.load_model(), run.test_data().subset(slice(0, 10)), (4, 6, 12), progress=False)
+    np.testing.assert_array_equal(direct["wrong_cells"], out["wrong_cells"])
+    with pytest.raises(AssertionError, match="recomputed"):  # a budget the trajectory lacks is computed
+        monkeypatch.setattr(ex, "evaluate_budgets",
+                            lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+        run.budgets((5,), limit=10)
