@@ -238,7 +238,16 @@ class Conditioner(nn.Module):
         the other variants."""
         if self.cfg.timestep != "loop_gating":
             return h_new
-        return h_new + torch.tanh(self.time_mlp(t)[:, 0]) * (h_new - h)
+        return h_new + self._gate_offset(t) * (h_new - h)
+
+    def _gate_offset(self, t: Tensor) -> Tensor:
+        return torch.tanh(self.time_mlp(t)[:, 0])
+
+    def loop_gate(self, t: Tensor) -> Tensor:
+        """The loop gate g(t) = 1 + tanh(G(t)) in (0, 2), [B, 1, d] (loop gating only)."""
+        if self.cfg.timestep != "loop_gating":
+            raise ValueError(f"model.cond.timestep is {self.cfg.timestep!r}: there is no loop gate")
+        return 1 + self._gate_offset(t)
 
     @staticmethod
     def state_nbytes(state: State) -> int:

@@ -132,12 +132,12 @@ t = torch.linspace(0, 1, 101)
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 for r in ("loop_gating", "history_lg"):
     with torch.no_grad():
-        g = 1 + models[r].cond.time_mlp(t.to(device))[:, 0, 0].cpu().numpy()  # [T, d]
+        g = models[r].cond.loop_gate(t.to(device))[:, 0].cpu().numpy()  # [T, d]
     ax.plot(t, g.mean(1), color=plotting.COLORS[r], label=f"{plotting.LABELS[r]}: mean over channels")
     ax.fill_between(t, np.percentile(g, 10, 1), np.percentile(g, 90, 1), color=plotting.COLORS[r], alpha=0.15)
 ax.axhline(1, color="grey", ls=":", lw=1)
-ax.set(xlabel="t = ℓ / L_infer", ylabel="loop gate g(t) (10–90 % of channels)")
-ax.legend(fontsize=8)
+ax.set(xlabel="t = ℓ / L_infer", ylabel="loop gate g(t) (10–90 % of channels)", ylim=(0, 2))
+ax.legend(fontsize=8, loc="lower left")
 plotting.profile_note(ax, profile)
 fig.tight_layout()
 fig_gate = plotting.save_figure(fig, "conditioning_gate", profile)[0]

@@ -279,3 +279,17 @@ def test_recipes_and_hashes():
     assert config_hash(plain) == config_hash(legacy)
     assert config_hash(resolve_config("sudoku", "carry_last", "smoke", {"model.cond.inject": "scalar"})) != \
         config_hash(plain)
+
+
+def test_loop_gate_is_bounded_and_applied():
+    _, model = _pair(dict(timestep="loop_gating", horizon=8))
+    with torch.no_grad():
+        for p in model.cond.parameters():
+            p.normal_(std=0.3)
+    t = torch.linspace(0, 1, 50)
+    g = model.cond.loop_gate(t)
+    assert g.shape == (50, 1, D) and (g > 0).all() and (g < 2).all()
+    h, h_new = torch.randn(50, 4, D), torch.randn(50, 4, D)
+    torch.testing.assert_close(model.cond.gate(t, h, h_new), h + g * (h_new - h))
+    with pytest.raises(ValueError, match="no loop gate"):
+        _pair(dict(timestep="adaln", horizon=8))[1].cond.loop_gate(t)
