@@ -137,7 +137,7 @@ for r in ("loop_gating", "history_lg"):
     ax.fill_between(t, np.percentile(g, 10, 1), np.percentile(g, 90, 1), color=plotting.COLORS[r], alpha=0.15)
 ax.axhline(1, color="grey", ls=":", lw=1)
 ax.set(xlabel="t = ℓ / L_infer", ylabel="loop gate g(t) (10–90 % of channels)", ylim=(0, 2))
-ax.legend(fontsize=8, loc="lower left")
+ax.legend(fontsize=8, loc="upper right")
 plotting.profile_note(ax, profile)
 fig.tight_layout()
 fig_gate = plotting.save_figure(fig, "conditioning_gate", profile)[0]
