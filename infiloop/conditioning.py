@@ -50,6 +50,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
+from .connections import reject_unknown_fields
+
 INJECTIONS = ("none", "scalar", "channel", "residual", "dense")
 HISTORY_MAPS = ("none", "scalar", "channel", "dense")
 TIMESTEPS = ("none", "loop_gating", "branch_gating", "adaln")
@@ -109,6 +111,11 @@ class ConditionConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "model.cond") -> ConditionConfig:
+        reject_unknown_fields(cls, d, where)
+        return cls(**d)
 
 
 def time_features(t: Tensor, n_freqs: int) -> Tensor:
@@ -248,7 +255,3 @@ class Conditioner(nn.Module):
         if self.cfg.timestep != "loop_gating":
             raise ValueError(f"model.cond.timestep is {self.cfg.timestep!r}: there is no loop gate")
         return 1 + self._gate_offset(t)
-
-    @staticmethod
-    def state_nbytes(state: State) -> int:
-        return sum(v.numel() * v.element_size() for v in state.values())

@@ -57,6 +57,11 @@ def _tensors(data: TaskData, idx: np.ndarray, device) -> tuple[Tensor, Tensor, T
     return inputs, labels, pids
 
 
+def _wrong_cells(model: LoopedReasoner, carry: Carry, labels: Tensor) -> Tensor:
+    """Answer cells predicted wrong per puzzle, [B] (cells without a label do not count)."""
+    return ((model.readout(carry)[0].argmax(-1) != labels) & (labels != IGNORE_LABEL_ID)).sum(-1)
+
+
 def _info(model: LoopedReasoner, data: TaskData, **extra) -> str:
     cfg = model.cfg
     betas = {}
@@ -205,12 +210,11 @@ def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, 
         idx = np.arange(start, min(n, start + batch_size))
         inputs, labels, pids = _tensors(data, idx, device)
         pids = pids if model.cfg.n_puzzles > 0 else None
-        mask = labels != IGNORE_LABEL_ID
         for budget, read_at in runs:
             for k, carry, _ in model.iterate(inputs, budget, pids, horizon=budget):
                 if k in read_at:
                     j = budgets.index(k)
-                    w = ((model.readout(carry)[0].argmax(-1) != labels) & mask).sum(-1)
+                    w = _wrong_cells(model, carry, labels)
                     wrong[j, idx] = w.cpu().numpy()
                     correct[j, idx] = (w == 0).cpu().numpy()
                 bar.update(len(idx))
@@ -256,14 +260,13 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
         sl = slice(start, start + len(idx))
         inputs, labels, pids = _tensors(data, idx, device)
         pids = pids if model.cfg.n_puzzles > 0 else None
-        mask = labels != IGNORE_LABEL_ID
         x = model.embed(inputs, pids)
         carry = model.initial_carry(len(idx), device)
         horizon = at + updates_after  # L_infer of a timestep-conditioned model: the whole run
         for _ in range(at):
             carry, _ = model.outer_update(carry, x, horizon)
         bar.update(len(idx) * at)
-        solved_at[sl] = (((model.readout(carry)[0].argmax(-1) != labels) & mask).sum(-1) == 0).cpu().numpy()
+        solved_at[sl] = (_wrong_cells(model, carry, labels) == 0).cpu().numpy()
         ref = []
         c = carry
         for k in range(1, updates_after + 1):
@@ -279,7 +282,7 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
                 c, _ = model.outer_update(c, x, horizon)
                 if k % every == 0:
                     j = k // every - 1
-                    w = ((model.readout(c)[0].argmax(-1) != labels) & mask).sum(-1)
+                    w = _wrong_cells(model, c, labels)
                     wrong[e, j, sl] = w.cpu().numpy()
                     correct[e, j, sl] = (w == 0).cpu().numpy()
                     y = c["y"]["h"]

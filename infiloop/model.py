@@ -142,8 +142,7 @@ class ModelConfig:
             if isinstance(d.get(axis), dict):
                 d[axis] = ConnectionConfig.from_dict(d[axis], f"model.{axis}")
         if isinstance(d.get("cond"), dict):
-            reject_unknown_fields(ConditionConfig, d["cond"], "model.cond")
-            d["cond"] = ConditionConfig(**d["cond"])
+            d["cond"] = ConditionConfig.from_dict(d["cond"], "model.cond")
         for k in ("grid", "box"):
             if d.get(k) is not None:
                 d[k] = tuple(d[k])

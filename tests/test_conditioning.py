@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from infiloop.conditioning import ConditionConfig, Conditioner, time_features
-from infiloop.connections import ConnectionConfig
+from infiloop.connections import Connection, ConnectionConfig
 from infiloop.evaluation import evaluate_budgets
 from infiloop.experiments import RECIPES, config_hash, resolve_config
 from infiloop.model import LoopedReasoner, ModelConfig
@@ -174,7 +174,7 @@ def test_history_state_is_O_w_d(w):
     sizes = []
     for _ in range(40):
         state = cond.advance(state, torch.randn(B, S, D))
-        sizes.append(cond.state_nbytes(state))
+        sizes.append(Connection.state_nbytes(state))  # the same accounting as the loop connections
     assert set(sizes) == {B * 8 + B * w * S * D * 4}  # step counter + w states, whatever the number of updates
     assert state["hist"].shape == (B, w, S, D)
 
