@@ -87,13 +87,21 @@ def lost_after_solve(traj: dict) -> float:
 
 
 def changes_between(traj: dict) -> dict[str, float]:
-    """Between the two prediction snapshots a < b: predictions changed per puzzle, wrong cells gained
-    per puzzle (wrong at b minus wrong at a), and puzzles right at a but wrong at b."""
+    """Between the two prediction snapshots a < b, per puzzle:
+
+    - ``changed_per_puzzle``: predictions changed, summed over every update from a to b (the paper's
+      measure: 77.0 for TRM, 24.0 for InfiLoop between 36 and 72; a cell that flips away and back counts
+      twice);
+    - ``net_changed_per_puzzle``: cells whose prediction differs between the two snapshots;
+    - ``wrong_gained_per_puzzle``: wrong cells at b minus wrong cells at a;
+    - ``lost``: share of the puzzles right at a that are wrong at b.
+    """
     a, b = (int(u) for u in traj["snapshot_updates"][:2])
     pa, pb = traj["pred_snapshots"][0], traj["pred_snapshots"][1]
     wa, wb = traj["wrong_cells"][_row(traj, a)], traj["wrong_cells"][_row(traj, b)]
     ca, cb = traj["correct"][_row(traj, a)], traj["correct"][_row(traj, b)]
-    return {"from": a, "to": b, "changed_per_puzzle": float((pa != pb).sum(1).mean()),
+    return {"from": a, "to": b, "changed_per_puzzle": float(traj["changes"].mean()),
+            "net_changed_per_puzzle": float((pa != pb).sum(1).mean()),
             "wrong_gained_per_puzzle": float((wb.astype(np.int64) - wa).mean()),
             "lost": float((ca & ~cb).sum() / max(1, ca.sum()))}
 
@@ -121,11 +129,20 @@ def gamma_phases(traj: dict, axis: str = "outer", search: int = 6, settle: int =
             "unsolved": float(g[:, never].mean()) if never.any() else float("nan")}
 
 
-def score_by_wrong_cells(traj: dict, axis: str = "outer") -> dict[int, tuple[float, int]]:
-    """Median content score s_t by the number of wrong cells of the answer at that update:
-    {wrong cells: (median score, samples)} over all recorded updates and puzzles."""
+def score_by_wrong_cells(traj: dict, axis: str = "outer", of: str = "candidate") -> dict[int, tuple[float, int]]:
+    """Median content score s_t by the number of wrong cells at that update: {wrong cells: (median score,
+    samples)} over all recorded updates and puzzles (Fig. 3b).
+
+    The score belongs to the candidate z_t, so by default it is paired with the wrong cells of the
+    candidate's own readout (``of="candidate"``, outer axis only); ``of="state"`` pairs it with the
+    readout of the aggregated state h_t, which after a rejected candidate (small gamma) is an older board.
+    """
+    if of not in ("candidate", "state"):
+        raise ValueError(f"of={of!r}: expected 'candidate' or 'state'")
+    if of == "candidate" and axis != "outer":
+        raise ValueError("the candidate's wrong cells are recorded for the outer axis (its candidate is a board)")
     s = traj[f"score_{axis}"].ravel()
-    w = traj["wrong_cells"].ravel()
+    w = traj["wrong_cells_candidate" if of == "candidate" else "wrong_cells"].ravel()
     return {int(v): (float(np.median(s[w == v])), int((w == v).sum())) for v in np.unique(w)}
 
 

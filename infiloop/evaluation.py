@@ -6,7 +6,8 @@ compressed ``.npz`` with this schema (P puzzles, K recorded updates, S grid cell
 
     updates        [K]      int32    the recorded outer updates (every ``every``-th, 1-based)
     correct        [K, P]   bool     whole answer right
-    wrong_cells    [K, P]   int16    answer cells predicted wrong
+    wrong_cells    [K, P]   int16    answer cells predicted wrong, read out from the answer state h_t
+    wrong_cells_candidate [K, P] int16  the same, read out from the outer candidate z_t (whose score is s_t)
     q_halt         [K, P]   float32  halting logit (the model's confidence that the answer is right)
     state_change   [K, P]   float32  ||y_k - y_{k-1}|| / ||y_{k-1}||, answer state, over the last update
     gamma_outer    [K, P]   float32  gamma_t of the outer axis, mean over grid cells
@@ -18,6 +19,7 @@ compressed ``.npz`` with this schema (P puzzles, K recorded updates, S grid cell
     snapshot_updates [Q]    int32    updates at which predictions were kept (``snapshots``)
     pred_snapshots [Q, P, S] uint8   predicted tokens at those updates
     flipped        [P, S]   bool     cells whose prediction changed at least once in (snap_0, snap_1]
+    changes        [P]      int32    predictions changed, summed over every update in (snap_0, snap_1]
     *_tok          [K, P, S] float16 per-cell gamma / score (only with ``per_token=True``)
     info           str (JSON): layers per update, beta per axis, model and data description
 
@@ -42,8 +44,10 @@ from tqdm.auto import tqdm
 from .model import Carry, LoopedReasoner
 from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write
 
-TRAJECTORY_KEYS = ("correct", "wrong_cells", "q_halt", "state_change", "gamma_outer", "score_outer", "gamma_inner",
-                   "score_inner")
+TRAJECTORY_KEYS = ("correct", "wrong_cells", "wrong_cells_candidate", "q_halt", "state_change", "gamma_outer",
+                   "score_outer", "gamma_inner", "score_inner")
+# Version of the recorded quantities: part of every cached evaluation's key.
+TRAJECTORY_VERSION = 2
 
 
 def _norm(x: Tensor) -> Tensor:
@@ -90,7 +94,7 @@ class _Recorder:
         self.snapshots = list(snapshots)
         B, S = labels.shape
         K = n_updates // every
-        dtypes = {"correct": np.bool_, "wrong_cells": np.int16}
+        dtypes = {"correct": np.bool_, "wrong_cells": np.int16, "wrong_cells_candidate": np.int16}
         self.rows = {k: np.zeros((K, B), dtypes.get(k, np.float32)) for k in TRAJECTORY_KEYS}
         if per_token:
             for k in self.TOKEN_KEYS:
@@ -98,7 +102,8 @@ class _Recorder:
         self.first_solve = np.full(B, -1, np.int32)
         self.snap = np.zeros((len(self.snapshots), B, S), np.uint8)
         self.flipped = np.zeros((B, S), np.bool_)
-        self.prev_y = None
+        self.changes = np.zeros(B, np.int32)
+        self.prev_y = self.prev_pred = None
 
     def start(self, carry: Carry) -> None:
         self.prev_y = carry["y"]["h"].clone()
@@ -115,12 +120,16 @@ class _Recorder:
                 self.ref_pred = pred.clone()
             elif len(self.snapshots) > 1 and self.snapshots[0] < k <= self.snapshots[1]:
                 self.flipped |= (pred != self.ref_pred).cpu().numpy()
+                self.changes += (pred != self.prev_pred).sum(-1).cpu().numpy().astype(np.int32)
             if k in self.snapshots:
                 self.snap[self.snapshots.index(k)] = pred.to(torch.uint8).cpu().numpy()
+            self.prev_pred = pred
         if k % self.every == 0:
             j, p, r = k // self.every - 1, self.model.cfg.prefix, self.rows
             r["correct"][j] = correct
             r["wrong_cells"][j] = wrong.cpu().numpy()
+            cand = self.model.logits(diag["candidate_outer"]).argmax(-1)
+            r["wrong_cells_candidate"][j] = ((cand != self.labels) & self.mask).sum(-1).cpu().numpy()
             r["q_halt"][j] = q_halt.float().cpu().numpy()
             r["state_change"][j] = (_norm(y - self.prev_y) / _norm(self.prev_y).clamp_min(1e-30)).cpu().numpy()
             for name in self.TOKEN_KEYS:
@@ -136,6 +145,7 @@ class _Recorder:
         out = dict(self.rows)
         out["first_solve"] = self.first_solve
         out["flipped"] = self.flipped
+        out["changes"] = self.changes
         if self.snapshots:
             out["pred_snapshots"] = self.snap
         return out
@@ -167,13 +177,12 @@ def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1
         inputs, labels, pids = _tensors(data, idx, device)
         rec = _Recorder(model, labels, every, updates, snapshots, per_token)
         rec.start(model.initial_carry(len(idx), device))
-        pids = pids if model.cfg.n_puzzles > 0 else None
         for k, carry, diag in model.iterate(inputs, updates, pids):
             rec(k, carry, diag)
             bar.update(len(idx))
         parts.append(rec.result())
     bar.close()
-    per_puzzle = ("first_solve", "flipped")  # puzzle axis first; every other array has it second
+    per_puzzle = ("first_solve", "flipped", "changes")  # puzzle axis first; every other array has it second
     out = {k: np.concatenate([p[k] for p in parts], axis=0 if k in per_puzzle else 1) for k in parts[0]}
     out["updates"] = np.arange(every, updates + 1, every, dtype=np.int32)
     out["snapshot_updates"] = np.asarray(snapshots, dtype=np.int32)
@@ -209,7 +218,6 @@ def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, 
     for start in range(0, n, batch_size):
         idx = np.arange(start, min(n, start + batch_size))
         inputs, labels, pids = _tensors(data, idx, device)
-        pids = pids if model.cfg.n_puzzles > 0 else None
         for budget, read_at in runs:
             for k, carry, _ in model.iterate(inputs, budget, pids, horizon=budget):
                 if k in read_at:
@@ -259,7 +267,6 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
         idx = np.arange(start, min(n, start + batch_size))
         sl = slice(start, start + len(idx))
         inputs, labels, pids = _tensors(data, idx, device)
-        pids = pids if model.cfg.n_puzzles > 0 else None
         x = model.embed(inputs, pids)
         carry = model.initial_carry(len(idx), device)
         horizon = at + updates_after  # L_infer of a timestep-conditioned model: the whole run

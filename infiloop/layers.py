@@ -15,14 +15,28 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def rms_norm(x: Tensor, eps: float = 1e-5) -> Tensor:
-    """RMSNorm without gain, computed in float32."""
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+def rms_norm(x: Tensor, eps: float = 1e-5, dim: int = -1) -> Tensor:
+    """RMSNorm without gain over axis ``dim``, computed in float32 (float64 stays float64)."""
+    xf = x if x.dtype == torch.float64 else x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(dim, keepdim=True) + eps)).to(x.dtype)
 
 
-def trunc_normal_(w: Tensor, std: float) -> Tensor:
-    return nn.init.trunc_normal_(w, std=std, a=-2 * std, b=2 * std)
+def truncated_std_factor(bound: float = 2.0) -> float:
+    """Standard deviation of a standard normal truncated to [-bound, bound] (0.8796 at bound 2)."""
+    z = math.erf(bound / math.sqrt(2))  # P(|X| <= bound)
+    pdf = math.exp(-0.5 * bound**2) / math.sqrt(2 * math.pi)
+    return math.sqrt(1 - 2 * bound * pdf / z)
+
+
+def trunc_normal_(w: Tensor, std: float, bound: float = 2.0, generator: torch.Generator | None = None) -> Tensor:
+    """Truncated normal whose standard deviation is exactly ``std`` (TRM's ``trunc_normal_init_``).
+
+    The normal is cut at +-``bound`` of its own scale sigma' = std / c, with c the standard deviation of a
+    standard normal truncated to [-bound, bound]; ``nn.init.trunc_normal_(std=std)`` alone would leave
+    0.88 std at bound 2.
+    """
+    s = std / truncated_std_factor(bound)
+    return nn.init.trunc_normal_(w, std=s, a=-bound * s, b=bound * s, generator=generator)
 
 
 class Linear(nn.Linear):
@@ -94,11 +108,13 @@ class Attention(nn.Module):
 
 
 class TokenMixMLP(nn.Module):
-    """TRM's attention-free variant: a SwiGLU across the sequence axis."""
+    """TRM's attention-free variant (``mlp_t``): a SwiGLU across the sequence axis. TRM rounds its hidden
+    width to a multiple of 256 and normalises its residual over the sequence axis (``norm_dim = 1``)."""
 
-    def __init__(self, seq_len: int, expansion: float, multiple: int):
+    def __init__(self, seq_len: int, expansion: float, multiple: int, norm_over_sequence: bool = True):
         super().__init__()
         self.mlp = SwiGLU(seq_len, expansion, multiple)
+        self.norm_dim = 1 if norm_over_sequence else -1
 
     def forward(self, x: Tensor) -> Tensor:
         return self.mlp(x.transpose(1, 2)).transpose(1, 2)
@@ -125,6 +141,8 @@ class Layer(nn.Module):
 
     ``norm="post"`` (TRM): x = RMSNorm(x + sub(x)).
     ``norm="pre"`` with residual scales (FPRM): x = x + a * sub(RMSNorm(x)), a learned per sublayer.
+    Each norm is over the channels, except where a sublayer says otherwise (``norm_dim``: TRM's token
+    mixer normalises over the sequence axis).
     """
 
     def __init__(self, mixer: nn.Module, conv: nn.Module | None, mlp: nn.Module, norm: str,
@@ -141,12 +159,13 @@ class Layer(nn.Module):
         for i, sub in enumerate(self.subs):
             a = self.scales[i] if self.scales is not None else 1.0
             m = mod[i] if mod is not None else {}
+            dim = getattr(sub, "norm_dim", -1)
             if "gate" in m:
                 a = a * m["gate"]
             if self.norm == "post":
-                x = _modulate(rms_norm(x + a * sub(x), self.eps), m)
+                x = _modulate(rms_norm(x + a * sub(x), self.eps, dim), m)
             else:
-                x = x + a * sub(_modulate(rms_norm(x, self.eps), m))
+                x = x + a * sub(_modulate(rms_norm(x, self.eps, dim), m))
         return x
 
 

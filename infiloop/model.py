@@ -44,6 +44,7 @@ from .layers import (
 MIXERS = ("attention", "mlp")
 POSITIONS = ("rope", "learned", "grid", "none")
 NORMS = ("post", "pre")
+TOKEN_MIX_NORMS = ("sequence", "channel")
 
 Carry = dict[str, dict[str, Tensor]]
 
@@ -57,7 +58,10 @@ class ModelConfig:
     seq_len: int = 81
     grid: tuple[int, int] | None = (9, 9)
     box: tuple[int, int] | None = (3, 3)
-    n_puzzles: int = 0  # > 0: a learned per-puzzle embedding, prepended as one extra position
+    n_puzzles: int = 0  # puzzle identifiers of the learned puzzle embedding (0: none; Sudoku and Maze have 1)
+    # Prefix positions before the grid (TRM: puzzle_emb_len = 16 with puzzle_emb_ndim = hidden size): the
+    # puzzle embedding fills the first, the others start at zero; the halting head reads the first.
+    puzzle_emb_len: int = 16
     # shared block
     d_model: int = 512
     n_heads: int = 8
@@ -65,6 +69,10 @@ class ModelConfig:
     ffn_multiple: int = 256
     n_layers: int = 2
     mixer: str = "attention"
+    # TRM's token-mixing block (mixer "mlp", its mlp_t): hidden width rounded to this multiple, and its
+    # residual normalised over the sequence axis ("sequence") or, as in the other sublayers, the channels
+    token_mix_multiple: int = 256
+    token_mix_norm: str = "sequence"
     pos: str = "rope"
     conv: bool = True
     norm: str = "post"
@@ -83,7 +91,8 @@ class ModelConfig:
 
     @property
     def prefix(self) -> int:
-        return 1 if self.n_puzzles > 0 else 0
+        """Positions before the grid cells: the puzzle-embedding prefix."""
+        return self.puzzle_emb_len
 
     @property
     def layers_per_outer_update(self) -> int:
@@ -94,9 +103,18 @@ class ModelConfig:
         def bad(f: str, msg: str) -> None:
             raise ValueError(f"model.{f}: {msg}")
 
-        for f in ("vocab_size", "seq_len", "d_model", "n_heads", "n_layers", "H", "ffn_multiple"):
+        for f in ("vocab_size", "seq_len", "d_model", "n_heads", "n_layers", "H", "ffn_multiple",
+                  "token_mix_multiple"):
             if getattr(self, f) < 1:
                 bad(f, f"must be a positive integer, got {getattr(self, f)}")
+        if self.n_puzzles < 0 or self.puzzle_emb_len < 0:
+            bad("puzzle_emb_len", f"n_puzzles and puzzle_emb_len must be >= 0, got {self.n_puzzles}, "
+                f"{self.puzzle_emb_len}")
+        if self.n_puzzles > 1 and self.puzzle_emb_len == 0:
+            bad("puzzle_emb_len", f"{self.n_puzzles} puzzle identifiers need a prefix position for their "
+                "embedding (puzzle_emb_len >= 1)")
+        if self.token_mix_norm not in TOKEN_MIX_NORMS:
+            bad("token_mix_norm", f"unknown axis {self.token_mix_norm!r}; valid choices: {', '.join(TOKEN_MIX_NORMS)}")
         if self.L < 0:
             bad("L", f"must be >= 0, got {self.L}")
         if self.mixer not in MIXERS:
@@ -155,9 +173,10 @@ class ModelConfig:
             "paper": cls(),
             # the model of the `tiny` experiment profile (docs/calibration.md) on 6x6 Sudoku
             "tiny": cls(vocab_size=8, seq_len=36, grid=(6, 6), box=(2, 3), d_model=64, n_heads=4,
-                        ffn_multiple=32, mixer="mlp", pos="grid", conv=False, H=2, L=3),
+                        ffn_multiple=32, mixer="mlp", token_mix_multiple=1, puzzle_emb_len=0, pos="grid",
+                        conv=False, H=2, L=3),
             "smoke": cls(vocab_size=6, seq_len=16, grid=(4, 4), box=(2, 2), d_model=32, n_heads=2,
-                         ffn_multiple=16, n_layers=1, pos="grid", conv=False, H=2, L=2),
+                         ffn_multiple=16, n_layers=1, puzzle_emb_len=0, pos="grid", conv=False, H=2, L=2),
         }
         if name not in presets:
             raise ValueError(f"unknown model preset {name!r}; valid choices: {', '.join(presets)}")
@@ -177,8 +196,8 @@ class LoopedReasoner(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, d)
         trunc_normal_(self.tok_emb.weight, std)
         self.puzzle_emb = None
-        if cfg.n_puzzles > 0:
-            self.puzzle_emb = nn.Embedding(cfg.n_puzzles, d)
+        if cfg.puzzle_emb_len > 0:  # TRM: zero-initialised, one row per puzzle identifier
+            self.puzzle_emb = nn.Embedding(max(cfg.n_puzzles, 1), d)
             nn.init.zeros_(self.puzzle_emb.weight)
         self.pos_emb = None
         if cfg.pos == "learned":
@@ -189,7 +208,7 @@ class LoopedReasoner(nn.Module):
 
         def make_layer() -> Layer:
             mixer = (Attention(d, cfg.n_heads, rotary) if cfg.mixer == "attention"
-                     else TokenMixMLP(S, cfg.expansion, 1))
+                     else TokenMixMLP(S, cfg.expansion, cfg.token_mix_multiple, cfg.token_mix_norm == "sequence"))
             conv = GridConv(d, cfg.grid, cfg.prefix) if cfg.conv else None
             mlp = SwiGLU(d, cfg.expansion, cfg.ffn_multiple)
             return Layer(mixer, conv, mlp, cfg.norm, cfg.residual_scale, cfg.residual_scale_init, cfg.norm_eps)
@@ -199,8 +218,8 @@ class LoopedReasoner(nn.Module):
         self.conn_outer: Connection = build_connection(cfg.outer, d, "model.outer")
         # Fixed random initial states, as TRM's H_init / L_init (buffers: saved, not trained).
         g = torch.Generator().manual_seed(0)
-        self.register_buffer("y_init", nn.init.trunc_normal_(torch.empty(d), std=1.0, a=-2, b=2, generator=g))
-        self.register_buffer("z_init", nn.init.trunc_normal_(torch.empty(d), std=1.0, a=-2, b=2, generator=g))
+        self.register_buffer("y_init", trunc_normal_(torch.empty(d), 1.0, generator=g))
+        self.register_buffer("z_init", trunc_normal_(torch.empty(d), 1.0, generator=g))
         self.lm_head = Linear(d, cfg.vocab_size)
         self.q_head = Linear(d, 1, bias=True)
         nn.init.zeros_(self.q_head.weight)
@@ -211,12 +230,19 @@ class LoopedReasoner(nn.Module):
 
     # ---------------------------------------------------------------- pieces
     def embed(self, inputs: Tensor, puzzle_ids: Tensor | None = None) -> Tensor:
-        """Input injection x: scaled token embedding (+ positions), with the puzzle embedding prefix."""
+        """Input injection x: scaled token embedding (+ positions), after the prefix of ``puzzle_emb_len``
+        positions whose first holds the puzzle embedding and the rest zeros (TRM's padding of a
+        ``hidden_size``-wide puzzle embedding to ``puzzle_emb_len`` positions)."""
         x = self.tok_emb(inputs)
         if self.puzzle_emb is not None:
             if puzzle_ids is None:
-                raise ValueError("this model has per-puzzle embeddings (n_puzzles > 0): pass puzzle_ids")
-            x = torch.cat([self.puzzle_emb(puzzle_ids).unsqueeze(1), x], dim=1)
+                if self.cfg.n_puzzles > 1:
+                    raise ValueError(f"this model has {self.cfg.n_puzzles} puzzle embeddings: pass puzzle_ids")
+                puzzle_ids = torch.zeros(inputs.shape[0], dtype=torch.long, device=inputs.device)
+            B, d = inputs.shape[0], self.cfg.d_model
+            prefix = x.new_zeros(B, self.cfg.puzzle_emb_len, d)
+            prefix[:, 0] = self.puzzle_emb(puzzle_ids)
+            x = torch.cat([prefix, x], dim=1)
         if isinstance(self.pos_emb, nn.Parameter):
             x = x + self.pos_emb
         elif self.pos_emb is not None:
@@ -285,7 +311,8 @@ class LoopedReasoner(nn.Module):
         if t is not None:
             y_cand = self.cond.gate(t, y, y_cand)
         y_state, _, diag = self.conn_outer.step(y_state, y_cand)
-        out = {"gamma_outer": diag["gamma"], "score_outer": diag["score"]}
+        # y_cand is the candidate z_t whose content score s_t is score_outer (eq. 2)
+        out = {"gamma_outer": diag["gamma"], "score_outer": diag["score"], "candidate_outer": y_cand}
         if g_in:
             out["gamma_inner"] = torch.stack(g_in).mean(0)
             out["score_inner"] = torch.stack(s_in).mean(0)
@@ -294,12 +321,14 @@ class LoopedReasoner(nn.Module):
             new["cond"] = self.cond.advance(carry["cond"], y)
         return new, out
 
+    def logits(self, y: Tensor) -> Tensor:
+        """lm head on the grid positions of an answer state (or of an outer candidate), [B, seq_len, vocab]."""
+        return self.lm_head(y[:, self.cfg.prefix:])
+
     def readout(self, carry: Carry) -> tuple[Tensor, Tensor]:
         """lm head on the answer state (grid positions) and halting logit from its first position."""
         y = carry["y"]["h"]
-        logits = self.lm_head(y[:, self.cfg.prefix:])
-        q_halt = self.q_head(y[:, 0]).squeeze(-1)
-        return logits, q_halt
+        return self.logits(y), self.q_head(y[:, 0]).squeeze(-1)
 
     # ---------------------------------------------------------------- training / evaluation
     def forward(self, carry: Carry, inputs: Tensor, puzzle_ids: Tensor | None = None

@@ -37,6 +37,8 @@ WEIGHTS = "model.safetensors"
 DONE = "DONE.json"
 METRICS = "metrics.jsonl"
 OPTIMIZERS = ("adamw", "adam_atan2")
+DECAY_GROUPS = ("all", "matrices")
+PUZZLE_EMB_OPTIMIZERS = ("sign_sgd", "main")
 SCHEDULES = ("constant", "cosine")
 
 
@@ -53,8 +55,17 @@ class TrainConfig:
     weight_decay: float = 1.0
     betas: tuple[float, float] = (0.9, 0.95)
     optimizer: str = "adamw"
+    # Which parameters weight decay acts on: "all" (TRM decays every parameter) or "matrices" (not the
+    # 1-D parameters and not the loop connections' q and rho, a common choice the paper does not state).
+    decay: str = "all"
+    # The puzzle embedding: "sign_sgd" (TRM: its own sign-SGD on the rows of the batch's puzzles, at
+    # puzzle_emb_lr with puzzle_emb_weight_decay; None = lr / weight_decay) or "main" (the main optimiser).
+    puzzle_emb_optimizer: str = "sign_sgd"
+    puzzle_emb_lr: float | None = None
+    puzzle_emb_weight_decay: float | None = None
     grad_clip: float = 0.0  # 0: no clipping
     ema: float = 0.999  # rate of the weight EMA used for evaluation and checkpoints; 0 disables it
+    ema_warmup: bool = False  # rate min(ema, (1 + n) / (10 + n)) after n updates; TRM: a fixed rate (False)
     max_segments: int = 16
     halt_exploration: float = 0.1
     halt_loss_weight: float = 0.5
@@ -77,6 +88,13 @@ class TrainConfig:
             bad("lr", f"must be positive, got {self.lr}")
         if self.optimizer not in OPTIMIZERS:
             bad("optimizer", f"unknown optimizer {self.optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
+        if self.decay not in DECAY_GROUPS:
+            bad("decay", f"unknown choice {self.decay!r}; valid choices: {', '.join(DECAY_GROUPS)}")
+        if self.puzzle_emb_optimizer not in PUZZLE_EMB_OPTIMIZERS:
+            bad("puzzle_emb_optimizer", f"unknown choice {self.puzzle_emb_optimizer!r}; valid choices: "
+                f"{', '.join(PUZZLE_EMB_OPTIMIZERS)}")
+        if self.puzzle_emb_lr is not None and self.puzzle_emb_lr <= 0:
+            bad("puzzle_emb_lr", f"must be positive (or null: the main lr), got {self.puzzle_emb_lr}")
         if self.schedule not in SCHEDULES:
             bad("schedule", f"unknown schedule {self.schedule!r}; valid choices: {', '.join(SCHEDULES)}")
         if self.loss not in ("stablemax", "softmax"):
@@ -125,17 +143,25 @@ def softmax_cross_entropy(logits: Tensor, labels: Tensor, ignore_index: int = IG
 
 
 class AdamATan2(torch.optim.Optimizer):
-    """Adam with atan2 in place of the division by sqrt(v) + eps (Everett et al., 2024), decoupled
-    weight decay; the optimiser of TRM's public recipe, written in plain PyTorch:
-    ``p <- p (1 - lr wd) - lr a atan2(m_hat, b sqrt(v_hat))`` with a = 1.27, b = 1."""
+    """Adam with atan2 in place of the division by sqrt(v) + eps (Everett et al., 2024) and decoupled
+    weight decay: the optimiser of TRM's public recipe, as the fused kernel of the ``adam-atan2`` package
+    computes it, written in plain PyTorch (that package builds only with CUDA). With bias corrections
+    c1 = 1 - beta1^t and c2 = 1 - beta2^t:
 
-    def __init__(self, params, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.0, a=1.27, b=1.0):
-        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay, a=a, b=b))
+        m <- lerp(m, g, 1 - beta1),   v <- lerp(v, g^2, 1 - beta2)
+        p <- p (1 - lr wd) - (lr / c1) atan2(m, sqrt(v) / sqrt(c2))
+
+    (no extra scale: the factor 1.27 of some re-implementations is not in the package).
+    """
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
 
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
             b1, b2 = group["betas"]
+            lr, wd = group["lr"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -146,23 +172,61 @@ class AdamATan2(torch.optim.Optimizer):
                     st["v"] = torch.zeros_like(p)
                 st["step"] += 1
                 t = float(st["step"])
+                c1, c2 = 1 - b1**t, 1 - b2**t
+                p.mul_(1 - lr * wd)
                 st["m"].lerp_(p.grad, 1 - b1)
-                st["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-                m_hat = st["m"] / (1 - b1 ** t)
-                v_hat = st["v"] / (1 - b2 ** t)
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(torch.atan2(m_hat, group["b"] * v_hat.sqrt()), alpha=-group["lr"] * group["a"])
+                st["v"].lerp_(p.grad * p.grad, 1 - b2)
+                p.add_(torch.atan2(st["m"], st["v"].sqrt() / math.sqrt(c2)), alpha=-lr / c1)
+
+
+class SignSGD(torch.optim.Optimizer):
+    """TRM's optimiser of the puzzle embeddings: only the rows of this step's puzzles change,
+    ``p_r <- p_r (1 - lr wd) - lr sign(g_r)``. ``step(rows)`` takes the ids of the global batch."""
+
+    def __init__(self, params, lr=1e-2, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, rows: Tensor):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                r = rows.unique().to(p.device)
+                p[r] = p[r] * (1 - group["lr"] * group["weight_decay"]) - group["lr"] * p.grad[r].sign()
+
+
+def _split_puzzle_emb(model: nn.Module, cfg: TrainConfig) -> tuple[list, list]:
+    """(named parameters of the main optimiser, parameters of the puzzle-embedding sign-SGD)."""
+    main, emb = [], []
+    for name, p in model.named_parameters():
+        is_emb = name.split(".")[-2:-1] == ["puzzle_emb"]
+        (emb if is_emb and cfg.puzzle_emb_optimizer == "sign_sgd" else main).append((name, p))
+    return main, [p for _, p in emb]
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    # No weight decay on the connections' few parameters (q, lambda), norms' scales and biases.
+    """The main optimiser. Weight decay on every parameter (``decay="all"``, TRM) or only on matrices
+    (``"matrices"``: not on 1-D parameters and not on the loop connections' q and rho)."""
+    main, _ = _split_puzzle_emb(model, cfg)
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or name.startswith(("conn_", "module.conn_")) else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    for name, p in main:
+        exempt = cfg.decay == "matrices" and (p.ndim < 2 or name.startswith(("conn_", "module.conn_")))
+        (no_decay if exempt else decay).append(p)
+    groups = [g for g in ({"params": decay, "weight_decay": cfg.weight_decay},
+                          {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
     if cfg.optimizer == "adam_atan2":
         return AdamATan2(groups, lr=cfg.lr, betas=cfg.betas)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+
+def make_puzzle_emb_optimizer(model: nn.Module, cfg: TrainConfig) -> SignSGD | None:
+    """TRM's sign-SGD for the puzzle embedding, or None (no embedding, or trained by the main optimiser)."""
+    _, emb = _split_puzzle_emb(model, cfg)
+    if not emb:
+        return None
+    wd = cfg.weight_decay if cfg.puzzle_emb_weight_decay is None else cfg.puzzle_emb_weight_decay
+    return SignSGD(emb, lr=cfg.puzzle_emb_lr or cfg.lr, weight_decay=wd)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -212,19 +276,21 @@ class PuzzleStream:
 # ------------------------------------------------------------------------------------------ helpers
 
 
-class EMA:
-    """Exponential moving average of the weights, with the usual warm-up of its rate."""
+class WeightEMA:
+    """Exponential moving average of the weights (not the ``ema`` loop connection): a fixed rate as in
+    TRM, or with ``warmup`` the rate min(rate, (1 + n) / (10 + n)) after n updates. Entries named in
+    ``exclude`` are not averaged (TRM's puzzle embedding, a buffer outside its EMA)."""
 
-    def __init__(self, model: nn.Module, rate: float):
-        self.rate = rate
+    def __init__(self, model: nn.Module, rate: float, warmup: bool = False, exclude: tuple[str, ...] = ()):
+        self.rate, self.warmup = rate, warmup
         self.shadow = {k: v.detach().float().clone() for k, v in model.state_dict().items()
-                       if v.dtype.is_floating_point}
+                       if v.dtype.is_floating_point and not k.startswith(exclude)}
         self.updates = 0
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
         self.updates += 1
-        r = min(self.rate, (1 + self.updates) / (10 + self.updates))
+        r = min(self.rate, (1 + self.updates) / (10 + self.updates)) if self.warmup else self.rate
         for k, v in model.state_dict().items():
             if k in self.shadow:
                 self.shadow[k].lerp_(v.detach().float(), 1 - r)
@@ -301,7 +367,9 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
     torch.manual_seed(train_cfg.seed)
     model = LoopedReasoner(model_cfg).to(device)
     opt = make_optimizer(model, train_cfg)
-    ema = EMA(model, train_cfg.ema) if train_cfg.ema > 0 else None
+    opt_emb = make_puzzle_emb_optimizer(model, train_cfg)
+    ema = (WeightEMA(model, train_cfg.ema, train_cfg.ema_warmup,
+                     exclude=("puzzle_emb.",) if opt_emb is not None else ()) if train_cfg.ema > 0 else None)
     stream = PuzzleStream(len(data), train_cfg.seed)
     explore = torch.Generator().manual_seed(train_cfg.seed + 17)
     inputs_all = torch.from_numpy(data.inputs.astype(np.int64))
@@ -369,9 +437,12 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
             carry = model.reset_carry(carry, halted[mine].to(device))
         idx = slot_idx[mine]
         inputs, labels = inputs_all[idx].to(device), labels_all[idx].to(device)
-        pids = pids_all[idx].to(device) if model_cfg.n_puzzles > 0 else None
+        pids = pids_all[idx].to(device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, train_cfg)
+        if opt_emb is not None:  # the same schedule from its own peak (TRM); it keeps no state to checkpoint
+            for g in opt_emb.param_groups:
+                g["lr"] = lr_at(step, train_cfg) / train_cfg.lr * (train_cfg.puzzle_emb_lr or train_cfg.lr)
 
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             carry, logits, q_halt, _ = net(carry, inputs, pids)
@@ -386,10 +457,14 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
         q_loss = F.binary_cross_entropy_with_logits(q_halt.float(), seq_ok.float())
         loss = lm_loss + train_cfg.halt_loss_weight * q_loss
         opt.zero_grad(set_to_none=True)
+        if opt_emb is not None:
+            opt_emb.zero_grad(set_to_none=True)
         loss.backward()
         if train_cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
         opt.step()
+        if opt_emb is not None:
+            opt_emb.step(pids_all[slot_idx])  # the global batch's puzzles: the same rows on every process
         if ema is not None:
             ema.update(model)
         step += 1

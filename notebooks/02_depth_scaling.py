@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -16,9 +18,10 @@
 #
 # The paper's central figure: run a trained looped reasoner for many more outer updates than it was
 # trained with. Under *carry-last* (TRM) the newest block output replaces the state, so a noisy update can
-# overwrite a solved board; InfiLoop's learned connection keeps improving (86.5 % at 936 layers,
-# 92.74 % at 24,960 layers on Sudoku-Extreme) while TRM peaks early (62.2 % after 18 updates, 58.1 % at 72
-# in Fig. 1a).
+# overwrite a solved board; InfiLoop's learned connection keeps improving (86.5 % after 36 outer updates,
+# 92.74 % after 960 on Sudoku-Extreme) while TRM peaks early (62.2 % after 18 updates, 58.1 % at 72 in
+# Fig. 1a). Depths are compared in outer updates: the paper's layer counts (26 per update) and ours
+# (`(L + 1) x n_layers` per update) are not the same unit.
 #
 # This notebook trains (or takes from the run cache) carry-last, FPRM and InfiLoop at the chosen profile,
 # evaluates each to `max_updates` outer updates, and draws exact accuracy against depth, the difficulty
@@ -28,7 +31,7 @@
 profile = "tiny"  # smoke | tiny | paper: data, model and training sizes (infiloop/experiments.py)
 device = "cpu"  # torch device for training and evaluation
 seed = 0  # training seed of the three models
-max_updates = 960  # outer updates to evaluate (the paper: 960 updates are 24,960 layers)
+max_updates = 960  # outer updates to evaluate (the paper evaluates to 960)
 limit = 0  # test puzzles to evaluate (0: the profile's default)
 change_from = 0  # first depth for "predictions changed" (0: 3/4 of the training depth, as the paper's 36 of 48)
 change_to = 0  # second depth (0: twice change_from, as the paper's 72)
@@ -82,14 +85,22 @@ ax.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", ylim=(
        title=f"this run ({layers} layers per update)")
 ax.legend(loc="lower right")
 plotting.profile_note(ax, profile, n_puzzles)
-for model in ("InfiLoop", "FPRM", "TRM"):
-    pts = sorted({p.layers: p for p in paper.DEPTH_SCALING + paper.FIG1A if p.model == model}.values(),
-                 key=lambda p: p.layers)
-    key = {"InfiLoop": "infiloop", "FPRM": "fprm", "TRM": "carry_last"}[model]
-    axp.plot([p.layers for p in pts], [p.accuracy for p in pts], marker="o", color=plotting.COLORS[key],
-             label=model, **{k: v for k, v in plotting.PAPER_STYLE.items() if k not in ("marker", "color")})
-axp.set(xscale="log", xlabel="layers", ylabel="exact accuracy (%)", title="the paper (Sudoku-Extreme)", ylim=(50, 100))
-axp.legend(loc="lower right")
+# The paper quotes depths in layers, 26 per outer update of its evaluation configuration; its stated
+# training configuration gives 14 (TRM's count), and neither follows from the other. We compare by outer
+# updates only and never put its layers and ours on one axis. Fig. 1a's TRM points and the depth table's
+# TRM point come from different figures (probably different TRM runs): separate series.
+series = [("InfiLoop", "InfiLoop", "infiloop", paper.DEPTH_SCALING, "o", "--"),
+          ("FPRM", "FPRM", "fprm", paper.DEPTH_SCALING, "o", "--"),
+          ("TRM", "TRM (depth table)", "carry_last", paper.DEPTH_SCALING, "s", "none"),
+          ("TRM", "TRM (Fig. 1a)", "carry_last", paper.FIG1A, "^", ":")]
+style = {k: v for k, v in plotting.PAPER_STYLE.items() if k not in ("marker", "color", "linestyle")}
+for model, label, key, source, marker, ls in series:
+    pts = sorted((p for p in source if p.model == model), key=lambda p: p.updates)
+    axp.plot([p.updates for p in pts], [p.accuracy for p in pts], marker=marker, ls=ls, color=plotting.COLORS[key],
+             label=label, **style)
+axp.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", title="the paper (Sudoku-Extreme)",
+        ylim=(50, 100))
+axp.legend(loc="lower right", fontsize=8)
 fig.tight_layout()
 fig_depth = plotting.save_figure(fig, "depth_scaling", profile)[0]
 
@@ -142,9 +153,10 @@ fig_diag = plotting.save_figure(fig, "depth_diagnosis", profile)[0]
 changes = {r: analysis.changes_between(t) for r, t in trajs.items()}
 test = runs["infiloop"].test_data().subset(slice(0, n_puzzles))
 flips = analysis.flip_rate(trajs, test.inputs, test.labels)
-change_rows = [[plotting.LABELS[r], f"{c['changed_per_puzzle']:.2f}", f"{c['wrong_gained_per_puzzle']:+.2f}",
-                pct(c["lost"]), pct(flips[r])] for r, c in changes.items()]
-change_cols = [f"model (updates {a} → {b})", "predictions changed per puzzle", "wrong cells gained per puzzle",
+change_rows = [[plotting.LABELS[r], f"{c['changed_per_puzzle']:.2f}", f"{c['net_changed_per_puzzle']:.2f}",
+                f"{c['wrong_gained_per_puzzle']:+.2f}", pct(c["lost"]), pct(flips[r])] for r, c in changes.items()]
+change_cols = [f"model (updates {a} → {b})", "predictions changed per puzzle (summed over the updates)",
+               f"net: cells that differ between {a} and {b}", "wrong cells gained per puzzle",
                "right at a, wrong at b", f"flipped at least once (of {flips['cells']} blank cells all had right)"]
 print(*[" | ".join(map(str, x)) for x in [change_cols, *change_rows]], sep="\n")
 

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -93,7 +95,9 @@ print(*[" | ".join(map(str, x)) for x in [phase_cols, *phase_rows]], sep="\n")
 # ## The content score tracks correctness
 
 # %%
-by_wrong = analysis.score_by_wrong_cells(traj, "outer")
+# The score s_t belongs to the candidate z_t: pair it with the wrong cells of the candidate's own readout
+# (the state h_t may still hold an older board when the candidate was rejected).
+by_wrong = analysis.score_by_wrong_cells(traj, "outer", of="candidate")
 w = np.array(sorted(by_wrong))
 med = np.array([by_wrong[k][0] for k in w])
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -103,7 +107,7 @@ ax.plot([k for k, _ in pw], [v for _, v in pw], color=plotting.COLORS["paper"], 
         **plotting.PAPER_STYLE)
 ax.axhline(8.0, color="grey", ls=":", lw=1)
 ax.text(w.max(), 8.0, "clip 8.0", ha="right", va="bottom", fontsize=8, color="grey")
-ax.set(xlabel="wrong cells of the answer", ylabel="content score ln e_t (outer axis)")
+ax.set(xlabel="wrong cells of the candidate z_t", ylabel="content score ln e_t (outer axis)")
 ax.legend(fontsize=8)
 plotting.profile_note(ax, profile, n_puzzles)
 fig.tight_layout()
@@ -138,5 +142,6 @@ text = (f"At profile **{profile}** ({n_puzzles} puzzles, {solved} solved), the o
         "cells of 9x9 boards).")
 print(text)
 nb.finish(text, figures=[{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
-                         {"path": fig_score, "caption": "Median content score against wrong cells."}],
+                         {"path": fig_score, "caption": "Median content score s_t against the wrong cells of the "
+                          "candidate z_t it scores."}],
           tables=[{"title": "Mean γ by phase", "columns": phase_cols, "rows": phase_rows}], claims=claims)

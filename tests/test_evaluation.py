@@ -45,6 +45,49 @@ def test_trajectory_schema_and_consistency(run):
     assert info["layers_per_update"] == model.cfg.layers_per_outer_update
 
 
+def test_candidate_wrong_cells_and_changes_summed_over_updates(run):
+    """Fig. 3b pairs the content score s_t with the candidate z_t it scores: its wrong cells are those of
+    the lm head on z_t, not on the aggregated state h_t. "Predictions changed" between two snapshots a < b
+    sums the cells that change at every update in (a, b] (the paper's 24.0 / 77.0), not the net difference."""
+    model, data = run.load_model(), run.test_data().subset(slice(0, 12))
+    a, b = 3, 10
+    traj = evaluate(model, data, updates=10, every=1, snapshots=(a, b), progress=False)
+    inputs = torch.from_numpy(data.inputs.astype(np.int64))
+    labels = torch.from_numpy(data.labels.astype(np.int64))
+    x = model.embed(inputs)
+    carry = model.initial_carry(12)
+    preds, differs = [], False
+    with torch.no_grad():
+        for k in range(1, 11):
+            y_before = carry["y"]["h"]
+            carry, diag = model.outer_update(carry, x)
+            cand = diag["candidate_outer"]
+            # the candidate is f(y + z) before the connection: recompute it from the block
+            assert torch.allclose(cand, model.block(y_before + carry["z"]["h"]), atol=1e-6)
+            wrong_cand = ((model.logits(cand).argmax(-1) != labels) & (labels != 0)).sum(-1).numpy()
+            assert np.array_equal(traj["wrong_cells_candidate"][k - 1], wrong_cand)
+            differs |= not np.array_equal(wrong_cand, traj["wrong_cells"][k - 1])
+            preds.append(model.readout(carry)[0].argmax(-1).numpy())
+    assert differs  # InfiLoop's state is not its candidate: the two readouts differ somewhere
+    summed = sum((preds[k] != preds[k - 1]).sum(-1) for k in range(a, b))  # updates a+1 .. b
+    assert np.array_equal(traj["changes"], summed)
+    from infiloop import analysis
+
+    ch = analysis.changes_between(traj)
+    assert ch["changed_per_puzzle"] == pytest.approx(summed.mean())
+    assert ch["net_changed_per_puzzle"] == pytest.approx((preds[b - 1] != preds[a - 1]).sum(-1).mean())
+    assert ch["changed_per_puzzle"] >= ch["net_changed_per_puzzle"]
+
+
+def test_score_is_paired_with_the_candidates_wrong_cells():
+    from infiloop import analysis
+
+    traj = {"score_outer": np.array([[7.0, -1.0]]), "wrong_cells": np.array([[0, 0]]),
+            "wrong_cells_candidate": np.array([[0, 9]])}
+    assert analysis.score_by_wrong_cells(traj) == {0: (7.0, 1), 9: (-1.0, 1)}  # the rejected wrong candidate
+    assert analysis.score_by_wrong_cells(traj, of="state") == {0: (3.0, 2)}  # paired with the older board
+
+
 def test_trajectory_matches_a_direct_run(run):
     model, data = run.load_model(), run.test_data().subset(slice(0, 10))
     traj = evaluate(model, data, updates=6, every=1, progress=False)

@@ -300,14 +300,63 @@ if __name__ == "__main__" and "--worker" in sys.argv:
 # Benchmark scripts: each runs in its quickest mode (keeps them in step with the package's API)
 # --------------------------------------------------------------------------------------------------
 
+def _table(stdout: str) -> list[dict[str, str]]:
+    """The markdown table a benchmark prints, as rows of {column: cell}."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(head, (c.strip() for c in ln.strip("|").split("|")))) for ln in lines[2:]]
+
+
+def _seconds(cell: str) -> float:
+    value, unit = cell.split()
+    return float(value) * {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+
+
+def _check_connection_step(out: str) -> None:
+    (eager,) = [r for r in _table(out) if r["impl"] == "eager"]
+    assert 0 < _seconds(eager["fwd"]) < _seconds(eager["fwd+bwd"])  # backward costs something
+    assert eager["fwd speedup vs eager"] == "1.00x"
+    assert f"eager={eager['fwd']}" in out
+
+
+def _check_memory(out: str) -> None:
+    rows = {(r["connection"], int(r["T"])): r for r in _table(out)}
+    tokens, d = 4, 16
+    for r in rows.values():
+        assert r["state bytes"] == r["Connection.state_nbytes"]
+    # InfiLoop keeps h and log D: (d + 1) floats per token at any T; Full AttnRes keeps one more candidate
+    # (d floats) and its one-byte validity flag per token and step.
+    assert int(rows[("infiloop", 10)]["state bytes"]) == int(rows[("infiloop", 100)]["state bytes"]) \
+        == tokens * (d + 1) * 4
+    grow = int(rows[("full_attnres", 100)]["state bytes"]) - int(rows[("full_attnres", 10)]["state bytes"])
+    assert grow == 90 * tokens * (4 * d + 1)
+    assert "infiloop_state_constant=True" in out
+
+
+def _check_overhead(out: str) -> None:
+    for r in _table(out):
+        ratio = _seconds(r["infiloop"]) / _seconds(r["carry_last"])
+        assert float(r["ratio of medians"]) == pytest.approx(ratio, rel=0.02), r
+    train = next(r for r in _table(out) if r["measure"] == "training step")
+    assert f"train_overhead={train['ratio of medians']}" in out
+
+
+def _check_depth_throughput(out: str) -> None:
+    rows = {r["connection"]: r for r in _table(out)}
+    for r in rows.values():
+        assert int(r["layers"]) == 3 * int(r["updates"]) == 15  # smoke: (L + 1) x n_layers = 3
+        assert float(r["updates/s"]) == pytest.approx(5 / _seconds(r["time"]), rel=0.02)
+    rel = float(rows["infiloop"]["updates/s"]) / float(rows["carry_last"]["updates/s"])
+    assert f"infiloop={rel:.3f}" in out or abs(float(out.split("infiloop=")[-1].split()[0]) - rel) < 2e-3
+
+
 BENCH_SMOKE = [
     ("connection_step.py", ["--quick", "--no-compile", "--rows", "64", "--d", "48", "--threads", "1"], {},
-     "median forward time per impl"),
-    ("memory.py", ["--T", "10,100", "--d", "16", "--threads", "1"], {}, "infiloop_state_constant=True"),
-    ("overhead.py", ["--profile", "smoke", "--batch", "2", "--reps", "2", "--threads", "1"], {},
-     "eval_overhead="),
+     _check_connection_step),
+    ("memory.py", ["--T", "10,100", "--d", "16", "--threads", "1"], {}, _check_memory),
+    ("overhead.py", ["--profile", "smoke", "--batch", "2", "--reps", "2", "--threads", "1"], {}, _check_overhead),
     ("depth_throughput.py", ["--profile", "smoke", "--batch", "2", "--updates", "5", "--threads", "1"], {},
-     "throughput relative to carry_last"),
+     _check_depth_throughput),
     ("gpu_check.py", [], {}, "No CUDA device" if not __import__("torch").cuda.is_available() else "correctness"),
     ("gpu_check.py", ["--self-test-cpu"], {"TRITON_INTERPRET": "1"}, "correctness: all checks passed"),
 ]
@@ -316,6 +365,8 @@ BENCH_SMOKE = [
 @pytest.mark.parametrize("script,args,env,expect", BENCH_SMOKE,
                          ids=[f"{s[0]}{'-selftest' if s[1] == ['--self-test-cpu'] else ''}" for s in BENCH_SMOKE])
 def test_benchmark_script_runs(script, args, env, expect):
+    """Each benchmark in its quickest mode: it runs, and what it prints is consistent (sizes by formula,
+    ratios equal to the times they are computed from)."""
     if env.get("TRITON_INTERPRET") and not HAS_TRITON:
         pytest.skip("triton is not installed")
     if script == "gpu_check.py" and not args and "correctness" in expect:
@@ -325,4 +376,7 @@ def test_benchmark_script_runs(script, args, env, expect):
         cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert expect in proc.stdout, proc.stdout[-3000:]
+    if callable(expect):
+        expect(proc.stdout)
+    else:
+        assert expect in proc.stdout, proc.stdout[-3000:]

@@ -12,25 +12,29 @@ CARRY_LAST = ConnectionConfig(name="carry_last")
 
 def tiny(**kw):
     base = dict(vocab_size=6, seq_len=16, grid=(4, 4), box=(2, 2), d_model=32, n_heads=4, ffn_multiple=16,
-                n_layers=2, pos="grid", conv=True, H=3, L=2)
+                n_layers=2, pos="grid", conv=True, H=3, L=2, puzzle_emb_len=0)
     base.update(kw)
     return ModelConfig(**base)
 
 
-@pytest.mark.parametrize("mixer,pos", [("attention", "rope"), ("mlp", "learned"), ("attention", "grid")])
-def test_carry_last_reproduces_trm_rule(gen, mixer, pos):
+@pytest.mark.parametrize("mixer,pos,prefix", [("attention", "rope", 0), ("mlp", "learned", 0),
+                                              ("attention", "grid", 0), ("mlp", "none", 16), ("attention", "rope", 16)])
+def test_carry_last_reproduces_trm_rule(gen, mixer, pos, prefix):
     torch.manual_seed(0)
-    model = LoopedReasoner(tiny(mixer=mixer, pos=pos, inner=CARRY_LAST, outer=CARRY_LAST)).double()
+    model = LoopedReasoner(tiny(mixer=mixer, pos=pos, conv=False, puzzle_emb_len=prefix,
+                                inner=CARRY_LAST, outer=CARRY_LAST)).double()
     inputs = torch.randint(0, 6, (3, 16), generator=gen)
     carry = model.initial_carry(3)
     carry, logits, q_halt, _ = model(carry, inputs)
     carry, logits2, _, _ = model(carry, inputs)  # second segment continues from the carried state
 
-    # TRM by hand: z <- f(z + y + x) L times, then y <- f(y + z); H times per segment.
+    # TRM by hand: z <- f(z + y + x) L times, then y <- f(y + z); H times per segment; the lm head reads
+    # the grid positions after the prefix, the Q head the first position.
+    S = 16 + prefix
     with torch.no_grad():
         x = model.embed(inputs)
-        y = model.y_init.expand(3, 16, 32)
-        z = model.z_init.expand(3, 16, 32)
+        y = model.y_init.expand(3, S, 32)
+        z = model.z_init.expand(3, S, 32)
         ys = []
         for _segment in range(2):
             for _ in range(3):
@@ -38,8 +42,9 @@ def test_carry_last_reproduces_trm_rule(gen, mixer, pos):
                     z = model.block(z + y + x)
                 y = model.block(y + z)
             ys.append(y)
-    assert torch.allclose(logits, model.lm_head(ys[0]), atol=1e-12, rtol=0)
-    assert torch.allclose(logits2, model.lm_head(ys[1]), atol=1e-12, rtol=0)
+    assert logits.shape == (3, 16, 6)
+    assert torch.allclose(logits, model.lm_head(ys[0][:, prefix:]), atol=1e-12, rtol=0)
+    assert torch.allclose(logits2, model.lm_head(ys[1][:, prefix:]), atol=1e-12, rtol=0)
     assert torch.allclose(q_halt, model.q_head(ys[0][:, 0]).squeeze(-1), atol=1e-12)
 
 
@@ -67,7 +72,8 @@ def test_paper_configuration_parameter_count():
     d, v, w = 512, 11, swiglu_width(512, 4.0, 256)
     assert w == 1536
     per_layer = 4 * d * d + (9 * d + d) + 3 * d * w  # attention, depthwise 3x3 conv, SwiGLU
-    expected = 2 * per_layer + 2 * v * d + (d + 1) + 2 * (d + 1)  # emb + lm head, q head, two InfiLoops
+    # token emb + lm head, q head, two InfiLoops, and TRM's puzzle embedding (one identifier for Sudoku)
+    expected = 2 * per_layer + 2 * v * d + (d + 1) + 2 * (d + 1) + d
     assert model.n_params() == expected
     assert 6.5e6 < model.n_params() < 7.5e6  # "7M-parameter"
     assert model.connection_params() == 2 * (d + 1) == 1026
@@ -112,7 +118,7 @@ def test_reset_carry(gen):
 
 
 def test_puzzle_embedding_prefix(gen):
-    model = LoopedReasoner(tiny(n_puzzles=5, pos="rope"))
+    model = LoopedReasoner(tiny(n_puzzles=5, pos="rope", puzzle_emb_len=1))
     inputs = torch.randint(0, 6, (2, 16), generator=gen)
     _, logits, q_halt, _ = model(model.initial_carry(2), inputs, torch.tensor([1, 4]))
     assert logits.shape == (2, 16, 6) and q_halt.shape == (2,)
@@ -160,3 +166,68 @@ def test_config_round_trip():
     assert again == cfg
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['widht'\]"):
         ModelConfig.from_dict({"widht": 3})
+
+
+def test_puzzle_embedding_prefix_is_trms():
+    """TRM (puzzle_emb_len = 16, puzzle_emb_ndim = hidden size): the puzzle embedding fills the first of 16
+    prefix positions, the other 15 are zero, all before the scaling by sqrt(d); one identifier for Sudoku."""
+    model = LoopedReasoner(tiny(pos="none", conv=False, puzzle_emb_len=16, n_puzzles=1)).double()
+    assert model.cfg.prefix == 16 and model.puzzle_emb.weight.shape == (1, 32)
+    assert torch.equal(model.puzzle_emb.weight, torch.zeros(1, 32, dtype=torch.float64))  # TRM: zero init
+    with torch.no_grad():
+        model.puzzle_emb.weight.normal_()
+    inputs = torch.randint(0, 6, (2, 16))
+    x = model.embed(inputs)  # Sudoku: no ids needed, identifier 0
+    assert x.shape == (2, 32, 32)
+    scale = 32 ** 0.5
+    assert torch.allclose(x[:, 0], scale * model.puzzle_emb.weight[0].expand(2, 32))
+    assert torch.equal(x[:, 1:16], torch.zeros(2, 15, 32, dtype=torch.float64))
+    assert torch.allclose(x[:, 16:], scale * model.tok_emb(inputs))
+    # Several identifiers (ARC) must be told which.
+    arc = LoopedReasoner(tiny(pos="none", conv=False, puzzle_emb_len=16, n_puzzles=5))
+    with pytest.raises(ValueError, match="5 puzzle embeddings: pass puzzle_ids"):
+        arc.embed(inputs)
+    with pytest.raises(ValueError, match="need a prefix position"):
+        tiny(n_puzzles=5, puzzle_emb_len=0).validate()
+
+
+def test_token_mixing_block_is_trms_mlp_t():
+    """TRM's mlp_t layer: transpose, SwiGLU over the sequence, RMSNorm over the sequence axis while
+    transposed, transpose back; then the channel SwiGLU with RMSNorm over the channels. Checked by hand."""
+    torch.manual_seed(0)
+    model = LoopedReasoner(tiny(mixer="mlp", pos="none", conv=False, n_layers=1, puzzle_emb_len=16)).double()
+    layer = model.layers[0]
+    mix, mlp = layer.subs[0].mlp, layer.subs[1]
+    h = torch.randn(2, 32, 32, dtype=torch.float64)
+
+    def swiglu(m, v):
+        gate, up = (v @ m.gate_up.weight.T).chunk(2, dim=-1)
+        return (torch.nn.functional.silu(gate) * up) @ m.down.weight.T
+
+    def rms(v):
+        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + 1e-5)
+
+    t = h.transpose(1, 2)  # [B, d, S]
+    t = rms(t + swiglu(mix, t)).transpose(1, 2)
+    expected = rms(t + swiglu(mlp, t))
+    assert torch.allclose(layer(h), expected, atol=1e-12)
+    # TRM rounds the token mixer's hidden width to a multiple of 256: 16 + 16 positions -> 256.
+    assert mix.down.weight.shape[1] == 256
+    chan = LoopedReasoner(tiny(mixer="mlp", pos="none", conv=False, n_layers=1, token_mix_norm="channel"))
+    assert chan.layers[0].subs[0].norm_dim == -1
+
+
+def test_truncated_normal_init_has_the_requested_std():
+    """TRM's trunc_normal_init_: the standard deviation is the one asked for (torch's own truncation at
+    +-2 sigma leaves 0.88 sigma), and samples lie within +-2 of the pre-truncation scale."""
+    from infiloop.layers import Linear, trunc_normal_, truncated_std_factor
+
+    assert truncated_std_factor(2.0) == pytest.approx(0.87962566, abs=1e-7)
+    w = trunc_normal_(torch.empty(1_000_000, dtype=torch.float64), 0.5, generator=torch.Generator().manual_seed(0))
+    assert w.std().item() == pytest.approx(0.5, rel=5e-3)
+    assert w.abs().max().item() <= 2 * 0.5 / truncated_std_factor(2.0) + 1e-12
+    torch.manual_seed(0)
+    lin = Linear(1024, 512)
+    assert lin.weight.std().item() == pytest.approx(1024 ** -0.5, rel=1e-2)
+    model = LoopedReasoner(tiny(d_model=512, n_heads=8))
+    assert model.y_init.std().item() == pytest.approx(1.0, abs=0.1)  # TRM's H_init: std 1

@@ -2,6 +2,7 @@
 through papermill at the smoke profile, then the report compiled and checked in a browser."""
 
 import json
+import re
 from pathlib import Path
 
 import jupytext
@@ -85,7 +86,9 @@ def test_report_of_the_smoke_run(executed, tmp_path):
     path = build_report("smoke")
     text = path.read_text(encoding="utf-8")
     assert "Depth scaling" in text and "data:image/png;base64," in text
-    assert "http://" not in text.split("<body", 1)[1] or "src=\"http" not in text
+    body = text.split("<body", 1)[1]
+    assert not re.search(r"""\bsrc\s*=\s*["']?(https?:)?//""", body)  # self-contained: nothing fetched
+    assert not re.search(r"""<link[^>]+href\s*=\s*["']?(https?:)?//""", text)
     from test_report import CHROMIUM, _decoded_in_chromium
 
     if not CHROMIUM.exists():

@@ -44,6 +44,38 @@ def test_stream_equals_aggregate_float64(gen, T, lead, beta):
     assert rel_err(s, a) < 1e-10
 
 
+def _eq2_numpy(z, q, beta, eps=1e-6, clip=8.0):
+    """Eq. 2 from its definition, in numpy float64, sharing no code with the package: s_i = q . z_i /
+    sqrt(mean(z_i^2) + eps), clipped above at 8; alpha_{t,i} = exp(s_i - lambda (t - i)) / sum_j (...)."""
+    import numpy as np
+
+    z, q = z.numpy(), q.numpy()
+    T = z.shape[0]
+    s = np.einsum("t...d,d->t...", z / np.sqrt((z**2).mean(-1, keepdims=True) + eps), q)
+    s = np.minimum(s, clip) if clip is not None else s
+    lam = -math.log(beta)
+    out = np.empty_like(z)
+    for t in range(T):
+        logits = s[: t + 1] - lam * (t - np.arange(t + 1)).reshape(-1, *([1] * (s.ndim - 1)))
+        w = np.exp(logits - logits.max(0, keepdims=True))
+        w /= w.sum(0, keepdims=True)
+        out[t] = (w[..., None] * z[: t + 1]).sum(0)
+    return torch.from_numpy(out)
+
+
+@pytest.mark.parametrize("beta", [0.2, 0.55, 0.9])
+def test_all_three_forms_equal_an_independent_eq2(gen, beta):
+    """aggregate, stream and the module against eq. 2 computed from scratch (own score, own weights)."""
+    z, q = random_case(gen, 120, (3,), 8)
+    ref = _eq2_numpy(z, q, beta)
+    assert rel_err(infiloop.aggregate(z, q, beta), ref) < 1e-12
+    assert rel_err(infiloop.stream(z, q, beta), ref) < 1e-10
+    conn = build_connection(ConnectionConfig(name="infiloop", decay="fixed", beta=beta), 8).double()
+    with torch.no_grad():
+        conn.q.copy_(q)
+    assert rel_err(run_module(conn, z)[0], ref) < 1e-10
+
+
 def test_stream_equals_aggregate_without_clip_and_large_scores(gen):
     z, q = random_case(gen, 200, (3,), 16)
     q = q * 20  # scores of order +-100: exp() of them would overflow a naive N/D
