@@ -3,7 +3,9 @@
 Every number here is the paper's ("Scaling to Tens of Thousands of Test-Time Iterations with
 Loop-Native Attention Residuals", arXiv 2610.11570); cite them with ``SOURCE``. Nothing is derived
 except outer-update counts, which use the paper's own depth unit ``PAPER_LAYERS_PER_UPDATE`` (26
-executed layers per outer update in its evaluation configuration: 72 updates = 1,872 layers).
+executed layers per outer update in its evaluation configuration: 72 updates = 1,872 layers). The 26 does
+not follow from the configuration the paper states (H = 3, L = 6, 2 layers gives TRM's 14), so the
+companion compares depths with the paper in outer updates only, never in layers.
 
 ``CLAIMS`` lists the paper's qualitative claims that the companion's notebooks check; each notebook
 reports, per claim id, what it measured and whether it agrees. The claims with ids ``study.*`` are the

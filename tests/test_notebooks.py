@@ -112,3 +112,15 @@ def test_pipeline_continues_past_a_failing_notebook(executed):
     assert stages["02_depth_scaling"]["status"] == "ok"
     assert stages["03_gamma_dynamics"]["status"] == "failed" and "before" in stages["03_gamma_dynamics"]["error"]
     assert stages["report"]["status"] == "ok" and res.stdout.strip().endswith("report.html")
+
+
+def test_depths_are_compared_with_the_paper_in_outer_updates():
+    """The paper's layer counts (26 per update) and ours ((L + 1) x n_layers) are different units: no
+    notebook puts the paper's points on a layers axis, and notebook 02 draws Fig. 1a's TRM points and the
+    depth table's TRM point as separate series (different figures, probably different TRM runs)."""
+    for py in sorted((ROOT / "notebooks").glob("0*.py")):
+        src = py.read_text(encoding="utf-8")
+        assert not re.search(r"""xlabel\s*=\s*["']layers""", src), py.name
+        assert not re.search(r"\bp\.layers\b", src), py.name  # a paper point placed by its layer count
+    src = (ROOT / "notebooks" / "02_depth_scaling.py").read_text(encoding="utf-8")
+    assert '"TRM (Fig. 1a)"' in src and '"TRM (depth table)"' in src
