@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from .errors import Parser
 from .experiments import PROFILES, planned_runs
 from .tasks.base import atomic_write_text
 
@@ -120,8 +121,8 @@ def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infiloop reproduce", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="python -m infiloop reproduce", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="tiny", help=f"one of {', '.join(PROFILES)} (default tiny)")
     ap.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
