@@ -6,17 +6,64 @@
     eval        evaluate a trained run to any depth (trajectory file + accuracy by depth)
     report      compile results/<profile>/report.html from the notebooks' summaries
     reproduce   the whole pipeline (what ``./reproduce.sh`` runs)
+
+A bad input gets one line ``error: ...`` on stderr and exit status 2 (a bad argument or setting) or 1 (a
+missing, malformed or damaged file); ``--debug`` (anywhere) or INFILOOP_DEBUG=1 also shows the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
+from .errors import Parser, UsageError, run_command
+
 ROOT = Path(__file__).resolve().parents[1]
+
+TRAIN_EXAMPLES = """examples:
+  python -m infiloop train --profile smoke --set train.lr=3e-4
+  python -m infiloop train --profile smoke --connection carry_last --max-steps 10
+"""
+EVAL_EXAMPLES = """examples (RUN: the folder printed by `train`):
+  python -m infiloop eval RUN --updates 48 --every 4
+  python -m infiloop eval RUN --perturb-at 2 --eps 0,1e-4,1e-2,0.3 --updates 3
+  python -m infiloop eval RUN --budgets 8,16,32 --limit 16
+"""
+
+
+def _count(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _threads(text: str) -> int:
+    """An argparse type: an integer >= 0 (0: torch's default)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0 (0: the default), got {text!r}")
+    return value
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA device is available here; use --device cpu")
+    if not device.startswith(("cpu", "cuda", "mps")):
+        raise UsageError(f"--device {device}: expected cpu, cuda or cuda:N")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -41,6 +88,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from .experiments import get_run
 
+    _check_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # launched by torchrun: one process per device
@@ -64,10 +112,25 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _floats(text: str) -> tuple[float, ...]:
+    """``--eps``: comma-separated finite sizes >= 0."""
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError as e:
-        raise SystemExit(f"--eps: expected comma-separated numbers, got {text!r}") from e
+        eps = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        eps = ()
+    if not eps or any(not (math.isfinite(e) and e >= 0) for e in eps):
+        raise UsageError(f"--eps {text}: expected comma-separated finite sizes >= 0, e.g. 0,1e-4,1e-2,0.3")
+    return eps
+
+
+def _budgets(text: str) -> tuple[int, ...]:
+    """``--budgets``: comma-separated outer-update counts >= 1."""
+    try:
+        budgets = tuple(int(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        budgets = ()
+    if not budgets or min(budgets) < 1:
+        raise UsageError(f"--budgets {text}: expected comma-separated outer-update counts >= 1, e.g. 16,64,960")
+    return budgets
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -76,52 +139,47 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from .evaluation import accuracy_by_depth
     from .experiments import load_run
-    from .tasks import sudoku
 
+    budgets = _budgets(args.budgets) if args.budgets is not None else None
+    eps = _floats(args.eps) if args.perturb_at is not None else None
+    _check_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     run = load_run(args.run_dir)
-    data = None
-    if args.data:
-        task = run.config["task"]
-        if task != "sudoku":
-            from .tasks import maze
-
-            data = maze.to_taskdata("user", maze.read_csv(args.data))
-        else:
-            box = run.model_config().box
-            data = sudoku.to_taskdata("user", sudoku.read_csv(args.data, box))
+    data = run.user_data(args.data) if args.data else None
     cfg = run.model_config()
-    if args.budgets:
-        try:
-            budgets = tuple(int(b) for b in args.budgets.split(",") if b.strip())
-        except ValueError as e:
-            raise SystemExit(f"--budgets: expected comma-separated outer-update counts, got {args.budgets!r}") from e
+    if budgets:
         out, path = run.budgets(budgets, args.limit, data, args.data, device=args.device, progress=not args.quiet)
-        print(f"# exact accuracy after exactly N outer updates, each run told its budget "
-              f"({cfg.layers_per_outer_update} layers per outer update)")
+        print(f"# exact accuracy after exactly N outer updates on {_puzzles(out['correct'].shape[-1], args.data)}, "
+              f"each run told its budget ({cfg.layers_per_outer_update} layers per outer update)")
         print("budget  layers  exact_acc")
         for b, c in zip(out["budgets"], out["correct"]):
             print(f"{b:6d}  {b * cfg.layers_per_outer_update:6d}  {c.mean():.4f}")
-    elif args.perturb_at is not None:
-        eps = _floats(args.eps)
+    elif eps is not None:
         out, path = run.perturb(args.perturb_at, eps, args.updates, args.every, args.limit, data, args.data,
                                 args.device, progress=not args.quiet)
         solved = out["solved_at"]
-        print(f"# {int(solved.sum())}/{len(solved)} solved at update {args.perturb_at}; retention after "
-              f"{args.updates} more updates, and median relative distance at the end:")
+        print(f"# {int(solved.sum())} of {_puzzles(len(solved), args.data)} solved at update "
+              f"{args.perturb_at}; retention after {int(out['updates'][-1]) - args.perturb_at} more updates, "
+              f"and median relative distance at the end:")
         for e, eps_v in enumerate(out["eps"]):
             kept = (out["correct"][e, -1] & solved).sum() / max(1, solved.sum())
             print(f"eps={eps_v:<8g} retention={kept:.4f} distance={np.median(out['distance'][e, -1]):.4g}")
     else:
         traj, path = run.evaluate(args.updates, args.every, args.limit, data, args.data,
                                   per_token=args.per_token, device=args.device, progress=not args.quiet)
-        print(f"# exact accuracy by depth ({cfg.layers_per_outer_update} layers per outer update)")
+        print(f"# exact accuracy by depth on {_puzzles(traj['correct'].shape[1], args.data)} "
+              f"({cfg.layers_per_outer_update} layers per outer update)")
         print("update  layers  exact_acc")
         for k, acc in accuracy_by_depth(traj):
             print(f"{k:6d}  {k * cfg.layers_per_outer_update:6d}  {acc:.4f}")
     print(path)
     return 0
+
+
+def _puzzles(n: int, data_file: str | None) -> str:
+    """``"100 puzzles of mine.csv"``: what an evaluation ran on, so that a cut is never silent."""
+    return f"{n} puzzles of {data_file}" if data_file else f"{n} puzzles of the profile's test set"
 
 
 def cmd_data(argv: list[str]) -> int:
@@ -131,8 +189,12 @@ def cmd_data(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "data":  # the data and report commands own their whole argument list
+    """Run a command; an error is one line ``error: ...`` on stderr and exit status 2 or 1 (``errors.py``)."""
+    return run_command(_main, sys.argv[1:] if argv is None else list(argv))
+
+
+def _main(argv: list[str]) -> int:
+    if argv and argv[0] == "data":  # the data, report and reproduce commands own their whole argument list
         return cmd_data(argv[1:])
     if argv and argv[0] == "report":
         from .report import main as report_main
@@ -142,8 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         from .reproduce import main as reproduce_main
 
         return reproduce_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m infiloop", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m infiloop", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="on an error, also show its traceback")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="model preset, parameter count, depth unit")
     p.add_argument("--preset", default="paper", help="model preset: paper, tiny or smoke (default paper)")
@@ -151,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_info)
     sub.add_parser("data", help="datasets: generate, validate, build (see `data -h`)")
     sub.add_parser("report", help="compile results/<profile>/report.html from the notebook summaries")
-    p = sub.add_parser("train", help="train (or resume, or return) the run of a profile")
+    p = sub.add_parser("train", help="train (or resume, or return) the run of a profile", epilog=TRAIN_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="tiny", help="smoke, tiny (default) or paper")
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
     p.add_argument("--connection", default="infiloop",
@@ -159,27 +223,30 @@ def main(argv: list[str] | None = None) -> int:
                         "history_w1, history_w2, loop_gating, history_lg, inject_dense")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. model.outer.beta=0.1 or train.lr=3e-4 (repeatable)")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in total (resumable)")
+    p.add_argument("--max-steps", type=_count, default=None, help="stop after this many steps in total (resumable)")
     p.add_argument("--run-dir", default=None,
                    help="train into this folder instead of runs/<task>/<recipe>-<profile>-<hash>")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    p.add_argument("--threads", type=_threads, default=0, help="torch CPU threads (0: default)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
-    p = sub.add_parser("eval", help="evaluate a run to any depth; perturbation with --perturb-at")
+    p = sub.add_parser("eval", help="evaluate a run to any depth; perturbation with --perturb-at", epilog=EVAL_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="the run folder printed by `train`")
-    p.add_argument("--updates", type=int, default=None, help="outer updates (default: the profile's)")
-    p.add_argument("--every", type=int, default=None, help="record every K updates (default: the profile's)")
-    p.add_argument("--limit", type=int, default=None, help="evaluate the first N test puzzles")
+    p.add_argument("--updates", type=_count, default=None,
+                   help="outer updates (after the perturbation with --perturb-at; default: the profile's)")
+    p.add_argument("--every", type=_count, default=None, help="record every K updates (default: the profile's)")
+    p.add_argument("--limit", type=_count, default=None,
+                   help="evaluate the first N puzzles (default: the profile's limit; all of a --data file)")
     p.add_argument("--data", default=None, help="a test file in the public CSV format instead of the profile's")
     p.add_argument("--per-token", action="store_true", help="also record gamma and score per cell")
     p.add_argument("--budgets", default=None,
                    help="comma-separated budgets: accuracy after exactly N updates, each run told N "
                         "(what a timestep-conditioned model needs)")
-    p.add_argument("--perturb-at", type=int, default=None, help="perturb the state at this update")
+    p.add_argument("--perturb-at", type=_count, default=None, help="perturb the state at this update")
     p.add_argument("--eps", default="0,1e-4,1e-3,1e-2,0.1,0.3", help="relative perturbation sizes")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=_threads, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
     sub.add_parser("reproduce", help="run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)")

@@ -252,8 +252,8 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
     if at < 1:
         raise ValueError(f"perturb at must be >= 1, got {at}")
     eps = tuple(float(e) for e in eps)
-    if not eps or any(e < 0 for e in eps):
-        raise ValueError(f"eps must be a non-empty list of sizes >= 0, got {eps}")
+    if not eps or any(not 0 <= e < np.inf for e in eps):
+        raise ValueError(f"eps must be a non-empty list of finite sizes >= 0, got {eps}")
     model = model.to(device).eval()
     K = updates_after // every
     E, n = len(eps), len(data)

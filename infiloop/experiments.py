@@ -17,6 +17,7 @@ import copy
 import fcntl
 import hashlib
 import json
+import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +25,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from . import tasks
+from .config import coerce, field_type, parse_setting, type_of_default
+from .errors import UsageError
 from .evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
 from .model import LoopedReasoner, ModelConfig
-from .tasks.base import TaskData, atomic_write_text
+from .tasks.base import DataError, TaskData, atomic_write_text, remove_stale_temps
 from .training import DONE, WEIGHTS, TrainConfig, load_weights, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,29 +107,40 @@ CODE_VERSION = 2
 
 
 def parse_overrides(items: list[str] | dict | None) -> dict[str, Any]:
-    """``["model.outer.beta=0.1", ...]`` -> ``{"model.outer.beta": 0.1}`` (values read as YAML)."""
+    """``["model.outer.beta=0.1", ...]`` -> ``{"model.outer.beta": "0.1"}``: the values stay text until
+    :func:`resolve_config` reads each by the type of its setting (``config.coerce``)."""
     if items is None:
         return {}
     if isinstance(items, dict):
         return dict(items)
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"override {item!r}: expected KEY=VALUE, e.g. model.outer.beta=0.1")
-        k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
-    return out
+    return dict(parse_setting(item) for item in items)
+
+
+def _typed(key: str, value: Any, data_defaults: dict, eval_defaults: dict) -> Any:
+    """An override's value as the type of its setting (a dataclass field, or the default's type)."""
+    section, *rest = key.split(".")
+    if section == "model":
+        hint = field_type(ModelConfig, rest)
+    elif section == "train":
+        hint = field_type(TrainConfig, rest)
+    elif section == "data" and rest:
+        hint = str if rest == ["path"] else type_of_default(data_defaults.get(".".join(rest)))
+    elif section == "eval" and rest:
+        hint = type_of_default(eval_defaults.get(".".join(rest)))
+    else:
+        hint = Any
+    return coerce(key, value, hint)
 
 
 def _set(tree: dict, dotted: str, value: Any, valid: dict) -> None:
     keys = dotted.split(".")
     if keys[0] not in SECTIONS:
-        raise ValueError(f"override {dotted!r}: the first part must be one of {', '.join(SECTIONS)}")
+        raise UsageError(f"override {dotted!r}: the first part must be one of {', '.join(SECTIONS)}")
     node, ref = tree, valid
     for i, k in enumerate(keys):
         if not isinstance(ref, dict) or k not in ref:
             choices = sorted(ref) if isinstance(ref, dict) else []
-            raise ValueError(f"override {dotted!r}: unknown key {'.'.join(keys[:i + 1])!r}; valid: {choices}")
+            raise UsageError(f"override {dotted!r}: unknown key {'.'.join(keys[:i + 1])!r}; valid: {choices}")
         if i == len(keys) - 1:
             node[k] = value
         else:
@@ -138,13 +151,15 @@ def _set(tree: dict, dotted: str, value: Any, valid: dict) -> None:
 def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list | None = None) -> dict:
     """The full configuration of a run, as plain data (this is what the run's hash covers)."""
     if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
+        raise UsageError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
     if recipe not in RECIPES:
-        raise ValueError(f"unknown connection recipe {recipe!r}; valid choices: {', '.join(RECIPES)}")
+        raise UsageError(f"unknown connection recipe {recipe!r}; valid choices: {', '.join(RECIPES)}")
     if task not in tasks.TASKS:
-        raise ValueError(f"unknown task {task!r}; valid choices: {', '.join(tasks.TASKS)}")
+        raise UsageError(f"unknown task {task!r}; valid choices: {', '.join(tasks.TASKS)}")
     prof = copy.deepcopy(PROFILES[profile])
     overrides = {**prof.get("task_overrides", {}).get(task, {}), **parse_overrides(overrides)}
+    data_defaults = tasks.profile_config(task, prof["data"])
+    overrides = {k: _typed(k, v, data_defaults, prof["eval"]) for k, v in overrides.items()}
     data_over = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("data.")}
     data_cfg = tasks.profile_config(task, prof["data"], data_over)
     header = _data_header(task, prof["data"], data_over)
@@ -231,10 +246,22 @@ class Run:
     def load_model(self, device: str = "cpu") -> LoopedReasoner:
         """The trained model with its EMA weights, in evaluation mode (safetensors: no pickle)."""
         if not self.done:
-            raise FileNotFoundError(f"{self.dir}: the run is not complete (no {DONE}); train it first")
+            raise DataError(f"{self.dir}: the run is not complete (no {DONE}); train it first")
+        path = self.dir / WEIGHTS
+        redo = (f"delete it and {self.dir / DONE}, then run the train command of this run again: it rewrites "
+                f"the weights from the last checkpoint")
+        if not path.is_file():
+            raise DataError(f"{path}: missing although {DONE} says the run is complete; {redo}")
         model = LoopedReasoner(self.model_config())
-        model.load_state_dict(load_weights(self.dir / WEIGHTS))
+        try:
+            model.load_state_dict(load_weights(path))
+        except Exception as e:  # noqa: BLE001 - any failure to read the file means a damaged file
+            raise DataError(f"{path}: damaged weights ({_first_line(e)}); {redo}") from e
         return model.to(device).eval()
+
+    def user_data(self, path: str | Path) -> TaskData:
+        """A test file in the public CSV format for this run's model; refused unless it has the model's size."""
+        return _user_data(self.config["task"], self.model_config(), path)
 
     # ----------------------------------------------------------------- cached evaluations
     def _eval_path(self, kind: str, args: dict, data: TaskData | None, data_file: str | None) -> Path:
@@ -249,31 +276,41 @@ class Run:
                  data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
                  per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
                  progress: bool = True) -> tuple[dict, Path]:
-        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached."""
+        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
+
+        ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``)."""
         ev = self.config["eval"]
-        updates, every = updates or ev["updates"], every or ev["every"]
-        limit = ev["limit"] if limit is None else limit
+        updates = ev["updates"] if updates is None else updates
+        every = ev["every"] if every is None else every
+        limit = self._limit(limit, data)
         data = self._select(data, limit)
         args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
                 "snapshots": sorted(snapshots)}
         path = self._eval_path("traj", args, data, data_file)
-        if path.is_file():
-            return load_trajectory(path), path
+        cached = _cached(path)
+        if cached is not None:
+            return cached, path
         traj = evaluate(self.load_model(device), data, updates, every, batch_size or ev["batch_size"], device,
                         per_token, snapshots, progress)
         save_trajectory(path, traj)
         return traj, path
 
-    def perturb(self, at: int, eps: tuple[float, ...], updates_after: int, every: int = 1,
+    def perturb(self, at: int, eps: tuple[float, ...], updates_after: int | None = None, every: int | None = 1,
                 limit: int | None = None, data: TaskData | None = None, data_file: str | None = None,
                 device: str = "cpu", seed: int = 0, progress: bool = True) -> tuple[dict, Path]:
-        limit = self.config["eval"]["limit"] if limit is None else limit
+        """Perturbation at update ``at`` (``evaluation.perturb``); cached. ``None`` takes the profile's
+        ``updates`` (after the perturbation), ``every`` and ``limit`` (``limit``: all of a given ``data``)."""
+        ev = self.config["eval"]
+        updates_after = ev["updates"] if updates_after is None else updates_after
+        every = ev["every"] if every is None else every
+        limit = self._limit(limit, data)
         data = self._select(data, limit)
         args = {"at": at, "eps": [float(e) for e in eps], "after": updates_after, "every": every,
                 "limit": limit, "seed": seed}
         path = self._eval_path("perturb", args, data, data_file)
-        if path.is_file():
-            return load_trajectory(path), path
+        cached = _cached(path)
+        if cached is not None:
+            return cached, path
         out = perturb(self.load_model(device), data, at, eps, updates_after, every,
                       self.config["eval"]["batch_size"], device, seed, progress)
         save_trajectory(path, out)
@@ -286,13 +323,14 @@ class Run:
 
         A model that is not told its budget (no timestep conditioning) is read from a cached trajectory
         of the same test puzzles that reaches every budget, when there is one (e.g. notebook 02's)."""
-        limit = self.config["eval"]["limit"] if limit is None else limit
+        limit = self._limit(limit, data)
         own_test = data is None
         data = self._select(data, limit)
         args = {"budgets": sorted(int(b) for b in budgets), "limit": limit}
         path = self._eval_path("budgets", args, data, data_file)
-        if path.is_file():
-            return load_trajectory(path), path
+        cached = _cached(path)
+        if cached is not None:
+            return cached, path
         out = None
         if own_test and not self.model_config().cond.uses_horizon:
             out = self._budgets_from_trajectory(args["budgets"], data)
@@ -304,7 +342,9 @@ class Run:
 
     def _budgets_from_trajectory(self, budgets: list[int], data: TaskData) -> dict | None:
         for p in sorted((self.dir / "eval").glob("traj-*.npz")):
-            traj = load_trajectory(p)
+            traj = _cached(p)
+            if traj is None:
+                continue
             info = json.loads(str(traj["info"]))
             every = info["every"]
             if (info["data"] != data.name or info["n_puzzles"] != len(data) or info["updates"] < budgets[-1]
@@ -316,7 +356,13 @@ class Run:
                     "info": np.asarray(json.dumps({**info, "budgets": budgets, "from_trajectory": p.name}))}
         return None
 
+    def _limit(self, limit: int | None, data: TaskData | None) -> int | None:
+        """The profile's limit for its own test set; a user's file is never cut unless asked."""
+        return self.config["eval"]["limit"] if limit is None and data is None else limit
+
     def _select(self, data: TaskData | None, limit: int | None) -> TaskData:
+        if limit is not None and limit < 1:
+            raise UsageError(f"limit: expected a number of puzzles >= 1, got {limit}")
         data = self.test_data() if data is None else data
         if limit is not None and limit < len(data):
             data = data.subset(slice(0, limit))
@@ -328,16 +374,32 @@ def run_dir_for(cfg: dict, root: Path = RUNS) -> Path:
 
 
 def resolve(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
-            root: Path = RUNS, run_dir: str | Path | None = None) -> Run:
-    """The run for this configuration (trained or not)."""
+            root: Path | None = None, run_dir: str | Path | None = None) -> Run:
+    """The run for this configuration (trained or not); ``root`` defaults to ``RUNS``."""
     cfg = resolve_config(task, recipe, profile, overrides)
-    d = Path(run_dir) if run_dir else run_dir_for(cfg, root)
-    existing = d / "config.json"
-    if existing.is_file():
-        old = json.loads(existing.read_text())
-        if config_hash(old) != config_hash(cfg):
-            raise ValueError(f"{d}: holds a run with a different configuration; choose another --run-dir")
-    return Run(d, cfg)
+    d = Path(run_dir) if run_dir else run_dir_for(cfg, RUNS if root is None else root)
+    run = Run(d, cfg)
+    _check_same_config(run)
+    return run
+
+
+def read_config(path: Path) -> dict:
+    """A run's ``config.json``; a damaged one is a :class:`DataError` that says what to do."""
+    redo = f"delete the folder {path.parent} (or train into another --run-dir) and train again"
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # invalid JSON or not UTF-8 text
+        raise DataError(f"{path}: damaged run configuration ({_first_line(e)}); {redo}") from None
+    if not isinstance(cfg, dict) or not {"task", "model", "train", "eval"} <= set(cfg):
+        raise DataError(f"{path}: not a run configuration (expected the keys task, model, train, eval); {redo}")
+    return cfg
+
+
+def _check_same_config(run: Run) -> None:
+    """Refuse a folder that holds a run of another configuration (checked again under the lock)."""
+    existing = run.dir / "config.json"
+    if existing.is_file() and config_hash(read_config(existing)) != config_hash(run.config):
+        raise UsageError(f"{run.dir}: holds a run with a different configuration; choose another --run-dir")
 
 
 @contextmanager
@@ -352,17 +414,21 @@ def _locked(path: Path):
 
 
 def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
-            root: Path = RUNS, run_dir: str | Path | None = None, device: str = "cpu",
+            root: Path | None = None, run_dir: str | Path | None = None, device: str = "cpu",
             max_steps: int | None = None, progress: bool = True) -> Run:
     """The trained run: from the cache, resumed from its last checkpoint, or trained now."""
+    if max_steps is not None and max_steps < 1:
+        raise UsageError(f"max_steps: expected a number of steps >= 1, got {max_steps}")
     run = resolve(task, recipe, profile, overrides, root, run_dir)
     if run.done:
         return run
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     # Under torchrun every process trains together: a file lock would make them wait for each other.
     with (nullcontext() if distributed else _locked(run.dir / ".lock")):
+        _check_same_config(run)  # another process may have started this folder with another configuration
         if run.done:  # another process finished it while we waited
             return run
+        remove_stale_temps(run.dir)
         cfg_text = json.dumps(run.config, indent=1, sort_keys=True)
         if not (run.dir / "config.json").is_file() and (not distributed or torch.distributed.get_rank() == 0):
             atomic_write_text(run.dir / "config.json", cfg_text)
@@ -373,15 +439,58 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
 
 
 def load_run(run_dir: str | Path) -> Run:
+    """The run in folder ``run_dir`` (as printed by ``train``); leftovers of killed writes are removed."""
     d = Path(run_dir)
     p = d / "config.json"
+    if not d.is_dir():
+        raise DataError(f"{d}: no such run folder (give the folder printed by `python -m infiloop train`)")
     if not p.is_file():
-        raise FileNotFoundError(f"{d}: not a run folder (no config.json)")
-    cfg = json.loads(p.read_text())
-    if cfg.get("code_version", 1) != CODE_VERSION:
-        raise ValueError(f"{d}: trained by code version {cfg.get('code_version', 1)}, this code is version "
-                         f"{CODE_VERSION} (the model or its training changed): train it again")
-    return Run(d, cfg)
+        raise DataError(f"{d}: not a run folder (no config.json)")
+    run = Run(d, read_config(p))
+    if run.config.get("code_version", 1) != CODE_VERSION:
+        raise DataError(f"{d}: trained by code version {run.config.get('code_version', 1)}, this code is version "
+                        f"{CODE_VERSION} (the model or its training changed): train it again")
+    for folder in (d, d / "eval"):
+        remove_stale_temps(folder)
+    return run
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _cached(path: Path) -> dict | None:
+    """A cached evaluation, or ``None`` when there is none or it is damaged (then it is computed again)."""
+    if not path.is_file():
+        return None
+    try:
+        return load_trajectory(path)
+    except Exception as e:  # noqa: BLE001 - a cache that cannot be read is never trusted
+        print(f"warning: {path}: damaged evaluation cache ({_first_line(e)}); computing it again",
+              file=sys.stderr, flush=True)
+        return None
+
+
+def _user_data(task: str, cfg: ModelConfig, path: str | Path) -> TaskData:
+    """A user's test file for a model of ``cfg``, refused with both sizes when it does not fit the model."""
+    from .tasks import maze, sudoku
+    from .tasks.csvio import grid_side
+
+    if task not in ("sudoku", "maze"):
+        raise UsageError(f"--data: a test file in the public CSV format is for sudoku and maze runs; "
+                         f"this run's task is {task}")
+    n, side = cfg.grid[0], grid_side(path)
+    if task == "sudoku":
+        br, bc = cfg.box
+        if side is not None and side != n:
+            raise DataError(f"{path}: the file holds {side}x{side} Sudoku puzzles, but this model was trained on "
+                            f"{n}x{n} (boxes {br}x{bc}); give it a file of {n}x{n} puzzles")
+        return sudoku.to_taskdata("user", sudoku.read_csv(path, (br, bc)))
+    if side is not None and side != n:
+        raise DataError(f"{path}: the file holds {side}x{side} mazes, but this model was trained on {n}x{n} mazes; "
+                        f"give it a file of {n}x{n} mazes")
+    return maze.to_taskdata("user", maze.read_csv(path))
 
 
 # ------------------------------------------------------------------------------------------ the notebooks' runs

@@ -1,13 +1,15 @@
 """Small helpers shared by the experiment notebooks: parameter checks, timing, the summary JSON.
 
 A notebook calls ``nb = Notebook("02_depth_scaling", "Depth scaling", profile=..., ...)`` right after its
-``parameters`` cell; every parameter is checked there with a message that names it. At the end,
+``parameters`` cell; every parameter is checked there with a message that names it, and a parameter that
+papermill injects but the notebook does not declare (a typo such as ``-p max_update 480``) is refused. At the end,
 ``nb.finish(text=..., figures=..., tables=..., claims=...)`` writes ``results/<profile>/summaries/<name>.json``
 for the report.
 """
 
 from __future__ import annotations
 
+import ast
 import time
 from datetime import datetime, timezone
 
@@ -32,8 +34,51 @@ def check(name: str, value, kind: type | tuple[type, ...], ok=lambda v: True, ex
         raise ParameterError(f"parameter {name}={value!r}: expected {expected or names}")
 
 
+def _assigned(source: str) -> set[str]:
+    """The names a cell assigns at its top level (``x = ...``, ``x: int = ...``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def reject_unknown_parameters(inputs: list[str] | None = None) -> None:
+    """Refuse parameters that papermill injected but the notebook's ``parameters`` cell does not declare.
+
+    papermill runs its injected cell (which starts with ``# Parameters``) right after the cell tagged
+    ``parameters``; both are in the kernel's input history (``In``), which is read when ``inputs`` is not
+    given. Outside papermill there is no injected cell and nothing to check."""
+    if inputs is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
+        inputs = list(shell.user_ns.get("In", [])) if shell is not None else []
+    injected = [i for i, src in enumerate(inputs) if i > 0 and src.lstrip().startswith("# Parameters")]
+    if not injected:
+        return
+    i = injected[-1]
+    declared = _assigned(inputs[i - 1])
+    unknown = sorted(n for n in _assigned(inputs[i]) - declared if not n.startswith("PM_"))
+    if declared and unknown:
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}: this notebook's parameters are "
+                             f"{', '.join(sorted(declared))}")
+
+
 class Notebook:
     def __init__(self, name: str, title: str, profile: str, device: str, seed: int):
+        reject_unknown_parameters()
         check("profile", profile, str, lambda v: v in PROFILES, f"one of {', '.join(PROFILES)}")
         check("device", device, str, _device_ok, "'cpu' or an available CUDA device such as 'cuda'")
         check("seed", seed, int, lambda v: v >= 0, "an integer >= 0")

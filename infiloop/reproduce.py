@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from .errors import Parser
 from .experiments import PROFILES, planned_runs
 from .tasks.base import atomic_write_text
 
@@ -29,6 +30,13 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 
 def notebooks() -> list[str]:
     return sorted(p.stem for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def declared_parameters(name: str) -> set[str]:
+    """The parameters a notebook declares in its cell tagged ``parameters``."""
+    import papermill as pm
+
+    return set(pm.inspect_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb")))
 
 
 def _now() -> str:
@@ -106,14 +114,15 @@ def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
     import papermill as pm
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    mine = declared_parameters(name)  # -p applies to the notebooks that declare it (a notebook refuses others)
     pm.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
-                        parameters={"profile": profile, **params}, kernel_name="python3", cwd=str(ROOT),
-                        progress_bar=True)
+                        parameters={"profile": profile, **{k: v for k, v in params.items() if k in mine}},
+                        kernel_name="python3", cwd=str(ROOT), progress_bar=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infiloop reproduce", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="python -m infiloop reproduce", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="tiny", help=f"one of {', '.join(PROFILES)} (default tiny)")
     ap.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
@@ -134,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown notebook(s) {unknown}; valid: {', '.join(names)} (or their number, or name without it)")
     selected = [n for n in names if not args.only or any(matches(n, o) for o in args.only)]
     params = {k: yaml.safe_load(v) for k, v in args.p}
+    known = set().union(*(declared_parameters(n) for n in selected))
+    if set(params) - known:
+        ap.error(f"-p {', '.join(sorted(set(params) - known))}: not a parameter of the selected notebooks "
+                 f"(theirs: {', '.join(sorted(known))})")
     params.setdefault("device", args.device)
     out_dir = ROOT / "results" / args.profile
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,9 +31,10 @@ from tqdm.auto import tqdm
 
 from .connections import reject_unknown_fields
 from .model import Carry, LoopedReasoner, ModelConfig
-from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write, atomic_write_text
+from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData, atomic_write, atomic_write_text
 
 CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_PREV = "checkpoint.prev.pt"  # the one before: resume falls back to it when the last is damaged
 WEIGHTS = "model.safetensors"
 DONE = "DONE.json"
 METRICS = "metrics.jsonl"
@@ -385,8 +387,8 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
     window: list[dict] = []
 
     ckpt_path = run_dir / CHECKPOINT
-    if ckpt_path.is_file():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    ck = read_checkpoint(run_dir)
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         if ema is not None:
@@ -421,6 +423,8 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
             "slot_idx": slot_idx, "slot_seg": slot_seg, "halted": halted, "carry": full_carry,
             "window": window,  # metrics since the last log line, so that a resumed run logs the same
         }
+        if ckpt_path.is_file():  # keep the previous checkpoint until the new one is complete
+            os.replace(ckpt_path, run_dir / CHECKPOINT_PREV)
         atomic_write(ckpt_path, lambda tmp: torch.save(ck, tmp))
 
     end = train_cfg.steps if max_steps is None else min(train_cfg.steps, max_steps)
@@ -512,6 +516,39 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
         save_weights(run_dir / WEIGHTS, weights)
         atomic_write_text(run_dir / DONE, json.dumps(summary, indent=1))
     return (summary, model) if return_model else summary
+
+
+def read_checkpoint(run_dir: Path) -> dict | None:
+    """The last readable checkpoint of ``run_dir``, or ``None`` for a run that has none.
+
+    A damaged ``checkpoint.pt`` is set aside as ``checkpoint.damaged.pt`` and the previous checkpoint is
+    used (a resumed run ends the same either way); when no checkpoint can be read, the error says how to
+    start the run over."""
+    damaged = []
+    for path in (run_dir / CHECKPOINT, run_dir / CHECKPOINT_PREV):
+        if not path.is_file():
+            continue
+        try:
+            ck = torch.load(path, map_location="cpu", weights_only=True)
+            if not isinstance(ck, dict) or not {"step", "model"} <= set(ck):
+                raise ValueError("not a training checkpoint")
+        except Exception as e:  # noqa: BLE001 - any failure to read it means a damaged file
+            damaged.append((path, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__))
+            continue
+        if damaged:
+            try:
+                os.replace(damaged[0][0], run_dir / "checkpoint.damaged.pt")
+            except FileNotFoundError:  # another process of the same run (DDP) set it aside first
+                pass
+            print(f"warning: {damaged[0][0]}: damaged checkpoint ({damaged[0][1]}), set aside as "
+                  f"checkpoint.damaged.pt; resuming from {path.name} (step {int(ck['step'])})",
+                  file=sys.stderr, flush=True)
+        return ck
+    if damaged:
+        files = " ".join(str(p) for p, _ in damaged)
+        raise DataError(f"{damaged[0][0]}: damaged checkpoint ({damaged[0][1]}) and no readable previous one; "
+                        f"to start this run over, delete {files} and run the same command again")
+    return None
 
 
 def _truncate_metrics(path: Path, step: int) -> None:

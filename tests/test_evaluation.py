@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from infiloop.evaluation import accuracy_by_depth, evaluate, load_trajectory, perturb
-from infiloop.experiments import get_run, load_run
+from infiloop.experiments import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return get_run("sudoku", "infiloop", "smoke", root=tmp_path_factory.mktemp("runs"), progress=False)
+def run(smoke_run):
+    return smoke_run
 
 
 def test_trajectory_schema_and_consistency(run):

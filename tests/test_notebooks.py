@@ -124,3 +124,34 @@ def test_depths_are_compared_with_the_paper_in_outer_updates():
         assert not re.search(r"\bp\.layers\b", src), py.name  # a paper point placed by its layer count
     src = (ROOT / "notebooks" / "02_depth_scaling.py").read_text(encoding="utf-8")
     assert '"TRM (Fig. 1a)"' in src and '"TRM (depth table)"' in src
+
+
+def test_unknown_parameter_is_refused(tmp_path):
+    """papermill runs a notebook given `-p unknown_param 3`; the notebook stops at once and names it."""
+    import papermill as pm
+
+    with pytest.raises(pm.PapermillExecutionError, match=r"unknown parameter\(s\) unknown_param: this notebook's "
+                                                          r"parameters are .*eps.*profile"):
+        pm.execute_notebook(str(ROOT / "notebooks" / "04_perturbation.ipynb"), str(tmp_path / "bad.ipynb"),
+                            kernel_name="python3", parameters={"profile": "smoke", "unknown_param": 3},
+                            cwd=str(ROOT), progress_bar=False)
+
+
+def test_injected_parameters_are_checked_against_the_parameters_cell():
+    from infiloop.notebook import ParameterError, reject_unknown_parameters
+
+    params = 'profile = "tiny"  # knob\nlimit: int = 0\n'
+    reject_unknown_parameters(["", params, "# Parameters\nprofile = \"smoke\"\nlimit = 3\nPM_INPUT_PATH = 'x'\n"])
+    reject_unknown_parameters(["", params, "x = 1"])  # not run by papermill: nothing injected, nothing to check
+    with pytest.raises(ParameterError, match=r"unknown parameter\(s\) limt: this notebook's parameters are limit, "
+                                             r"profile"):
+        reject_unknown_parameters(["", params, "# Parameters\nlimt = 3\n"])
+
+
+def test_reproduce_refuses_a_parameter_no_selected_notebook_declares(capsys):
+    from infiloop.cli import main
+
+    assert main(["reproduce", "--profile", "smoke", "--only", "02", "-p", "max_update", "480"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: python -m infiloop reproduce: -p max_update: not a parameter of the selected "
+                          "notebooks") and "max_updates" in err and len(err.splitlines()) == 1

@@ -79,7 +79,7 @@ def test_cli_build_reports_source(tmp_path, capsys):
                  "--set", "n_train=10", "--set", "n_test=5"]) == 0
     out = capsys.readouterr().out
     assert "sudoku/smoke: generated offline (4x4" in out and "train:" in out
-    assert main(["build", "--task", "maze", "--profile", "smoke", "--root", str(tmp_path), "--set", "bad=1"]) == 1
+    assert main(["build", "--task", "maze", "--profile", "smoke", "--root", str(tmp_path), "--set", "bad=1"]) == 2
     assert "unknown data setting" in capsys.readouterr().err
 
 

@@ -88,10 +88,13 @@ def task_from_dict(tid: str, d, where: str, split: str = "", require_outputs: bo
 
 def _read_json(path: Path):
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise DataError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not a UTF-8 text file (it holds the byte 0x{e.object[e.start]:02x}); "
+                        "expected ARC task JSON") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read: {e.strerror}") from None
 

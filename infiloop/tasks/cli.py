@@ -13,9 +13,10 @@ import json
 import sys
 from pathlib import Path
 
+from ..config import coerce, parse_setting, type_of_default
+from ..errors import Parser, run_command
 from . import maze, sudoku
-from .base import DataError
-from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build
+from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build, profile_config
 
 
 def _range(s: str) -> tuple[int, int]:
@@ -36,31 +37,41 @@ def _box(s: str) -> tuple[int, int]:
     return r, c
 
 
-def _setting(s: str) -> tuple[str, object]:
-    if "=" not in s:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {s!r}")
-    k, v = s.split("=", 1)
+def _count(s: str) -> int:
     try:
-        return k, json.loads(v)
-    except json.JSONDecodeError:
-        return k, v
+        n = int(s)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {s!r}")
+    return n
+
+
+def _overrides(task: str, profile: str, items: list[str]) -> dict | None:
+    """``--set KEY=VALUE`` items read as the types of the profile's settings (``config.coerce``)."""
+    defaults = profile_config(task, profile)
+    out = {}
+    for item in items:
+        k, v = parse_setting(item)
+        out[k] = coerce(k, v, str if k == "path" else type_of_default(defaults.get(k)))
+    return out or None
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m infiloop data",
+    p = Parser(prog="python -m infiloop data",
                                 description="Generate, validate and build the datasets (SPEC §4).")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     gen = sub.add_parser("generate", help="generate puzzles offline into a public-format CSV")
     gsub = gen.add_subparsers(dest="task", required=True)
     gs = gsub.add_parser("sudoku", help="puzzles with a unique solution")
-    gs.add_argument("--n", type=int, required=True, help="number of puzzles")
+    gs.add_argument("--n", type=_count, required=True, help="number of puzzles")
     gs.add_argument("--blanks", type=_range, required=True, help="blank cells, inclusive range A-B")
     gs.add_argument("--side", type=int, default=9, help="grid side (4, 6, 8 or 9; default 9)")
     gs.add_argument("--box", type=_box, default=None, help="box shape RxC (default: 2x2, 2x3, 2x4, 3x3)")
     gs.add_argument("--workers", type=int, default=None, help="processes (default: all CPUs for large sets)")
     gm = gsub.add_parser("maze", help="mazes with a unique shortest path")
-    gm.add_argument("--n", type=int, required=True, help="number of mazes")
+    gm.add_argument("--n", type=_count, required=True, help="number of mazes")
     gm.add_argument("--size", type=int, default=30, help="side K of the K x K maze (default 30)")
     gm.add_argument("--min-path", type=int, default=111, help="minimum shortest-path length in moves")
     gm.add_argument("--loops", type=float, default=0.05, help="fraction of inner walls opened (default 0.05)")
@@ -77,8 +88,8 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build a profile's training and test sets under data/")
     b.add_argument("--task", choices=TASKS, required=True)
     b.add_argument("--profile", choices=sorted(DATA_PROFILES), default="tiny")
-    b.add_argument("--set", dest="overrides", type=_setting, action="append", default=[], metavar="KEY=VALUE",
-                   help="override a profile setting (JSON value), e.g. --set n_train=500; "
+    b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile setting, e.g. --set n_train=500 or --set blanks=[20,30]; "
                         "ARC from your own files: --set path=/dir/with/training+evaluation")
     b.add_argument("--root", type=Path, default=DATA_ROOT, help=f"data folder (default {DATA_ROOT})")
     b.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
@@ -97,31 +108,32 @@ def _summary(task: str, path: Path, box) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if args.cmd == "generate" and args.task == "sudoku":
-            g = sudoku.geometry(args.side, args.box)
-            s = sudoku.generate(args.n, g, args.blanks, args.seed, args.workers, progress=not args.quiet)
-            sudoku.write_csv(args.out, s)
-            print(f"wrote {args.n} {g.n}x{g.n} puzzles to {args.out} (blanks {s.blanks.min()}-{s.blanks.max()})")
-        elif args.cmd == "generate":
-            m = maze.generate(args.n, args.size, args.min_path, args.seed, args.loops, progress=not args.quiet)
-            maze.write_csv(args.out, m)
-            print(f"wrote {args.n} {args.size}x{args.size} mazes to {args.out} "
-                  f"(path length {m.path_length.min()}-{m.path_length.max()})")
-        elif args.cmd == "validate":
-            print(_summary(args.task, args.file, args.box))
-        else:
-            paths = build(args.task, args.profile, args.root, dict(args.overrides) or None, force=args.force)
-            man = json.loads(paths["manifest"].read_text())
-            print(f"{args.task}/{args.profile}: {man['source']}")
-            for k, v in paths.items():
-                print(f"  {k}: {v}")
-    except (DataError, ValueError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    """Run a data command; an error is one line ``error: ...`` on stderr and exit status 2 or 1."""
+    return run_command(_main, sys.argv[1:] if argv is None else list(argv))
 
+
+def _main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.cmd == "generate" and args.task == "sudoku":
+        g = sudoku.geometry(args.side, args.box)
+        s = sudoku.generate(args.n, g, args.blanks, args.seed, args.workers, progress=not args.quiet)
+        sudoku.write_csv(args.out, s)
+        print(f"wrote {args.n} {g.n}x{g.n} puzzles to {args.out} (blanks {s.blanks.min()}-{s.blanks.max()})")
+    elif args.cmd == "generate":
+        m = maze.generate(args.n, args.size, args.min_path, args.seed, args.loops, progress=not args.quiet)
+        maze.write_csv(args.out, m)
+        print(f"wrote {args.n} {args.size}x{args.size} mazes to {args.out} "
+              f"(path length {m.path_length.min()}-{m.path_length.max()})")
+    elif args.cmd == "validate":
+        print(_summary(args.task, args.file, args.box))
+    else:
+        overrides = _overrides(args.task, args.profile, args.overrides)
+        paths = build(args.task, args.profile, args.root, overrides, force=args.force)
+        man = json.loads(paths["manifest"].read_text())
+        print(f"{args.task}/{args.profile}: {man['source']}")
+        for k, v in paths.items():
+            print(f"  {k}: {v}")
+    return 0
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,8 +1,9 @@
 """The public puzzle CSV format shared by Sudoku-Extreme and Maze-Hard (SPEC §4, §9).
 
 Header ``source,question,answer,rating``; one puzzle per row; a grid of side ``n`` is a string of
-``n * n`` characters, row-major. Reading returns every row with its line number, or raises a
-:class:`DataError` naming the file, the line and the fault; nothing is half-loaded.
+``n * n`` characters, row-major. Files are UTF-8 text (a byte-order mark is accepted). Reading returns
+every row with its line number, or raises a :class:`DataError` naming the file, the line and the fault;
+nothing is half-loaded.
 """
 
 from __future__ import annotations
@@ -37,8 +38,34 @@ def read_puzzle_csv(path: str | os.PathLike) -> CsvRows:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
+    try:
+        return _read(path)
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not a UTF-8 text file (it holds the byte 0x{e.object[e.start]:02x}); "
+                        f"expected a CSV with the header {','.join(HEADER)}") from None
+
+
+def grid_side(path: str | os.PathLike) -> int | None:
+    """The grid side of the first puzzle row of a public-format CSV, or ``None`` if it cannot be told
+    (then :func:`read_puzzle_csv` names the fault)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            next(reader)
+            for rec in reader:
+                if len(rec) == 4:
+                    k = math.isqrt(len(rec[1]))
+                    return k if k > 0 and k * k == len(rec[1]) else None
+                if rec:
+                    return None
+    except (OSError, UnicodeDecodeError, csv.Error, StopIteration):
+        return None
+    return None
+
+
+def _read(path: Path) -> CsvRows:
     rows = CsvRows(str(path), [], [], [], [], [])
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)

@@ -1,0 +1,179 @@
+"""How settings given as text are read: ``--set KEY=VALUE`` of ``train`` and of ``data build``.
+
+A value is read by the type of the setting it goes to, so that a documented example cannot be misread:
+
+- a number in any notation (``3e-4``, ``1E3``, ``.5``, ``1_000``) is a number; ``nan`` and ``inf`` are not
+  accepted where a number is expected;
+- ``true``/``false`` are booleans and ``null``/``~`` is none; ``[...]`` and ``{...}`` are read as YAML lists
+  and mappings, a quoted value as a YAML string;
+- a setting whose type is a string keeps the text as written (``train.compile=off`` stays ``"off"``).
+
+A value of the wrong type is refused with a message that names the key: ``--set model.outer.beta=abc:
+expected a number``. Types come from the fields of the configuration dataclasses, or, for plain
+settings (``data.*``, ``eval.*``), from the type of the default value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import types
+import typing
+from typing import Any, Union
+
+import yaml
+
+from .errors import UsageError
+
+_NUMBER = re.compile(r"[+-]?(\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)([eE][+-]?\d+)?")
+
+
+def parse_value(text: str) -> Any:
+    """The value of ``--set KEY=TEXT`` when nothing is known about the setting's type (see the module)."""
+    s = text.strip()
+    low = s.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("null", "~"):
+        return None
+    if _NUMBER.fullmatch(s):
+        try:
+            return int(s)
+        except ValueError:
+            return float(s)
+    if s[:1] in "[{\"'":
+        try:
+            return _numbers(yaml.safe_load(s))
+        except yaml.YAMLError as e:
+            raise UsageError(f"{text!r}: not a valid YAML list, mapping or quoted string "
+                             f"({str(e).splitlines()[0]})") from None
+    return text
+
+
+def _numbers(v: Any) -> Any:
+    """Numbers written as text inside a YAML list or mapping (YAML 1.1 reads ``3e-4`` as text)."""
+    if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+        return parse_value(v)
+    if isinstance(v, list):
+        return [_numbers(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _numbers(x) for k, x in v.items()}
+    return v
+
+
+def parse_setting(item: str) -> tuple[str, str]:
+    """``"KEY=VALUE"`` -> ``(KEY, VALUE)``, both as text (the value is read by :func:`coerce`)."""
+    if "=" not in item:
+        raise UsageError(f"--set {item}: expected KEY=VALUE, e.g. model.outer.beta=0.1")
+    key, value = item.split("=", 1)
+    if not key.strip():
+        raise UsageError(f"--set {item}: the key before '=' is empty")
+    return key.strip(), value
+
+
+class _Mismatch(Exception):
+    def __init__(self, expected: str):
+        self.expected = expected
+
+
+def coerce(key: str, value: Any, hint: Any) -> Any:
+    """``value`` (text from the command line, or a Python value) as a setting of type ``hint``.
+
+    Raises :class:`UsageError` naming ``--set key=value`` and the type expected."""
+    try:
+        if isinstance(value, str):
+            return _convert(_read(value, hint), hint)
+        return _convert(value, hint)
+    except _Mismatch as m:
+        raise UsageError(f"--set {key}={value}: expected {m.expected}") from None
+    except UsageError as e:
+        raise UsageError(f"--set {key}: {e}") from None
+
+
+def _read(text: str, hint: Any) -> Any:
+    """Text as the type ``hint`` wants: strings stay as written (unless quoted), the rest is parsed."""
+    members, s = _members(hint), text.strip()
+    if str in members and not (s[:1] in "\"'" or s.lower() in ("null", "~")):
+        return text
+    if type(None) in members and s.lower() == "none":
+        return None
+    return parse_value(text)
+
+
+def _members(hint: Any) -> tuple:
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _convert(value: Any, hint: Any) -> Any:
+    if hint is Any:
+        return value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        expected = []
+        for a in (a for a in args if a is not type(None)):
+            try:
+                return _convert(value, a)
+            except _Mismatch as m:
+                expected.append(m.expected)
+        raise _Mismatch(" or ".join(expected + (["null"] if type(None) in args else [])))
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Mismatch("true or false")
+    if hint is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _Mismatch("an integer")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return value  # an int stays an int: the run's hash is what it was before this check
+        raise _Mismatch("a number")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _Mismatch("a string")
+    if origin in (tuple, list) or hint in (tuple, list):
+        return _sequence(value, args)
+    if dataclasses.is_dataclass(hint) or hint is dict or origin is dict:
+        if isinstance(value, dict):
+            return value
+        raise _Mismatch("a mapping {key: value, ...}")
+    return value
+
+
+def _sequence(value: Any, args: tuple) -> list:
+    if not isinstance(value, (list, tuple)):
+        raise _Mismatch("a list like [1, 2]")
+    if not args:
+        return list(value)
+    if len(args) == 2 and args[1] is Ellipsis:
+        return [_convert(v, args[0]) for v in value]
+    if len(value) != len(args):
+        raise _Mismatch(f"a list of {len(args)} values")
+    return [_convert(v, a) for v, a in zip(value, args)]
+
+
+def field_type(cls: type, path: list[str]) -> Any:
+    """The type of the field at ``path`` in dataclass ``cls`` (nested dataclasses followed), or ``Any``."""
+    hint: Any = cls
+    for name in path:
+        if not dataclasses.is_dataclass(hint):
+            return Any
+        hint = typing.get_type_hints(hint).get(name, Any)
+    return hint
+
+
+def type_of_default(default: Any) -> Any:
+    """The type a plain setting's value must have, from its default (``None``: anything)."""
+    if default is None:
+        return Any
+    if isinstance(default, (list, tuple)):
+        return list
+    return type(default)

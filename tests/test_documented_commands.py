@@ -1,0 +1,114 @@
+"""Every ``python -m infiloop`` command that README.md shows, and every example of ``--help``, runs as written.
+
+The commands are read from the README's code blocks and inline code and from the examples printed by
+``train --help`` and ``eval --help``; each runs in this process on the session's smoke run, with the run
+root, the data root and the report root in a temporary folder. Placeholders are replaced: ``RUN`` and
+``runs/sudoku/infiloop-tiny-<hash>`` by the smoke run's folder, ``my_puzzles.csv`` by a file of 4x4
+puzzles. A command that takes minutes is marked ``slow`` (``pytest -m slow`` runs it) and one that needs
+torchrun and GPUs is skipped, each with its reason; any other new command in the README runs by default.
+"""
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from infiloop.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFIX = "python -m infiloop "
+
+SLOW = {
+    "python -m infiloop train --profile tiny --task sudoku --connection infiloop":
+        "trains the tiny model: 700 steps, minutes on a CPU",
+    "python -m infiloop train --profile tiny --connection infiloop --set model.outer.beta=0.1 --set train.steps=2000":
+        "trains a tiny model for 2,000 steps",
+    "python -m infiloop eval runs/sudoku/infiloop-tiny-<hash> --updates 960 --every 10":
+        "960 outer updates take about a minute on 2 CPU cores even with the smoke model "
+        "(`eval RUN --updates 48 --every 4` of `eval --help` runs the same form in the suite)",
+}
+SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices"}
+
+
+def _code_lines(text: str) -> list[str]:
+    """The lines of the fenced and indented code blocks of a Markdown text."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        elif fenced or line.startswith("    "):
+            lines.append(line.strip())
+    return lines
+
+
+def readme_commands() -> list[str]:
+    """Every ``python -m infiloop`` (or torchrun) command of README.md, without its trailing comment."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = [re.sub(r"\s+#.*$", "", ln) for ln in _code_lines(text)
+             if ln.startswith(PREFIX) or (ln.startswith("torchrun") and "-m infiloop" in ln)]
+    found += [" ".join(m.group(1).split()) for m in re.finditer(r"`(python -m infiloop [^`]*)`", text)]
+    return list(dict.fromkeys(found))
+
+
+def help_examples() -> list[str]:
+    """The example commands printed by ``train --help`` and ``eval --help``."""
+    found = []
+    for command in ("train", "eval"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            main([command, "--help"])
+        found += [ln.strip() for ln in out.getvalue().splitlines() if ln.strip().startswith(PREFIX)]
+    return found
+
+
+def _param(cmd: str):
+    if cmd in SLOW:
+        return pytest.param(cmd, marks=pytest.mark.slow, id=cmd)
+    return pytest.param(cmd, id=cmd)
+
+
+def test_the_readme_and_help_show_commands():
+    readme, examples = readme_commands(), help_examples()
+    assert len(readme) >= 8 and any("--perturb-at" in c for c in readme)
+    assert any("train.lr=3e-4" in c for c in examples) and any("--perturb-at" in c for c in examples)
+    assert not set(SLOW) - set(readme), "a command marked slow is no longer in the README: update SLOW"
+
+
+@pytest.fixture
+def roots(tmp_path, monkeypatch):
+    """Run, data and report roots in a temporary folder, for commands that write."""
+    import infiloop.experiments as experiments
+    import infiloop.report as report
+    import infiloop.tasks.cli as data_cli
+
+    monkeypatch.setattr(experiments, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(data_cli, "DATA_ROOT", tmp_path / "data")
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    return tmp_path
+
+
+def _arguments(cmd: str, run_dir: Path, puzzles: Path) -> list[str]:
+    cmd = cmd.replace("runs/sudoku/infiloop-tiny-<hash>", str(run_dir))
+    args = [str(run_dir) if a == "RUN" else str(puzzles) if a == "my_puzzles.csv" else a
+            for a in shlex.split(cmd[len(PREFIX):])]
+    unknown = [a for a in args if "<" in a or a.isupper()]
+    assert not unknown, f"{cmd}: placeholder(s) {unknown} this test does not replace; add them to _arguments"
+    return args
+
+
+@pytest.mark.parametrize("cmd", [_param(c) for c in dict.fromkeys(readme_commands() + help_examples())])
+def test_documented_command_runs_as_written(cmd, smoke_run, roots, capsys):
+    for prefix, reason in SKIP.items():
+        if cmd.startswith(prefix):
+            pytest.skip(reason)
+    from infiloop.tasks import sudoku
+
+    puzzles = roots / "my_puzzles.csv"
+    sudoku.write_csv(puzzles, sudoku.generate(12, sudoku.geometry(4, None), (6, 9), seed=7, progress=False))
+    status = main(_arguments(cmd, smoke_run.dir, puzzles))
+    out = capsys.readouterr()
+    assert status == 0 and "error:" not in out.err and "Traceback" not in out.err, out.err[-3000:]
+    assert out.out.strip(), "the command printed nothing"
