@@ -173,8 +173,7 @@ class ModelConfig:
             "paper": cls(),
             # the model of the `tiny` experiment profile (docs/calibration.md) on 6x6 Sudoku
             "tiny": cls(vocab_size=8, seq_len=36, grid=(6, 6), box=(2, 3), d_model=64, n_heads=4,
-                        ffn_multiple=32, mixer="mlp", token_mix_multiple=1, puzzle_emb_len=0, pos="grid",
-                        conv=False, H=2, L=3),
+                        ffn_multiple=32, mixer="mlp", token_mix_multiple=1, pos="grid", conv=False, H=2, L=3),
             "smoke": cls(vocab_size=6, seq_len=16, grid=(4, 4), box=(2, 2), d_model=32, n_heads=2,
                          ffn_multiple=16, n_layers=1, puzzle_emb_len=0, pos="grid", conv=False, H=2, L=2),
         }
