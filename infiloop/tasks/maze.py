@@ -233,6 +233,12 @@ def decode(tokens: np.ndarray) -> list[str]:
     return ["".join(r) for r in chars[np.clip(np.asarray(tokens), 0, len(CHARSET))]]
 
 
+def from_taskdata(d: TaskData) -> MazeSet:
+    """The mazes of a token record (:func:`to_taskdata`, first dihedral view) as a :class:`MazeSet`."""
+    rows = np.flatnonzero(d.meta["view"] == 0) if "view" in d.meta else np.arange(len(d))
+    return MazeSet(d.grid[0], decode(d.inputs[rows]), decode(d.labels[rows]), d.meta["path_length"][rows])
+
+
 def to_taskdata(name: str, s: MazeSet, dihedral_views: bool = False, info: dict | None = None,
                 record_dead_ends: bool = False) -> TaskData:
     """Token record; with ``dihedral_views`` each maze appears in all 8 dihedral transforms (TRM's

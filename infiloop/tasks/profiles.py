@@ -115,14 +115,15 @@ def _say(verbose: bool, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def build(task: str, profile: str, root: Path = DATA_ROOT, overrides: dict | None = None,
+def build(task: str, profile: str, root: Path | None = None, overrides: dict | None = None,
           force: bool = False, verbose: bool = True) -> dict[str, Path]:
     """Build (or reuse) the training and test sets of ``task`` for ``profile``.
 
     Returns paths: ``train``, ``test`` (.npz), ``manifest`` (build.json) and, where there are CSVs,
     ``train_csv``/``test_csv``. The manifest's ``source`` says whether the data was downloaded or
-    generated, and why.
+    generated, and why. ``root`` defaults to :data:`DATA_ROOT` (read at call time).
     """
+    root = DATA_ROOT if root is None else Path(root)
     cfg = profile_config(task, profile, overrides)
     out = build_dir(task, profile, overrides, root)
     manifest = out / "build.json"
@@ -143,20 +144,69 @@ def build(task: str, profile: str, root: Path = DATA_ROOT, overrides: dict | Non
     return {**files, "manifest": manifest}
 
 
-def info(task: str, profile: str, root: Path = DATA_ROOT, overrides: dict | None = None) -> dict:
+def info(task: str, profile: str, root: Path | None = None, overrides: dict | None = None) -> dict:
     """The manifest of a built set (config, source, summary)."""
-    p = build_dir(task, profile, overrides, root) / "build.json"
+    p = build_dir(task, profile, overrides, DATA_ROOT if root is None else root) / "build.json"
     if not p.is_file():
         raise DataError(f"{p}: not built yet (run `python -m infiloop data build --task {task} --profile {profile}`)")
     return json.loads(p.read_text())
 
 
-def load(task: str, profile: str, split: str, root: Path = DATA_ROOT, overrides: dict | None = None,
+def load(task: str, profile: str, split: str, root: Path | None = None, overrides: dict | None = None,
          verbose: bool = False) -> TaskData:
     """The ``train`` or ``test`` split of a profile as :class:`TaskData` (built on first use)."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', not {split!r}")
     return TaskData.load(build(task, profile, root, overrides, verbose=verbose)[split])
+
+
+def describe(task: str, profile: str, root: Path | None = None, overrides: dict | None = None,
+             verbose: bool = False) -> dict:
+    """The difficulty distribution of a profile's training (base puzzles, no augmentations) and test
+    sets, built first if needed: Sudoku blanks, rating and the fraction naked + hidden singles solve
+    (:func:`sudoku.difficulty`); Maze path length, dead ends and path share (:func:`maze.difficulty`)."""
+    if task not in ("sudoku", "maze"):
+        raise ValueError(f"describe covers sudoku and maze, not {task!r}")
+    paths = build(task, profile, root, overrides, verbose=verbose)
+    out = {"task": task, "profile": profile, "overrides": overrides or {},
+           "source": json.loads(paths["manifest"].read_text())["source"]}
+    for split in ("train", "test"):
+        d = TaskData.load(paths[split])
+        if task == "sudoku":
+            base = d.subset(np.flatnonzero(d.meta["aug"] == 0)) if "aug" in d.meta else d
+            out[split] = sudoku.difficulty(sudoku.from_taskdata(base))
+        else:
+            out[split] = maze.difficulty(maze.from_taskdata(d))
+    return out
+
+
+def describe_markdown(rows: list[dict]) -> str:
+    """A markdown table of :func:`describe` results (one task), a line per profile and split."""
+    def q(v: list) -> str:
+        return " / ".join(str(x) for x in v)
+
+    def name(r: dict) -> str:
+        over = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["overrides"].items())
+        return f"`{r['profile']}`" + (f" ({over})" if over else "")
+
+    if rows[0]["task"] == "sudoku":
+        lines = ["| profile | split | puzzles | blanks min / median / 90 % / max | rating min / median / 90 % / max "
+                 "| rating mean | singles solve |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            for split in ("train", "test"):
+                d = r[split]
+                lines.append(f"| {name(r)} | {split} | {d['puzzles']:,} | {q(d['blanks'])} | {q(d['rating'])} "
+                             f"| {d['rating_mean']:.2f} | {100 * d['singles']:.1f} % |")
+    else:
+        lines = ["| profile | split | mazes | path length min / median / 90 % / max "
+                 "| dead ends min / median / 90 % / max | path share of open cells (median) |",
+                 "|---|---|---|---|---|---|"]
+        for r in rows:
+            for split in ("train", "test"):
+                d = r[split]
+                lines.append(f"| {name(r)} | {split} | {d['mazes']:,} | {q(d['path_length'])} | {q(d['dead_ends'])} "
+                             f"| {d['path_share'][1]:.2f} |")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- builders

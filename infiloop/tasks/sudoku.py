@@ -316,6 +316,13 @@ def to_taskdata(name: str, s: SudokuSet, meta: dict | None = None, info: dict | 
                     vocab_size=s.g.n + 2, meta=m, box=(s.g.br, s.g.bc), n_puzzles=1, info=info or {})
 
 
+def from_taskdata(d: TaskData) -> SudokuSet:
+    """The puzzles of a token record (:func:`to_taskdata`) as a :class:`SudokuSet`."""
+    g = geometry(d.grid[0], tuple(d.box) if d.box else None)
+    rating = d.meta.get("rating", np.zeros(len(d), np.int32))
+    return SudokuSet(g, decode(d.inputs).astype(np.int8), decode(d.labels).astype(np.int8), rating)
+
+
 def is_valid_solution(tokens: np.ndarray, inputs: np.ndarray, g: Geometry) -> np.ndarray:
     """Per row: predicted tokens form a valid grid that keeps every given (any valid solution)."""
     vals = decode(tokens).reshape(len(tokens), -1)
