@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import analysis
+from . import analysis, tasks
 from .experiments import ROOT, RUNS, get_run, resolve_config
 from .layers import swiglu_width
 from .tasks.base import atomic_write_text
@@ -45,7 +45,8 @@ TASK = "sudoku"
 
 # A row's settings, each optional (the base profile's value otherwise):
 #   profile    base profile (default "tiny")
-#   data       data overrides (infiloop/tasks/profiles.py): side, box, blanks, needs_search, min_rating, n_train, ...
+#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/profiles.py): side, box, blanks,
+#              needs_search, min_rating, n_train, ...
 #   d_model, n_heads, n_layers, mixer ("mlp": TRM's token-mixing MLP, "attention"), H, L   the model
 #   max_segments, steps                                  training depth is H x max_segments outer updates
 #   overrides  any further dotted overrides (e.g. {"train.lr": 1e-3})
@@ -55,47 +56,54 @@ ROW_KEYS = {"d_model": "model.d_model", "n_heads": "model.n_heads", "n_layers": 
             "steps": "train.steps"}
 SETTINGS = {"profile", "data", "overrides", "limit", "seeds", *ROW_KEYS}
 
-# Scaled-down analogues of Sudoku-Extreme: puzzles that naked and hidden singles do not solve (about 3 % of
-# 6x6 candidates at 22-28 blanks, about 50 % of 9x9 ones at 55-60), 600 base puzzles x 5 views, 256 test ones.
-SEARCH6 = {"blanks": [22, 28], "needs_search": True, "n_train": 600, "n_test": 256}
-MIXED6 = {"blanks": [22, 28], "n_train": 600, "n_test": 256}  # the same blanks, no selection (mostly easy)
-SEARCH9 = {"side": 9, "box": [3, 3], "blanks": [50, 60], "needs_search": True, "n_train": 600, "n_test": 256}
+# Data sets a row names (or a row gives its own data overrides). Scaled-down analogues of Sudoku-Extreme:
+# puzzles that naked and hidden singles do not solve (about 3 % of 6x6 candidates at 22-28 blanks, about
+# 30 % of 9x9 ones at 50-60), 600 base puzzles x 5 views for training, 256 test puzzles.
+DATA_SETS: dict[str, dict] = {
+    "easy6": {},  # the tiny profile's: 6x6, blanks 14-22, every puzzle solved by singles
+    "search6": {"blanks": [22, 28], "needs_search": True, "n_train": 600, "n_test": 256},
+    "mixed6": {"blanks": [22, 28], "n_train": 600, "n_test": 256},  # the same blanks, no selection (mostly easy)
+    "rated6": {"blanks": [22, 28], "min_rating": 1, "n_train": 600, "n_test": 256},  # at least one backtrack
+    "search9": {"side": 9, "box": [3, 3], "blanks": [50, 60], "needs_search": True, "n_train": 600, "n_test": 256},
+}
 
-# The candidate rows, cheapest first. The tiny model (d = 64, token-mixing MLP, 2 layers, H = 2, L = 3,
-# 8 segments: training depth 16) is the base. Cost: CPU minutes per connection and seed with one torch thread
-# (training + evaluation of 256 puzzles to 60x the training depth), from `estimated_seconds`; a row's two
-# connections run in parallel with --jobs 2.
+# The candidate rows, cheapest first. Base: the tiny model (d = 64, token-mixing MLP, 2 layers, H = 2, L = 3,
+# 8 segments: training depth 16, 700 steps). Cost per connection and seed, one thread, from
+# `estimated_seconds` (training + evaluation of 256 puzzles to 60x the training depth); the whole list is
+# about 10 CPU hours for one seed (both connections), 5 hours of wall time with --jobs 2.
 ROWS: dict[str, dict] = {
-    # the tiny profile itself: puzzles singles solve, 700 steps                               ~2.5 + 1.5 min
+    # difficulty at the tiny budget: the tiny profile itself (singles solve every puzzle), puzzles that need
+    # search, and the same blanks without selection                                             2.3 + 1.6 min each
     "easy-700": {},
-    # difficulty at the tiny budget: search puzzles, and the same blanks without selection   ~2.5 + 1.5 min each
-    "search6-700": {"data": SEARCH6},
-    "mixed6-700": {"data": MIXED6},
-    # the issue's probe (search puzzles, 2,500 steps): training length and difficulty        ~8.5 + 1.5 min
-    "search6-2500": {"data": SEARCH6, "steps": 2500},
-    "mixed6-2500": {"data": MIXED6, "steps": 2500},
-    # a minimum rating (solver backtracks) instead of the singles criterion                   ~8.5 + 1.5 min
-    "rating6-2500": {"data": {**MIXED6, "min_rating": 1}, "steps": 2500},
-    # supervision segments: training depth 8 and 32 (per-step cost unchanged)               ~8.5 + 0.8 / 3 min
-    "search6-seg4": {"data": SEARCH6, "steps": 2500, "max_segments": 4},
-    "search6-seg16": {"data": SEARCH6, "steps": 2500, "max_segments": 16},
-    # recursion per segment: one inner update, and more outer updates per segment            ~6 / 12 + 1-2 min
-    "search6-L1": {"data": SEARCH6, "steps": 2500, "L": 1},
-    "search6-H3": {"data": SEARCH6, "steps": 2500, "H": 3},
-    # over-trained: 6,000 steps                                                                ~20 + 1.5 min
-    "search6-6000": {"data": SEARCH6, "steps": 6000},
-    # the paper's recursion per segment, H = 3, L = 6 (depth 24)                               ~22 + 4 min
-    "search6-H3L6": {"data": SEARCH6, "steps": 2500, "H": 3, "L": 6},
-    # width 128                                                                                ~20 + 3 min
-    "search6-d128": {"data": SEARCH6, "steps": 2500, "d_model": 128},
-    # block: attention (TRM's ARC and Maze block) instead of the token-mixing MLP            ~15 + 2 min
-    "search6-attn": {"data": SEARCH6, "steps": 2500, "mixer": "attention"},
-    # 9x9 puzzles that need search, 50-60 blanks: under- and over-trained                     ~20 / 48 + 4 min
-    "search9-2500": {"data": SEARCH9, "steps": 2500},
-    "search9-6000": {"data": SEARCH9, "steps": 6000},
-    # 9x9 at width 128, attention                                                              ~60 / 50 + 8 min
-    "search9-d128": {"data": SEARCH9, "steps": 2500, "d_model": 128},
-    "search9-attn": {"data": SEARCH9, "steps": 2500, "mixer": "attention"},
+    "search6-700": {"data": "search6"},
+    "mixed6-700": {"data": "mixed6"},
+    # recursion per segment: a single inner update                                                4.2 + 0.8 min
+    "search6-L1": {"data": "search6", "steps": 2500, "L": 1},
+    # training length and difficulty: the issue's probe (search puzzles, 2,500 steps), its control without
+    # selection, and a minimum rating (at least one solver backtrack) instead of the singles criterion
+    #                                                                                             8.3 + 1.6 min each
+    "search6-2500": {"data": "search6", "steps": 2500},
+    "mixed6-2500": {"data": "mixed6", "steps": 2500},
+    "rating6-2500": {"data": "rated6", "steps": 2500},
+    # supervision segments: training depth 8 and 32 (the cost of a step does not change)     8.3 + 0.8 / 3.2 min
+    "search6-seg4": {"data": "search6", "steps": 2500, "max_segments": 4},
+    "search6-seg16": {"data": "search6", "steps": 2500, "max_segments": 16},
+    # block: attention (TRM's ARC and Maze block) instead of the token-mixing MLP                 8.4 + 1.6 min
+    "search6-attn": {"data": "search6", "steps": 2500, "mixer": "attention"},
+    # recursion per segment: three outer updates (depth 24)                                        9.7 + 2.4 min
+    "search6-H3": {"data": "search6", "steps": 2500, "H": 3},
+    # width 128                                                                                    13.3 + 2.5 min
+    "search6-d128": {"data": "search6", "steps": 2500, "d_model": 128},
+    # the paper's recursion per segment, H = 3, L = 6 (depth 24)                                 17.0 + 4.2 min
+    "search6-H3L6": {"data": "search6", "steps": 2500, "H": 3, "L": 6},
+    # over-trained: 6,000 steps                                                                   20.0 + 1.6 min
+    "search6-6000": {"data": "search6", "steps": 6000},
+    # 9x9 puzzles that need search (50-60 blanks): attention, the tiny model, width 128, over-trained
+    #                                                                        19.5 / 21.1 / 34.5 / 50.6 + 4-7 min
+    "search9-attn": {"data": "search9", "steps": 2500, "mixer": "attention"},
+    "search9-2500": {"data": "search9", "steps": 2500},
+    "search9-d128": {"data": "search9", "steps": 2500, "d_model": 128},
+    "search9-6000": {"data": "search9", "steps": 6000},
 }
 
 
@@ -106,11 +114,22 @@ def check_row(name: str, row: dict) -> None:
     unknown = set(row) - SETTINGS
     if unknown:
         raise ValueError(f"calibration row {name!r}: unknown settings {sorted(unknown)}; known: {sorted(SETTINGS)}")
+    row_data(row)
+
+
+def row_data(row: dict) -> dict:
+    """A row's data overrides (its named data set's, or its own)."""
+    data = row.get("data", {})
+    if isinstance(data, str):
+        if data not in DATA_SETS:
+            raise ValueError(f"unknown data set {data!r}; known: {', '.join(DATA_SETS)}")
+        data = DATA_SETS[data]
+    return copy.deepcopy(data)
 
 
 def row_overrides(row: dict, seed: int = 0) -> dict:
     """The run-cache overrides of a row (dotted keys) for one training seed."""
-    out = {f"data.{k}": copy.deepcopy(v) for k, v in row.get("data", {}).items()}
+    out = {f"data.{k}": v for k, v in row_data(row).items()}
     out.update({dotted: row[k] for k, dotted in ROW_KEYS.items() if k in row})
     out.update(row.get("overrides", {}))
     out["train.seed"] = seed
@@ -127,34 +146,50 @@ def depths(training_depth: int) -> dict[str, int]:
     return {f"{m:g}": max(1, round(m * training_depth)) for m in MULTIPLES}
 
 
-# Measured on this project's 2-core VM with one torch thread (see docs/calibration.md): seconds per training
-# step and per evaluated outer update of 256 puzzles, for the tiny model (d = 64, MLP mixer, 2 layers,
-# H = 2, L = 3, batch 64) on 6x6 grids.
-STEP_S, UPDATE_S = 0.2, 0.08
+# Cost model for the estimates (progress bar, --list, the comments above). Anchors: the tiny model (d = 64,
+# MLP mixer, 2 layers, H = 2, L = 3, batch 64, 6x6) takes about 0.2 s per training step and 0.1 s per outer
+# update of 256 test puzzles with one thread (docs/calibration.md). Relative costs measured on the 2-core VM
+# (12 timed steps and 3-6 updates per shape, the least of four passes, under load from other jobs, so
+# +-50 %): per step d = 128: 1.3x, attention: 0.8x, H = 3: 1.1x, L = 1: 0.5x, H = 3 and L = 6: 1.6x,
+# 9x9: 2.4x, 9x9 at d = 128: 5.1x, 9x9 with attention: 2.7x.
+STEP_S, UPDATE_S = 0.2, 0.1
 
 
-def _block_cost(d: int, seq: int, mixer: str, n_layers: int, multiple: int = 32) -> float:
-    """Multiply-adds of one block application to one puzzle: SwiGLU over channels plus the token mixer
-    (TRM's SwiGLU across the sequence, or attention: projections and scores)."""
+def _flops_per_token(d: int, seq: int, mixer: str, multiple: int = 32) -> float:
+    """Multiply-adds per token of one layer: SwiGLU over channels plus the token mixer (TRM's SwiGLU
+    across the sequence, or attention: projections and scores)."""
     ffn = 3 * d * swiglu_width(d, 4.0, multiple)
     mix = 3 * d * swiglu_width(seq, 4.0, multiple) if mixer == "mlp" else 4 * d * d + 2 * seq * d
-    return float(n_layers * seq * (ffn + mix))
+    return float(ffn + mix)
+
+
+def block_cost(d: int, seq: int, mixer: str, n_layers: int) -> float:
+    """Cost of one block application relative to the tiny model's: per token a fixed part (element-wise
+    work, which dominates at this size) plus a part that grows with the multiply-adds (fitted to the
+    measurements above: 0.72 + 0.28 x relative multiply-adds)."""
+    f = _flops_per_token(d, seq, mixer) / _flops_per_token(64, 36, "mlp")
+    return n_layers / 2 * seq / 36 * (0.72 + 0.28 * f)
 
 
 def estimated_seconds(row: dict) -> tuple[float, float]:
-    """(training, evaluation) CPU seconds per connection and seed, one thread, from the tiny model's
-    measured costs scaled by block size and block applications per step or update."""
-    side = row.get("data", {}).get("side", 6)
+    """(training, evaluation) seconds per connection and seed with one thread: a training step runs one
+    segment (H (L + 1) block applications) and back-propagates through its last outer update (counted as
+    4 (L + 1)); an evaluation runs 60 H x segments outer updates of L + 1 applications."""
+    side = row_data(row).get("side", 6)
     d, layers, mixer = row.get("d_model", 64), row.get("n_layers", 2), row.get("mixer", "mlp")
     H, L, seg = row.get("H", 2), row.get("L", 3), row.get("max_segments", 8)
-    block = _block_cost(d, side * side, mixer, layers) / _block_cost(64, 36, "mlp", 2)
-    per_step = (H * (L + 1) + 2 * (L + 1)) / (2 * 4 + 2 * 4)  # forward of a segment + backward of its last update
-    train = row.get("steps", 700) * STEP_S * block * per_step
+    block = block_cost(d, side * side, mixer, layers)
+    train = row.get("steps", 700) * STEP_S * block * (H + 4) * (L + 1) / 24
     evaluate = 60 * H * seg * UPDATE_S * block * (L + 1) / 4 * row.get("limit", 256) / 256
     return train, evaluate
 
 
 # ------------------------------------------------------------------------------------------ one model
+
+
+def _number(x: float) -> float | None:
+    """NaN (nothing to average: no puzzle solved) as None, which JSON can hold."""
+    return None if np.isnan(x) else x
 
 
 def connection_metrics(traj: dict, training_depth: int) -> dict:
@@ -165,8 +200,8 @@ def connection_metrics(traj: dict, training_depth: int) -> dict:
     peak_update, peak = analysis.best_depth(traj)
     return {"training_depth": training_depth, "depths": depths(training_depth), "exact": at,
             "peak": peak, "peak_update": peak_update,
-            "state_change_after_solve": analysis.state_change_after_solve(traj),
-            "lost_after_solve": analysis.lost_after_solve(traj),
+            "state_change_after_solve": _number(analysis.state_change_after_solve(traj)),
+            "lost_after_solve": _number(analysis.lost_after_solve(traj)),
             "solved_ever": float((traj["first_solve"] > 0).mean()), "puzzles": int(traj["correct"].shape[1])}
 
 
@@ -190,8 +225,10 @@ def run_model(name: str, row: dict, recipe: str, seed: int, root: Path = RUNS, p
             "eval_seconds": round(eval_s, 2), "eval_cached": path.stat().st_mtime < t1}
 
 
-def _init_worker() -> None:
+def _init_worker(data_root: Path) -> None:
+    """A worker process: one torch thread, and the parent's data folder."""
     torch.set_num_threads(1)
+    tasks.profiles.DATA_ROOT = data_root
 
 
 def _job(args) -> dict:
@@ -265,7 +302,8 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
             torch.set_num_threads(old)
     else:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker) as ex:
+        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(tasks.profiles.DATA_ROOT,)) as ex:
             futures = {ex.submit(_job, w): w for w in work}
             for f in as_completed(futures):
                 finished(futures[f], f.result())
@@ -290,7 +328,7 @@ def _difficulty(data: dict) -> str:
 
 def _cell(values: list[float], scale: float = 100.0, fmt: str = "{:.1f}") -> str:
     """Mean over seeds, with the range when there are several."""
-    v = [x * scale for x in values if x is not None and not np.isnan(x)]
+    v = [x * scale for x in values if x is not None]
     if not v:
         return "–"
     text = fmt.format(np.mean(v))
@@ -303,8 +341,8 @@ def render_table(results: Path = RESULTS, rows: dict[str, dict] | None = None) -
     rows = ROWS if rows is None else rows
     files = {p.stem: json.loads(p.read_text()) for p in sorted(Path(results).glob("*.json"))}
     order = [n for n in rows if n in files] + sorted(n for n in files if n not in rows)
-    head = ("| candidate | task and difficulty | d | block | H | L | segments (depth) | steps | connection | seeds "
-            "| @0.5x | @1x | @4x | @60x | peak (update) | state change after solve | solved, then lost "
+    head = ("| candidate | task and difficulty | d | block x layers | H | L | segments (depth) | steps | connection "
+            "| seeds | @0.5x | @1x | @4x | @60x | peak @ update | state change after solve | solved, then lost "
             "| train / eval min |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for n in order:
@@ -316,16 +354,31 @@ def render_table(results: Path = RESULTS, rows: dict[str, dict] | None = None) -
                 continue
             depth = recs[0]["training_depth"]
             acc = [_cell([x["exact"][k] for x in recs]) for k in ("0.5", "1", "4", "60")]
-            peak = _cell([x["peak"] for x in recs]) + f" ({'/'.join(str(x['peak_update']) for x in recs)})"
+            peak = _cell([x["peak"] for x in recs]) + f" @ {'/'.join(str(x['peak_update']) for x in recs)}"
             change = _cell([x["state_change_after_solve"] for x in recs], 100, "{:.2g}")
             minutes = (f"{np.mean([x['train_seconds'] for x in recs]) / 60:.1f} / "
                        f"{np.mean([x['eval_seconds'] for x in recs]) / 60:.1f}")
             lines.append(
                 f"| {n} | {_difficulty(r['data'])} | {m['d_model']} | {m['mixer']} x {m['n_layers']} | {m['H']} "
                 f"| {m['L']} | {t['max_segments']} ({depth}) | {t['steps']:,} | {recipe} | {len(recs)} "
-                f"| {' | '.join(acc)} | {peak} | {change} % "
-                f"| {_cell([x['lost_after_solve'] for x in recs])} % | {minutes} |")
+                f"| {' | '.join(acc)} | {peak} | {change} "
+                f"| {_cell([x['lost_after_solve'] for x in recs])} | {minutes} |")
+    if len(lines) == 2:
+        lines.append("| (no results yet: `python -m infiloop.calibration ROW`) |" + " |" * (head.count("|") - 2))
     return "\n".join(lines)
+
+
+def render_candidates(rows: dict[str, dict] | None = None) -> str:
+    """The candidate rows as a table: settings and estimated cost (minutes per model, one thread)."""
+    rows = ROWS if rows is None else rows
+    lines = ["| candidate | settings (over `tiny`) | est. train + eval min per model |", "|---|---|---|"]
+    for n, row in rows.items():
+        train, ev = estimated_seconds(row)
+        settings = ", ".join(f"{k}={json.dumps(v)}" for k, v in row.items()) or "the `tiny` profile"
+        lines.append(f"| {n} | {settings} | {train / 60:.1f} + {ev / 60:.1f} |")
+    return "\n".join(lines)
+
+
 
 
 START, END = "<!-- calibration-search: start -->", "<!-- calibration-search: end -->"
@@ -333,10 +386,11 @@ SECTION = """## The search for the paper's contrast (`python -m infiloop.calibra
 
 Generated by `python -m infiloop.calibration --render` from `results/calibration/*.json`; re-run a row with
 `python -m infiloop.calibration ROW`. Base: the `tiny` profile; every row trains carry-last and InfiLoop
-with identical settings. "@kx": exact accuracy (%) on the test puzzles after k times the training depth
-(H x segments outer updates); peak: the best recorded accuracy and the update where it occurs; state change:
-mean relative change of the answer state per update after a puzzle's first solve (%); solved, then lost:
-puzzles solved at some update but wrong at 60x (%). Several seeds: mean (range).
+with identical settings. All numbers are percentages. "@kx": exact accuracy on the test puzzles after k
+times the training depth (H x segments outer updates); peak: the best recorded accuracy and the update
+where it occurs (per seed); state change: mean relative change of the answer state per update after a
+puzzle's first solve; solved, then lost: puzzles solved at some update but wrong at 60x; train / eval: wall
+minutes per model (one thread). Several seeds: mean (range).
 """
 
 
@@ -344,7 +398,8 @@ def render(results: Path = RESULTS, doc: Path = DOC, rows: dict[str, dict] | Non
     """Write the search table into ``doc`` between its markers (appended with a heading the first time);
     the text above it is kept as it is."""
     text = Path(doc).read_text() if Path(doc).is_file() else ""
-    table = f"{START}\n{render_table(results, rows)}\n{END}"
+    table = (f"{START}\n{render_table(results, rows)}\n\nThe candidates (`python -m infiloop.calibration --list`):\n\n"
+             f"{render_candidates(rows)}\n{END}")
     if START in text and END in text:
         text = text[:text.index(START)] + table + text[text.index(END) + len(END):]
     else:
@@ -353,15 +408,6 @@ def render(results: Path = RESULTS, doc: Path = DOC, rows: dict[str, dict] | Non
 
 
 # ------------------------------------------------------------------------------------------ command line
-
-
-def _list(rows: dict[str, dict]) -> str:
-    lines = []
-    for n, row in rows.items():
-        train, ev = estimated_seconds(row)
-        settings = ", ".join(f"{k}={json.dumps(v)}" for k, v in row.items()) or "(the tiny profile)"
-        lines.append(f"{n:16s} ~{train / 60:5.1f} + {ev / 60:4.1f} min per model   {settings}")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -378,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--doc", type=Path, default=DOC, help=f"document with the search table (default {DOC})")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.list:
-        print(_list(ROWS))
+        print(render_candidates(ROWS))
         return 0
     names = list(ROWS) if args.all else args.rows
     if not names and not args.render:
