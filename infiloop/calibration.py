@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import analysis, tasks
-from .experiments import ROOT, RUNS, get_run, resolve_config
+from .experiments import PROFILES, ROOT, RUNS, get_run, resolve_config
 from .layers import swiglu_width
 from .tasks.base import atomic_write_text
 
@@ -273,8 +273,9 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
         if n not in rows:
             raise ValueError(f"unknown calibration row {n!r}; rows: {', '.join(rows)}")
         check_row(n, rows[n])
-    for n in names:  # build every row's data first (generation uses the CPUs by itself)
-        row_config(rows[n])
+    for n in names:  # build every row's data first (generation uses every CPU by itself)
+        profile = rows[n].get("profile", "tiny")
+        tasks.build(TASK, PROFILES[profile]["data"], overrides=row_data(rows[n]) or None, verbose=progress)
     work = [(n, rows[n], recipe, s, Path(root), False) for n in names
             for s in (seeds if seeds is not None else rows[n].get("seeds", [0])) for recipe in CONNECTIONS]
     cost = {id(w): sum(estimated_seconds(w[1])) for w in work}
@@ -369,13 +370,23 @@ def render_table(results: Path = RESULTS, rows: dict[str, dict] | None = None) -
 
 
 def render_candidates(rows: dict[str, dict] | None = None) -> str:
-    """The candidate rows as a table: settings and estimated cost (minutes per model, one thread)."""
+    """The candidate rows as a table: settings and estimated cost (minutes per model, one thread), then
+    the named data sets and the estimated total."""
     rows = ROWS if rows is None else rows
     lines = ["| candidate | settings (over `tiny`) | est. train + eval min per model |", "|---|---|---|"]
+    total = 0.0
     for n, row in rows.items():
         train, ev = estimated_seconds(row)
+        total += 2 * (train + ev)
         settings = ", ".join(f"{k}={json.dumps(v)}" for k, v in row.items()) or "the `tiny` profile"
         lines.append(f"| {n} | {settings} | {train / 60:.1f} + {ev / 60:.1f} |")
+    lines += ["", f"Estimated total for one seed, both connections: {total / 3600:.1f} CPU hours "
+              f"({total / 7200:.1f} hours with `--jobs 2`). Data sets:", "",
+              "| data set | puzzles | training (base x views) / test |", "|---|---|---|"]
+    for n, data in DATA_SETS.items():
+        cfg = {**tasks.DATA_PROFILES["tiny"]["sudoku"], **data}
+        views = 1 + cfg["augment"]
+        lines.append(f"| {n} | {_difficulty(cfg)} | {cfg['n_train']:,} x {views} / {cfg['n_test']:,} |")
     return "\n".join(lines)
 
 
