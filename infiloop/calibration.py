@@ -149,7 +149,7 @@ def depths(training_depth: int) -> dict[str, int]:
 # Cost model for the estimates (progress bar, --list, the comments above). Anchors: the tiny model (d = 64,
 # MLP mixer, 2 layers, H = 2, L = 3, batch 64, 6x6) takes about 0.2 s per training step and 0.1 s per outer
 # update of 256 test puzzles with one thread (docs/calibration.md). Relative costs measured on the 2-core VM
-# (12 timed steps and 3-6 updates per shape, the least of four passes, under load from other jobs, so
+# (6-12 timed steps and 3-6 updates per shape, the least of four passes, under load from other jobs, so
 # +-50 %): per step d = 128: 1.3x, attention: 0.8x, H = 3: 1.1x, L = 1: 0.5x, H = 3 and L = 6: 1.6x,
 # 9x9: 2.4x, 9x9 at d = 128: 5.1x, 9x9 with attention: 2.7x.
 STEP_S, UPDATE_S = 0.2, 0.1
@@ -243,11 +243,11 @@ def result_path(name: str, results: Path = RESULTS) -> Path:
 
 
 def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
-    """Add a row's new per-model records to its results file (kept: other seeds; an evaluation time
-    measured before, where this evaluation came from the cache)."""
+    """Add a row's new per-model records to its results file (kept: other seeds, unless the row's settings
+    changed; an evaluation time measured before, where this evaluation came from the cache)."""
     path = result_path(name, results)
     old = json.loads(path.read_text()) if path.is_file() else {}
-    by = old.get("results", {})
+    by = old.get("results", {}) if old.get("settings") == row else {}
     for rec in records:
         seeds = by.setdefault(rec["recipe"], {})
         prev = seeds.get(str(rec["seed"]))
@@ -267,7 +267,8 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
              jobs: int = 1, root: Path = RUNS, results: Path = RESULTS, progress: bool = True) -> dict[str, dict]:
     """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list), ``jobs``
     models at a time in separate processes with one torch thread each. Writes each row's results file as
-    soon as its models are done and returns {row: results}."""
+    soon as its models are done and returns {row: results}; a model that fails is reported and the others
+    go on (RuntimeError at the end, naming the failures)."""
     rows = ROWS if rows is None else rows
     for n in names:
         if n not in rows:
@@ -281,16 +282,20 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
     cost = {id(w): sum(estimated_seconds(w[1])) for w in work}
     left = {n: sum(1 for w in work if w[0] == n) for n in names}
     done: dict[str, list[dict]] = {n: [] for n in names}
-    out = {}
+    out, failed = {}, []
     bar = tqdm(total=round(sum(cost.values())), unit="s", desc="calibration (estimated CPU seconds)",
                disable=not progress, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
 
-    def finished(w, rec):
-        done[w[0]].append(rec)
+    def finished(w, rec: dict | None, error: BaseException | None = None):
+        if error is not None:
+            failed.append(f"{w[0]} {w[2]} seed {w[3]}: {type(error).__name__}: {error}")
+            tqdm.write(f"failed: {failed[-1]}")
+        else:
+            done[w[0]].append(rec)
+            bar.set_postfix_str(f"{w[0]} {w[2]} seed {w[3]}: {100 * rec['exact']['60']:.1f} % at 60x")
         left[w[0]] -= 1
         bar.update(round(cost[id(w)]))
-        bar.set_postfix_str(f"{w[0]} {w[2]} seed {w[3]}: {100 * rec['exact']['60']:.1f} % at 60x")
-        if left[w[0]] == 0:
+        if left[w[0]] == 0 and done[w[0]]:
             out[w[0]] = _merge(w[0], rows[w[0]], done[w[0]], Path(results))
 
     if jobs <= 1:
@@ -298,7 +303,12 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
         torch.set_num_threads(1)
         try:
             for w in work:
-                finished(w, _job(w))
+                try:
+                    rec = _job(w)
+                except Exception as e:  # one failed model does not stop the others
+                    finished(w, None, e)
+                else:
+                    finished(w, rec)
         finally:
             torch.set_num_threads(old)
     else:
@@ -307,8 +317,10 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
                                  initargs=(tasks.profiles.DATA_ROOT,)) as ex:
             futures = {ex.submit(_job, w): w for w in work}
             for f in as_completed(futures):
-                finished(futures[f], f.result())
+                finished(futures[f], None if f.exception() else f.result(), f.exception())
     bar.close()
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(work)} models failed:\n" + "\n".join(failed))
     return out
 
 
@@ -443,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     if names:
         try:
             run_rows(names, seeds=args.seeds, jobs=args.jobs, root=args.root, results=args.results)
-        except ValueError as e:
+        except (ValueError, RuntimeError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
     print(f"wrote {render(args.results, args.doc)}")

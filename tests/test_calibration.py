@@ -93,6 +93,13 @@ def test_a_smoke_row_end_to_end(tmp_path, data_root):
     assert "| carry_last | 2 |" in doc.read_text()
 
 
+def test_a_failing_model_is_reported_after_the_others(tmp_path, data_root):
+    rows = {"bad": {"profile": "smoke", "H": 0}}
+    with pytest.raises(RuntimeError, match="2 of 2 models failed:\nbad carry_last seed 0: ValueError: model.H"):
+        calibration.run_rows(["bad"], rows, root=tmp_path / "runs", results=tmp_path / "results", progress=False)
+    assert not (tmp_path / "results").exists()
+
+
 def test_command_line(tmp_path, data_root, capsys):
     assert calibration.main(["--list"]) == 0
     out = capsys.readouterr().out
