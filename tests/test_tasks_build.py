@@ -1,14 +1,15 @@
 """Profiles and the cached builder: offline builds of every task, the reported fallback from the
 hub to the generator, caching, overrides, and the `data build` command (SPEC §4)."""
 
+import hashlib
 import json
 
 import numpy as np
 import pytest
 
-from infiloop.tasks import DATA_PROFILES, TASKS, TaskData, build, info, load
+from infiloop.tasks import DATA_PROFILES, TASKS, DataError, TaskData, build, info, load
 from infiloop.tasks.cli import main
-from infiloop.tasks.profiles import DATA_ROOT, ROOT
+from infiloop.tasks.profiles import DATA_ROOT, ROOT, describe
 
 
 @pytest.fixture(autouse=True)
@@ -47,13 +48,15 @@ def test_tiny_sudoku_profile_shape(tmp_path):
 
 
 def test_paper_sudoku_falls_back_to_generator_and_says_so(tmp_path, capsys):
-    ov = {"n_train": 4, "augment": 2, "fallback_n_test": 3, "blanks": [45, 50]}
+    ov = {"n_train": 4, "augment": 2, "fallback_n_test": 3, "blanks": [55, 60]}
     paths = build("sudoku", "paper", root=tmp_path, overrides=ov)
     m = info("sudoku", "paper", root=tmp_path, overrides=ov)
-    assert m["source"].startswith("generated offline (9x9") and "HF_HUB_OFFLINE is set" in m["source"]
+    assert m["source"].startswith("generated offline (9x9, blanks 55-60, singles do not solve)")
+    assert "HF_HUB_OFFLINE is set" in m["source"]
     assert "generating offline instead" in capsys.readouterr().err
     te = TaskData.load(paths["test"])
     assert len(te) == 3 and te.vocab_size == 11 and te.grid == (9, 9)
+    assert not te.meta["singles"].any()  # the fallback keeps only puzzles that need search
     assert len(TaskData.load(paths["train"])) == 4 * 3
     assert paths["train_csv"].read_text().startswith("source,question,answer,rating\n")
 
@@ -91,3 +94,50 @@ def test_user_arc_json(tmp_path):
     paths = build("arc2", "smoke", root=tmp_path / "data", overrides={"path": str(tmp_path / "arc")}, verbose=False)
     te = TaskData.load(paths["test"])
     assert te.info["tasks"] == ["trai1", "eval1"] and len(te) == 2  # 1 test pair x 2 views
+
+
+# sha256 of the smoke profile's generated Sudoku test set, as every build before selection existed made it
+SMOKE_SUDOKU_TEST_SHA = "8e527e3d0f1f167e"
+
+
+def test_profiles_without_selection_keep_their_data(tmp_path):
+    """New settings enter a config only when set: the data of existing profiles (and so their cached
+    builds and run hashes) stay as they were."""
+    paths = build("sudoku", "smoke", root=tmp_path, verbose=False)
+    m = info("sudoku", "smoke", root=tmp_path)
+    assert m["config"] == DATA_PROFILES["smoke"]["sudoku"] and "accepted_fraction" not in m["summary"]
+    assert sorted(TaskData.load(paths["test"]).meta) == ["blanks", "rating"]
+    assert hashlib.sha256(paths["test_csv"].read_bytes()).hexdigest()[:16] == SMOKE_SUDOKU_TEST_SHA
+    assert sorted(TaskData.load(build("maze", "smoke", root=tmp_path, verbose=False)["test"]).meta) == [
+        "base", "path_length", "view"]
+
+
+def test_selection_per_split(tmp_path):
+    ov = {"blanks": {"train": [20, 24], "test": [22, 28]}, "needs_search": {"train": False, "test": True},
+          "n_train": 6, "n_test": 4, "augment": 1}
+    paths = build("sudoku", "tiny", root=tmp_path, overrides=ov, verbose=False)
+    tr, te = TaskData.load(paths["train"]), TaskData.load(paths["test"])
+    assert tr.meta["singles"].all() and not te.meta["singles"].any() and len(tr) == 12
+    assert tr.meta["blanks"].max() <= 24 and te.meta["blanks"].min() >= 22
+    m = info("sudoku", "tiny", root=tmp_path, overrides=ov)
+    assert "train blanks 20-24, singles solve; test blanks 22-28, singles do not solve" in m["source"]
+    assert 0 < m["summary"]["accepted_fraction"]["test"] < 1
+    with pytest.raises(DataError, match="needs_search must be"):
+        build("sudoku", "smoke", root=tmp_path, overrides={"needs_search": "yes"}, verbose=False)
+    with pytest.raises(DataError, match="per-split value"):
+        build("sudoku", "smoke", root=tmp_path, overrides={"min_rating": {"val": 1}}, verbose=False)
+    with pytest.raises(ValueError, match="unknown data setting 'min_dead_ends' for sudoku"):
+        build("sudoku", "smoke", root=tmp_path, overrides={"min_dead_ends": 1}, verbose=False)
+
+
+def test_describe_reports_difficulty(tmp_path, capsys):
+    row = describe("sudoku", "smoke", root=tmp_path)
+    assert row["train"]["puzzles"] == DATA_PROFILES["smoke"]["sudoku"]["n_train"]  # base puzzles
+    assert row["test"]["puzzles"] == 64 and 0 <= row["test"]["singles"] <= 1 and row["test"]["blanks"][0] >= 6
+    assert main(["describe", "--task", "maze", "--profile", "smoke", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| profile | split | mazes |") and "| `smoke` | test | 64 |" in out
+    assert main(["describe", "--task", "sudoku", "--profile", "smoke", "--root", str(tmp_path),
+                 "--set", "n_test=8", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["overrides"] == {"n_test": 8} and rows[0]["test"]["puzzles"] == 8

@@ -120,3 +120,24 @@ def test_bad_questions(tmp_path):
         M.read_csv(_csv(tmp_path, _row(walled, walled)))
     with pytest.raises(DataError, match=r"m.csv:2: question has 15 characters"):
         M.read_csv(_csv(tmp_path, _row(Q[:-1], GOOD_A)))
+
+
+def test_dead_ends_and_selection_by_them():
+    # open cells with one open neighbour, S and G not counted: (0,0), (0,3), (2,3) and (3,1)
+    assert M.dead_ends(" S  "
+                       "## #"
+                       "G   "
+                       "# ##") == 4
+    plain = M.generate(20, 12, 24, seed=3, progress=False)
+    counts = [M.dead_ends(q) for q in plain.questions]
+    k = int(np.quantile(counts, 0.75))
+    hard = M.generate(20, 12, 24, seed=3, progress=False, min_dead_ends=k)
+    assert min(M.dead_ends(q) for q in hard.questions) >= k
+    for i, q in enumerate(hard.questions):  # mazes that already passed are the unselected ones
+        if counts[i] >= k:
+            assert q == plain.questions[i]
+    M.validate(hard)
+    d = M.difficulty(hard)
+    assert d["mazes"] == 20 and d["dead_ends"][0] >= k and d["path_length"][0] >= 24 and 0 < d["path_share"][1] < 1
+    back = M.from_taskdata(M.to_taskdata("m", hard, dihedral_views=True, record_dead_ends=True))
+    assert back.questions == hard.questions and (back.path_length == hard.path_length).all()

@@ -9,7 +9,7 @@ import pytest
 from infiloop.tasks import DataError, TaskData, exact_accuracy, wrong_cells
 from infiloop.tasks import sudoku as S
 from infiloop.tasks.cli import main
-from infiloop.tasks.sudoku_solver import count_solutions, geometry, rating
+from infiloop.tasks.sudoku_solver import count_solutions, geometry, propagate, rating, singles_solve
 
 
 def exact_cover_count(puzzle, n, br, bc, limit=2):
@@ -214,13 +214,103 @@ def test_cli_generate_validate(tmp_path, capsys):
     assert f"{out1}:6:" in capsys.readouterr().err
 
 
-def test_generator_speed_9x9():
-    import time
-
-    t = time.perf_counter()
-    S.generate(20, geometry(9), (45, 58), seed=11, progress=False)
-    assert time.perf_counter() - t < 5.0  # ~200 puzzles/s on one core; 100k in minutes with workers
-
-
 def test_python_random_seed_strings_are_stable():
     assert random.Random("sudoku/1").random() == random.Random("sudoku/1").random()
+
+
+# ----------------------------------------------------------------------------- puzzles that need search
+
+# Naked singles alone fill no cell of this puzzle; with hidden singles, propagation solves it.
+HIDDEN_SINGLES = "000010039001607000004280500080000040000030200023001000008052100045068070206900000"
+# A. Inkala's "world's hardest Sudoku" (2012): singles fill nothing, search is needed.
+INKALA = "800000000003600000070090200050007000000045700000100030001000068008500010090000400"
+
+
+def naked_singles_only(grid, g):
+    """Independent check: fill cells with one candidate (sets, not bitmasks) until none is left."""
+    n, cells = g.n, list(grid)
+
+    def peers(i):
+        r, c = divmod(i, n)
+        box = (r // g.br, c // g.bc)
+        return [j for j in range(n * n) if j != i and (j // n == r or j % n == c
+                                                    or ((j // n) // g.br, (j % n) // g.bc) == box)]
+
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n * n):
+            if not cells[i]:
+                left = set(range(1, n + 1)) - {cells[j] for j in peers(i)}
+                if len(left) == 1:
+                    cells[i], changed = left.pop(), True
+    return cells
+
+
+def test_propagation_needs_hidden_singles_for_this_puzzle():
+    g = geometry(9)
+    p = [int(c) for c in HIDDEN_SINGLES]
+    assert naked_singles_only(p, g) == p  # naked singles make no progress
+    out, solved = propagate(p, g)
+    assert solved and out == exact_cover_count(p, 9, 3, 3)[0]
+    assert singles_solve(p, g)
+
+
+def test_propagation_fills_nothing_in_a_hard_puzzle():
+    g = geometry(9)
+    p = [int(c) for c in INKALA]
+    out, solved = propagate(p, g)
+    assert not solved and out == p and not singles_solve(p, g)
+    assert rating(p, g) > 0
+
+
+def test_propagation_of_solved_and_contradictory_grids():
+    g = geometry(6)
+    full = S.generate(1, g, (0, 0), progress=False).solutions[0].tolist()
+    assert propagate(full, g) == (full, True)
+    bad = list(full)
+    bad[1] = bad[0]
+    assert not singles_solve(bad, g)
+    assert not singles_solve([1, 1] + [0] * 34, g)
+
+
+def test_propagation_result_is_the_unique_solution_when_it_solves():
+    g = geometry(6)
+    s = S.generate(30, g, (16, 26), seed=5, progress=False)
+    for p, sol in zip(s.puzzles.tolist(), s.solutions.tolist()):
+        out, solved = propagate(p, g)
+        assert all(a in (0, b) for a, b in zip(out, sol))  # every filled cell is right
+        assert solved == (0 not in out) and (not solved or out == sol)
+
+
+def test_selection_keeps_puzzles_that_need_search():
+    g = geometry(6)
+    plain = S.generate(4, g, (22, 28), seed=2, progress=False)
+    hard = S.generate(4, g, (22, 28), seed=2, progress=False, select=S.Selection(needs_search=True))
+    assert plain.drawn.tolist() == [1, 1, 1, 1] and (hard.drawn >= 1).all()
+    assert not S.singles_solvable(hard).any()
+    S.validate(hard)
+    for i, (p, sol) in enumerate(zip(hard.puzzles, hard.solutions)):
+        assert exact_cover_count(p.tolist(), 6, 2, 3) == [sol.tolist()]
+        if hard.drawn[i] == 1:  # the first candidate of puzzle i's stream is the unselected puzzle i
+            assert np.array_equal(p, plain.puzzles[i])
+    rated = S.generate(3, g, (22, 28), seed=2, progress=False, select=S.Selection(min_rating=2))
+    assert (rated.rating >= 2).all()
+    easy = S.generate(3, g, (22, 28), seed=2, progress=False, select=S.Selection(needs_search=False))
+    assert S.singles_solvable(easy).all()
+    again = S.generate(4, g, (22, 28), seed=2, workers=2, progress=False, select=S.Selection(needs_search=True))
+    assert np.array_equal(again.puzzles, hard.puzzles)
+
+
+def test_selection_that_nothing_passes_says_so():
+    with pytest.raises(ValueError, match="relax the selection"):
+        S.generate(1, geometry(4), (0, 0), progress=False, select=S.Selection(needs_search=True), max_candidates=5)
+
+
+def test_difficulty_summary():
+    g = geometry(9)
+    s = S.SudokuSet(g, np.array([[int(c) for c in INKALA], [int(c) for c in HIDDEN_SINGLES]], np.int8),
+                    np.zeros((2, 81), np.int8), np.array([40, 0], np.int32))
+    d = S.difficulty(s)
+    assert d["puzzles"] == 2 and d["singles"] == 0.5 and d["blanks"] == [52, 52, 52, 60] and d["rating"][-1] == 40
+    assert S.from_taskdata(S.to_taskdata("x", s)).puzzles.tolist() == s.puzzles.tolist()

@@ -4,6 +4,7 @@
     data generate maze --n N --size K --min-path P --seed S --out FILE.csv
     data validate sudoku|maze FILE.csv
     data build --task sudoku|maze|arc1|arc2 --profile smoke|tiny|paper [--set key=value ...] [--force]
+    data describe --task sudoku|maze --profile P [P ...] [--set key=value ...] [--json]
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from ..config import coerce, parse_setting, type_of_default
 from ..errors import Parser, run_command
 from . import maze, sudoku
-from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build, profile_config
+from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build, describe, describe_markdown, profile_config
 
 
 def _range(s: str) -> tuple[int, int]:
@@ -93,6 +94,14 @@ def parser() -> argparse.ArgumentParser:
                         "ARC from your own files: --set path=/dir/with/training+evaluation")
     b.add_argument("--root", type=Path, default=DATA_ROOT, help=f"data folder (default {DATA_ROOT})")
     b.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
+
+    d = sub.add_parser("describe", help="difficulty distribution of profiles' data (built first if needed)")
+    d.add_argument("--task", choices=["sudoku", "maze"], required=True)
+    d.add_argument("--profile", nargs="+", choices=sorted(DATA_PROFILES), default=["tiny"])
+    d.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile setting, e.g. --set needs_search=true")
+    d.add_argument("--root", type=Path, default=DATA_ROOT, help=f"data folder (default {DATA_ROOT})")
+    d.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
     return p
 
 
@@ -126,6 +135,10 @@ def _main(argv: list[str]) -> int:
               f"(path length {m.path_length.min()}-{m.path_length.max()})")
     elif args.cmd == "validate":
         print(_summary(args.task, args.file, args.box))
+    elif args.cmd == "describe":
+        rows = [describe(args.task, p, args.root, _overrides(args.task, p, args.overrides), verbose=True)
+                for p in args.profile]
+        print(json.dumps(rows, indent=1) if args.json else describe_markdown(rows))
     else:
         overrides = _overrides(args.task, args.profile, args.overrides)
         paths = build(args.task, args.profile, args.root, overrides, force=args.force)

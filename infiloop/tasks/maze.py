@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -35,6 +36,7 @@ class MazeSet:
         return len(self.questions)
 
 
+@cache
 def _neighbours(size: int):
     nb = []
     for i in range(size * size):
@@ -117,6 +119,23 @@ def write_csv(path, s: MazeSet) -> None:
     write_puzzle_csv(path, s.source or ["infiloop-generator"] * len(s), s.questions, s.answers, s.path_length)
 
 
+def dead_ends(q: str) -> int:
+    """Dead ends of a maze: open cells other than S and G with exactly one open neighbour."""
+    nb = _neighbours(int(round(len(q) ** 0.5)))
+    return sum(1 for i, ch in enumerate(q) if ch == " " and sum(q[j] != "#" for j in nb[i]) == 1)
+
+
+def difficulty(s: MazeSet) -> dict:
+    """The difficulty distribution of a set: quantiles (0, 0.5, 0.9, 1) of the shortest-path length,
+    of the number of dead ends and of the fraction of open cells on the path."""
+    q = (0.0, 0.5, 0.9, 1.0)
+    ends = [dead_ends(x) for x in s.questions]
+    on_path = [(d + 1) / sum(ch != "#" for ch in x) for x, d in zip(s.questions, s.path_length)]
+    return {"mazes": len(s), "path_length": [int(v) for v in np.quantile(s.path_length, q, method="lower")],
+            "dead_ends": [int(v) for v in np.quantile(ends, q, method="lower")],
+            "path_share": [round(float(v), 3) for v in np.quantile(on_path, q)]}
+
+
 # ----------------------------------------------------------------------------- generator
 
 
@@ -152,8 +171,10 @@ def _carve(size: int, rng: random.Random, loops: float) -> bytearray:
     return grid
 
 
-def generate_one(size: int, min_path: int, rng: random.Random, loops: float = 0.05, max_tries: int = 200):
-    """One maze with a *unique* shortest path of at least ``min_path`` moves: (question, answer, length)."""
+def generate_one(size: int, min_path: int, rng: random.Random, loops: float = 0.05, max_tries: int = 200,
+                 min_dead_ends: int = 0):
+    """One maze with a *unique* shortest path of at least ``min_path`` moves and at least
+    ``min_dead_ends`` dead ends: (question, answer, length)."""
     nb = _neighbours(size)
     for _ in range(max_tries):
         grid = _carve(size, rng, loops)
@@ -169,24 +190,28 @@ def generate_one(size: int, min_path: int, rng: random.Random, loops: float = 0.
         g = rng.choice(goals)
         q = bytearray(grid)
         q[s], q[g] = START, GOAL
+        if min_dead_ends and dead_ends(q.decode()) < min_dead_ends:
+            continue
         a = bytearray(q)
         v = g
         while dist[v] > 1:
             v = next(u for u in nb[v] if dist[u] == dist[v] - 1)
             a[v] = PATH
         return q.decode(), a.decode(), dist[g]
-    raise RuntimeError(f"no {size}x{size} maze with a unique path of >= {min_path} moves in {max_tries} tries")
+    raise RuntimeError(f"no {size}x{size} maze with a unique path of >= {min_path} moves"
+                       + (f" and >= {min_dead_ends} dead ends" if min_dead_ends else "") + f" in {max_tries} tries")
 
 
 def generate(n: int, size: int, min_path: int, seed: int | str = 0, loops: float = 0.05,
-             progress: bool = True) -> MazeSet:
-    """``n`` mazes; maze ``i`` depends only on ``(size, min_path, loops, seed, i)``."""
+             progress: bool = True, min_dead_ends: int = 0) -> MazeSet:
+    """``n`` mazes; maze ``i`` depends only on ``(size, min_path, loops, seed, i)`` and
+    ``min_dead_ends`` (rejection sampling from maze ``i``'s random stream)."""
     if size < 3:
         raise ValueError(f"maze size {size} is too small (need >= 3)")
     qs, ans, lens = [], [], []
     for i in tqdm(range(n), desc=f"maze {size}x{size}", unit="maze", disable=not progress):
         rng = random.Random(f"maze/{size}/{min_path}/{loops}/{seed}/{i}")
-        q, a, d = generate_one(size, min_path, rng, loops)
+        q, a, d = generate_one(size, min_path, rng, loops, min_dead_ends=min_dead_ends)
         qs.append(q)
         ans.append(a)
         lens.append(d)
@@ -208,9 +233,17 @@ def decode(tokens: np.ndarray) -> list[str]:
     return ["".join(r) for r in chars[np.clip(np.asarray(tokens), 0, len(CHARSET))]]
 
 
-def to_taskdata(name: str, s: MazeSet, dihedral_views: bool = False, info: dict | None = None) -> TaskData:
+def from_taskdata(d: TaskData) -> MazeSet:
+    """The mazes of a token record (:func:`to_taskdata`, first dihedral view) as a :class:`MazeSet`."""
+    rows = np.flatnonzero(d.meta["view"] == 0) if "view" in d.meta else np.arange(len(d))
+    return MazeSet(d.grid[0], decode(d.inputs[rows]), decode(d.labels[rows]), d.meta["path_length"][rows])
+
+
+def to_taskdata(name: str, s: MazeSet, dihedral_views: bool = False, info: dict | None = None,
+                record_dead_ends: bool = False) -> TaskData:
     """Token record; with ``dihedral_views`` each maze appears in all 8 dihedral transforms (TRM's
-    optional maze augmentation), recorded in ``meta['view']``."""
+    optional maze augmentation), recorded in ``meta['view']``; with ``record_dead_ends`` each maze's dead
+    ends are recorded in ``meta['dead_ends']``."""
     x, y = encode(s.questions), encode(s.answers)
     views = range(8) if dihedral_views else range(1)
     xs, ys, vs, base = [], [], [], []
@@ -221,5 +254,7 @@ def to_taskdata(name: str, s: MazeSet, dihedral_views: bool = False, info: dict 
         base.append(np.arange(len(x)))
     base = np.concatenate(base)
     meta = {"path_length": s.path_length[base].astype(np.int32), "view": np.concatenate(vs), "base": base}
+    if record_dead_ends:
+        meta["dead_ends"] = np.array([dead_ends(q) for q in s.questions], np.int16)[base]
     return TaskData(name=name, inputs=np.concatenate(xs), labels=np.concatenate(ys), grid=(s.size, s.size),
                     vocab_size=len(CHARSET) + 1, meta=meta, n_puzzles=1, info=info or {})

@@ -50,9 +50,12 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
     },
     "paper": {
         # Sudoku-Extreme: 1,000 base puzzles x (1 + 1,000 augmentations), the whole test set (SPEC §4, §9).
-        # Offline: the generator at 9x9 with the blank range below and `fallback_n_test` test puzzles.
+        # Offline: the generator at 9x9 with the blank range below, kept only where naked and hidden singles
+        # do not solve a puzzle (Sudoku-Extreme is kept for puzzles that need search; the hub set is used as
+        # published), and `fallback_n_test` test puzzles.
         "sudoku": {"source": "hub", "repo": sudoku.HUB_REPO, "side": 9, "box": [3, 3], "blanks": [45, 60],
-                   "n_train": 1000, "n_test": None, "augment": 1000, "fallback_n_test": 32768, "seed": 0},
+                   "needs_search": True, "n_train": 1000, "n_test": None, "augment": 1000, "fallback_n_test": 32768,
+                   "seed": 0},
         # Maze-Hard: 30x30, shortest path longer than 110 moves, 1,000 train / 1,000 test.
         "maze": {"source": "hub", "repo": maze.HUB_REPO, "size": 30, "min_path": 111, "loops": 0.05,
                  "n_train": 1000, "n_test": 1000, "seed": 0},
@@ -65,15 +68,37 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
 }
 
 
+# Settings a profile may leave out; they enter a config only when set, so that the data (and the hash) of
+# every profile without them stays as it was. Each may hold one value for both splits or a
+# {"train": ..., "test": ...} pair (as may "blanks"). Selection applies to generated puzzles only.
+#   sudoku: needs_search  true: keep puzzles naked + hidden singles do not solve; false: only those they solve
+#           min_rating    keep puzzles with at least this many solver backtracks
+#   maze:   min_dead_ends keep mazes with at least this many dead ends (open cells with one open neighbour)
+OPTIONAL_SETTINGS = {"sudoku": ("needs_search", "min_rating"), "maze": ("min_dead_ends",)}
+
+
+def split_setting(cfg: dict, key: str, split: str, default=None):
+    """The value of ``key`` for ``split`` ("train" or "test"): a ``{"train": .., "test": ..}`` pair or one
+    value for both."""
+    v = cfg.get(key, default)
+    if isinstance(v, dict):
+        if set(v) - {"train", "test"}:
+            raise DataError(f"setting {key!r}: a per-split value has keys 'train' and 'test', not {sorted(v)}")
+        return v.get(split, default)
+    return v
+
+
 def profile_config(task: str, profile: str, overrides: dict | None = None) -> dict:
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
     if profile not in DATA_PROFILES:
         raise ValueError(f"unknown data profile {profile!r}; choose from {', '.join(DATA_PROFILES)}")
     cfg = copy.deepcopy(DATA_PROFILES[profile][task])
+    optional = ("path", *OPTIONAL_SETTINGS.get(task, ()))
     for k, v in (overrides or {}).items():
-        if k not in cfg and k != "path":
-            raise ValueError(f"unknown data setting {k!r} for {task}; known: {', '.join(sorted(cfg))}, path")
+        if k not in cfg and k not in optional:
+            raise ValueError(f"unknown data setting {k!r} for {task}; known: {', '.join(sorted(cfg))}, "
+                             f"{', '.join(optional)}")
         cfg[k] = v
     return cfg
 
@@ -90,14 +115,15 @@ def _say(verbose: bool, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def build(task: str, profile: str, root: Path = DATA_ROOT, overrides: dict | None = None,
+def build(task: str, profile: str, root: Path | None = None, overrides: dict | None = None,
           force: bool = False, verbose: bool = True) -> dict[str, Path]:
     """Build (or reuse) the training and test sets of ``task`` for ``profile``.
 
     Returns paths: ``train``, ``test`` (.npz), ``manifest`` (build.json) and, where there are CSVs,
     ``train_csv``/``test_csv``. The manifest's ``source`` says whether the data was downloaded or
-    generated, and why.
+    generated, and why. ``root`` defaults to :data:`DATA_ROOT` (read at call time).
     """
+    root = DATA_ROOT if root is None else Path(root)
     cfg = profile_config(task, profile, overrides)
     out = build_dir(task, profile, overrides, root)
     manifest = out / "build.json"
@@ -118,20 +144,69 @@ def build(task: str, profile: str, root: Path = DATA_ROOT, overrides: dict | Non
     return {**files, "manifest": manifest}
 
 
-def info(task: str, profile: str, root: Path = DATA_ROOT, overrides: dict | None = None) -> dict:
+def info(task: str, profile: str, root: Path | None = None, overrides: dict | None = None) -> dict:
     """The manifest of a built set (config, source, summary)."""
-    p = build_dir(task, profile, overrides, root) / "build.json"
+    p = build_dir(task, profile, overrides, DATA_ROOT if root is None else root) / "build.json"
     if not p.is_file():
         raise DataError(f"{p}: not built yet (run `python -m infiloop data build --task {task} --profile {profile}`)")
     return json.loads(p.read_text())
 
 
-def load(task: str, profile: str, split: str, root: Path = DATA_ROOT, overrides: dict | None = None,
+def load(task: str, profile: str, split: str, root: Path | None = None, overrides: dict | None = None,
          verbose: bool = False) -> TaskData:
     """The ``train`` or ``test`` split of a profile as :class:`TaskData` (built on first use)."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', not {split!r}")
     return TaskData.load(build(task, profile, root, overrides, verbose=verbose)[split])
+
+
+def describe(task: str, profile: str, root: Path | None = None, overrides: dict | None = None,
+             verbose: bool = False) -> dict:
+    """The difficulty distribution of a profile's training (base puzzles, no augmentations) and test
+    sets, built first if needed: Sudoku blanks, rating and the fraction naked + hidden singles solve
+    (:func:`sudoku.difficulty`); Maze path length, dead ends and path share (:func:`maze.difficulty`)."""
+    if task not in ("sudoku", "maze"):
+        raise ValueError(f"describe covers sudoku and maze, not {task!r}")
+    paths = build(task, profile, root, overrides, verbose=verbose)
+    out = {"task": task, "profile": profile, "overrides": overrides or {},
+           "source": json.loads(paths["manifest"].read_text())["source"]}
+    for split in ("train", "test"):
+        d = TaskData.load(paths[split])
+        if task == "sudoku":
+            base = d.subset(np.flatnonzero(d.meta["aug"] == 0)) if "aug" in d.meta else d
+            out[split] = sudoku.difficulty(sudoku.from_taskdata(base))
+        else:
+            out[split] = maze.difficulty(maze.from_taskdata(d))
+    return out
+
+
+def describe_markdown(rows: list[dict]) -> str:
+    """A markdown table of :func:`describe` results (one task), a line per profile and split."""
+    def q(v: list) -> str:
+        return " / ".join(str(x) for x in v)
+
+    def name(r: dict) -> str:
+        over = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["overrides"].items())
+        return f"`{r['profile']}`" + (f" ({over})" if over else "")
+
+    if rows[0]["task"] == "sudoku":
+        lines = ["| profile | split | puzzles | blanks min / median / 90 % / max | rating min / median / 90 % / max "
+                 "| rating mean | singles solve |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            for split in ("train", "test"):
+                d = r[split]
+                lines.append(f"| {name(r)} | {split} | {d['puzzles']:,} | {q(d['blanks'])} | {q(d['rating'])} "
+                             f"| {d['rating_mean']:.2f} | {100 * d['singles']:.1f} % |")
+    else:
+        lines = ["| profile | split | mazes | path length min / median / 90 % / max "
+                 "| dead ends min / median / 90 % / max | path share of open cells (median) |",
+                 "|---|---|---|---|---|---|"]
+        for r in rows:
+            for split in ("train", "test"):
+                d = r[split]
+                lines.append(f"| {name(r)} | {split} | {d['mazes']:,} | {q(d['path_length'])} | {q(d['dead_ends'])} "
+                             f"| {d['path_share'][1]:.2f} |")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- builders
@@ -146,10 +221,40 @@ def _hub_csvs(cfg: dict, root: Path, verbose: bool):
         return None, str(e)
 
 
-def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
+def _sudoku_selection(cfg: dict, split: str) -> sudoku.Selection:
+    """The puzzles a split keeps (``needs_search``, ``min_rating``), checked."""
+    need = split_setting(cfg, "needs_search", split)
+    rating = split_setting(cfg, "min_rating", split, 0) or 0
+    if need not in (True, False, None):
+        raise DataError(f"sudoku: needs_search must be true, false or null, not {need!r}")
+    if not isinstance(rating, int) or rating < 0:
+        raise DataError(f"sudoku: min_rating must be a whole number >= 0, not {rating!r}")
+    return sudoku.Selection(need, rating)
+
+
+def _describe_split(blanks, sel: sudoku.Selection) -> str:
+    text = f"blanks {blanks[0]}-{blanks[1]}"
+    if sel.needs_search is not None:
+        text += ", singles do not solve" if sel.needs_search else ", singles solve"
+    if sel.min_rating:
+        text += f", rating >= {sel.min_rating}"
+    return text
+
+
+def _generate_sudoku(cfg: dict, split: str, n: int, verbose: bool) -> tuple[sudoku.SudokuSet, str]:
+    """Generate one split with its own blank range and selection; returns the set and its description."""
     g = sudoku.geometry(cfg["side"], tuple(cfg["box"]))
+    blanks = tuple(split_setting(cfg, "blanks", split))
+    sel = _sudoku_selection(cfg, split)
+    s = sudoku.generate(n, g, blanks, f"{cfg['seed']}/{split}", progress=verbose, select=sel)
+    return s, _describe_split(blanks, sel)
+
+
+def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
     seed, files = cfg["seed"], {}
     csvs, why = _hub_csvs(cfg, root, verbose) if cfg["source"] == "hub" else (None, None)
+    selected = any(k in cfg for k in OPTIONAL_SETTINGS["sudoku"])
+    accepted = {}
     if csvs:
         train_all, test = sudoku.read_csv(csvs[0], tuple(cfg["box"])), sudoku.read_csv(csvs[1], tuple(cfg["box"]))
         rng = np.random.default_rng(seed)
@@ -158,31 +263,42 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
             test = test.take(np.sort(rng.choice(len(test), cfg["n_test"], replace=False)))
         source = f"downloaded {cfg['repo']} (train subsample {len(base)} of {len(train_all)}, test {len(test)})"
         files["train_csv"], files["test_csv"] = csvs
+        selected = False  # the hub set is used as published
     else:
         n_test = (cfg.get("fallback_n_test") or cfg["n_test"]) if why else cfg["n_test"]
         if n_test is None:
             raise DataError(f"sudoku: n_test is needed to generate a test set (config {cfg})")
-        blanks = tuple(cfg["blanks"])
-        base = sudoku.generate(cfg["n_train"], g, blanks, f"{seed}/train", progress=verbose)
-        test = sudoku.generate(n_test, g, blanks, f"{seed}/test", progress=verbose)
-        source = f"generated offline ({g.n}x{g.n}, blanks {blanks[0]}-{blanks[1]})" + (f"; {why}" if why else "")
+        base, train_text = _generate_sudoku(cfg, "train", cfg["n_train"], verbose)
+        test, test_text = _generate_sudoku(cfg, "test", n_test, verbose)
+        g = base.g
+        what = train_text if train_text == test_text else f"train {train_text}; test {test_text}"
+        source = f"generated offline ({g.n}x{g.n}, {what})" + (f"; {why}" if why else "")
         files["train_csv"], files["test_csv"] = out / "train.csv", out / "test.csv"
         sudoku.write_csv(files["train_csv"], base)
         sudoku.write_csv(files["test_csv"], test)
+        accepted = {k: round(len(s) / int(s.drawn.sum()), 5) for k, s in (("train", base), ("test", test))
+                    if selected and s.drawn is not None}
     aug, base_idx, aug_idx = sudoku.augment(base, cfg["augment"], np.random.default_rng(seed))
-    tr = sudoku.to_taskdata("sudoku-train", aug, {"base": base_idx.astype(np.int32), "aug": aug_idx.astype(np.int32)},
-                            {"source": source})
-    te = sudoku.to_taskdata("sudoku-test", test, info={"source": source})
+    tr_meta = {"base": base_idx.astype(np.int32), "aug": aug_idx.astype(np.int32)}
+    te_meta = {}
+    if selected:  # whether singles solve each puzzle, for accuracy by it (augmentations keep it)
+        tr_meta["singles"] = sudoku.singles_solvable(base)[base_idx]
+        te_meta["singles"] = sudoku.singles_solvable(test)
+    tr = sudoku.to_taskdata("sudoku-train", aug, tr_meta, {"source": source})
+    te = sudoku.to_taskdata("sudoku-test", test, te_meta, info={"source": source})
     files["train"], files["test"] = tr.save(out / "train.npz"), te.save(out / "test.npz")
     summary = {"train_rows": len(tr), "train_base": len(base), "test_rows": len(te),
                "test_blanks": [int(te.meta["blanks"].min()), int(te.meta["blanks"].max())],
                "test_rating_max": int(te.meta["rating"].max())}
+    if accepted:
+        summary["accepted_fraction"] = accepted  # puzzles kept / candidates drawn
     return files, source, summary
 
 
 def _build_maze(task, cfg, out: Path, root: Path, verbose):
     files = {}
     csvs, why = _hub_csvs(cfg, root, verbose) if cfg["source"] == "hub" else (None, None)
+    selected = "min_dead_ends" in cfg and not csvs
     if csvs:
         train, test = maze.read_csv(csvs[0]), maze.read_csv(csvs[1])
         source = f"downloaded {cfg['repo']} (train {len(train)}, test {len(test)})"
@@ -190,15 +306,24 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
     else:
         seed = cfg["seed"]
         args = (cfg["size"], cfg["min_path"])
-        train = maze.generate(cfg["n_train"], *args, seed=f"{seed}/train", loops=cfg["loops"], progress=verbose)
-        test = maze.generate(cfg["n_test"], *args, seed=f"{seed}/test", loops=cfg["loops"], progress=verbose)
-        source = (f"generated offline ({cfg['size']}x{cfg['size']}, shortest path >= {cfg['min_path']} moves)"
+        sets, texts = {}, {}
+        for split in ("train", "test"):
+            dead = split_setting(cfg, "min_dead_ends", split, 0) or 0
+            if not isinstance(dead, int) or dead < 0:
+                raise DataError(f"maze: min_dead_ends must be a whole number >= 0, not {dead!r}")
+            sets[split] = maze.generate(cfg[f"n_{split}"], *args, seed=f"{seed}/{split}", loops=cfg["loops"],
+                                        progress=verbose, min_dead_ends=dead)
+            texts[split] = f", >= {dead} dead ends" if dead else ""
+        train, test = sets["train"], sets["test"]
+        extra = texts["train"] if texts["train"] == texts["test"] else \
+            f"; train{texts['train'] or ' any dead ends'}; test{texts['test'] or ' any dead ends'}"
+        source = (f"generated offline ({cfg['size']}x{cfg['size']}, shortest path >= {cfg['min_path']} moves{extra})"
                   + (f"; {why}" if why else ""))
         files["train_csv"], files["test_csv"] = out / "train.csv", out / "test.csv"
         maze.write_csv(files["train_csv"], train)
         maze.write_csv(files["test_csv"], test)
-    tr = maze.to_taskdata("maze-train", train, info={"source": source})
-    te = maze.to_taskdata("maze-test", test, info={"source": source})
+    tr = maze.to_taskdata("maze-train", train, info={"source": source}, record_dead_ends=selected)
+    te = maze.to_taskdata("maze-test", test, info={"source": source}, record_dead_ends=selected)
     files["train"], files["test"] = tr.save(out / "train.npz"), te.save(out / "test.npz")
     pl = te.meta["path_length"]
     summary = {"train_rows": len(tr), "test_rows": len(te), "test_path_length": [int(pl.min()), int(pl.max())]}

@@ -34,6 +34,7 @@ class SudokuSet:
     solutions: np.ndarray
     rating: np.ndarray
     source: list[str] = field(default_factory=list)
+    drawn: np.ndarray | None = None  # generator candidates drawn per puzzle (with a Selection)
 
     def __len__(self) -> int:
         return len(self.puzzles)
@@ -45,7 +46,8 @@ class SudokuSet:
     def take(self, idx) -> SudokuSet:
         idx = np.asarray(idx)
         src = [self.source[i] for i in idx] if self.source else []
-        return SudokuSet(self.g, self.puzzles[idx], self.solutions[idx], self.rating[idx], src)
+        drawn = None if self.drawn is None else self.drawn[idx]
+        return SudokuSet(self.g, self.puzzles[idx], self.solutions[idx], self.rating[idx], src, drawn)
 
 
 # ----------------------------------------------------------------------------- validation
@@ -141,31 +143,66 @@ def write_csv(path, s: SudokuSet) -> None:
 # ----------------------------------------------------------------------------- generator
 
 
+@dataclass(frozen=True)
+class Selection:
+    """Which generated puzzles to keep (rejection sampling): a scaled-down analogue of Sudoku-Extreme,
+    a set kept for puzzles that need search.
+
+    ``needs_search``: ``True`` keeps only puzzles that naked and hidden singles alone do not solve
+    (:func:`~infiloop.tasks.sudoku_solver.singles_solve`), ``False`` only those they solve, ``None``
+    either. ``min_rating``: the least solver backtrack count (:func:`~infiloop.tasks.sudoku_solver.rating`).
+    """
+
+    needs_search: bool | None = None
+    min_rating: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.needs_search is not None or self.min_rating > 0
+
+    def accepts(self, puzzle: list[int], rating: int, g: Geometry) -> bool:
+        if rating < self.min_rating:
+            return False
+        return self.needs_search is None or self.needs_search != solver.singles_solve(puzzle, g)
+
+
 def _gen_chunk(args):
-    n, br, bc, blanks, seed, start, stop = args
+    n, br, bc, blanks, seed, start, stop, select, max_candidates = args
     g = Geometry(n, br, bc)
     out = []
     for i in range(start, stop):
         rng = random.Random(f"sudoku/{n}/{br}x{bc}/{blanks[0]}-{blanks[1]}/{seed}/{i}")
-        out.append(solver.generate_one(g, blanks, rng))
+        puzzle, sol, rating = solver.generate_one(g, blanks, rng)
+        drawn = 1
+        while select.active and not select.accepts(puzzle, rating, g):
+            if drawn == max_candidates:
+                raise ValueError(f"no {n}x{n} puzzle with blanks {blanks[0]}-{blanks[1]} passed {select} in "
+                                 f"{max_candidates} candidates; relax the selection")
+            puzzle, sol, rating = solver.generate_one(g, blanks, rng)
+            drawn += 1
+        out.append((puzzle, sol, rating, drawn))
     return out
 
 
 def generate(n_puzzles: int, g: Geometry, blanks: tuple[int, int], seed: int | str = 0,
-             workers: int | None = None, progress: bool = True) -> SudokuSet:
+             workers: int | None = None, progress: bool = True, select: Selection = Selection(),
+             max_candidates: int = 100_000) -> SudokuSet:
     """``n_puzzles`` puzzles with unique solutions and blanks in ``blanks`` (inclusive).
 
-    Puzzle ``i`` depends only on ``(g, blanks, seed, i)``: the same seed gives the same set
-    whatever the number of ``workers`` (default: all CPUs for large sets). ``rating`` is the
-    solver's backtrack count.
+    Puzzle ``i`` depends only on ``(g, blanks, seed, i)`` and ``select``: the same seed gives the
+    same set whatever the number of ``workers`` (default: all CPUs for large sets). ``rating`` is the
+    solver's backtrack count. With an active ``select``, candidates are drawn from puzzle ``i``'s
+    random stream until one passes (at most ``max_candidates``); ``drawn`` records how many it took.
     """
     lo, hi = int(blanks[0]), int(blanks[1])
     if not 0 <= lo <= hi < g.cells:
         raise ValueError(f"blank range {lo}-{hi} is not within 0..{g.cells - 1}")
+    work = n_puzzles * g.cells * (10 if select.active else 1)
     if workers is None:
-        workers = min(os.cpu_count() or 1, 16) if n_puzzles * g.cells >= 200_000 else 1
+        workers = min(os.cpu_count() or 1, 16) if work >= 200_000 else 1
     chunk = max(1, min(500, n_puzzles // (4 * max(workers, 1)) or 1))
-    jobs = [(g.n, g.br, g.bc, (lo, hi), seed, s, min(s + chunk, n_puzzles)) for s in range(0, n_puzzles, chunk)]
+    jobs = [(g.n, g.br, g.bc, (lo, hi), seed, s, min(s + chunk, n_puzzles), select, max_candidates)
+            for s in range(0, n_puzzles, chunk)]
     results = []
     bar = tqdm(total=n_puzzles, desc=f"sudoku {g.n}x{g.n}", unit="puzzle", disable=not progress)
     if workers > 1 and len(jobs) > 1:
@@ -182,7 +219,21 @@ def generate(n_puzzles: int, g: Geometry, blanks: tuple[int, int], seed: int | s
     puzzles = np.array([r[0] for r in results], dtype=np.int8).reshape(n_puzzles, g.cells)
     sols = np.array([r[1] for r in results], dtype=np.int8).reshape(n_puzzles, g.cells)
     rating = np.array([r[2] for r in results], dtype=np.int32)
-    return SudokuSet(g, puzzles, sols, rating, ["infiloop-generator"] * n_puzzles)
+    drawn = np.array([r[3] for r in results], dtype=np.int32)
+    return SudokuSet(g, puzzles, sols, rating, ["infiloop-generator"] * n_puzzles, drawn)
+
+
+def singles_solvable(s: SudokuSet) -> np.ndarray:
+    """Per puzzle: whether naked and hidden singles alone solve it (bool ``[N]``)."""
+    return np.array([solver.singles_solve(p.tolist(), s.g) for p in s.puzzles], dtype=bool)
+
+
+def difficulty(s: SudokuSet) -> dict:
+    """The difficulty distribution of a set: blanks and rating quantiles, fraction singles-solvable."""
+    q = (0.0, 0.5, 0.9, 1.0)
+    return {"puzzles": len(s), "blanks": [int(v) for v in np.quantile(s.blanks, q, method="lower")],
+            "rating": [int(v) for v in np.quantile(s.rating, q, method="lower")],
+            "rating_mean": float(s.rating.mean()), "singles": float(singles_solvable(s).mean())}
 
 
 # ----------------------------------------------------------------------------- augmentation
@@ -263,6 +314,13 @@ def to_taskdata(name: str, s: SudokuSet, meta: dict | None = None, info: dict | 
     m.update(meta or {})
     return TaskData(name=name, inputs=encode(s.puzzles), labels=encode(s.solutions), grid=(s.g.n, s.g.n),
                     vocab_size=s.g.n + 2, meta=m, box=(s.g.br, s.g.bc), n_puzzles=1, info=info or {})
+
+
+def from_taskdata(d: TaskData) -> SudokuSet:
+    """The puzzles of a token record (:func:`to_taskdata`) as a :class:`SudokuSet`."""
+    g = geometry(d.grid[0], tuple(d.box) if d.box else None)
+    rating = d.meta.get("rating", np.zeros(len(d), np.int32))
+    return SudokuSet(g, decode(d.inputs).astype(np.int8), decode(d.labels).astype(np.int8), rating)
 
 
 def is_valid_solution(tokens: np.ndarray, inputs: np.ndarray, g: Geometry) -> np.ndarray:

@@ -215,3 +215,74 @@ def generate_one(g: Geometry, blanks: tuple[int, int], rng: random.Random, max_t
     raise RuntimeError(
         f"could not reach {lo} blanks on a {g.n}x{g.n} grid in {max_tries} tries; lower the blank range"
     )
+
+
+@cache
+def _units(g: Geometry) -> list[list[int]]:
+    """The cells of every row, column and box."""
+    R, C, B, _, _, _ = _tables(g)
+    return [[i for i in range(g.cells) if key[i] == k] for key in (R, C, B) for k in range(g.n)]
+
+
+def propagate(grid, g: Geometry) -> tuple[list[int], bool]:
+    """Constraint propagation alone: naked singles (a cell with one candidate) and hidden singles (a
+    digit with one possible cell in a row, column or box), repeated until nothing changes; no guessing.
+
+    Returns ``(grid with every cell it could fill, solved)``; ``solved`` is true when no blank is
+    left. A contradiction (clashing givens, a cell without candidates, two digits forced into one
+    cell) stops it unsolved.
+    """
+    R, C, B, pc, value, full = _tables(g)
+    n = g.n
+    cells = list(grid)
+    rows, cols, boxes = [0] * n, [0] * n, [0] * n
+
+    def place(i: int, bit: int) -> None:
+        cells[i] = value[bit]
+        rows[R[i]] |= bit
+        cols[C[i]] |= bit
+        boxes[B[i]] |= bit
+
+    for i, v in enumerate(cells):
+        if v:
+            if (rows[R[i]] | cols[C[i]] | boxes[B[i]]) & (1 << (v - 1)):
+                return cells, False  # contradictory givens
+            place(i, 1 << (v - 1))
+    units = _units(g)
+
+    def candidates(i: int) -> int:
+        return 0 if cells[i] else full & ~(rows[R[i]] | cols[C[i]] | boxes[B[i]])
+
+    progress = True
+    while progress:
+        progress = False
+        for i in range(g.cells):  # naked singles
+            if not cells[i]:
+                m = candidates(i)
+                if m == 0:
+                    return cells, False
+                if pc[m] == 1:
+                    place(i, m)
+                    progress = True
+        if progress:
+            continue
+        for unit in units:  # hidden singles: a digit that is a candidate of exactly one cell of the unit
+            cand = [candidates(i) for i in unit]
+            once = twice = 0
+            for m in cand:
+                twice |= once & m
+                once |= m
+            hidden = once & ~twice
+            for i, m in zip(unit, cand):
+                m &= hidden
+                if m:
+                    if pc[m] > 1:
+                        return cells, False  # two digits need the same cell
+                    place(i, m)
+                    progress = True
+    return cells, 0 not in cells
+
+
+def singles_solve(grid, g: Geometry) -> bool:
+    """Whether naked and hidden singles alone solve ``grid`` (:func:`propagate`)."""
+    return propagate(grid, g)[1]

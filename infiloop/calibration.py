@@ -1,0 +1,466 @@
+"""The recorded calibration search for the paper's central contrast at CPU scale (docs/calibration.md).
+
+The paper's phenomenon: on puzzles that need search, carry-last (TRM) peaks and then loses solved
+boards as it runs past its training depth, its state still changing by about 10 % per update after the
+solve, while InfiLoop keeps rising and freezes once solved (SPEC section 5, Fig. 1). Each candidate
+row below is a setting under which that contrast might appear on a CPU: task and difficulty, width,
+block, recursion per segment (H, L), supervision segments, training length. For each row both
+connections are trained with identical settings (nothing tuned for one), through the run cache, and
+evaluated to 60x the training depth (H x max_segments outer updates). A row's results go to
+``results/calibration/<row>.json``; :func:`render` writes the search table of ``docs/calibration.md``
+from those files.
+
+    python -m infiloop.calibration --list                    # the rows, their settings and cost
+    python -m infiloop.calibration search6-2500 easy-700     # run rows by name (cached runs are reused)
+    python -m infiloop.calibration search6-2500 --seeds 0,1,2 --jobs 2
+    python -m infiloop.calibration --render                  # only rewrite the table from the results
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from . import analysis, tasks
+from .experiments import PROFILES, ROOT, RUNS, get_run, resolve_config
+from .layers import swiglu_width
+from .tasks.base import atomic_write_text
+
+RESULTS = ROOT / "results" / "calibration"
+DOC = ROOT / "docs" / "calibration.md"
+CONNECTIONS = ("carry_last", "infiloop")
+MULTIPLES = (0.5, 1, 4, 60)  # depths recorded, as multiples of the training depth
+TASK = "sudoku"
+
+# A row's settings, each optional (the base profile's value otherwise):
+#   profile    base profile (default "tiny")
+#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/profiles.py): side, box, blanks,
+#              needs_search, min_rating, n_train, ...
+#   d_model, n_heads, n_layers, mixer ("mlp": TRM's token-mixing MLP, "attention"), H, L   the model
+#   max_segments, steps                                  training depth is H x max_segments outer updates
+#   overrides  any further dotted overrides (e.g. {"train.lr": 1e-3})
+#   limit      test puzzles evaluated (default 256); seeds: training seeds (default [0])
+ROW_KEYS = {"d_model": "model.d_model", "n_heads": "model.n_heads", "n_layers": "model.n_layers",
+            "mixer": "model.mixer", "H": "model.H", "L": "model.L", "max_segments": "train.max_segments",
+            "steps": "train.steps"}
+SETTINGS = {"profile", "data", "overrides", "limit", "seeds", *ROW_KEYS}
+
+# Data sets a row names (or a row gives its own data overrides). Scaled-down analogues of Sudoku-Extreme:
+# puzzles that naked and hidden singles do not solve (about 3 % of 6x6 candidates at 22-28 blanks, about
+# 30 % of 9x9 ones at 50-60), 600 base puzzles x 5 views for training, 256 test puzzles.
+DATA_SETS: dict[str, dict] = {
+    "easy6": {},  # the tiny profile's: 6x6, blanks 14-22, every puzzle solved by singles
+    "search6": {"blanks": [22, 28], "needs_search": True, "n_train": 600, "n_test": 256},
+    "mixed6": {"blanks": [22, 28], "n_train": 600, "n_test": 256},  # the same blanks, no selection (mostly easy)
+    "rated6": {"blanks": [22, 28], "min_rating": 1, "n_train": 600, "n_test": 256},  # at least one backtrack
+    "search9": {"side": 9, "box": [3, 3], "blanks": [50, 60], "needs_search": True, "n_train": 600, "n_test": 256},
+}
+
+# The candidate rows, cheapest first. Base: the tiny model (d = 64, token-mixing MLP, 2 layers, H = 2, L = 3,
+# 8 segments: training depth 16, 700 steps). Cost per connection and seed, one thread, from
+# `estimated_seconds` (training + evaluation of 256 puzzles to 60x the training depth); the whole list is
+# about 10 CPU hours for one seed (both connections), 5 hours of wall time with --jobs 2.
+ROWS: dict[str, dict] = {
+    # difficulty at the tiny budget: the tiny profile itself (singles solve every puzzle), puzzles that need
+    # search, and the same blanks without selection                                             2.3 + 1.6 min each
+    "easy-700": {},
+    "search6-700": {"data": "search6"},
+    "mixed6-700": {"data": "mixed6"},
+    # recursion per segment: a single inner update                                                4.2 + 0.8 min
+    "search6-L1": {"data": "search6", "steps": 2500, "L": 1},
+    # training length and difficulty: the issue's probe (search puzzles, 2,500 steps), its control without
+    # selection, and a minimum rating (at least one solver backtrack) instead of the singles criterion
+    #                                                                                             8.3 + 1.6 min each
+    "search6-2500": {"data": "search6", "steps": 2500},
+    "mixed6-2500": {"data": "mixed6", "steps": 2500},
+    "rating6-2500": {"data": "rated6", "steps": 2500},
+    # supervision segments: training depth 8 and 32 (the cost of a step does not change)     8.3 + 0.8 / 3.2 min
+    "search6-seg4": {"data": "search6", "steps": 2500, "max_segments": 4},
+    "search6-seg16": {"data": "search6", "steps": 2500, "max_segments": 16},
+    # block: attention (TRM's ARC and Maze block) instead of the token-mixing MLP                 8.4 + 1.6 min
+    "search6-attn": {"data": "search6", "steps": 2500, "mixer": "attention"},
+    # recursion per segment: three outer updates (depth 24)                                        9.7 + 2.4 min
+    "search6-H3": {"data": "search6", "steps": 2500, "H": 3},
+    # width 128                                                                                    13.3 + 2.5 min
+    "search6-d128": {"data": "search6", "steps": 2500, "d_model": 128},
+    # the paper's recursion per segment, H = 3, L = 6 (depth 24)                                 17.0 + 4.2 min
+    "search6-H3L6": {"data": "search6", "steps": 2500, "H": 3, "L": 6},
+    # over-trained: 6,000 steps                                                                   20.0 + 1.6 min
+    "search6-6000": {"data": "search6", "steps": 6000},
+    # 9x9 puzzles that need search (50-60 blanks): attention, the tiny model, width 128, over-trained
+    #                                                                        19.5 / 21.1 / 34.5 / 50.6 + 4-7 min
+    "search9-attn": {"data": "search9", "steps": 2500, "mixer": "attention"},
+    "search9-2500": {"data": "search9", "steps": 2500},
+    "search9-d128": {"data": "search9", "steps": 2500, "d_model": 128},
+    "search9-6000": {"data": "search9", "steps": 6000},
+}
+
+
+# ------------------------------------------------------------------------------------------ rows
+
+
+def check_row(name: str, row: dict) -> None:
+    unknown = set(row) - SETTINGS
+    if unknown:
+        raise ValueError(f"calibration row {name!r}: unknown settings {sorted(unknown)}; known: {sorted(SETTINGS)}")
+    row_data(row)
+
+
+def row_data(row: dict) -> dict:
+    """A row's data overrides (its named data set's, or its own)."""
+    data = row.get("data", {})
+    if isinstance(data, str):
+        if data not in DATA_SETS:
+            raise ValueError(f"unknown data set {data!r}; known: {', '.join(DATA_SETS)}")
+        data = DATA_SETS[data]
+    return copy.deepcopy(data)
+
+
+def row_overrides(row: dict, seed: int = 0) -> dict:
+    """The run-cache overrides of a row (dotted keys) for one training seed."""
+    out = {f"data.{k}": v for k, v in row_data(row).items()}
+    out.update({dotted: row[k] for k, dotted in ROW_KEYS.items() if k in row})
+    out.update(row.get("overrides", {}))
+    out["train.seed"] = seed
+    return out
+
+
+def row_config(row: dict) -> dict:
+    """The resolved configuration of a row's carry-last run (builds the row's data if needed)."""
+    return resolve_config(TASK, "carry_last", row.get("profile", "tiny"), row_overrides(row))
+
+
+def depths(training_depth: int) -> dict[str, int]:
+    """The recorded depths: {multiple: outer updates} for 0.5x, 1x, 4x and 60x the training depth."""
+    return {f"{m:g}": max(1, round(m * training_depth)) for m in MULTIPLES}
+
+
+# Cost model for the estimates (progress bar, --list, the comments above). Anchors: the tiny model (d = 64,
+# MLP mixer, 2 layers, H = 2, L = 3, batch 64, 6x6) takes about 0.2 s per training step and 0.1 s per outer
+# update of 256 test puzzles with one thread (docs/calibration.md). Relative costs measured on the 2-core VM
+# (6-12 timed steps and 3-6 updates per shape, the least of four passes, under load from other jobs, so
+# +-50 %): per step d = 128: 1.3x, attention: 0.8x, H = 3: 1.1x, L = 1: 0.5x, H = 3 and L = 6: 1.6x,
+# 9x9: 2.4x, 9x9 at d = 128: 5.1x, 9x9 with attention: 2.7x.
+STEP_S, UPDATE_S = 0.2, 0.1
+
+
+def _flops_per_token(d: int, seq: int, mixer: str, multiple: int = 32) -> float:
+    """Multiply-adds per token of one layer: SwiGLU over channels plus the token mixer (TRM's SwiGLU
+    across the sequence, or attention: projections and scores)."""
+    ffn = 3 * d * swiglu_width(d, 4.0, multiple)
+    mix = 3 * d * swiglu_width(seq, 4.0, multiple) if mixer == "mlp" else 4 * d * d + 2 * seq * d
+    return float(ffn + mix)
+
+
+def block_cost(d: int, seq: int, mixer: str, n_layers: int) -> float:
+    """Cost of one block application relative to the tiny model's: per token a fixed part (element-wise
+    work, which dominates at this size) plus a part that grows with the multiply-adds (fitted to the
+    measurements above: 0.72 + 0.28 x relative multiply-adds)."""
+    f = _flops_per_token(d, seq, mixer) / _flops_per_token(64, 36, "mlp")
+    return n_layers / 2 * seq / 36 * (0.72 + 0.28 * f)
+
+
+def estimated_seconds(row: dict) -> tuple[float, float]:
+    """(training, evaluation) seconds per connection and seed with one thread: a training step runs one
+    segment (H (L + 1) block applications) and back-propagates through its last outer update (counted as
+    4 (L + 1)); an evaluation runs 60 H x segments outer updates of L + 1 applications."""
+    side = row_data(row).get("side", 6)
+    d, layers, mixer = row.get("d_model", 64), row.get("n_layers", 2), row.get("mixer", "mlp")
+    H, L, seg = row.get("H", 2), row.get("L", 3), row.get("max_segments", 8)
+    block = block_cost(d, side * side, mixer, layers)
+    train = row.get("steps", 700) * STEP_S * block * (H + 4) * (L + 1) / 24
+    evaluate = 60 * H * seg * UPDATE_S * block * (L + 1) / 4 * row.get("limit", 256) / 256
+    return train, evaluate
+
+
+# ------------------------------------------------------------------------------------------ one model
+
+
+def _number(x: float) -> float | None:
+    """NaN (nothing to average: no puzzle solved) as None, which JSON can hold."""
+    return None if np.isnan(x) else x
+
+
+def connection_metrics(traj: dict, training_depth: int) -> dict:
+    """The search table's numbers for one trained model, from a trajectory recorded at every update to
+    at least 60x the training depth: exact accuracy at the recorded depths, the peak and where, the mean
+    relative state change per update after the first solve, and the fraction solved then lost."""
+    at = {k: analysis.accuracy_at(traj, u) for k, u in depths(training_depth).items()}
+    peak_update, peak = analysis.best_depth(traj)
+    return {"training_depth": training_depth, "depths": depths(training_depth), "exact": at,
+            "peak": peak, "peak_update": peak_update,
+            "state_change_after_solve": _number(analysis.state_change_after_solve(traj)),
+            "lost_after_solve": _number(analysis.lost_after_solve(traj)),
+            "solved_ever": float((traj["first_solve"] > 0).mean()), "puzzles": int(traj["correct"].shape[1])}
+
+
+def run_model(name: str, row: dict, recipe: str, seed: int, root: Path = RUNS, progress: bool = False) -> dict:
+    """Train (or fetch from the cache) one connection of a row for one seed, evaluate it to 60x its
+    training depth on the test set and return its metrics and wall times."""
+    profile = row.get("profile", "tiny")
+    t0 = time.time()
+    run = get_run(TASK, recipe, profile, row_overrides(row, seed), root=root, progress=progress)
+    fetch_s = time.time() - t0
+    depth = run.training_depth
+    t1 = time.time()
+    traj, path = run.evaluate(updates=60 * depth, every=1, limit=row.get("limit", 256), progress=progress)
+    eval_s = time.time() - t1
+    summary = run.summary()
+    final = summary.get("final") or {}
+    return {"row": name, "recipe": recipe, "seed": seed, "run": str(run.dir), "trajectory": path.name,
+            **connection_metrics(traj, depth),
+            "layers_per_update": run.model_config().layers_per_outer_update,
+            "train_exact": final.get("exact_acc"), "train_seconds": summary.get("train_seconds", round(fetch_s, 2)),
+            "eval_seconds": round(eval_s, 2), "eval_cached": path.stat().st_mtime < t1}
+
+
+def _init_worker(data_root: Path) -> None:
+    """A worker process: one torch thread, and the parent's data folder."""
+    torch.set_num_threads(1)
+    tasks.profiles.DATA_ROOT = data_root
+
+
+def _job(args) -> dict:
+    return run_model(*args)
+
+
+# ------------------------------------------------------------------------------------------ rows and files
+
+
+def result_path(name: str, results: Path = RESULTS) -> Path:
+    return Path(results) / f"{name}.json"
+
+
+def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
+    """Add a row's new per-model records to its results file (kept: other seeds, unless the row's settings
+    changed; an evaluation time measured before, where this evaluation came from the cache)."""
+    path = result_path(name, results)
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    by = old.get("results", {}) if old.get("settings") == row else {}
+    for rec in records:
+        seeds = by.setdefault(rec["recipe"], {})
+        prev = seeds.get(str(rec["seed"]))
+        if rec["eval_cached"] and prev and prev.get("trajectory") == rec["trajectory"]:
+            rec = {**rec, "eval_seconds": prev["eval_seconds"]}
+        seeds[str(rec["seed"])] = rec
+    cfg = row_config(row)
+    out = {"row": name, "settings": row, "task": TASK, "profile": row.get("profile", "tiny"),
+           "data": cfg["data"], "model": {k: cfg["model"][k] for k in ("d_model", "n_layers", "mixer", "H", "L")},
+           "train": {k: cfg["train"][k] for k in ("steps", "max_segments", "batch_size", "lr")},
+           "results": by, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    atomic_write_text(path, json.dumps(out, indent=1, sort_keys=False))
+    return out
+
+
+def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[int] | None = None,
+             jobs: int = 1, root: Path = RUNS, results: Path = RESULTS, progress: bool = True) -> dict[str, dict]:
+    """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list), ``jobs``
+    models at a time in separate processes with one torch thread each. Writes each row's results file as
+    soon as its models are done and returns {row: results}; a model that fails is reported and the others
+    go on (RuntimeError at the end, naming the failures)."""
+    rows = ROWS if rows is None else rows
+    for n in names:
+        if n not in rows:
+            raise ValueError(f"unknown calibration row {n!r}; rows: {', '.join(rows)}")
+        check_row(n, rows[n])
+    for n in names:  # build every row's data first (generation uses every CPU by itself)
+        profile = rows[n].get("profile", "tiny")
+        tasks.build(TASK, PROFILES[profile]["data"], overrides=row_data(rows[n]) or None, verbose=progress)
+    work = [(n, rows[n], recipe, s, Path(root), False) for n in names
+            for s in (seeds if seeds is not None else rows[n].get("seeds", [0])) for recipe in CONNECTIONS]
+    cost = {id(w): sum(estimated_seconds(w[1])) for w in work}
+    left = {n: sum(1 for w in work if w[0] == n) for n in names}
+    done: dict[str, list[dict]] = {n: [] for n in names}
+    out, failed = {}, []
+    bar = tqdm(total=round(sum(cost.values())), unit="s", desc="calibration (estimated CPU seconds)",
+               disable=not progress, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
+
+    def finished(w, rec: dict | None, error: BaseException | None = None):
+        if error is not None:
+            failed.append(f"{w[0]} {w[2]} seed {w[3]}: {type(error).__name__}: {error}")
+            tqdm.write(f"failed: {failed[-1]}")
+        else:
+            done[w[0]].append(rec)
+            bar.set_postfix_str(f"{w[0]} {w[2]} seed {w[3]}: {100 * rec['exact']['60']:.1f} % at 60x")
+        left[w[0]] -= 1
+        bar.update(round(cost[id(w)]))
+        if left[w[0]] == 0 and done[w[0]]:
+            out[w[0]] = _merge(w[0], rows[w[0]], done[w[0]], Path(results))
+
+    if jobs <= 1:
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for w in work:
+                try:
+                    rec = _job(w)
+                except Exception as e:  # one failed model does not stop the others
+                    finished(w, None, e)
+                else:
+                    finished(w, rec)
+        finally:
+            torch.set_num_threads(old)
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(tasks.profiles.DATA_ROOT,)) as ex:
+            futures = {ex.submit(_job, w): w for w in work}
+            for f in as_completed(futures):
+                finished(futures[f], None if f.exception() else f.result(), f.exception())
+    bar.close()
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(work)} models failed:\n" + "\n".join(failed))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the table
+
+
+def _difficulty(data: dict) -> str:
+    side = data.get("side", 6)
+    blanks = data["blanks"]
+    text = f"{side}x{side}, blanks {blanks[0]}-{blanks[1]}" if not isinstance(blanks, dict) else f"{side}x{side}"
+    need = data.get("needs_search")
+    if need is not None:
+        text += ", singles do not solve" if need else ", singles solve"
+    if data.get("min_rating"):
+        text += f", rating >= {data['min_rating']}"
+    return text
+
+
+def _cell(values: list[float], scale: float = 100.0, fmt: str = "{:.1f}") -> str:
+    """Mean over seeds, with the range when there are several."""
+    v = [x * scale for x in values if x is not None]
+    if not v:
+        return "–"
+    text = fmt.format(np.mean(v))
+    return text + (f" ({fmt.format(min(v))}–{fmt.format(max(v))})" if len(v) > 1 else "")
+
+
+def render_table(results: Path = RESULTS, rows: dict[str, dict] | None = None) -> str:
+    """The search table from the results files: a line per candidate and connection, in the order of
+    ``ROWS`` (then any other results files by name)."""
+    rows = ROWS if rows is None else rows
+    files = {p.stem: json.loads(p.read_text()) for p in sorted(Path(results).glob("*.json"))}
+    order = [n for n in rows if n in files] + sorted(n for n in files if n not in rows)
+    head = ("| candidate | task and difficulty | d | block x layers | H | L | segments (depth) | steps | connection "
+            "| seeds | @0.5x | @1x | @4x | @60x | peak @ update | state change after solve | solved, then lost "
+            "| train / eval min |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for n in order:
+        r = files[n]
+        m, t = r["model"], r["train"]
+        for recipe in CONNECTIONS:
+            recs = list(r["results"].get(recipe, {}).values())
+            if not recs:
+                continue
+            depth = recs[0]["training_depth"]
+            acc = [_cell([x["exact"][k] for x in recs]) for k in ("0.5", "1", "4", "60")]
+            peak = _cell([x["peak"] for x in recs]) + f" @ {'/'.join(str(x['peak_update']) for x in recs)}"
+            change = _cell([x["state_change_after_solve"] for x in recs], 100, "{:.2g}")
+            minutes = (f"{np.mean([x['train_seconds'] for x in recs]) / 60:.1f} / "
+                       f"{np.mean([x['eval_seconds'] for x in recs]) / 60:.1f}")
+            lines.append(
+                f"| {n} | {_difficulty(r['data'])} | {m['d_model']} | {m['mixer']} x {m['n_layers']} | {m['H']} "
+                f"| {m['L']} | {t['max_segments']} ({depth}) | {t['steps']:,} | {recipe} | {len(recs)} "
+                f"| {' | '.join(acc)} | {peak} | {change} "
+                f"| {_cell([x['lost_after_solve'] for x in recs])} | {minutes} |")
+    if len(lines) == 2:
+        lines.append("| (no results yet: `python -m infiloop.calibration ROW`) |" + " |" * (head.count("|") - 2))
+    return "\n".join(lines)
+
+
+def render_candidates(rows: dict[str, dict] | None = None) -> str:
+    """The candidate rows as a table: settings and estimated cost (minutes per model, one thread), then
+    the named data sets and the estimated total."""
+    rows = ROWS if rows is None else rows
+    lines = ["| candidate | settings (over `tiny`) | est. train + eval min per model |", "|---|---|---|"]
+    total = 0.0
+    for n, row in rows.items():
+        train, ev = estimated_seconds(row)
+        total += 2 * (train + ev)
+        settings = ", ".join(f"{k}={json.dumps(v)}" for k, v in row.items()) or "the `tiny` profile"
+        lines.append(f"| {n} | {settings} | {train / 60:.1f} + {ev / 60:.1f} |")
+    lines += ["", f"Estimated total for one seed, both connections: {total / 3600:.1f} CPU hours "
+              f"({total / 7200:.1f} hours with `--jobs 2`). Data sets:", "",
+              "| data set | puzzles | training (base x views) / test |", "|---|---|---|"]
+    for n, data in DATA_SETS.items():
+        cfg = {**tasks.DATA_PROFILES["tiny"]["sudoku"], **data}
+        views = 1 + cfg["augment"]
+        lines.append(f"| {n} | {_difficulty(cfg)} | {cfg['n_train']:,} x {views} / {cfg['n_test']:,} |")
+    return "\n".join(lines)
+
+
+
+
+START, END = "<!-- calibration-search: start -->", "<!-- calibration-search: end -->"
+SECTION = """## The search for the paper's contrast (`python -m infiloop.calibration`)
+
+Generated by `python -m infiloop.calibration --render` from `results/calibration/*.json`; re-run a row with
+`python -m infiloop.calibration ROW`. Base: the `tiny` profile; every row trains carry-last and InfiLoop
+with identical settings. All numbers are percentages. "@kx": exact accuracy on the test puzzles after k
+times the training depth (H x segments outer updates); peak: the best recorded accuracy and the update
+where it occurs (per seed); state change: mean relative change of the answer state per update after a
+puzzle's first solve; solved, then lost: puzzles solved at some update but wrong at 60x; train / eval: wall
+minutes per model (one thread). Several seeds: mean (range).
+"""
+
+
+def render(results: Path = RESULTS, doc: Path = DOC, rows: dict[str, dict] | None = None) -> Path:
+    """Write the search table into ``doc`` between its markers (appended with a heading the first time);
+    the text above it is kept as it is."""
+    text = Path(doc).read_text() if Path(doc).is_file() else ""
+    table = (f"{START}\n{render_table(results, rows)}\n\nThe candidates (`python -m infiloop.calibration --list`):\n\n"
+             f"{render_candidates(rows)}\n{END}")
+    if START in text and END in text:
+        text = text[:text.index(START)] + table + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + SECTION + "\n" + table + "\n"
+    return atomic_write_text(doc, text)
+
+
+# ------------------------------------------------------------------------------------------ command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m infiloop.calibration", description=__doc__.split("\n\n")[0])
+    p.add_argument("rows", nargs="*", metavar="ROW", help="candidate rows to run (see --list)")
+    p.add_argument("--list", action="store_true", help="list the rows with their settings and estimated cost")
+    p.add_argument("--all", action="store_true", help="run every row")
+    p.add_argument("--jobs", type=int, default=1, help="models trained at a time, one process and thread each")
+    p.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                   help="training seeds, e.g. 0,1,2 (default: each row's own, [0])")
+    p.add_argument("--render", action="store_true", help="only rewrite docs/calibration.md's table")
+    p.add_argument("--root", type=Path, default=RUNS, help=f"run cache (default {RUNS})")
+    p.add_argument("--results", type=Path, default=RESULTS, help=f"results folder (default {RESULTS})")
+    p.add_argument("--doc", type=Path, default=DOC, help=f"document with the search table (default {DOC})")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.list:
+        print(render_candidates(ROWS))
+        return 0
+    names = list(ROWS) if args.all else args.rows
+    if not names and not args.render:
+        p.error("name the rows to run (see --list), or --all, or --render")
+    if names:
+        try:
+            run_rows(names, seeds=args.seeds, jobs=args.jobs, root=args.root, results=args.results)
+        except (ValueError, RuntimeError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    print(f"wrote {render(args.results, args.doc)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
