@@ -236,14 +236,23 @@ class Run:
     def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
                  data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
                  per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
-                 progress: bool = True) -> tuple[dict, Path]:
-        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached."""
+                 progress: bool = True, puzzles: tuple[int, ...] = ()) -> tuple[dict, Path]:
+        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
+
+        ``puzzles``: only these rows of the (limited) set, in this order, e.g. one puzzle recorded with
+        a prediction snapshot at every frame of an animation."""
         ev = self.config["eval"]
         updates, every = updates or ev["updates"], every or ev["every"]
         limit = ev["limit"] if limit is None else limit
         data = self._select(data, limit)
         args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
                 "snapshots": sorted(snapshots)}
+        if puzzles:
+            puzzles = [int(p) for p in puzzles]
+            if not all(0 <= p < len(data) for p in puzzles):
+                raise ValueError(f"puzzles {puzzles} must index the {len(data)} evaluated test puzzles")
+            data = data.subset(puzzles)
+            args["puzzles"] = puzzles
         path = self._eval_path("traj", args, data, data_file)
         if path.is_file():
             return load_trajectory(path), path
@@ -360,6 +369,16 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
     return run
 
 
+def trained_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
+                root: Path = RUNS) -> Run | None:
+    """The run for this configuration if it has finished training, else ``None``. Trains nothing, and
+    builds no data unless a finished run of this task, recipe and profile exists."""
+    if not any((Path(root) / task).glob(f"{recipe}-{profile}-*/{DONE}")):
+        return None
+    run = resolve(task, recipe, profile, overrides, root)
+    return run if run.done else None
+
+
 def load_run(run_dir: str | Path) -> Run:
     d = Path(run_dir)
     p = d / "config.json"
@@ -397,7 +416,7 @@ def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str,
     seed_over = {"train.seed": seed}
     if notebook.startswith("01"):
         return [(t, r, seed_over) for t in PROFILES[profile]["main_tasks"] for r in MAIN_RECIPES]
-    if notebook.startswith(("02", "03", "04")):
+    if notebook.startswith(("02", "03", "04", "07")):
         return [("sudoku", r, seed_over) for r in MAIN_RECIPES]
     if notebook.startswith("05"):
         return [("sudoku", "infiloop", {**seed_over, **o}) for o in ABLATIONS.values()]
@@ -406,7 +425,7 @@ def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str,
     return []
 
 
-def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05", "06")) -> list:
+def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05", "06", "07")) -> list:
     """Every distinct run the notebooks need (the pipeline trains these in parallel before the notebooks)."""
     seen, out = set(), []
     for nb in notebooks:
