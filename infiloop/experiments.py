@@ -246,7 +246,7 @@ class Run:
         limit = ev["limit"] if limit is None else limit
         data = self._select(data, limit)
         args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
-                "snapshots": sorted(snapshots)}
+                "snapshots": sorted(int(s) for s in snapshots)}
         if puzzles:
             puzzles = [int(p) for p in puzzles]
             if not all(0 <= p < len(data) for p in puzzles):

@@ -98,8 +98,9 @@ anim_puzzle = animation.render_puzzle(boards, test.inputs[chosen], test.labels[c
 print(f"puzzle {chosen} ({blanks} cells to fill): {why}")
 for r, ev in events.items():
     print(f"  {plotting.LABELS[r]}: {animation.event_text(*ev)}")
-print(f"this puzzle evaluated alone is solved or not as in the batch evaluation at every update but {differs} "
-      "(float rounding can depend on the batch)")
+agreement = (f"differs from the batch evaluation's at {differs} update(s) (float rounding can depend on the batch)"
+             if differs else "matches the batch evaluation's at every update")
+print(f"evaluated alone, this puzzle's solved/unsolved record {agreement}")
 print(anim_puzzle.describe())
 display(animation.show(anim_puzzle))
 
