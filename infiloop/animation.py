@@ -294,7 +294,7 @@ class _Board(Artist):
                     img[r * c:(r + 1) * c, q * c:(q + 1) * c] *= 1 - self.glyphs[t][..., None]
         img[::c, :] = img[:, ::c] = 255  # white lines between cells
         if wrong is not None:
-            t = max(1, c // 12)
+            t = max(1, c // 10)
             for r, q in zip(*np.nonzero(np.asarray(wrong).reshape(h, w))):
                 block = img[r * c + 1:(r + 1) * c - 1, q * c + 1:(q + 1) * c - 1]
                 block[:t], block[-t:], block[:, :t], block[:, -t:] = (_rgb("#C00000"),) * 4

@@ -127,3 +127,10 @@ def test_arc_animation_shows_the_recorded_grids(tmp_path_factory, tmp_path):
     for k in (0, -1):
         want = boards["infiloop"]["pred_snapshots"][k, 0][cells]
         assert np.array_equal(A.read_board(decoded[k], (xy, cells), A.ARC_COLORS), want), k
+
+
+def test_notebook_07_reuses_the_main_tables_runs():
+    from infiloop.experiments import notebook_runs, planned_runs
+
+    assert {r for _, r, _ in notebook_runs("07", "smoke")} == {"carry_last", "fprm", "infiloop"}
+    assert planned_runs("smoke") == planned_runs("smoke", ("01", "02", "03", "04", "05", "06"))
