@@ -20,8 +20,9 @@ as HTML5 video where there is one, else the GIF.
 
     frames = frame_updates(run.training_depth, 960)
     boards = {r: record(runs[r], puzzle, frames) for r in ("carry_last", "infiloop")}
-    anim = render_puzzle(boards, test.inputs[puzzle], test.labels[puzzle], test, "sudoku", depth,
-                         figure_dir("tiny") / "watch_puzzle.gif", profile="tiny")
+    anim = render_puzzle(boards, test.inputs[puzzle], test.labels[puzzle], test.grid, test.box, "sudoku",
+                         run.training_depth, figure_dir("tiny") / "watch_puzzle.gif", profile="tiny")
+    read_board(read_frames(anim.path)[-1], anim.samples["infiloop"], CLASS_COLORS)   # the last board, read back
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
 from .plotting import COLORS, LABELS
@@ -51,7 +53,7 @@ MAX_FRAMES = 100
 
 # Cell classes of a decoded board and their fills (light, so that the digits stay readable).
 NO_LABEL, GIVEN, CORRECT, WRONG = range(4)
-CLASS_NAMES = ("no label", "given", "correct", "wrong")
+CLASS_NAMES = ("no label", "given", "filled in right", "wrong")
 CLASS_COLORS = ("#FFFFFF", "#D9D9D9", "#8CD3A8", "#F3A07A")
 
 # ARC tokens (tasks/arc.py): 0 pad, 1 end-of-grid border, 2..11 the ten ARC colours (the usual palette).
@@ -266,9 +268,9 @@ class _Board(Artist):
     white lines between cells, black lines between boxes, wrong cells outlined in red on demand. Every cell
     is at the same pixels in every frame, and ``samples`` says where to read it back."""
 
-    def __init__(self, ax, shape: tuple[int, int], colors, box=None, texts=(), outline: bool = False):
+    def __init__(self, ax, shape: tuple[int, int], colors, box=None, texts=()):
         super().__init__()
-        self.shape, self.palette, self.box, self.outline = shape, np.stack([_rgb(c) for c in colors]), box, outline
+        self.shape, self.palette, self.box = shape, np.stack([_rgb(c) for c in colors]), box
         ax.set_axis_off()
         fig = ax.get_figure()
         h, w = shape
@@ -326,8 +328,7 @@ def _log_axis(ax, last: int) -> None:
     """A log x axis from 1 to ``last`` with fixed, plainly labelled ticks (cheap to draw at every frame)."""
     ax.set_xscale("log")
     ax.set_xlim(1, max(2, last))
-    ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
-             if t <= last] or [1]
+    ticks = [m * 10**k for k in range(len(str(last))) for m in (1, 2, 5) if m * 10**k <= last]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FixedFormatter([f"{t:,}" for t in ticks]))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -498,6 +499,9 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
     if no_score:
         ax_s.text(0.99, 0.9, f"{', '.join(no_score)}: no content score", transform=ax_s.transAxes, ha="right",
                   va="top", fontsize=7, color="#777777")
+    fig.legend([Patch(facecolor=CLASS_COLORS[k], edgecolor="#999999") for k in (GIVEN, CORRECT, WRONG)],
+               [CLASS_NAMES[k] for k in (GIVEN, CORRECT, WRONG)], loc="upper left", fontsize=8, ncol=1,
+               frameon=False, handlelength=1, bbox_to_anchor=(0.0, 1.0))
     now = [ax_g.axvline(1, color="#888888", lw=0.8), ax_s.axvline(1, color="#888888", lw=0.8)]
     head = fig.text(0.5, 0.975, "", ha="center", va="top", fontsize=12)
     live += [*now, head]
@@ -518,8 +522,9 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
             first, lost = ev[r]
             shown = [x for x in lost if x <= u]
             status[r].set_text(f"{wrong} wrong cell{'s' * (wrong != 1)} · γ_t {g[n - 1]:.2f}"
-                               + (f" · s_t {s[n - 1]:.2f}" if s is not None else "") + "\n" + _status(u, first, lost))
-            status[r].set_color("#C00000" if shown else "#1A7F37" if 0 < first <= u else "#333333")
+                               + (f" · s_t {s[n - 1]:.2f}" if s is not None else "") + "\n" + _status(u, first, lost)
+                               + (" · right again" if shown and not wrong else ""))
+            status[r].set_color("#1A7F37" if not wrong else "#C00000" if shown else "#333333")
             line_g.set_data(ups[:n], g[:n])
             if line_s is not None:
                 line_s.set_data(ups[:n], s[:n])
@@ -628,7 +633,7 @@ def render_arc(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, 
     scored = target != IGNORE_LABEL_ID
     live, shown, status, ev = [], {}, {}, {}
     for ax, r in zip(axes[2:], names):
-        shown[r] = _Board(ax, target.shape, ARC_COLORS, outline=True)
+        shown[r] = _Board(ax, target.shape, ARC_COLORS)
         ax.set_title(LABELS.get(r, r), color=COLORS.get(r, "black"), fontsize=10, fontweight="bold")
         status[r] = ax.text(0.5, -0.04, "", transform=ax.transAxes, ha="center", va="top", fontsize=8)
         ev[r] = events(boards[r])
