@@ -134,3 +134,22 @@ def test_notebook_07_reuses_the_main_tables_runs():
 
     assert {r for _, r, _ in notebook_runs("07", "smoke")} == {"carry_last", "fprm", "infiloop"}
     assert planned_runs("smoke") == planned_runs("smoke", ("01", "02", "03", "04", "05", "06"))
+
+
+def test_video_beside_the_gif_where_ffmpeg_exists(sudoku, tmp_path):
+    """FFMpegWriter gets every frame at the GIF's size (a stand-in ffmpeg keeps the raw RGBA it is sent)."""
+    import matplotlib as mpl
+    from IPython.display import Image, Video
+
+    _, trajs, _, frames, _, depth = sudoku
+    fake = tmp_path / "ffmpeg"
+    fake.write_text('#!/bin/sh\nfor last; do :; done\ncat > "$last"\n')
+    fake.chmod(0o755)
+    with mpl.rc_context({"animation.ffmpeg_path": str(fake)}):
+        assert A.ffmpeg_available()
+        anim = A.render_race(trajs, depth, tmp_path / "race.gif", profile="smoke", frames=frames[:5])
+    height, width, _ = A.read_frames(anim.path)[0].shape
+    assert anim.video == tmp_path / "race.mp4" and anim.video.stat().st_size == 5 * width * height * 4
+    assert isinstance(A.show(anim), Video)
+    anim.video.unlink()
+    assert isinstance(A.show(anim), Image)
