@@ -91,6 +91,7 @@ def test_report_of_the_smoke_run(executed, tmp_path):
     text = path.read_text(encoding="utf-8")
     assert "Depth scaling" in text and "data:image/png;base64," in text
     assert text.count("data:image/gif;base64,") == 3 and "(animated GIF, " in text  # notebook 07's animations
+    assert path.stat().st_size < 20e6
     assert "http://" not in text.split("<body", 1)[1] or "src=\"http" not in text
     from test_report import CHROMIUM, _decoded_in_chromium
 
