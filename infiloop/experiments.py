@@ -275,17 +275,25 @@ class Run:
     def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
                  data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
                  per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
-                 progress: bool = True) -> tuple[dict, Path]:
+                 progress: bool = True, puzzles: tuple[int, ...] = ()) -> tuple[dict, Path]:
         """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
 
-        ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``)."""
+        ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``).
+        ``puzzles``: only these rows of the (limited) set, in this order, e.g. one puzzle recorded with
+        a prediction snapshot at every frame of an animation."""
         ev = self.config["eval"]
         updates = ev["updates"] if updates is None else updates
         every = ev["every"] if every is None else every
         limit = self._limit(limit, data)
         data = self._select(data, limit)
         args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
-                "snapshots": sorted(snapshots)}
+                "snapshots": sorted(int(s) for s in snapshots)}
+        if puzzles:
+            puzzles = [int(p) for p in puzzles]
+            if not all(0 <= p < len(data) for p in puzzles):
+                raise ValueError(f"puzzles {puzzles} must index the {len(data)} evaluated test puzzles")
+            data = data.subset(puzzles)
+            args["puzzles"] = puzzles
         path = self._eval_path("traj", args, data, data_file)
         cached = _cached(path)
         if cached is not None:
@@ -438,6 +446,16 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
     return run
 
 
+def trained_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
+                root: Path = RUNS) -> Run | None:
+    """The run for this configuration if it has finished training, else ``None``. Trains nothing, and
+    builds no data unless a finished run of this task, recipe and profile exists."""
+    if not any((Path(root) / task).glob(f"{recipe}-{profile}-*/{DONE}")):
+        return None
+    run = resolve(task, recipe, profile, overrides, root)
+    return run if run.done else None
+
+
 def load_run(run_dir: str | Path) -> Run:
     """The run in folder ``run_dir`` (as printed by ``train``); leftovers of killed writes are removed."""
     d = Path(run_dir)
@@ -522,7 +540,7 @@ def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str,
     seed_over = {"train.seed": seed}
     if notebook.startswith("01"):
         return [(t, r, seed_over) for t in PROFILES[profile]["main_tasks"] for r in MAIN_RECIPES]
-    if notebook.startswith(("02", "03", "04")):
+    if notebook.startswith(("02", "03", "04", "07")):
         return [("sudoku", r, seed_over) for r in MAIN_RECIPES]
     if notebook.startswith("05"):
         return [("sudoku", "infiloop", {**seed_over, **o}) for o in ABLATIONS.values()]
@@ -531,7 +549,7 @@ def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str,
     return []
 
 
-def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05", "06")) -> list:
+def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05", "06", "07")) -> list:
     """Every distinct run the notebooks need (the pipeline trains these in parallel before the notebooks)."""
     seen, out = set(), []
     for nb in notebooks:

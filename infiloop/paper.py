@@ -20,9 +20,11 @@ from dataclasses import dataclass
 SOURCE = "paper"
 PAPER_LAYERS_PER_UPDATE = 26
 
-# The companion's experiment notebooks, in report order (SPEC.md section 8).
+# The companion's notebooks, in report order: the experiments (SPEC.md section 8; 06 the looped-LM study's
+# conditioners), then the animations of measured trajectories, which show and check no claim.
 NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation",
-             "06_conditioning")
+             "06_conditioning", "07_watch_the_loop")
+ILLUSTRATIONS = ("07_watch_the_loop",)
 STUDY = "looped-LM study"  # seed 004: conditioning of looped language models (SPEC section 7)
 
 

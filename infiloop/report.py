@@ -16,7 +16,9 @@ Inputs (paths relative to the repository root):
 
 Output: ``results/<profile>/report.html``: plain HTML with inline CSS and the figures embedded as
 ``data:`` URIs; no scripts and no external resources, so it opens offline and can be mailed. Missing
-figures, notebooks and failed stages are shown as warnings, never dropped silently.
+figures, notebooks and failed stages are shown as warnings, never dropped silently. Animations (``.gif``,
+notebook 07) are embedded the same way, each captioned with its size; a file over ``MAX_EMBED_BYTES`` is
+not embedded but named as a problem, which bounds the report's size.
 
     python -m infiloop report --profile tiny      (cli.py calls ``main(["--profile", "tiny"])``)
 """
@@ -42,7 +44,9 @@ from .tasks.base import atomic_write_text
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_NOTEBOOK = "01_main_table"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
+               ".gif": "image/gif"}
+MAX_EMBED_BYTES = 8 * 2**20  # one embedded file at most (the animations are about 1 MB each)
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;margin:2em auto;
@@ -138,13 +142,19 @@ def table_html(table: dict) -> str:
 def figure_html(fig: dict, root: Path) -> tuple[str, str | None]:
     """A figure embedded as a data URI; returns (html, problem) where problem names a missing figure."""
     rel = str(fig.get("path") or "")
-    caption = f"<figcaption>{_inline(fig.get('caption', ''))}</figcaption>" if fig.get("caption") else ""
     path = Path(rel) if Path(rel).is_absolute() else root / rel
     mime = IMAGE_TYPES.get(path.suffix.lower())
+    text = _inline(fig.get("caption", ""))
+    if mime == "image/gif" and path.is_file():
+        text += f"{' ' if text else ''}(animated GIF, {path.stat().st_size / 1e6:.2f} MB)"
+    caption = f"<figcaption>{text}</figcaption>" if text else ""
     if not rel or mime is None:
-        problem = f"figure {rel!r} cannot be embedded (use a .png)"
+        problem = f"figure {rel!r} cannot be embedded (use a .png, or a .gif for an animation)"
     elif not path.is_file():
         problem = f"figure missing: {rel}"
+    elif path.stat().st_size > MAX_EMBED_BYTES:
+        problem = (f"figure not embedded: {rel} is {path.stat().st_size / 1e6:.1f} MB, over the "
+                   f"{MAX_EMBED_BYTES / 1e6:.1f} MB a report embeds per file")
     else:
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         img = f'<img src="data:{mime};base64,{data}" alt="{esc(fig.get("caption") or rel)}">'

@@ -18,6 +18,7 @@ SMOKE = {
     "04_perturbation": {"eps": "0,1e-3,0.3", "limit": 32},
     "05_beta0_ablation": {"budget_long": 24, "limit": 32},
     "06_conditioning": {"max_budget": 24, "limit": 32},
+    "07_watch_the_loop": {"max_updates": 24, "limit": 32},  # reads 02's trajectories, animates 01's ARC run
 }
 
 
@@ -66,7 +67,11 @@ def test_notebooks_execute_at_smoke_profile(executed):
         summary = json.loads((ROOT / "results" / "smoke" / "summaries" / f"{py.stem}.json").read_text())
         assert summary["profile"] == "smoke" and summary["text"]
         for fig in summary["figures"]:
-            assert (ROOT / fig["path"]).is_file() and (ROOT / fig["path"]).with_suffix(".pdf").is_file()
+            path = ROOT / fig["path"]
+            assert path.is_file() and (path.suffix == ".gif" or path.with_suffix(".pdf").is_file())
+    animations = json.loads((ROOT / "results" / "smoke" / "summaries" / "07_watch_the_loop.json").read_text())
+    assert [Path(f["path"]).name for f in animations["figures"]] == ["watch_puzzle.gif", "watch_race.gif",
+                                                                    "watch_arc.gif"]
 
 
 def test_bad_parameter_is_named(tmp_path):
@@ -86,6 +91,8 @@ def test_report_of_the_smoke_run(executed, tmp_path):
     path = build_report("smoke")
     text = path.read_text(encoding="utf-8")
     assert "Depth scaling" in text and "data:image/png;base64," in text
+    assert text.count("data:image/gif;base64,") == 3 and "(animated GIF, " in text  # notebook 07's animations
+    assert path.stat().st_size < 20e6
     body = text.split("<body", 1)[1]
     assert not re.search(r"""\bsrc\s*=\s*["']?(https?:)?//""", body)  # self-contained: nothing fetched
     assert not re.search(r"""<link[^>]+href\s*=\s*["']?(https?:)?//""", text)

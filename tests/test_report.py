@@ -215,3 +215,22 @@ def test_write_summary_round_trip(tmp_path):
         report.write_summary({**summary, "claims": [{"id": "x", "agrees": "yes"}]}, root=tmp_path)
     with pytest.raises(ValueError):
         report.write_summary({"notebook": "01_main_table"}, root=tmp_path)
+
+
+def test_animations_embedded_with_their_size(tmp_path, monkeypatch):
+    from PIL import Image
+
+    gif = tmp_path / "figures" / "tiny" / "watch_race.gif"
+    gif.parent.mkdir(parents=True)
+    frames = [Image.new("RGB", (8, 6), c) for c in ("red", "blue", "green")]
+    frames[0].save(gif, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    report.write_summary({"notebook": "07_watch_the_loop", "title": "Watch the loop", "profile": "tiny", "text": "t",
+                          "figures": [{"path": gif, "caption": "the race"}]}, root=tmp_path)
+    text = report.build_report("tiny", root=tmp_path).read_text(encoding="utf-8")
+    data = re.findall(r'<img src="data:image/gif;base64,([A-Za-z0-9+/=]+)"', text)
+    assert len(data) == 1 and base64.b64decode(data[0]) == gif.read_bytes()
+    assert f"the race (animated GIF, {gif.stat().st_size / 1e6:.2f} MB)" in text
+    monkeypatch.setattr(report, "MAX_EMBED_BYTES", 100)  # a file over the bound is named, not embedded
+    text = report.build_report("tiny", root=tmp_path).read_text(encoding="utf-8")
+    assert "data:image/gif" not in text
+    assert "figure not embedded: figures/tiny/watch_race.gif" in text[text.index('<div id="problems">'):]

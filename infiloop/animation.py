@@ -1,0 +1,694 @@
+"""Watch the loop: animations drawn from measured trajectories (notebook 07).
+
+Every frame shows what a trained model did, as the evaluation recorded it (``evaluation.py``):
+
+- ``render_puzzle``: one puzzle, carry-last and InfiLoop side by side: the board decoded from the answer
+  state at each outer update, cells coloured given / correct / wrong, with gamma_t of the outer axis and the
+  content score s_t of the candidate, and markers at the first solve and at every loss of a solved board.
+- ``render_race``: exact accuracy of every connection against outer updates, growing frame by frame, the
+  training depth marked.
+- ``render_arc``: the predicted output grid of one ARC task at each outer update, beside its input and target.
+
+Frames (``frame_updates``): every outer update up to the training depth, then updates sampled on a log
+scale to the last one, at most ``max_frames`` whatever the depth (each frame says so). The boards are the
+predicted tokens that the evaluation keeps at exactly those updates (``pred_snapshots``): ``record`` runs
+the cached evaluation of the chosen puzzle with a snapshot at every frame.
+
+Files are written with matplotlib's own writers: ``PillowWriter`` for the GIF (always; no external
+program), and ``FFMpegWriter`` for an MP4 beside it only where ffmpeg exists. ``show`` puts the MP4 inline
+as HTML5 video where there is one, else the GIF.
+
+    frames = frame_updates(run.training_depth, 960)
+    boards = {r: record(runs[r], puzzle, frames) for r in ("carry_last", "infiloop")}
+    anim = render_puzzle(boards, test.inputs[puzzle], test.labels[puzzle], test.grid, test.box, "sudoku",
+                         run.training_depth, figure_dir("tiny") / "watch_puzzle.gif", profile="tiny")
+    read_board(read_frames(anim.path)[-1], anim.samples["infiloop"], CLASS_COLORS)   # the last board, read back
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib as mpl
+import numpy as np
+import torch
+from matplotlib.animation import FFMpegWriter, PillowWriter
+from matplotlib.artist import Artist
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+
+from .plotting import COLORS, LABELS
+from .tasks.base import IGNORE_LABEL_ID, atomic_write
+
+DPI = 80  # pixels per inch of every frame; figure sizes below are whole multiples of 1/DPI inch
+MAX_FRAMES = 100
+
+# Cell classes of a decoded board and their fills (light, so that the digits stay readable).
+NO_LABEL, GIVEN, CORRECT, WRONG = range(4)
+CLASS_NAMES = ("no label", "given", "filled in right", "wrong")
+CLASS_COLORS = ("#FFFFFF", "#D9D9D9", "#8CD3A8", "#F3A07A")
+
+# ARC tokens (tasks/arc.py): 0 pad, 1 end-of-grid border, 2..11 the ten ARC colours (the usual palette).
+ARC_COLORS = ("#FFFFFF", "#5C5C5C", "#000000", "#0074D9", "#FF4136", "#2ECC40", "#FFDC00", "#AAAAAA",
+              "#F012BE", "#FF851B", "#7FDBFF", "#870C25")
+
+_MAZE_TEXT = {1: "#", 3: "S", 4: "G", 5: "•"}  # tokens of '#', 'S', 'G', 'o' (tasks/maze.py); open cells blank
+
+
+@dataclass
+class Animation:
+    """A written animation: the GIF (and MP4 where ffmpeg exists), the update each frame shows, how long it
+    took, and, per board panel, the pixel (x, y) of one point inside each cell with the flat index of the cell
+    it shows (a point no text or line covers: what a test samples to read the board back)."""
+
+    path: Path
+    updates: np.ndarray
+    note: str
+    seconds: float
+    video: Path | None = None
+    samples: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def frames(self) -> int:
+        return len(self.updates)
+
+    @property
+    def nbytes(self) -> int:
+        return self.path.stat().st_size
+
+    def describe(self) -> str:
+        return f"{self.path.name}: {self.frames} frames, {self.nbytes / 1e6:.2f} MB, rendered in {self.seconds:.1f} s"
+
+
+# ----------------------------------------------------------------------------------------- frames
+
+
+def _log_spaced(first: int, last: int, n: int) -> np.ndarray:
+    """Up to ``n`` distinct integers from ``first`` to ``last`` (both included), evenly spaced in log."""
+    if n <= 1 or first >= last:
+        return np.array([last], dtype=np.int64)
+    return np.unique(np.round(np.geomspace(first, last, n)).astype(np.int64))
+
+
+def frame_updates(depth: int, last: int, max_frames: int = MAX_FRAMES) -> np.ndarray:
+    """The outer updates shown, one per frame: every update to the training depth ``depth``, then updates
+    log-spaced to ``last``; at most ``max_frames`` (a training depth above half of it is log-sampled too)."""
+    if last < 1 or depth < 1 or max_frames < 2:
+        raise ValueError(f"need last >= 1, depth >= 1 and max_frames >= 2; got {last}, {depth}, {max_frames}")
+    head = min(depth, last)
+    if head > max_frames // 2:
+        return _log_spaced(1, last, max_frames)
+    tail = _log_spaced(head, last, max_frames - head + 1)
+    return np.concatenate([np.arange(1, head + 1), tail[tail > head]])
+
+
+def frame_note(updates: np.ndarray, depth: int) -> str:
+    """What the frames are, for the frame itself: "every update 1-16 (the training depth), then ..."."""
+    ups, last = np.asarray(updates), int(updates[-1])
+    dense = int(np.sum(ups == np.arange(1, len(ups) + 1)))
+    if dense == len(ups):
+        return f"{len(ups)} frames: every outer update 1–{last:,}"
+    if dense >= min(depth, last):
+        return (f"{len(ups)} frames: every outer update 1–{dense} (training depth {depth}), "
+                f"then {len(ups) - dense} log-spaced to {last:,}")
+    return f"{len(ups)} frames: outer updates log-spaced from 1 to {last:,} (training depth {depth})"
+
+
+# ----------------------------------------------------------------------------------------- recorded data
+
+
+def record(run, puzzle: int, frames: np.ndarray, limit: int | None = None, device: str = "cpu") -> dict:
+    """The trajectory of test puzzle ``puzzle`` (an index into the first ``limit`` test puzzles) to the last
+    frame, every update recorded and the predicted board kept at every frame (the run's evaluation cache)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one puzzle: nothing to share between threads, only contention
+    try:
+        traj, _ = run.evaluate(updates=int(frames[-1]), every=1, limit=limit, puzzles=(int(puzzle),),
+                               snapshots=tuple(int(u) for u in frames), device=device, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return traj
+
+
+def cell_classes(pred: np.ndarray, inputs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per cell: ``WRONG`` (prediction differs from the label), ``GIVEN`` (right, and shown in the input),
+    ``CORRECT`` (right, and filled in by the model) or ``NO_LABEL`` (not scored)."""
+    pred, inputs, labels = (np.asarray(a).astype(np.int64) for a in (pred, inputs, labels))
+    cls = np.where(pred == labels, np.where(inputs == labels, GIVEN, CORRECT), WRONG)
+    return np.where(labels == IGNORE_LABEL_ID, NO_LABEL, cls).astype(np.int8)
+
+
+def events(traj: dict, puzzle: int = 0) -> tuple[int, list[int]]:
+    """(first solve, updates at which a solved board was lost) of one puzzle of a trajectory recorded at
+    every update; first solve -1 when it is never solved."""
+    ok = np.asarray(traj["correct"][:, puzzle], bool)
+    ups = traj["updates"]
+    lost = [int(u) for u, before, now in zip(ups[1:], ok[:-1], ok[1:]) if before and not now]
+    return int(traj["first_solve"][puzzle]), lost
+
+
+def choose_puzzle(carry_last: dict, infiloop: dict) -> tuple[int, str]:
+    """The default puzzle: one that carry-last solves and then loses (InfiLoop solving it, more blanks and a
+    loss that lasts to the end preferred); else the hardest one InfiLoop has right at the end (most blanks,
+    then latest first solve); else the one InfiLoop ends closest to. Returns (index, why)."""
+    fs = carry_last["first_solve"]
+    after = carry_last["updates"][:, None] > fs[None, :]
+    lost = (fs > 0) & (after & ~carry_last["correct"]).any(0)
+    blanks = infiloop["blanks"].astype(np.int64)
+    inf_end = infiloop["correct"][-1]
+    if lost.any():
+        cand = np.flatnonzero(lost)
+        key = [(bool(inf_end[p]), not bool(carry_last["correct"][-1, p]), int(blanks[p]), -int(p)) for p in cand]
+        p = int(cand[max(range(len(cand)), key=key.__getitem__)])
+        return p, (f"carry-last solves it at update {int(fs[p])} and then loses it "
+                   f"({int(lost.sum())} such puzzles in this run)")
+    if inf_end.any():
+        cand = np.flatnonzero(inf_end)
+        key = [(int(blanks[p]), int(infiloop["first_solve"][p]), -int(p)) for p in cand]
+        p = int(cand[max(range(len(cand)), key=key.__getitem__)])
+        return p, (f"carry-last loses no solved puzzle in this run; this is the hardest one InfiLoop solves "
+                   f"({int(blanks[p])} blanks, first solved at update {int(infiloop['first_solve'][p])})")
+    p = int(np.argmin(infiloop["wrong_cells"][-1]))
+    return p, "InfiLoop solves none of the puzzles; this is the one it ends closest to"
+
+
+def choose_arc_row(traj: dict, test, task_id: str = "") -> tuple[int, str, str]:
+    """A test row of an ARC set: the first test pair of task ``task_id`` in its identity view, or by default
+    the identity-view test pair with the fewest wrong cells at the last update of ``traj`` (one row per test
+    row of ``test``). Returns (row, task id, why)."""
+    names = list(test.info.get("tasks", []))
+    rows = np.flatnonzero((test.meta["view"] == 0) & (test.meta["example"] == 0))
+    ids = [names[int(test.meta["task"][r])] for r in rows]
+    if task_id:
+        if task_id not in ids:
+            raise ValueError(f"ARC task {task_id!r} is not in this test set; its tasks: {', '.join(sorted(ids))}")
+        return int(rows[ids.index(task_id)]), task_id, "chosen by the arc_task parameter"
+    wrong = traj["wrong_cells"][-1][rows]
+    k = int(np.argmin(wrong))
+    done = "solved" if wrong[k] == 0 else f"{int(wrong[k])} wrong cells"
+    return int(rows[k]), ids[k], (f"of the {len(rows)} test inputs, the one InfiLoop gets closest to at update "
+                                  f"{int(traj['updates'][-1])} ({done})")
+
+
+def find_arc_runs(profile: str, seed: int, which: str = "auto", root=None) -> tuple[str, dict, str]:
+    """The trained carry-last and InfiLoop ARC models of the first set in ``which`` (arc1, arc2, auto: arc1
+    then arc2, none) that has a trained InfiLoop model; trains nothing. Returns (set, {recipe: run}, why not),
+    with an empty set name and the reason when there is none."""
+    from .experiments import RUNS, trained_run
+
+    names = {"auto": ["arc1", "arc2"], "none": []}.get(which, [which])
+    for name in names:
+        found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root or RUNS)
+                 for r in ("carry_last", "infiloop")}
+        if found["infiloop"] is not None:
+            return name, {r: run for r, run in found.items() if run is not None}, ""
+    if not names:
+        return "", {}, "the arc parameter is 'none'"
+    return "", {}, (f"no trained ARC InfiLoop model ({' or '.join(names)}) at profile {profile}, seed {seed}; "
+                    "notebook 01 with -p tasks sudoku,arc1 trains one")
+
+
+def event_text(first: int, lost: list[int]) -> str:
+    """"first solved at update 7, lost at 12, 30" (or "never solved") for a summary."""
+    if first <= 0:
+        return "never solved"
+    more = f" (and {len(lost) - 3} more)" if len(lost) > 3 else ""
+    return f"first solved at update {first}" + (f", lost at {', '.join(map(str, lost[:3]))}{more}" if lost else
+                                                ", never lost")
+
+
+def _info(traj: dict) -> dict:
+    return json.loads(str(traj["info"]))
+
+
+def _frame_rows(traj: dict, frames: np.ndarray) -> np.ndarray:
+    """Row of ``pred_snapshots`` for each frame (the snapshots must hold every frame)."""
+    snaps = [int(u) for u in traj["snapshot_updates"]]
+    missing = [int(u) for u in frames if int(u) not in snaps]
+    if missing:
+        raise ValueError(f"the trajectory has no prediction snapshot at updates {missing[:5]}: record it with "
+                         "snapshots at every frame (animation.record)")
+    return np.array([snaps.index(int(u)) for u in frames])
+
+
+# ----------------------------------------------------------------------------------------- drawing
+
+
+def _figure(width_px: int, height_px: int) -> Figure:
+    fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI, facecolor="white")
+    FigureCanvasAgg(fig)
+    fig.set_layout_engine(None)  # fixed positions: a cell is at the same pixel in every frame
+    return fig
+
+
+def _rgb(color) -> np.ndarray:
+    return np.round(np.array(to_rgb(color)) * 255).astype(np.uint8)
+
+
+def _glyph(text: str, px: int) -> np.ndarray:
+    """Coverage [px, px] in [0, 1] of ``text`` drawn black and centred in a px x px square (rendered once)."""
+    fig = _figure(px, px)
+    fig.text(0.5, 0.5, text, ha="center", va="center_baseline", fontsize=0.55 * px * 72 / DPI,
+             fontweight="bold" if text.isdigit() else "normal")
+    fig.canvas.draw()
+    return 1 - np.asarray(fig.canvas.buffer_rgba())[..., 0].astype(np.float32) / 255
+
+
+class _Board(Artist):
+    """A board drawn pixel for pixel in the middle of an axes (which keeps only its title and texts): each
+    cell a block of ``cell`` x ``cell`` pixels filled with its colour, its text as a glyph rendered once,
+    white lines between cells, black lines between boxes, wrong cells outlined in red on demand. Every cell
+    is at the same pixels in every frame, and ``samples`` says where to read it back."""
+
+    def __init__(self, ax, shape: tuple[int, int], colors, box=None, texts=()):
+        super().__init__()
+        self.shape, self.palette, self.box = shape, np.stack([_rgb(c) for c in colors]), box
+        ax.set_axis_off()
+        fig = ax.get_figure()
+        h, w = shape
+        x0, y0, bw, bh = (ax.get_position().bounds * np.array([fig.bbox.width, fig.bbox.height] * 2))
+        self.cell = max(3, int(min(bw / w, bh / h)))
+        self.left = int(x0 + (bw - self.cell * w) / 2)
+        self.bottom = int(y0 + (bh - self.cell * h) / 2)
+        self.top = int(round(fig.bbox.height)) - self.bottom - self.cell * h  # in frame rows (y down)
+        ax.set_position((self.left / fig.bbox.width, self.bottom / fig.bbox.height, self.cell * w / fig.bbox.width,
+                         self.cell * h / fig.bbox.height))  # the axes' title and texts frame the board
+        self.glyphs = {t: _glyph(t, self.cell) for t in sorted(set(texts) - {""})} if self.cell >= 10 else {}
+        self.rgba = None
+        fig.add_artist(self)
+
+    def set(self, index: np.ndarray, texts: np.ndarray | None = None, wrong: np.ndarray | None = None) -> None:
+        """Show palette indices ``index``, the text of each cell (``texts``) and outline ``wrong`` cells."""
+        h, w, c = *self.shape, self.cell
+        img = np.repeat(np.repeat(self.palette[np.asarray(index).reshape(h, w)], c, 0), c, 1).astype(np.float32)
+        if texts is not None and self.glyphs:
+            for k, t in enumerate(np.asarray(texts).ravel()):
+                if t in self.glyphs:
+                    r, q = divmod(k, w)
+                    img[r * c:(r + 1) * c, q * c:(q + 1) * c] *= 1 - self.glyphs[t][..., None]
+        img[::c, :] = img[:, ::c] = 255  # white lines between cells
+        if wrong is not None:
+            t = max(1, c // 10)
+            for r, q in zip(*np.nonzero(np.asarray(wrong).reshape(h, w))):
+                block = img[r * c + 1:(r + 1) * c - 1, q * c + 1:(q + 1) * c - 1]
+                block[:t], block[-t:], block[:, :t], block[:, -t:] = (_rgb("#C00000"),) * 4
+        if self.box:
+            for k in range(0, h + 1, self.box[0]):
+                img[max(0, k * c - 1):k * c + 1, :] = 0
+            for k in range(0, w + 1, self.box[1]):
+                img[:, max(0, k * c - 1):k * c + 1] = 0
+        rgba = np.empty((h * c, w * c, 4), np.uint8)
+        rgba[..., :3], rgba[..., 3] = img.astype(np.uint8), 255
+        self.rgba = rgba
+
+    def draw(self, renderer) -> None:
+        if self.rgba is not None:
+            gc = renderer.new_gc()
+            renderer.draw_image(gc, self.left, self.bottom, self.rgba[::-1])  # renderer rows run bottom-up
+            gc.restore()
+
+    def samples(self, where: float) -> np.ndarray:
+        """Pixel (x, y) in a frame (y down) of each cell's point at fraction ``where`` of the cell from its
+        top-left corner (0.5: the centre); row-major over the board."""
+        h, w = self.shape
+        rr, cc = np.divmod(np.arange(h * w), w)
+        off = int(where * self.cell)
+        return np.stack([self.left + cc * self.cell + off, self.top + rr * self.cell + off], 1)
+
+
+def _log_axis(ax, last: int) -> None:
+    """A log x axis from 1 to ``last`` with fixed, plainly labelled ticks (cheap to draw at every frame)."""
+    ax.set_xscale("log")
+    ax.set_xlim(1, max(2, last))
+    ticks = [m * 10**k for k in range(len(str(last))) for m in (1, 2, 5) if m * 10**k <= last]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FixedFormatter([f"{t:,}" for t in ticks]))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _cell_texts(task: str, tokens: np.ndarray) -> np.ndarray:
+    """The text shown in each cell: Sudoku digits, maze symbols; none for other tasks."""
+    tokens = np.asarray(tokens).astype(np.int64)
+    if task == "sudoku":
+        return np.where(tokens >= 2, (tokens - 1).astype(str), "")
+    if task == "maze":
+        return np.array([_MAZE_TEXT.get(int(t), "") for t in tokens.ravel()]).reshape(tokens.shape)
+    return np.full(tokens.shape, "")
+
+
+def _frames(fig: Figure, live: list, draw, n_frames: int):
+    """Each frame as an RGBA array: everything but the ``live`` artists is drawn once, then per frame the
+    live ones are updated (``draw(i)``) and drawn over that background, in the order given (blitting)."""
+    for a in live:
+        a.set_animated(True)
+    canvas = fig.canvas
+    canvas.draw()
+    background = canvas.copy_from_bbox(fig.bbox)
+    renderer = canvas.get_renderer()
+    for i in range(n_frames):
+        draw(i)
+        canvas.restore_region(background)
+        for a in live:
+            a.draw(renderer)
+        yield np.asarray(canvas.buffer_rgba())
+
+
+class _Pixels(Artist):
+    """An artist that puts an RGBA frame [height, width, 4] on the canvas pixel for pixel (no resampling)."""
+
+    rgba: np.ndarray | None = None
+
+    def draw(self, renderer) -> None:
+        if self.rgba is not None:
+            gc = renderer.new_gc()
+            renderer.draw_image(gc, 0, 0, self.rgba[::-1])  # the renderer's rows run bottom to top
+            gc.restore()
+
+
+def _write(fig: Figure, live: list, draw, n_frames: int, path: Path, fps: float,
+           video: bool | None) -> tuple[float, Path | None]:
+    """Write the frames (``_frames``) with matplotlib's writers: the GIF with ``PillowWriter`` and, where
+    ffmpeg exists and ``video`` is not False, an MP4 beside it with ``FFMpegWriter``. Each frame reaches the
+    writers through a figure of the same pixel size holding it as an unscaled image, so the files hold the
+    drawn pixels exactly; files move into place only when complete. Returns (seconds, the MP4 or None)."""
+    t0 = time.time()
+    width, height = (int(round(v)) for v in fig.bbox.size)
+    carrier = _figure(width, height)
+    image = carrier.add_artist(_Pixels())
+    outputs = [(PillowWriter, path)]
+    if video is not False and ffmpeg_available():
+        outputs.append((FFMpegWriter, path.with_suffix(".mp4")))
+
+    def write(tmps: list) -> None:
+        writers = [kind(fps=fps) for kind, _ in outputs]
+        with mpl.rc_context({"savefig.bbox": None}), ExitStack() as stack:
+            for writer, tmp in zip(writers, tmps):
+                stack.enter_context(writer.saving(carrier, tmp, DPI))
+            for frame in _frames(fig, live, draw, n_frames):
+                image.rgba = frame
+                for writer in writers:
+                    writer.grab_frame()
+
+    _into_place([p for _, p in outputs], write)
+    return time.time() - t0, (outputs[1][1] if len(outputs) > 1 else None)
+
+
+def _into_place(paths: list[Path], write, tmps: tuple = ()) -> None:
+    """``write(temporary paths)``, then every file moves into place (``atomic_write``, nested)."""
+    if not paths:
+        write(list(tmps))
+        return
+    atomic_write(paths[0], lambda tmp: _into_place(paths[1:], write, (*tmps, tmp)), suffix=paths[0].suffix)
+
+
+def ffmpeg_available() -> bool:
+    """Whether matplotlib can find ffmpeg (for the optional MP4 / HTML5 video)."""
+    return bool(shutil.which(mpl.rcParams["animation.ffmpeg_path"]))
+
+
+def _footer(fig: Figure, note: str, profile: str, extra: str = "") -> None:
+    style = {"fontsize": 7.5, "color": "#666666", "va": "bottom"}
+    fig.text(0.01, 0.008, note, ha="left", **style)
+    fig.text(0.99, 0.008, f"profile: {profile}" + (f" · {extra}" if extra else ""), ha="right", **style)
+
+
+def _status(update: int, first: int, lost: list[int]) -> str:
+    """"✓ solved at 7 · ✗ lost at 12, 30" as far as ``update`` (losses: the first three, then a count)."""
+    parts = [f"✓ solved at {first}"] if 0 < first <= update else ["not solved yet"]
+    shown = [u for u in lost if u <= update]
+    if shown:
+        more = f" (+{len(shown) - 3})" if len(shown) > 3 else ""
+        parts.append("✗ lost at " + ", ".join(str(u) for u in shown[:3]) + more)
+    return " · ".join(parts)
+
+
+def _texts_seen(task: str, boards: dict[str, dict]) -> set[str]:
+    return {str(t) for b in boards.values() for t in np.unique(_cell_texts(task, b["pred_snapshots"]))}
+
+
+def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, grid: tuple[int, int],
+                  box: tuple[int, int] | None, task: str, depth: int, path: str | Path, fps: float = 8,
+                  profile: str = "", title: str = "", video: bool | None = None) -> Animation:
+    """One puzzle under each connection of ``boards`` (recipe -> its ``record``), side by side.
+
+    Per frame: the board decoded at that update (``GIVEN`` / ``CORRECT`` / ``WRONG`` cells, the predicted
+    symbol in each), the wrong-cell count, gamma_t and s_t of the outer axis, and the first solve and losses
+    so far; below, gamma_t and the content score s_t against outer updates up to the frame, the first solve
+    marked with a dot and each loss with a cross.
+    """
+    names = list(boards)
+    frames = boards[names[0]]["snapshot_updates"]
+    rows = {r: _frame_rows(t, frames) for r, t in boards.items()}
+    last = int(frames[-1])
+    info = {r: _info(t) for r, t in boards.items()}
+    layers = info[names[0]]["layers_per_update"]
+    h, w = grid
+    fig = _figure(max(640, 40 + 300 * len(names)), 560)
+    gs = fig.add_gridspec(3, len(names), left=0.09, right=0.97, top=0.88, bottom=0.1, hspace=0.6,
+                          height_ratios=[3.3, 1, 1])
+    texts = _texts_seen(task, boards)
+    live, board, status, ev = [], {}, {}, {}
+    for j, r in enumerate(names):
+        ax = fig.add_subplot(gs[0, j])
+        board[r] = _Board(ax, (h, w), CLASS_COLORS, box, texts)
+        ax.set_title(LABELS.get(r, r), color=COLORS.get(r, "black"), fontsize=11, fontweight="bold")
+        status[r] = ax.text(0.5, -0.03, "", transform=ax.transAxes, ha="center", va="top", fontsize=9,
+                            linespacing=1.5)
+        ev[r] = events(boards[r])
+        live += [board[r], status[r]]
+    ax_g = fig.add_subplot(gs[1, :])
+    ax_s = fig.add_subplot(gs[2, :], sharex=ax_g)
+    for ax in (ax_g, ax_s):
+        ax.axvline(depth, color="#AAAAAA", ls="--", lw=0.8)
+        _log_axis(ax, last)
+        ax.tick_params(labelsize=8)
+    traces = {}
+    for r, t in boards.items():
+        c = COLORS.get(r, "black")
+        has_score = info[r].get("outer") == "infiloop"
+        line_g, = ax_g.plot([], [], color=c, lw=1.2, label=LABELS.get(r, r))
+        line_s = ax_s.plot([], [], color=c, lw=1.2)[0] if has_score else None
+        solved, = ax_g.plot([], [], "o", color=c, ms=6, mec="black", mew=0.6)
+        loss, = ax_g.plot([], [], "x", color="#C00000", ms=7, mew=1.8)
+        traces[r] = (t["gamma_outer"][:, 0], t["score_outer"][:, 0] if has_score else None, line_g, line_s,
+                     solved, loss)
+        live += [x for x in (line_g, line_s, solved, loss) if x is not None]
+        beta = info[r].get("beta", {}).get("outer")
+        if beta is not None and has_score:
+            ax_g.axhline(1 - beta, color=c, ls=":", lw=0.8)
+    ax_g.set_ylim(0, 1.05)
+    ax_g.set_ylabel("γ_t (outer)", fontsize=9)
+    ax_g.text(depth, 1.0, " training depth", fontsize=7, color="#888888", va="top")
+    ax_g.legend(loc="lower left", fontsize=7, ncol=len(names), handlelength=1.2)
+    scored = [tr[1] for tr in traces.values() if tr[1] is not None]
+    if scored:
+        lo, hi = min(float(v.min()) for v in scored), max(float(v.max()) for v in scored)
+        pad = 0.1 * (hi - lo) + 0.05
+        ax_s.set_ylim(lo - pad, hi + pad)
+    ax_s.set_ylabel("score s_t", fontsize=9)
+    ax_s.set_xlabel("outer updates", fontsize=9)
+    no_score = [LABELS.get(r, r) for r, tr in traces.items() if tr[1] is None]
+    if no_score:
+        ax_s.text(0.99, 0.9, f"{', '.join(no_score)}: no content score", transform=ax_s.transAxes, ha="right",
+                  va="top", fontsize=7, color="#777777")
+    fig.legend([Patch(facecolor=CLASS_COLORS[k], edgecolor="#999999") for k in (GIVEN, CORRECT, WRONG)],
+               [CLASS_NAMES[k] for k in (GIVEN, CORRECT, WRONG)], loc="upper left", fontsize=8, ncol=1,
+               frameon=False, handlelength=1, bbox_to_anchor=(0.0, 1.0))
+    now = [ax_g.axvline(1, color="#888888", lw=0.8), ax_s.axvline(1, color="#888888", lw=0.8)]
+    head = fig.text(0.5, 0.975, "", ha="center", va="top", fontsize=12)
+    live += [*now, head]
+    note = frame_note(frames, depth)
+    _footer(fig, note, profile, title)
+    ups = boards[names[0]]["updates"]
+
+    def draw(i: int) -> None:
+        u = int(frames[i])
+        n = int(np.searchsorted(ups, u, side="right"))
+        head.set_text(f"update {u:,} of {last:,} ({u * layers:,} layers)")
+        for r, t in boards.items():
+            pred = t["pred_snapshots"][rows[r][i], 0]
+            cls = cell_classes(pred, inputs, labels)
+            board[r].set(cls, _cell_texts(task, pred))
+            g, s, line_g, line_s, solved, loss = traces[r]
+            wrong = int((cls == WRONG).sum())
+            first, lost = ev[r]
+            shown = [x for x in lost if x <= u]
+            status[r].set_text(f"{wrong} wrong cell{'s' * (wrong != 1)} · γ_t {g[n - 1]:.2f}"
+                               + (f" · s_t {s[n - 1]:.2f}" if s is not None else "") + "\n" + _status(u, first, lost)
+                               + (" · right again" if shown and not wrong else ""))
+            status[r].set_color("#1A7F37" if not wrong else "#C00000" if shown else "#333333")
+            line_g.set_data(ups[:n], g[:n])
+            if line_s is not None:
+                line_s.set_data(ups[:n], s[:n])
+            solved.set_data(([first], [g[first - 1]]) if 0 < first <= u else ([], []))
+            loss.set_data(shown, [g[x - 1] for x in shown])
+        for line in now:
+            line.set_xdata([u, u])
+
+    seconds, mp4 = _write(fig, live, draw, len(frames), Path(path), fps, video)
+    samples = {r: (board[r].samples(0.22), np.arange(h * w)) for r in names}  # clear of digit and lines
+    return Animation(Path(path), np.asarray(frames), note, seconds, mp4, samples)
+
+
+def render_race(trajs: dict[str, dict], depth: int, path: str | Path, fps: float = 8, profile: str = "",
+                frames: np.ndarray | None = None, video: bool | None = None) -> Animation:
+    """Exact accuracy of every connection (recipe -> trajectory) against outer updates, drawn up to each
+    frame's update on fixed log axes, the training depth marked; each line's current value at its tip.
+    ``frames``: the updates shown (default ``frame_updates(depth, last recorded update)``)."""
+    names = list(trajs)
+    last = min(int(t["updates"][-1]) for t in trajs.values())
+    frames = frame_updates(depth, last) if frames is None else np.asarray(frames)
+    last = int(frames[-1])
+    layers = _info(trajs[names[0]])["layers_per_update"]
+    n_puzzles = trajs[names[0]]["correct"].shape[1]
+    fig = _figure(640, 400)
+    ax = fig.add_axes((0.1, 0.16, 0.66, 0.72))
+    _log_axis(ax, last)
+    ax.set(ylim=(0, 100), xlabel="outer updates", ylabel="exact accuracy (%)")
+    ax.axvline(depth, color="#888888", ls="--", lw=1)
+    ax.text(depth, 2, " training depth", fontsize=8, color="#777777")
+    lines, tips, live = {}, {}, []
+    for r in names:
+        lines[r], = ax.plot([], [], color=COLORS.get(r, "black"), lw=2)
+        tips[r] = ax.text(1, 0, "", fontsize=8, color=COLORS.get(r, "black"), va="center", clip_on=False)
+        live += [lines[r], tips[r]]
+    now = ax.axvline(1, color="#BBBBBB", lw=0.8)
+    head = fig.text(0.5, 0.975, "", ha="center", va="top", fontsize=12)
+    live += [now, head]
+    note = frame_note(frames, depth)
+    _footer(fig, note, profile, f"{n_puzzles:,} puzzles")
+    acc = {r: (t["updates"], 100 * t["correct"].mean(1)) for r, t in trajs.items()}
+
+    def draw(i: int) -> None:
+        u = int(frames[i])
+        head.set_text(f"exact accuracy · update {u:,} of {last:,} ({u * layers:,} layers)")
+        at = {r: int(np.searchsorted(ups, u, side="right")) - 1 for r, (ups, _) in acc.items()}
+        heights = _spread([acc[r][1][at[r]] for r in names], gap=6.0)
+        for r, y in zip(names, heights):
+            ups, a = acc[r]
+            lines[r].set_data(ups[:at[r] + 1], a[:at[r] + 1])
+            tips[r].set_position((ups[at[r]] * 1.08, y))
+            tips[r].set_text(f"{LABELS.get(r, r)} {a[at[r]]:.1f} %")
+        now.set_xdata([u, u])
+
+    seconds, mp4 = _write(fig, live, draw, len(frames), Path(path), fps, video)
+    return Animation(Path(path), frames, note, seconds, mp4)
+
+
+def _spread(values: list[float], gap: float) -> np.ndarray:
+    """Label heights near ``values``, in the same order, at least ``gap`` apart (so that tips never overlap)."""
+    order = np.argsort(values, kind="stable")
+    pos = np.asarray(values, float)[order]
+    for k in range(1, len(pos)):
+        pos[k] = max(pos[k], pos[k - 1] + gap)
+    out = np.empty_like(pos)
+    out[order] = pos
+    return out
+
+
+def _crop(*grids: np.ndarray) -> tuple[slice, slice]:
+    """Rows and columns holding any non-pad token of the given canvases."""
+    nz = np.zeros_like(grids[0], bool)
+    for g in grids:
+        nz |= g != 0
+    r, c = np.nonzero(nz)
+    if not len(r):
+        return slice(0, nz.shape[0]), slice(0, nz.shape[1])
+    return slice(int(r.min()), int(r.max()) + 1), slice(int(c.min()), int(c.max()) + 1)
+
+
+def render_arc(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, canvas: int, depth: int,
+               path: str | Path, fps: float = 8, profile: str = "", title: str = "",
+               video: bool | None = None) -> Animation:
+    """One ARC test input under each connection of ``boards`` (recipe -> its ``record``): the input and the
+    target, then each connection's predicted output at each frame's update, on the target's rows and columns
+    with its end-of-grid border (ARC colours; pad white, border dark grey; wrong cells outlined in red), with
+    the grid that decodes from it, its wrong cells, and its first solve and losses."""
+    from .tasks.arc import decode_grid
+
+    names = list(boards)
+    frames = boards[names[0]]["snapshot_updates"]
+    rows = {r: _frame_rows(t, frames) for r, t in boards.items()}
+    last = int(frames[-1])
+    layers = _info(boards[names[0]])["layers_per_update"]
+    x, y = (np.asarray(a).reshape(canvas, canvas) for a in (inputs, labels))
+    out_r, out_c = _crop(y)
+    in_r, in_c = _crop(x)
+    n_panels = 2 + len(names)
+    fig = _figure(200 * n_panels + 40, 320)
+    width = 0.94 / n_panels
+    axes = [fig.add_axes((0.03 + k * width, 0.2, width * 0.9, 0.6)) for k in range(n_panels)]
+    for ax, name, grid in ((axes[0], "input", x[in_r, in_c]), (axes[1], "target", y[out_r, out_c])):
+        _Board(ax, grid.shape, ARC_COLORS).set(grid)
+        ax.set_title(name, fontsize=10)
+    target = y[out_r, out_c]
+    scored = target != IGNORE_LABEL_ID
+    live, shown, status, ev = [], {}, {}, {}
+    for ax, r in zip(axes[2:], names):
+        shown[r] = _Board(ax, target.shape, ARC_COLORS)
+        ax.set_title(LABELS.get(r, r), color=COLORS.get(r, "black"), fontsize=10, fontweight="bold")
+        status[r] = ax.text(0.5, -0.04, "", transform=ax.transAxes, ha="center", va="top", fontsize=8)
+        ev[r] = events(boards[r])
+        live += [shown[r], status[r]]
+    head = fig.text(0.5, 0.975, "", ha="center", va="top", fontsize=11)
+    live.append(head)
+    note = frame_note(frames, depth)
+    _footer(fig, note, profile, title)
+
+    def draw(i: int) -> None:
+        u = int(frames[i])
+        head.set_text(f"predicted output · update {u:,} of {last:,} ({u * layers:,} layers)")
+        for r, t in boards.items():
+            pred = t["pred_snapshots"][rows[r][i], 0].reshape(canvas, canvas)
+            crop = pred[out_r, out_c]
+            wrong = (crop != target) & scored
+            shown[r].set(crop.astype(np.int64), wrong=wrong)
+            grid = decode_grid(pred, canvas)
+            decoded = "no grid decodes" if grid is None else f"decodes to {grid.shape[0]}×{grid.shape[1]}"
+            first, lost = ev[r]
+            status[r].set_text(f"{decoded}, {int(wrong.sum())} wrong\n{_status(u, first, lost)}")
+
+    seconds, mp4 = _write(fig, live, draw, len(frames), Path(path), fps, video)
+    cells = np.arange(canvas * canvas).reshape(canvas, canvas)[out_r, out_c].ravel()
+    samples = {r: (shown[r].samples(0.5), cells) for r in names}
+    return Animation(Path(path), np.asarray(frames), note, seconds, mp4, samples)
+
+
+# ----------------------------------------------------------------------------------------- reading back
+
+
+def read_frames(path: str | Path) -> list[np.ndarray]:
+    """Every frame of a GIF, decoded by Pillow, as RGB arrays [height, width, 3] (uint8)."""
+    from PIL import Image, ImageSequence
+
+    with Image.open(path) as im:
+        return [np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(im)]
+
+
+def nearest_colour(pixels: np.ndarray, palette) -> np.ndarray:
+    """Index into ``palette`` (matplotlib colours) of the nearest colour to each RGB pixel [N, 3]."""
+    pal = np.array([to_rgb(c) for c in palette]) * 255
+    return np.argmin(((pixels[:, None, :].astype(float) - pal[None]) ** 2).sum(-1), 1)
+
+
+def read_board(frame: np.ndarray, samples: tuple[np.ndarray, np.ndarray], palette) -> np.ndarray:
+    """The palette index of each sampled cell of a decoded frame (``Animation.samples[panel]``)."""
+    xy = np.round(samples[0]).astype(int)
+    return nearest_colour(frame[xy[:, 1], xy[:, 0]], palette)
+
+
+def show(anim: Animation):
+    """The animation for a notebook: HTML5 video where an MP4 was written (ffmpeg), else the GIF."""
+    from IPython.display import Image, Video
+
+    if anim.video is not None and anim.video.is_file():
+        return Video(str(anim.video), embed=True, html_attributes="controls autoplay loop muted")
+    return Image(data=anim.path.read_bytes(), format="gif")
