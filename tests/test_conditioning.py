@@ -8,7 +8,7 @@ import torch
 from infiloop.conditioning import ConditionConfig, Conditioner, time_features
 from infiloop.connections import Connection, ConnectionConfig
 from infiloop.evaluation import evaluate_budgets
-from infiloop.experiments import RECIPES, config_hash, resolve_config
+from infiloop.experiments import CODE_VERSION, RECIPES, config_hash, resolve_config
 from infiloop.model import LoopedReasoner, ModelConfig
 from infiloop.tasks.base import TaskData
 
@@ -273,10 +273,11 @@ def test_recipes_and_hashes():
     h2 = resolve_config("sudoku", "history_w2", "smoke")
     assert (h2["model"]["cond"]["history"], h2["model"]["cond"]["window"]) == ("dense", 2)
     assert {"history_w1", "history_w2", "loop_gating", "history_lg", "inject_dense"} <= set(RECIPES)
-    # an unconditioned run hashes as it did before conditioners existed (its cached runs stay valid)
+    # the hash covers the code version (runs of older model or training code are never reused) and the
+    # conditioners
     plain = resolve_config("sudoku", "carry_last", "smoke")
-    legacy = {**plain, "model": {k: v for k, v in plain["model"].items() if k != "cond"}}
-    assert config_hash(plain) == config_hash(legacy)
+    assert plain["code_version"] == CODE_VERSION
+    assert config_hash({**plain, "code_version": CODE_VERSION - 1}) != config_hash(plain)
     assert config_hash(resolve_config("sudoku", "carry_last", "smoke", {"model.cond.inject": "scalar"})) != \
         config_hash(plain)
 
