@@ -112,3 +112,13 @@ def test_gpu_profile_is_offered_on_a_cuda_machine(box):
 def test_no_offer_without_a_gpu(box):
     res, _ = box["run"]()
     assert res.returncode == 0 and "--profile gpu" not in res.stderr
+
+
+def test_reproduce_runs_gpu_profiles_on_cuda_where_there_is_one(monkeypatch):
+    import torch
+
+    from infiloop.reproduce import default_device
+
+    assert default_device("gpu") == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert (default_device("gpu"), default_device("paper"), default_device("tiny")) == ("cuda", "cuda", "cpu")
