@@ -387,6 +387,14 @@ def _shape(run: experiments.Run) -> dict:
     return m
 
 
+def _load() -> float | None:
+    """The 1-minute load average when a timing is taken (a busy machine makes every timing slower)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def _key(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -403,6 +411,7 @@ class Calibration:
         self.entries = {} if fresh else self._load()
         self.measured = 0
         self.seconds = 0.0
+        self.used: list[dict] = []  # the entries this plan's estimate uses
 
     def _load(self) -> dict:
         try:
@@ -420,8 +429,10 @@ class Calibration:
             self.measured += 1
             self.entries[key] = {"seconds": timing.seconds, "startup": timing.startup,
                                  "measured_batch": timing.measured_batch, "shape": shape,
-                                 "measured": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                                 "measured": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 "load_average": _load()}
         e = self.entries[key]
+        self.used.append(e)
         return Timing(e["seconds"], e["startup"], e["measured_batch"])
 
     def train_step(self, run, batch: int, threads: int) -> Timing:
@@ -489,6 +500,10 @@ def render(plan: Plan, calibration: Calibration) -> str:
            else "all timings from the cache")
     out.append(f"# plan for profile {plan.profile} on {calibration.prefix}: {len(plan.runs)} training runs, "
                f"{len(plan.evals)} evaluations ({n_cached} already in the run cache); training seed 0")
+    loads = [e.get("load_average") for e in calibration.used if e.get("load_average") is not None]
+    if loads:
+        how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} CPUs "
+                f"(other work on the machine slows every timing, and so the estimate)")
     out.append(f"# calibration: {how} ({calibration.path}; --calibrate measures again)")
     threads = max(1, (os.cpu_count() or 1) // plan.jobs)
     where = (f"{plan.jobs} at a time, {threads} thread(s) each" if plan.device == "cpu"
