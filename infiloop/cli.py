@@ -223,8 +223,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from .experiments import PROFILES
     from .plan import main as plan_main
 
+    if args.profile not in PROFILES:
+        raise UsageError(f"--profile {args.profile}: unknown profile; valid choices: {', '.join(PROFILES)}")
     _check_device(args.device)
     return plan_main(args)
 

@@ -408,7 +408,8 @@ class Calibration:
         self.device, self.timer = device, timer or MeasuredTimer()
         self.path = path or Path(experiments.RUNS) / CALIBRATION
         self.prefix = f"{device_name(device)} | torch {torch.__version__}"
-        self.entries = {} if fresh else self._load()
+        self.entries = self._load()  # other devices' and shapes' timings are kept when saving
+        self.fresh, self.refreshed = fresh, set()  # fresh: measure every timing this plan needs again
         self.measured = 0
         self.seconds = 0.0
         self.used: list[dict] = []  # the entries this plan's estimate uses
@@ -422,7 +423,8 @@ class Calibration:
 
     def _get(self, kind: str, shape: dict, measure) -> Timing:
         key = f"{self.prefix} | {kind} | {_key(shape)}"
-        if key not in self.entries:
+        if key not in self.entries or (self.fresh and key not in self.refreshed):
+            self.refreshed.add(key)
             t0 = time.perf_counter()
             timing = measure()
             self.seconds += time.perf_counter() - t0

@@ -170,3 +170,11 @@ def test_gpu_data_profile_falls_back_to_the_generator_offline(tmp_path, monkeypa
     assert m["summary"]["test_rows"] == 4 and 50 <= m["summary"]["test_blanks"][0]
     with pytest.raises(ValueError, match="data profile 'gpu' has no maze data"):
         build("maze", "gpu", root=tmp_path)
+
+
+def test_bad_arguments_are_one_line(capsys):
+    from infiloop.cli import main
+
+    assert main(["plan", "--profile", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --profile nope: unknown profile; valid choices: smoke, tiny, gpu, paper"]
