@@ -178,3 +178,8 @@ def test_bad_arguments_are_one_line(capsys):
     assert main(["plan", "--profile", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --profile nope: unknown profile; valid choices: smoke, tiny, gpu, paper"]
+
+
+def test_every_notebook_is_planned():
+    """A new notebook must be taught to planned_evaluations (or its cost is silently missing)."""
+    assert plan.unplanned_notebooks() == []
