@@ -2,21 +2,34 @@
 # The one entry point of the InfiLoop companion.
 #
 #   ./reproduce.sh                    set up .venv if needed, then run everything (profile tiny)
+#   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per model (device cuda by default)
 #   ./reproduce.sh --profile paper    the paper's configuration (GPU)
 #   ./reproduce.sh --only NAME -p KEY VALUE ...   one notebook, papermill parameters
 #   ./reproduce.sh test [PYTEST ARGS] set up .venv if needed, then run the test suite
 #   ./reproduce.sh setup              only set up .venv
 #
-# Environment: PYTHON (interpreter used to create .venv, default python3.11 or python3),
-# INFILOOP_VENV (default .venv), INFILOOP_TORCH (a pip requirement that overrides the torch choice).
+# Which Python: INFILOOP_PYTHON=/path/to/python if set; else the active conda environment
+# ($CONDA_PREFIX/bin/python) when it imports torch (conda env create -f environment.yml); either is used
+# as it is (no package is installed into it; only papermill's python3 kernel spec if it has none).
+# Otherwise .venv is built: PYTHON (interpreter used to create it,
+# default python3.11 or python3), INFILOOP_VENV (default .venv; setting it also skips the conda
+# environment), INFILOOP_TORCH (a pip requirement that overrides the torch choice).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
 VENV="${INFILOOP_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
+EXTERNAL=""  # where an interpreter used as it is comes from (empty: .venv)
 
 log() { printf '[reproduce] %s\n' "$*" >&2; }
+
+if [ -n "${INFILOOP_PYTHON:-}" ]; then
+    PY="$INFILOOP_PYTHON"; EXTERNAL="INFILOOP_PYTHON"
+elif [ -n "${CONDA_PREFIX:-}" ] && [ -z "${INFILOOP_VENV:-}" ] && [ -x "$CONDA_PREFIX/bin/python" ] \
+        && "$CONDA_PREFIX/bin/python" -c "import torch" >/dev/null 2>&1; then
+    PY="$CONDA_PREFIX/bin/python"; EXTERNAL="the active conda environment (CONDA_PREFIX=$CONDA_PREFIX)"
+fi
 
 pick_python() {
     if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
@@ -64,7 +77,35 @@ install_torch() {
         --extra-index-url https://pypi.org/simple
 }
 
+setup_external() {
+    # An interpreter given to us: check it, never install packages into it.
+    if ! command -v "$PY" >/dev/null 2>&1; then
+        log "$EXTERNAL: $PY is not an executable Python"; exit 1
+    fi
+    if ! "$PY" -c "import torch, numpy, pandas, yaml, safetensors, matplotlib, seaborn, papermill, jupytext, nbformat, nbconvert, ipykernel, huggingface_hub" >/dev/null 2>&1; then
+        log "$EXTERNAL: $PY lacks some of the packages of environment.yml (conda env update -f environment.yml)"
+        exit 1
+    fi
+    # papermill needs a kernel named python3 that runs this interpreter: install it into its prefix if absent.
+    if ! "$PY" -c "import os, sys; sys.exit(not os.path.isfile(os.path.join(sys.prefix, 'share/jupyter/kernels/python3/kernel.json')))"; then
+        "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (infiloop)" >/dev/null
+    fi
+    export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"  # the package from this checkout, installed or not
+    log "using $PY from $EXTERNAL (no .venv is built)"
+}
+
+offer_gpu_profile() {
+    # On a CUDA machine the default stays `tiny` (CPU); say how to run the GPU profile and what it costs.
+    case " $* " in *" --profile "*|*" --profile="*|*" --only "*) return ;; esac
+    if has_cuda_gpu; then
+        log "a CUDA GPU is here; this run is the default profile 'tiny' (on the CPU). For the 'gpu' profile"
+        log "(9x9 Sudoku, about one GPU-hour per model): ./reproduce.sh --profile gpu"
+        log "its cost on this machine first: $PY -m infiloop plan --profile gpu --device cuda"
+    fi
+}
+
 setup() {
+    if [ -n "$EXTERNAL" ]; then setup_external; return; fi
     local stamp="$VENV/.infiloop-setup" want
     want="$(cat pyproject.toml reproduce.sh | sha256sum | cut -c1-16)"
     if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -96,10 +137,11 @@ case "$cmd" in
         exec "$PY" -m pytest "$@"
         ;;
     -h|--help|help)
-        sed -n '2,12p' "$0"
+        sed -n '2,17p' "$0"
         ;;
     *)
         setup
+        offer_gpu_profile "$@"
         exec "$PY" -m infiloop reproduce "$@"
         ;;
 esac

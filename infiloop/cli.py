@@ -6,6 +6,8 @@
     eval        evaluate a trained run to any depth (trajectory file + accuracy by depth)
     report      compile results/<profile>/report.html from the notebooks' summaries
     reproduce   the whole pipeline (what ``./reproduce.sh`` runs)
+    plan        every run and evaluation of a profile's notebooks, with an estimate of their time here
+    runs        trained runs that travel: export, import, pull (from the hub), list
 
 A bad input gets one line ``error: ...`` on stderr and exit status 2 (a bad argument or setting) or 1 (a
 missing, malformed or damaged file); ``--debug`` (anywhere) or INFILOOP_DEBUG=1 also shows the traceback.
@@ -182,6 +184,54 @@ def _puzzles(n: int, data_file: str | None) -> str:
     return f"{n} puzzles of {data_file}" if data_file else f"{n} puzzles of the profile's test set"
 
 
+RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
+  python -m infiloop runs list
+  python -m infiloop runs export RUN -o my_runs.tar
+  python -m infiloop runs import my_runs.tar
+  python -m infiloop runs pull USER/REPO --revision main
+"""
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from . import runs
+
+    if args.runs_command == "list":
+        rows = runs.list_runs(args.root)
+        root = runs.runs_root(args.root)
+        if not rows:
+            print(f"# no runs in {root}")
+            return 0
+        print(f"# {len(rows)} run folders in {root}")
+        print(f"{'task':7s} {'recipe':13s} {'profile':8s} {'code':>4s} {'done':4s} {'size':>9s}  folder")
+        for r in rows:
+            print(f"{r['task']:7s} {r['recipe']:13s} {r['profile']:8s} {r['code_version']!s:>4s} "
+                  f"{'yes' if r['done'] else 'no':4s} {runs.human_size(r['bytes']):>9s}  {r['name']}")
+        return 0
+    if args.runs_command == "export":
+        path, entries = runs.export_runs(args.run_dirs, args.output)
+        n_files = sum(len(e["files"]) for e in entries)
+        print(f"# {len(entries)} run(s), {n_files} files, {runs.human_size(path.stat().st_size)}", file=sys.stderr)
+        print(path)
+        return 0
+    if args.runs_command == "import":
+        results = runs.import_runs(args.archive, args.root)
+    else:
+        results = runs.pull(args.repo_id, args.revision, args.root, args.cache_dir)
+    for dest, status in results:
+        print(f"{status:15s} {dest}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .experiments import PROFILES
+    from .plan import main as plan_main
+
+    if args.profile not in PROFILES:
+        raise UsageError(f"--profile {args.profile}: unknown profile; valid choices: {', '.join(PROFILES)}")
+    _check_device(args.device)
+    return plan_main(args)
+
+
 def cmd_data(argv: list[str]) -> int:
     from .tasks.cli import main as data_main
 
@@ -216,7 +266,7 @@ def _main(argv: list[str]) -> int:
     sub.add_parser("report", help="compile results/<profile>/report.html from the notebook summaries")
     p = sub.add_parser("train", help="train (or resume, or return) the run of a profile", epilog=TRAIN_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default="tiny", help="smoke, tiny (default) or paper")
+    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), gpu or paper")
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
     p.add_argument("--connection", default="infiloop",
                    help="recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last model: "
@@ -250,5 +300,34 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
     sub.add_parser("reproduce", help="run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)")
+    p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
+                       description="List every training run and evaluation the notebooks of a profile execute "
+                                   "(with their default parameters) and estimate their time on this device from a "
+                                   "short measured calibration (cached in runs/.plan-calibration.json).")
+    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), gpu or paper")
+    p.add_argument("--device", default="cpu", help="the device the runs will use (cpu, cuda, cuda:1, ...)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure again, ignoring the cached calibration of this device")
+    p.add_argument("--jobs", type=_count, default=None,
+                   help="models trained at once by reproduce (default: as reproduce, min(2, CPUs))")
+    p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("runs", help="trained runs that travel: export, import, pull, list", epilog=RUNS_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    rsub = p.add_subparsers(dest="runs_command", required=True)
+    r = rsub.add_parser("list", help="the run folders of the run cache: task, recipe, profile, code version, "
+                                     "done or not, size")
+    r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
+    r = rsub.add_parser("export", help="write finished runs into a .tar or .zip archive")
+    r.add_argument("run_dirs", nargs="+", metavar="RUN", help="run folders (as printed by `train`)")
+    r.add_argument("-o", "--output", required=True, help="the archive to write (.tar or .zip)")
+    r = rsub.add_parser("import", help="verify an archive and add its runs to the run cache")
+    r.add_argument("archive", help="a .tar or .zip written by `runs export`")
+    r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
+    r = rsub.add_parser("pull", help="download runs published on the Hugging Face hub and import them")
+    r.add_argument("repo_id", help="hub repository (user/name) in the layout of an unpacked archive")
+    r.add_argument("--revision", default=None, help="branch, tag or commit (default: main)")
+    r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
+    r.add_argument("--cache-dir", default=None, help="hub cache folder (default: huggingface_hub's)")
+    p.set_defaults(func=cmd_runs)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -82,6 +82,17 @@ PROFILES: dict[str, dict] = {
         "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
         "main_tasks": ["sudoku"],  # maze at tiny: -p tasks sudoku,maze (slow: about 16 min a model)
     },
+    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/plan.py
+    # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of
+    # 100,000, and the depth evaluation to 960 updates on 4,096 test puzzles.
+    "gpu": {
+        "data": "gpu",
+        "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)
+        "train": {"steps": 20_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
+                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 1000, "log_every": 100},
+        "eval": {"updates": 960, "every": 1, "limit": 4096, "batch_size": 1024},
+        "main_tasks": ["sudoku"],
+    },
     "paper": {
         "data": "paper",
         "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)

@@ -217,11 +217,57 @@ def provenance(root: Path) -> dict[str, str]:
     except OSError:
         pass
     info["cpu"] = cpu
-    gpus = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], root) \
-        if shutil.which("nvidia-smi") else None
-    info["cuda device"] = ", ".join(gpus.splitlines()) if gpus else "none"
+    info.update(cuda_provenance(root))
     info["platform"] = platform.platform()
+    info[PACKAGES_KEY] = f"{len(installed_packages())} ({PACKAGES_FILE})"
     return info
+
+
+PACKAGES_FILE = "packages.txt"
+PACKAGES_KEY = "installed packages"
+
+
+def cuda_provenance(root: Path) -> dict[str, str]:
+    """The CUDA build of torch, the GPUs torch sees (name x count) and the NVIDIA driver; "none" for each
+    that is absent (a CPU build of torch, no GPU, no ``nvidia-smi``)."""
+    try:
+        import torch
+
+        cuda = torch.version.cuda or "none (a CPU build of torch)"
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        names = [torch.cuda.get_device_name(i) for i in range(count)]
+    except Exception as e:  # noqa: BLE001 - provenance never stops the report
+        cuda, names = f"unknown ({type(e).__name__})", []
+    gpus = ", ".join(f"{n} × {names.count(n)}" for n in dict.fromkeys(names)) if names else "none"
+    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], root) \
+        if shutil.which("nvidia-smi") else None
+    drivers = ", ".join(dict.fromkeys(ln.strip() for ln in driver.splitlines() if ln.strip())) if driver else ""
+    return {"cuda": cuda, "cuda device": gpus, "nvidia driver": drivers or "none"}
+
+
+def installed_packages() -> list[str]:
+    """``name==version`` of every installed distribution, sorted by name (one per name)."""
+    seen = {}
+    for d in metadata.distributions():
+        name = d.metadata["Name"]
+        if name:
+            seen.setdefault(re.sub(r"[-_.]+", "-", name).lower(), f"{name}=={d.version}")
+    return [seen[k] for k in sorted(seen)]
+
+
+def write_packages(folder: Path) -> Path:
+    """``<folder>/packages.txt``: the installed packages with versions, in the form pip reads."""
+    head = (f"# installed packages of the environment that built this report ({sys.executable}),\n"
+            f"# python {platform.python_version()} on {platform.platform()}, "
+            f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n")
+    return atomic_write_text(folder / PACKAGES_FILE, head + "".join(p + "\n" for p in installed_packages()))
+
+
+def _prov_value(key: str, value: str) -> str:
+    """A provenance cell; the package count links to the list written beside the report."""
+    if key == PACKAGES_KEY:
+        return f'{esc(value.split(" ")[0])} (<a href="{PACKAGES_FILE}">{PACKAGES_FILE}</a>, beside this report)'
+    return esc(value)
 
 
 def load_summaries(profile: str, root: Path) -> tuple[list[dict], list[str]]:
@@ -320,7 +366,7 @@ def render(profile: str, root: Path) -> str:
         problems += figure_problems
     stage_table, failed = stages_html(profile, root)
     problems += failed
-    prov = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in provenance(root).items())
+    prov = "".join(f"<tr><th>{esc(k)}</th><td>{_prov_value(k, v)}</td></tr>" for k, v in provenance(root).items())
     problem_html = ("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>") if problems \
         else "<p>none: every notebook ran and every figure is present.</p>"
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -401,6 +447,7 @@ def build_report(profile: str, root: Path | None = None) -> Path:
     root = Path(root) if root is not None else ROOT
     if not _NAME.match(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
+    write_packages(root / "results" / profile)
     return atomic_write_text(root / "results" / profile / "report.html", render(profile, root))
 
 

@@ -120,6 +120,13 @@ def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
                         kernel_name="python3", cwd=str(ROOT), progress_bar=True)
 
 
+def default_device(profile: str) -> str:
+    """``cuda`` for the GPU profiles on a machine with CUDA, else ``cpu`` (``tiny`` is made for the CPU)."""
+    import torch
+
+    return "cuda" if profile in ("gpu", "paper") and torch.cuda.is_available() else "cpu"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m infiloop reproduce", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,11 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a papermill parameter for the notebooks (value read as YAML)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="models trained at once")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default=None,
+                    help="torch device (default: cuda for the gpu and paper profiles where CUDA works, else cpu)")
     ap.add_argument("--no-train", action="store_true", help="skip the parallel training stage")
     args = ap.parse_args(argv)
     if args.profile not in PROFILES:
         ap.error(f"unknown profile {args.profile!r}; valid choices: {', '.join(PROFILES)}")
+    if args.device is None:
+        args.device = default_device(args.profile)
     names = notebooks()
 
     def matches(name: str, wanted: str) -> bool:  # "02_depth_scaling", "02" or "depth_scaling"

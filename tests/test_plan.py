@@ -1,0 +1,185 @@
+"""`python -m infiloop plan`: every run and evaluation of a profile's notebooks with an explicit estimate,
+tested at the smoke profile with an injected timer (fast, deterministic); the calibration cache; one real
+calibration of a smoke shape; the arithmetic behind the `gpu` profile's one GPU-hour per model."""
+
+import argparse
+import io
+import math
+import re
+
+import pytest
+
+from infiloop import experiments, plan, runs
+from infiloop.model import ModelConfig
+from infiloop.plan import Timing
+
+STEP_S, START_S, UPDATE_S = 0.5, 2.0, 0.25
+
+
+class FakeTimer:
+    def __init__(self):
+        self.calls = []
+
+    def train_step(self, run, batch, threads, device):
+        self.calls.append(("train", plan._key(plan._shape(run)), batch, threads))
+        return Timing(STEP_S, START_S, batch)
+
+    def eval_update(self, run, batch, device):
+        self.calls.append(("eval", plan._key(plan._shape(run)), batch))
+        return Timing(UPDATE_S, 0.0, batch)
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setattr(experiments, "RUNS", tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def _plan(timer, calibrate=False, jobs=2):
+    out = io.StringIO()
+    args = argparse.Namespace(profile="smoke", device="cpu", calibrate=calibrate, jobs=jobs)
+    assert plan.main(args, timer=timer, stream=out) == 0
+    return out.getvalue()
+
+
+def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
+    timer = FakeTimer()
+    text = _plan(timer)
+    specs = experiments.planned_runs("smoke")
+    evals = plan.planned_evaluations("smoke")
+    assert f"{len(specs)} training runs, {len(evals)} evaluations" in text
+    steps = experiments.PROFILES["smoke"]["train"]["steps"]
+    run_lines = [ln for ln in text.splitlines() if re.match(r"sudoku\s+\w+\s+\d+ x ", ln)]
+    assert len(run_lines) == len(specs)
+    for ln in run_lines:
+        assert f"{steps} x  {STEP_S:.4f} +   {START_S:.1f} s" in ln
+    # per run: start-up + steps x s/step; 2 jobs at a time on the CPU
+    per_run = START_S + steps * STEP_S
+    assert f"training: {plan._fmt_s(per_run * len(specs))} of runs -> " \
+           f"{plan._fmt_s(per_run * math.ceil(len(specs) / 2))} wall" in text
+    # per evaluation: ceil(puzzles / batch) x updates x s/update, e.g. notebook 02 to 960 updates
+    line = next(ln for ln in text.splitlines() if ln.startswith("02  sudoku/carry_last"))
+    assert "64/64 =  1 x    960 x  0.2500 =   4.0 min" in line
+    total_eval = sum(math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S for e in evals)
+    assert f"evaluations: {plan._fmt_s(total_eval)}" in text
+    wall = per_run * math.ceil(len(specs) / 2)
+    assert f"= {plan._fmt_s(wall + total_eval)} on " in text
+    # each distinct shape timed once: the beta/decay ablations share the InfiLoop shape
+    trains = [c for c in timer.calls if c[0] == "train"]
+    assert len(trains) == len(set(trains)) < len(specs) and all(c[3] >= 1 for c in trains)
+
+
+def test_evaluations_follow_the_notebooks(root):
+    evals = plan.planned_evaluations("smoke")
+    by_nb = {}
+    for e in evals:
+        by_nb.setdefault(e.notebook, []).append(e)
+    assert [e.run.config["recipe"] for e in by_nb["01"]] == list(experiments.MAIN_RECIPES)
+    assert "03" not in by_nb  # notebook 03 reads notebook 02's InfiLoop trajectory
+    assert len(by_nb["05"]) == len(experiments.ABLATIONS)
+    depth = by_nb["05"][0].run.training_depth
+    assert {e.updates for e in by_nb["05"]} == {round(depth * 32 / 3)}
+    # notebook 06: carry-last and InfiLoop are read from notebook 02's trajectories, the timestep-conditioned
+    # models are run once per budget
+    nb06 = {e.run.config["recipe"]: e for e in by_nb["06"]}
+    assert set(nb06) == set(experiments.CONDITIONING_RECIPES) - {"carry_last", "infiloop"}
+    assert nb06["loop_gating"].updates > nb06["history_w1"].updates == 960
+    per = {e.kind for e in evals}
+    assert per == {"trajectory", "perturbation", "budgets"}
+
+
+def test_plan_keys_are_the_evaluation_cache_keys(smoke_run, root):
+    """An evaluation the plan lists is the file the notebook's call writes (same arguments, same limit)."""
+    ev = plan._Evaluations("smoke")
+    ev.trajectory("02", smoke_run, {}, 4, 1, None, (2, 4))
+    _, path = smoke_run.evaluate(updates=4, every=1, snapshots=(2, 4), progress=False)
+    assert ev.items[0].key == str(path) and ev.items[0].puzzles == smoke_run.config["eval"]["limit"]
+
+
+def test_calibration_is_cached_by_device_and_shape(root):
+    first = FakeTimer()
+    _plan(first)
+    cache = root / plan.CALIBRATION
+    assert cache.is_file()
+    again = FakeTimer()
+    text = _plan(again)
+    assert again.calls == [] and "all timings from the cache" in text
+    fresh = FakeTimer()
+    _plan(fresh, calibrate=True)
+    assert len(fresh.calls) == len(first.calls)
+    keys = list(__import__("json").loads(cache.read_text())["entries"])
+    assert all(k.startswith(plan.device_name("cpu")) for k in keys)
+
+
+def test_trained_runs_and_cached_evaluations_cost_nothing(smoke_run, root, tmp_path):
+    archive, _ = runs.export_runs([smoke_run.dir], tmp_path / "r.tar")
+    runs.import_runs(archive, root)
+    text = _plan(FakeTimer())
+    assert re.search(r"sudoku\s+infiloop\s+\d+\s+already trained", text)
+
+
+def test_real_calibration_of_a_smoke_shape(smoke_run, root):
+    cal = plan.Calibration("cpu", path=root / "cal.json")
+    t = cal.train_step(smoke_run, 32, 1)
+    e = cal.eval_update(smoke_run, 64)
+    assert 0 < t.seconds < 5 and t.measured_batch == 32 and 0 < e.seconds < 5
+    assert cal.measured == 2
+
+
+def test_calibration_batch_is_reduced_for_a_large_step():
+    assert plan._calibration_batch(1e9, 64, "cpu") == 64
+    assert plan._calibration_batch(1e15, 768, "cpu") < 768
+
+
+def _gpu_model(recipe):
+    d = ModelConfig().to_dict()  # the defaults are 9x9 Sudoku (vocabulary 11, 81 cells)
+    d.update(experiments.PROFILES["gpu"]["model"])
+    for k, v in experiments.RECIPES[recipe].items():
+        d[k] = {**d[k], **v} if isinstance(v, dict) else v
+    return ModelConfig.from_dict(d)
+
+
+@pytest.mark.parametrize("recipe", experiments.MAIN_RECIPES)
+def test_gpu_profile_is_about_one_gpu_hour_per_model(recipe):
+    train = experiments.PROFILES["gpu"]["train"]
+    hours = plan.gpu_hours_estimate(_gpu_model(recipe), train["steps"], train["batch_size"])
+    assert 0.8 < hours < 1.25, hours
+    assert experiments.PROFILES["gpu"]["eval"]["updates"] == 960
+
+
+def test_flops_per_token_counts_the_paper_block():
+    cfg = _gpu_model("infiloop")
+    f = plan.flops_per_token(cfg)
+    S, d = cfg.seq_len + cfg.prefix, cfg.d_model
+    from infiloop.model import LoopedReasoner
+
+    block = sum(p.numel() for p in LoopedReasoner(cfg).layers.parameters() if p.ndim >= 2)
+    assert f == pytest.approx(2 * block + cfg.n_layers * 4 * S * d)
+
+
+def test_gpu_data_profile_falls_back_to_the_generator_offline(tmp_path, monkeypatch):
+    from infiloop.tasks import DATA_PROFILES, build, info
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = DATA_PROFILES["gpu"]["sudoku"]
+    assert cfg["source"] == "hub" and cfg["side"] == 9 and cfg["blanks"] == [50, 60]
+    ov = {"n_train": 3, "augment": 1, "n_test": 4}
+    build("sudoku", "gpu", root=tmp_path, overrides=ov, verbose=False)
+    m = info("sudoku", "gpu", root=tmp_path, overrides=ov)
+    assert m["source"].startswith("generated offline (9x9, blanks 50-60)") and "HF_HUB_OFFLINE is set" in m["source"]
+    assert m["summary"]["test_rows"] == 4 and 50 <= m["summary"]["test_blanks"][0]
+    with pytest.raises(ValueError, match="data profile 'gpu' has no maze data"):
+        build("maze", "gpu", root=tmp_path)
+
+
+def test_bad_arguments_are_one_line(capsys):
+    from infiloop.cli import main
+
+    assert main(["plan", "--profile", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --profile nope: unknown profile; valid choices: smoke, tiny, gpu, paper"]
+
+
+def test_every_notebook_is_planned():
+    """A new notebook must be taught to planned_evaluations (or its cost is silently missing)."""
+    assert plan.unplanned_notebooks() == []

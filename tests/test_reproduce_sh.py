@@ -1,0 +1,124 @@
+"""reproduce.sh picks its Python: INFILOOP_PYTHON, else an active conda environment that imports torch, else
+it builds .venv; on a CUDA machine it offers the gpu profile. Run on a copy of the script in a temporary
+folder with stub interpreters that only log what they are asked to run (no environment is ever built)."""
+
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STUB = """#!/bin/sh
+echo "$0 $*" >> "$STUB_LOG"
+case "$1 $2" in
+  "-c import torch") exit ${STUB_TORCH:-0} ;;
+  "-c "*kernel.json*) exit ${STUB_KERNEL:-0} ;;
+  "-m venv"*) exit 1 ;;
+esac
+exit 0
+"""
+
+
+def _exe(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def box(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for f in ("reproduce.sh", "pyproject.toml"):
+        shutil.copy(ROOT / f, repo / f)
+    conda = _exe(tmp_path / "conda" / "bin" / "python", STUB)
+    other = _exe(tmp_path / "other" / "python", STUB)
+    base = _exe(tmp_path / "base" / "python3", STUB)
+    bin_ = tmp_path / "bin"
+    _exe(bin_ / "nvidia-smi", "#!/bin/sh\nexit 9\n")  # no GPU here, whatever the machine has
+    log = tmp_path / "calls.log"
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "HOME": str(tmp_path), "STUB_LOG": str(log),
+           "CONDA_PREFIX": str(tmp_path / "conda"), "PYTHON": str(base)}
+
+    def run(*args, **extra):
+        e = {**env, **extra}
+        e = {k: v for k, v in e.items() if v is not None}
+        res = subprocess.run(["bash", str(repo / "reproduce.sh"), *args], env=e, capture_output=True, text=True,
+                             timeout=60)
+        calls = log.read_text().splitlines() if log.exists() else []
+        log.unlink(missing_ok=True)
+        return res, calls
+
+    return {"run": run, "repo": repo, "conda": conda, "other": other, "base": base, "bin": bin_}
+
+
+def _ran(calls, python, what):
+    return any(c.startswith(f"{python} ") and what in c for c in calls)
+
+
+def test_active_conda_environment_is_used_as_it_is(box):
+    res, calls = box["run"]("--profile", "smoke")
+    assert res.returncode == 0, res.stderr
+    assert _ran(calls, box["conda"], "-m infiloop reproduce --profile smoke")
+    assert "from the active conda environment" in res.stderr and "no .venv is built" in res.stderr
+    assert not (box["repo"] / ".venv").exists()
+    assert not any("pip install" in c or "-m venv" in c for c in calls)
+    assert not any("ipykernel install" in c for c in calls)  # its python3 kernel spec is there
+
+
+def test_infiloop_python_wins(box):
+    res, calls = box["run"]("test", "-q", INFILOOP_PYTHON=str(box["other"]))
+    assert res.returncode == 0, res.stderr
+    assert _ran(calls, box["other"], "-m pytest -q") and not _ran(calls, box["conda"], "-m")
+    assert "from INFILOOP_PYTHON" in res.stderr
+
+
+def test_missing_kernel_spec_is_installed_into_that_environment(box):
+    res, calls = box["run"]("--profile", "smoke", STUB_KERNEL="1")
+    assert res.returncode == 0, res.stderr
+    assert _ran(calls, box["conda"], "-m ipykernel install --sys-prefix --name python3")
+
+
+def test_conda_environment_without_torch_falls_back_to_venv(box):
+    res, calls = box["run"]("--profile", "smoke", STUB_TORCH="1")
+    assert res.returncode != 0  # the stub refuses to build the venv
+    assert _ran(calls, box["base"], f"-m venv {box['repo'] / '.venv'}")
+    assert not _ran(calls, box["conda"], "-m infiloop")
+
+
+def test_infiloop_venv_skips_the_conda_environment(box):
+    res, calls = box["run"]("--profile", "smoke", INFILOOP_VENV=str(box["repo"] / "v"))
+    assert _ran(calls, box["base"], f"-m venv {box['repo'] / 'v'}")
+
+
+def test_bad_infiloop_python_is_one_line(box):
+    res, _ = box["run"](INFILOOP_PYTHON=str(box["repo"] / "nope"))
+    assert res.returncode == 1 and "INFILOOP_PYTHON: " in res.stderr and "not an executable Python" in res.stderr
+
+
+def test_gpu_profile_is_offered_on_a_cuda_machine(box):
+    _exe(box["bin"] / "nvidia-smi", "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-x)'\n")
+    res, calls = box["run"]()
+    assert res.returncode == 0, res.stderr
+    assert "default profile 'tiny'" in res.stderr and "./reproduce.sh --profile gpu" in res.stderr
+    assert "plan --profile gpu --device cuda" in res.stderr
+    res, _ = box["run"]("--profile", "gpu")
+    assert "./reproduce.sh --profile gpu" not in res.stderr
+
+
+def test_no_offer_without_a_gpu(box):
+    res, _ = box["run"]()
+    assert res.returncode == 0 and "--profile gpu" not in res.stderr
+
+
+def test_reproduce_runs_gpu_profiles_on_cuda_where_there_is_one(monkeypatch):
+    import torch
+
+    from infiloop.reproduce import default_device
+
+    assert default_device("gpu") == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert (default_device("gpu"), default_device("paper"), default_device("tiny")) == ("cuda", "cuda", "cpu")
