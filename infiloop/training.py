@@ -489,6 +489,9 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
                 dist.all_reduce(m)
                 m /= world
             m = m.cpu()
+            if not torch.isfinite(m[0]):  # a diverged model must not become a finished run (nor a figure)
+                raise FloatingPointError(f"{run_dir}: training diverged at step {step}: the loss is {m[0].item()}; "
+                                         "lower train.lr or change the settings")
             window.append(dict(zip(("loss", "lm_loss", "q_loss", "cell_acc", "exact_acc"), m.tolist())))
         if step % train_cfg.log_every == 0 or step == train_cfg.steps:
             rec = {k: float(np.mean([w[k] for w in window])) for k in window[0]}

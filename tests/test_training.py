@@ -258,3 +258,13 @@ def test_ddp_two_gloo_processes_match_one_process(tmp_path):
     for k in w1:
         assert torch.equal(r0[k], r1[k]), f"ranks disagree on {k}"
         assert torch.allclose(r0[k], w1[k], atol=1e-5, rtol=1e-4), f"2 processes != 1 process on {k}"
+
+
+def test_a_diverged_run_stops_with_a_message(tmp_path):
+    """A loss that turns non-finite stops training with a message naming the step; the run never becomes
+    a finished run (no DONE.json, no weights) that notebooks would plot."""
+    with pytest.raises(FloatingPointError, match=r"training diverged at step \d+: the loss is nan"):
+        get_run("sudoku", "carry_last", "smoke", {"train.lr": 1e30, "train.warmup_steps": 1}, root=tmp_path,
+                progress=False)
+    run = resolve("sudoku", "carry_last", "smoke", {"train.lr": 1e30, "train.warmup_steps": 1}, root=tmp_path)
+    assert not run.done and not (run.dir / "model.safetensors").exists()
