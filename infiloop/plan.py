@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import re
 import sys
 import tempfile
@@ -393,14 +392,9 @@ def device_name(device: str) -> str:
         import torch
 
         return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        if names:
-            cpu = f"{names[0].strip()} x {len(names)}"
-    except OSError:
-        pass
-    return f"{cpu} ({device})"
+    from .report import cpu_name
+
+    return f"{cpu_name()} ({device})"
 
 
 def _shape(run: experiments.Run) -> dict:

@@ -196,6 +196,18 @@ def _run(cmd: list[str], cwd: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def cpu_name() -> str:
+    """The CPU model and the number of logical CPUs (from /proc/cpuinfo where there is one)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        if names:
+            cpu = f"{names[0].strip()} × {len(names)}"
+    except OSError:
+        pass
+    return cpu
+
+
 def provenance(root: Path) -> dict[str, str]:
     """Git commit and tree state, versions and the machine (read-only: no git command writes)."""
     info = {}
@@ -209,14 +221,7 @@ def provenance(root: Path) -> dict[str, str]:
             info[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             info[pkg] = "not installed"
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        if names:
-            cpu = f"{names[0].strip()} × {len(names)}"
-    except OSError:
-        pass
-    info["cpu"] = cpu
+    info["cpu"] = cpu_name()
     info.update(cuda_provenance(root))
     info["platform"] = platform.platform()
     info[PACKAGES_KEY] = f"{len(installed_packages())} ({PACKAGES_FILE})"
