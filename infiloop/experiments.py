@@ -17,6 +17,7 @@ import copy
 import fcntl
 import hashlib
 import json
+import math
 import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -258,6 +259,9 @@ class Run:
         """The trained model with its EMA weights, in evaluation mode (safetensors: no pickle)."""
         if not self.done:
             raise DataError(f"{self.dir}: the run is not complete (no {DONE}); train it first")
+        loss = self.summary().get("final", {}).get("loss")
+        if loss is not None and not math.isfinite(loss):  # finished before divergence was an error
+            raise DataError(f"{self.dir}: training diverged (final loss {loss}); delete the folder and train again")
         path = self.dir / WEIGHTS
         redo = (f"delete it and {self.dir / DONE}, then run the train command of this run again: it rewrites "
                 f"the weights from the last checkpoint")

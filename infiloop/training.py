@@ -127,9 +127,12 @@ class TrainConfig:
 
 def stablemax_cross_entropy(logits: Tensor, labels: Tensor, ignore_index: int = IGNORE_LABEL_ID) -> Tensor:
     """TRM's stable-max cross-entropy: p_i = s(x_i) / sum_j s(x_j), s(x) = x + 1 (x >= 0), 1 / (1 - x)
-    (x < 0). Per position, 0 where the label is ignored. Computed in float64 as TRM does."""
+    (x < 0). Per position, 0 where the label is ignored. Computed in float64 as TRM does.
+
+    The negative branch reads min(x, 0): ``torch.where`` back-propagates through both branches, and
+    1 / (1 - x) at a logit of exactly 1 would send 0 * inf = NaN into the gradient."""
     x = logits.double()
-    s = torch.where(x >= 0, x + 1, 1 / (1 - x))
+    s = torch.where(x >= 0, x + 1, 1 / (1 - x.clamp(max=0)))
     logp = torch.log(s / s.sum(-1, keepdim=True))
     valid = labels != ignore_index
     picked = torch.gather(logp, -1, torch.where(valid, labels, 0).unsqueeze(-1)).squeeze(-1)

@@ -249,6 +249,15 @@ def run_copy(smoke_run, tmp_path):
     return copy
 
 
+def test_a_finished_run_with_a_diverged_loss_is_refused(run_copy, capsys):
+    """Runs finished before divergence became an error carry a NaN final loss: never evaluate them."""
+    done = json.loads((run_copy / "DONE.json").read_text())
+    done["final"]["loss"] = float("nan")
+    (run_copy / "DONE.json").write_text(json.dumps(done))
+    code, _, err = cli(capsys, "eval", run_copy, "--updates", "2")
+    assert code == 1 and f"{run_copy}: training diverged (final loss nan)" in one_error_line(err)
+
+
 def test_damaged_weights_name_the_file_and_the_remedy(run_copy, capsys):
     (run_copy / "model.safetensors").write_bytes(b"\x00garbage" * 10)
     code, _, err = cli(capsys, "eval", run_copy, "--updates", "2")

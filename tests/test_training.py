@@ -37,6 +37,19 @@ def test_stablemax_cross_entropy_by_hand(gen):
             assert ce[b, i].item() == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
+def test_stablemax_gradient_is_finite_at_a_logit_of_one():
+    """A logit of exactly 1 made the unused branch 1 / (1 - x) infinite, and torch.where's backward turned
+    0 * inf into NaN (a seed-0 loop-gating model diverged at step 27 this way). The gradient must be finite
+    and equal the analytic one: d/dx_i of -log(s_y / sum s) with s(x) = x + 1 for x >= 0."""
+    x = torch.tensor([[[1.0, -0.5, 2.0]]], dtype=torch.float64, requires_grad=True)
+    stablemax_cross_entropy(x, torch.tensor([[2]])).sum().backward()
+    s = torch.tensor([2.0, 1 / 1.5, 3.0], dtype=torch.float64)
+    ds = torch.tensor([1.0, 1 / 1.5 ** 2, 1.0], dtype=torch.float64)  # s'(x)
+    expected = ds / s.sum() - torch.tensor([0, 0, 1.0], dtype=torch.float64) * ds / s
+    assert torch.isfinite(x.grad).all()
+    torch.testing.assert_close(x.grad[0, 0], expected, rtol=1e-12, atol=1e-15)
+
+
 def test_adam_atan2_first_step_is_the_package_formula():
     """The first step of the adam-atan2 package's kernel in closed form: m = (1 - b1) g, sqrt(v_hat) = |g|,
     so p <- p (1 - lr wd) - lr atan((1 - b1) sign g) / (1 - b1); with b1 = 0.9 that is 0.99669 lr per
