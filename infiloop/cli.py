@@ -186,6 +186,7 @@ def _puzzles(n: int, data_file: str | None) -> str:
 
 RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
   python -m infiloop runs list
+  python -m infiloop runs prune          # show the stale runs; add --yes to remove them
   python -m infiloop runs export RUN -o my_runs.tar
   python -m infiloop runs import my_runs.tar
   python -m infiloop runs pull USER/REPO --revision main
@@ -201,11 +202,23 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if not rows:
             print(f"# no runs in {root}")
             return 0
-        print(f"# {len(rows)} run folders in {root}")
+        n_stale = sum(bool(r["stale"]) for r in rows)
+        print(f"# {len(rows)} run folders in {root}" + (f"; {n_stale} stale (`runs prune` removes them)" if n_stale
+                                                           else ""))
         print(f"{'task':7s} {'recipe':13s} {'profile':8s} {'code':>4s} {'done':4s} {'size':>9s}  folder")
         for r in rows:
             print(f"{r['task']:7s} {r['recipe']:13s} {r['profile']:8s} {r['code_version']!s:>4s} "
-                  f"{'yes' if r['done'] else 'no':4s} {runs.human_size(r['bytes']):>9s}  {r['name']}")
+                  f"{'yes' if r['done'] else 'no':4s} {runs.human_size(r['bytes']):>9s}  {r['name']}"
+                  + (f"  STALE: {r['stale']}" if r["stale"] else ""))
+        return 0
+    if args.runs_command == "prune":
+        stale = runs.prune(args.root, dry_run=not args.yes)
+        for r in stale:
+            print(f"{'removed' if args.yes else 'stale':8s} {r['path']}  ({r['stale']}, {runs.human_size(r['bytes'])})")
+        if not stale:
+            print(f"# no stale runs in {runs.runs_root(args.root)}")
+        elif not args.yes:
+            print(f"# {len(stale)} stale run folder(s); run again with --yes to remove them", file=sys.stderr)
         return 0
     if args.runs_command == "export":
         path, entries = runs.export_runs(args.run_dirs, args.output)
@@ -254,6 +267,10 @@ def _main(argv: list[str]) -> int:
         from .reproduce import main as reproduce_main
 
         return reproduce_main(argv[1:])
+    if argv and argv[0] == "manifest":
+        from .manifest import main as manifest_main
+
+        return manifest_main(argv[1:])
     parser = Parser(prog="python -m infiloop", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="on an error, also show its traceback")
@@ -300,6 +317,7 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
     sub.add_parser("reproduce", help="run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)")
+    sub.add_parser("manifest", help="the runs and evaluations each notebook reads, as JSON lines (`manifest -h`)")
     p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
                        description="List every training run and evaluation the notebooks of a profile execute "
                                    "(with their default parameters) and estimate their time on this device from a "
@@ -311,11 +329,16 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--jobs", type=_count, default=None,
                    help="models trained at once by reproduce (default: as reproduce, min(2, CPUs))")
     p.set_defaults(func=cmd_plan)
-    p = sub.add_parser("runs", help="trained runs that travel: export, import, pull, list", epilog=RUNS_EXAMPLES,
+    p = sub.add_parser("runs", help="trained runs that travel: export, import, pull; list and prune the cache",
+                       epilog=RUNS_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     rsub = p.add_subparsers(dest="runs_command", required=True)
     r = rsub.add_parser("list", help="the run folders of the run cache: task, recipe, profile, code version, "
                                      "done or not, size")
+    r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
+    r = rsub.add_parser("prune", help="remove the run folders this code can never use (another code version, "
+                                      "a diverged training, a damaged configuration); without --yes only list them")
+    r.add_argument("--yes", action="store_true", help="remove them (default: only list)")
     r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
     r = rsub.add_parser("export", help="write finished runs into a .tar or .zip archive")
     r.add_argument("run_dirs", nargs="+", metavar="RUN", help="run folders (as printed by `train`)")

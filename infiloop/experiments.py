@@ -287,15 +287,9 @@ class Run:
         h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
         return self.dir / "eval" / f"{kind}-{h}.npz"
 
-    def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
-                 data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
-                 per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
-                 progress: bool = True, puzzles: tuple[int, ...] = ()) -> tuple[dict, Path]:
-        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
-
-        ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``).
-        ``puzzles``: only these rows of the (limited) set, in this order, e.g. one puzzle recorded with
-        a prediction snapshot at every frame of an animation."""
+    def _evaluate_key(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
+                      data: TaskData | None = None, data_file: str | None = None, per_token: bool = False,
+                      snapshots: tuple[int, ...] = (), puzzles: tuple[int, ...] = ()) -> tuple[dict, TaskData, Path]:
         ev = self.config["eval"]
         updates = ev["updates"] if updates is None else updates
         every = ev["every"] if every is None else every
@@ -309,35 +303,56 @@ class Run:
                 raise ValueError(f"puzzles {puzzles} must index the {len(data)} evaluated test puzzles")
             data = data.subset(puzzles)
             args["puzzles"] = puzzles
-        path = self._eval_path("traj", args, data, data_file)
+        return args, data, self._eval_path("traj", args, data, data_file)
+
+    def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
+                 data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
+                 per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
+                 progress: bool = True, puzzles: tuple[int, ...] = ()) -> tuple[dict, Path]:
+        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
+
+        ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``).
+        ``puzzles``: only these rows of the (limited) set, in this order, e.g. one puzzle recorded with
+        a prediction snapshot at every frame of an animation."""
+        args, data, path = self._evaluate_key(updates, every, limit, data, data_file, per_token, snapshots, puzzles)
         cached = _cached(path)
         if cached is not None:
             return cached, path
-        traj = evaluate(self.load_model(device), data, updates, every, batch_size or ev["batch_size"], device,
-                        per_token, snapshots, progress)
+        traj = evaluate(self.load_model(device), data, args["updates"], args["every"],
+                        batch_size or self.config["eval"]["batch_size"], device, per_token, snapshots, progress)
         save_trajectory(path, traj)
         return traj, path
+
+    def _perturb_key(self, at: int, eps: tuple[float, ...], updates_after: int | None = None, every: int | None = 1,
+                     limit: int | None = None, data: TaskData | None = None, data_file: str | None = None,
+                     seed: int = 0) -> tuple[dict, TaskData, Path]:
+        ev = self.config["eval"]
+        after = ev["updates"] if updates_after is None else updates_after
+        args = {"at": at, "eps": [float(e) for e in eps], "after": after,
+                "every": ev["every"] if every is None else every, "limit": self._limit(limit, data), "seed": seed}
+        data = self._select(data, args["limit"])
+        return args, data, self._eval_path("perturb", args, data, data_file)
 
     def perturb(self, at: int, eps: tuple[float, ...], updates_after: int | None = None, every: int | None = 1,
                 limit: int | None = None, data: TaskData | None = None, data_file: str | None = None,
                 device: str = "cpu", seed: int = 0, progress: bool = True) -> tuple[dict, Path]:
         """Perturbation at update ``at`` (``evaluation.perturb``); cached. ``None`` takes the profile's
         ``updates`` (after the perturbation), ``every`` and ``limit`` (``limit``: all of a given ``data``)."""
-        ev = self.config["eval"]
-        updates_after = ev["updates"] if updates_after is None else updates_after
-        every = ev["every"] if every is None else every
-        limit = self._limit(limit, data)
-        data = self._select(data, limit)
-        args = {"at": at, "eps": [float(e) for e in eps], "after": updates_after, "every": every,
-                "limit": limit, "seed": seed}
-        path = self._eval_path("perturb", args, data, data_file)
+        args, data, path = self._perturb_key(at, eps, updates_after, every, limit, data, data_file, seed)
         cached = _cached(path)
         if cached is not None:
             return cached, path
-        out = perturb(self.load_model(device), data, at, eps, updates_after, every,
+        out = perturb(self.load_model(device), data, at, eps, args["after"], args["every"],
                       self.config["eval"]["batch_size"], device, seed, progress)
         save_trajectory(path, out)
         return out, path
+
+    def _budgets_key(self, budgets: tuple[int, ...], limit: int | None = None, data: TaskData | None = None,
+                     data_file: str | None = None) -> tuple[dict, TaskData, Path]:
+        limit = self._limit(limit, data)
+        args = {"budgets": sorted(int(b) for b in budgets), "limit": limit}
+        data_ = self._select(data, limit)
+        return args, data_, self._eval_path("budgets", args, data_, data_file)
 
     def budgets(self, budgets: tuple[int, ...], limit: int | None = None, data: TaskData | None = None,
                 data_file: str | None = None, batch_size: int | None = None, device: str = "cpu",
@@ -346,11 +361,8 @@ class Run:
 
         A model that is not told its budget (no timestep conditioning) is read from a cached trajectory
         of the same test puzzles that reaches every budget, when there is one (e.g. notebook 02's)."""
-        limit = self._limit(limit, data)
         own_test = data is None
-        data = self._select(data, limit)
-        args = {"budgets": sorted(int(b) for b in budgets), "limit": limit}
-        path = self._eval_path("budgets", args, data, data_file)
+        args, data, path = self._budgets_key(budgets, limit, data, data_file)
         cached = _cached(path)
         if cached is not None:
             return cached, path
@@ -362,6 +374,14 @@ class Run:
                                    batch_size or self.config["eval"]["batch_size"], device, progress)
         save_trajectory(path, out)
         return out, path
+
+    def eval_cache_path(self, kind: str, args: dict) -> Path:
+        """The cache file of ``getattr(self, kind)(**args)`` (kind: evaluate, perturb or budgets), without
+        computing it: how the experiment plan (infiloop/manifest.py) deduplicates evaluations."""
+        keys = {"evaluate": self._evaluate_key, "perturb": self._perturb_key, "budgets": self._budgets_key}
+        if kind not in keys:
+            raise ValueError(f"evaluation kind {kind!r}: expected one of {', '.join(keys)}")
+        return keys[kind](**args)[2]
 
     def _budgets_from_trajectory(self, budgets: list[int], data: TaskData) -> dict | None:
         for p in sorted((self.dir / "eval").glob("traj-*.npz")):
@@ -530,47 +550,34 @@ def _user_data(task: str, cfg: ModelConfig, path: str | Path) -> TaskData:
 
 MAIN_RECIPES = ("carry_last", "fprm", "infiloop")
 
-# SPEC section 5 ablations, as overrides of the InfiLoop recipe (both axes unless stated).
+# SPEC section 5 ablations of InfiLoop (both axes unless stated), under stable ids: ``label`` is what the
+# notebook prints, ``overrides`` the model settings over the InfiLoop recipe, ``paper`` the row of the paper's
+# ablation tables it corresponds to (infiloop/paper.py: ("decay", decay, beta0) in ABLATION_DECAY,
+# ("axes", axis) in ABLATION_AXES; None where the paper has no such row).
 ABLATIONS: dict[str, dict] = {
-    "learned β₀=0.55": {},
-    "learned β₀=0.10": {"model.inner.beta": 0.10, "model.outer.beta": 0.10},
-    "learned β₀=0.90": {"model.inner.beta": 0.90, "model.outer.beta": 0.90},
-    "fixed β=0.55": {"model.inner.decay": "fixed", "model.outer.decay": "fixed"},
-    "uniform β=1": {"model.inner.decay": "uniform", "model.outer.decay": "uniform"},
-    "reverse β=1.82": {"model.inner.decay": "reverse", "model.outer.decay": "reverse",
-                       "model.inner.beta": 1.82, "model.outer.beta": 1.82},
-    "inner axis only": {"model.outer.name": "carry_last"},
-    "outer axis only": {"model.inner.name": "carry_last"},
-    "no content score": {"model.inner.content_score": False, "model.outer.content_score": False},
+    "beta0_0.55": {"label": "learned β₀=0.55", "overrides": {}, "paper": ("decay", "learned", 0.55)},
+    "beta0_0.10": {"label": "learned β₀=0.10", "overrides": {"model.inner.beta": 0.10, "model.outer.beta": 0.10},
+                   "paper": ("decay", "learned", 0.10)},
+    "beta0_0.90": {"label": "learned β₀=0.90", "overrides": {"model.inner.beta": 0.90, "model.outer.beta": 0.90},
+                   "paper": ("decay", "learned", 0.90)},
+    "fixed_0.55": {"label": "fixed β=0.55", "overrides": {"model.inner.decay": "fixed", "model.outer.decay": "fixed"},
+                   "paper": ("decay", "fixed", 0.55)},
+    "uniform": {"label": "uniform β=1", "overrides": {"model.inner.decay": "uniform", "model.outer.decay": "uniform"},
+                "paper": ("decay", "uniform", 1.0)},
+    "reverse_1.82": {"label": "reverse β=1.82",
+                     "overrides": {"model.inner.decay": "reverse", "model.outer.decay": "reverse",
+                                   "model.inner.beta": 1.82, "model.outer.beta": 1.82},
+                     "paper": ("decay", "reverse", 1.82)},
+    "inner_only": {"label": "inner axis only", "overrides": {"model.outer.name": "carry_last"},
+                   "paper": ("axes", "inner")},
+    "outer_only": {"label": "outer axis only", "overrides": {"model.inner.name": "carry_last"},
+                   "paper": ("axes", "outer")},
+    "no_content_score": {"label": "no content score",
+                         "overrides": {"model.inner.content_score": False, "model.outer.content_score": False},
+                         "paper": None},
 }
 
 
 # Notebook 06: the conditioners of the looped-LM study beside the unconditioned baseline and InfiLoop.
 CONDITIONING_RECIPES = ("carry_last", "history_w1", "history_w2", "loop_gating", "history_lg", "inject_dense",
                         "infiloop")
-
-
-def notebook_runs(notebook: str, profile: str, seed: int = 0) -> list[tuple[str, str, dict]]:
-    """The (task, recipe, overrides) of every model a notebook needs at ``profile`` with default knobs."""
-    seed_over = {"train.seed": seed}
-    if notebook.startswith("01"):
-        return [(t, r, seed_over) for t in PROFILES[profile]["main_tasks"] for r in MAIN_RECIPES]
-    if notebook.startswith(("02", "03", "04", "07")):
-        return [("sudoku", r, seed_over) for r in MAIN_RECIPES]
-    if notebook.startswith("05"):
-        return [("sudoku", "infiloop", {**seed_over, **o}) for o in ABLATIONS.values()]
-    if notebook.startswith("06"):
-        return [("sudoku", r, seed_over) for r in CONDITIONING_RECIPES]
-    return []
-
-
-def planned_runs(profile: str, notebooks: tuple[str, ...] = ("01", "02", "03", "04", "05", "06", "07")) -> list:
-    """Every distinct run the notebooks need (the pipeline trains these in parallel before the notebooks)."""
-    seen, out = set(), []
-    for nb in notebooks:
-        for spec in notebook_runs(nb, profile):
-            key = run_dir_for(resolve_config(*spec[:2], profile, spec[2]))
-            if key not in seen:
-                seen.add(key)
-                out.append(spec)
-    return out

@@ -86,6 +86,13 @@ class Notebook:
         self.t0 = time.time()
         torch.manual_seed(seed)
 
+    def needs(self, namespace: dict):
+        """What this notebook reads at the parameters in ``namespace`` (its ``globals()``), as declared in
+        infiloop/manifest.py: ``need.run(id)`` and ``need.result(id)`` load them, computing what is missing."""
+        from .manifest import needs, notebook_defaults
+
+        return needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
+
     def finish(self, text: str, figures: list, tables: list, claims: list) -> None:
         for c in claims:
             c.setdefault("profile", self.profile)

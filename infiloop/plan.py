@@ -22,13 +22,11 @@ give the arithmetic of a training step and the hours it takes at a stated achiev
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
 import hashlib
 import json
 import math
 import os
-import re
 import sys
 import tempfile
 import time
@@ -39,7 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
-from . import experiments
+from . import experiments, manifest
 from .tasks.base import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,22 +97,6 @@ def gpu_hours_estimate(model_cfg, steps: int, batch_size: int, tflops: float = A
 # ------------------------------------------------------------------------------------------ what runs
 
 
-def notebook_defaults(name: str) -> dict:
-    """The default values of the cell tagged ``parameters`` of ``notebooks/<name>*.py``."""
-    matches = sorted(NOTEBOOKS.glob(f"{name}*.py"))
-    if not matches:
-        raise FileNotFoundError(f"{NOTEBOOKS}/{name}*.py: no such notebook")
-    text = matches[0].read_text(encoding="utf-8")
-    m = re.search(r'^# %% tags=\["parameters"\]\n(.*?)^# %%', text, re.S | re.M)
-    if m is None:
-        raise ValueError(f"{matches[0]}: no cell tagged parameters")
-    out = {}
-    for node in ast.parse(m.group(1)).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = ast.literal_eval(node.value)
-    return out
-
-
 @dataclass
 class TrainItem:
     task: str
@@ -163,146 +145,62 @@ def _over(overrides: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in overrides.items() if k != "train.seed") or "-"
 
 
-class _Evaluations:
-    """The evaluations the notebooks ask for, in notebook order, each once (keyed like the evaluation cache)."""
-
-    def __init__(self, profile: str):
-        self.profile, self.items, self.keys = profile, [], set()
-        self.trajectories: dict[Path, list[tuple[int, int, int]]] = {}  # run dir -> (updates, every, puzzles)
-
-    def run(self, task: str, recipe: str, overrides: dict) -> experiments.Run:
-        return experiments.resolve(task, recipe, self.profile, overrides)
-
-    def add(self, notebook, run, overrides, kind, args, updates, note):
-        """One evaluation of the run's own test set; ``args`` as the Run method builds them (its limit resolved)."""
-        data = run._select(None, args["limit"])
-        path = run._eval_path({"trajectory": "traj", "perturbation": "perturb", "budgets": "budgets"}[kind],
-                              args, data, None)
-        key = str(path)
-        if key in self.keys:
-            return
-        self.keys.add(key)
-        batch = min(run.config["eval"]["batch_size"], len(data))
-        if kind == "trajectory":
-            self.trajectories.setdefault(run.dir, []).append((args["updates"], args["every"], len(data)))
-        self.items.append(EvalItem(notebook, run, overrides, kind, len(data), batch, updates, note,
-                                   path.is_file(), key))
-
-    def trajectory(self, notebook, run, overrides, updates, every, limit, snapshots=()):
-        args = {"updates": updates, "every": every, "limit": run._limit(limit, None), "per_token": False,
-                "snapshots": sorted(snapshots)}
-        self.add(notebook, run, overrides, "trajectory", args, updates, f"to update {updates}, every {every}")
-
-    def puzzle_record(self, notebook, run, overrides, updates):
-        """One test puzzle run alone with a snapshot at every frame (notebook 07's ``animation.record``). The
-        puzzle is chosen from the race's trajectories, so its cache file is not known in advance: it is
-        counted as one puzzle to ``updates``, never as cached."""
-        key = f"{run.dir}:{notebook}:record:{updates}"
-        if key not in self.keys:
-            self.keys.add(key)
-            self.items.append(EvalItem(notebook, run, overrides, "trajectory", 1, 1, updates,
-                                       f"one puzzle alone to update {updates}, a snapshot per frame", False, key))
-
-    def perturbation(self, notebook, run, overrides, at, eps, after, limit, seed):
-        args = {"at": at, "eps": [float(e) for e in eps], "after": after, "every": 1,
-                "limit": run._limit(limit, None), "seed": seed}
-        self.add(notebook, run, overrides, "perturbation", args, at + after * (len(eps) + 1),
-                 f"{at} + {after} x ({len(eps)} eps + the reference)")
-
-    def budgets(self, notebook, run, overrides, grid, limit):
-        args = {"budgets": sorted(grid), "limit": run._limit(limit, None)}
-        n = len(run._select(None, args["limit"]))
-        if not run.model_config().cond.uses_horizon:
-            # read from a trajectory of the same puzzles reaching every budget (Run._budgets_from_trajectory)
-            if any(u >= max(grid) and all(b % e == 0 for b in grid) and p == n
-                   for u, e, p in self.trajectories.get(run.dir, [])):
-                return
-            self.add(notebook, run, overrides, "budgets", args, max(grid), f"one run to {max(grid)}")
-        else:
-            self.add(notebook, run, overrides, "budgets", args, sum(grid),
-                     f"one run per budget ({len(grid)} budgets, told each)")
-
-
-def planned_evaluations(profile: str, seed: int = 0) -> list[EvalItem]:
-    """Every evaluation the notebooks run at ``profile`` with their default parameters (see each
-    notebook's evaluation cells; ``limit = 0`` is the profile's limit)."""
-    ev = _Evaluations(profile)
-    seed_over = {"train.seed": seed}
-    p = notebook_defaults("01")
-    tasks = [t.strip() for t in p["tasks"].split(",") if t.strip()] or experiments.PROFILES[profile]["main_tasks"]
-    for task in tasks:
-        for r in experiments.MAIN_RECIPES:
-            run = ev.run(task, r, seed_over)
-            depth = run.training_depth
-            if task.startswith("arc"):
-                n = len(run.test_data())
-                ev.trajectory("01", run, seed_over, depth, depth, n, (depth,))
-            else:
-                ev.trajectory("01", run, seed_over, depth, depth, p["limit"] or None)
-    p = notebook_defaults("02")
-    main = {r: ev.run("sudoku", r, seed_over) for r in experiments.MAIN_RECIPES}
-    a = p["change_from"] or main["infiloop"].standard_snapshots()[0]
-    b = p["change_to"] or 2 * a
-    for run in main.values():
-        ev.trajectory("02", run, seed_over, p["max_updates"], 1, p["limit"] or None, (a, b))
-    p = notebook_defaults("03")
-    run = main["infiloop"]
-    ev.trajectory("03", run, seed_over, p["max_updates"], 1, p["limit"] or None, run.standard_snapshots())
-    p = notebook_defaults("04")
-    eps = [float(e) for e in p["eps"].split(",") if e.strip()]
-    at = p["perturb_at"] or main["infiloop"].standard_snapshots()[0]
-    after = p["updates_after"] or at
-    for run in main.values():
-        ev.perturbation("04", run, seed_over, at, eps, after, p["limit"] or None, p["perturbation_seed"])
-    p = notebook_defaults("05")
-    ablations = {name: ({**seed_over, **o}, ev.run("sudoku", "infiloop", {**seed_over, **o}))
-                 for name, o in experiments.ABLATIONS.items()}
-    short = p["budget_short"] or ablations["learned β₀=0.55"][1].training_depth
-    long = p["budget_long"] or round(short * 32 / 3)
-    for over, run in ablations.values():
-        ev.trajectory("05", run, over, long, 1, p["limit"] or None)
-    p = notebook_defaults("06")
-    history_over = {"model.cond.history": p["history_map"]}
-    runs = {}
-    for r in experiments.CONDITIONING_RECIPES:
-        over = {**seed_over, **(history_over if r.startswith("history") else {})}
-        runs[r] = (over, ev.run("sudoku", r, over))
-    depth = runs["carry_last"][1].training_depth
-    if p["budgets"].strip():
-        grid = sorted({int(x) for x in p["budgets"].split(",") if x.strip()})
+def _eval_item(job: manifest.Job) -> EvalItem:
+    """The evaluation of one plan job: how many puzzles, in batches of how many, over how many updates."""
+    e, run = job.eval, job.spec.run
+    args, data, path = {"evaluate": run._evaluate_key, "perturb": run._perturb_key,
+                        "budgets": run._budgets_key}[e.kind](**e.args)
+    batch = min(run.config["eval"]["batch_size"], len(data))
+    if e.kind == "evaluate":
+        kind, updates, note = "trajectory", args["updates"], f"to update {args['updates']}, every {args['every']}"
+    elif e.kind == "perturb":
+        kind, updates = "perturbation", args["at"] + args["after"] * (len(args["eps"]) + 1)
+        note = f"{args['at']} + {args['after']} x ({len(args['eps'])} eps + the reference)"
     else:
-        grid = [max(1, depth // 2)] + [depth * 2 ** k for k in range(16) if depth * 2 ** k <= p["max_budget"]]
-        grid = sorted(set(grid) | {p["max_budget"]})
-    for over, run in runs.values():
-        ev.budgets("06", run, over, grid, p["limit"] or None)
-    p = notebook_defaults("07")  # the race reads notebook 02's trajectories; one puzzle is recorded per model
-    for r in experiments.MAIN_RECIPES:
-        run = ev.run(p["task"], r, seed_over)
-        snaps = run.standard_snapshots()
-        ev.trajectory("07", run, seed_over, p["max_updates"], 1, p["limit"] or None,
-                      snaps if snaps[1] <= p["max_updates"] else ())
-        if r in ("carry_last", "infiloop"):
-            ev.puzzle_record("07", run, seed_over, p["max_updates"])
-    return ev.items
+        grid = args["budgets"]
+        kind = "budgets"
+        if run.model_config().cond.uses_horizon:
+            updates, note = sum(grid), f"one run per budget ({len(grid)} budgets, told each)"
+        else:
+            updates, note = max(grid), f"one run to {max(grid)}"
+    return EvalItem(job.notebooks[0][:2], run, job.spec.overrides, kind, len(data), batch, updates, note,
+                    path.is_file(), str(path))
 
 
-PLANNED_NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07")  # the notebooks planned_evaluations follows
+def _read_from_trajectory(job: manifest.Job, jobs: list[manifest.Job]) -> bool:
+    """A budgets evaluation of a model without a horizon is read from a trajectory of the plan that reaches
+    every budget over the same puzzles (``Run._budgets_from_trajectory``): it costs nothing."""
+    if job.eval.kind != "budgets" or job.spec.run.model_config().cond.uses_horizon:
+        return False
+    grid = sorted(job.eval.args["budgets"])
+    n = len(job.spec.run._budgets_key(**job.eval.args)[1])
+    for other in jobs:
+        if other.kind == "eval" and other.eval.kind == "evaluate" and other.spec.run.dir == job.spec.run.dir:
+            args, data, _ = other.spec.run._evaluate_key(**other.eval.args)
+            if args["updates"] >= grid[-1] and all(b % args["every"] == 0 for b in grid) and len(data) == n:
+                return True
+    return False
 
 
-def unplanned_notebooks() -> list[str]:
-    """Notebooks in notebooks/ whose evaluations this plan does not list (their cost is not estimated)."""
-    return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem[:2] not in PLANNED_NOTEBOOKS]
+def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
+              notebooks: list[str] | None = None, params: dict | None = None) -> Plan:
+    """The runs and evaluations that ``profile``'s notebooks read (infiloop/manifest.py), not yet timed."""
+    from .scheduler import slots_for
 
-
-def make_plan(profile: str, device: str = "cpu", jobs: int | None = None) -> Plan:
-    """The runs (``experiments.planned_runs``) and evaluations of ``profile``, not yet timed."""
-    jobs = jobs or min(2, os.cpu_count() or 1)
+    if not jobs:
+        try:
+            jobs = len(slots_for(device))  # as reproduce's scheduler: a slot per core, or per visible GPU
+        except RuntimeError:  # planning a CUDA run on a machine without one
+            jobs = 1
     plan = Plan(profile, device, jobs)
-    for task, recipe, over in experiments.planned_runs(profile):
-        run = experiments.resolve(task, recipe, profile, over)
-        cfg = run.train_config()
-        plan.runs.append(TrainItem(task, recipe, over, run, cfg.steps, cfg.batch_size, run.done))
-    plan.evals = planned_evaluations(profile)
+    planned = manifest.jobs(notebooks or list(manifest.DECLARATIONS), profile, params)
+    for job in planned:
+        if job.kind == "train":
+            cfg = job.spec.run.train_config()
+            plan.runs.append(TrainItem(job.spec.task, job.spec.recipe, job.spec.overrides, job.spec.run, cfg.steps,
+                                       cfg.batch_size, job.done))
+        elif not _read_from_trajectory(job, planned):
+            plan.evals.append(_eval_item(job))
     return plan
 
 
@@ -492,15 +390,23 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
 
 
 def training_wall(plan: Plan) -> float:
-    """Wall time of the training stage: on a CPU, ``jobs`` runs at a time in the order reproduce starts them
-    (each on its share of the cores, as timed); on a GPU the runs share the device, so their times add up."""
-    if plan.device != "cpu":
-        return sum(r.seconds for r in plan.runs)
-    free = [0.0] * plan.jobs
-    for r in plan.runs:
-        i = free.index(min(free))
-        free[i] += r.seconds
-    return max(free)
+    """Wall time of the training jobs alone, scheduled as reproduce schedules them (infiloop/scheduler.py)."""
+    from .scheduler import simulate
+
+    return simulate({str(r.run.dir): r.seconds for r in plan.runs}, {}, plan.jobs)
+
+
+def wall(plan: Plan) -> float:
+    """Wall time of the compute stage: every training and evaluation job on ``plan.jobs`` slots (cores, or
+    GPUs), each evaluation after its run's training, the costliest ready job first (infiloop/scheduler.py)."""
+    from .scheduler import simulate
+
+    seconds = {str(r.run.dir): r.seconds for r in plan.runs}
+    after = {}
+    for i, e in enumerate(plan.evals):
+        seconds[f"eval {i}"] = e.seconds
+        after[f"eval {i}"] = [str(e.run.dir)]
+    return simulate(seconds, after, plan.jobs)
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -542,7 +448,7 @@ def render(plan: Plan, calibration: Calibration) -> str:
     train_total, train_wall = sum(r.seconds for r in plan.runs), training_wall(plan)
     out.append(f"per run: steps x s/step + start-up; training: {_fmt_s(train_total)} of runs -> "
                f"{_fmt_s(train_wall)} wall")
-    out.append("\n## evaluations (the notebooks, one after another)")
+    out.append("\n## evaluations (each once, scheduled beside the training as soon as its run is trained)")
     out.append("nb  run                   kind          puzzles/batch    updates   s/update       time     "
                "what, overrides")
     for e in plan.evals:
@@ -556,11 +462,12 @@ def render(plan: Plan, calibration: Calibration) -> str:
                        f"{what}")
     eval_total = sum(e.seconds for e in plan.evals)
     out.append(f"per evaluation: ceil(puzzles / batch) x updates x s/update; evaluations: {_fmt_s(eval_total)}")
-    for name in unplanned_notebooks():
-        out.append(f"not listed: the evaluations of notebook {name} (not yet known to infiloop/plan.py)")
-    out.append(f"\nestimate: training {_fmt_s(train_wall)} + evaluations {_fmt_s(eval_total)} = "
-               f"{_fmt_s(train_wall + eval_total)} on {calibration.prefix.split(' | ')[0]} "
-               f"(not included: data building, notebook start-up and plotting)")
+    for name in manifest.undeclared_notebooks():
+        out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in infiloop/manifest.py)")
+    floor = (train_total + eval_total) / plan.jobs
+    out.append(f"\nestimate: training {_fmt_s(train_total)} + evaluations {_fmt_s(eval_total)} of jobs on {plan.jobs} "
+               f"slot(s) -> {_fmt_s(wall(plan))} wall (the floor, every slot busy: {_fmt_s(floor)}) on "
+               f"{calibration.prefix.split(' | ')[0]} (not included: data building, notebooks and report)")
     return "\n".join(out)
 
 
@@ -580,5 +487,5 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None) -> i
 
 
 def seconds_of(plan: Plan) -> float:
-    """The plan's estimate in seconds (training wall + evaluations)."""
-    return training_wall(plan) + sum(e.seconds for e in plan.evals)
+    """The plan's estimate of the compute stage in seconds (:func:`wall`)."""
+    return wall(plan)

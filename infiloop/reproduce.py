@@ -1,6 +1,10 @@
-"""The whole reproduction: data -> models (in parallel, cached) -> notebooks (papermill) -> report.
+"""The whole reproduction: data -> compute -> notebooks (papermill) -> report.
 
     python -m infiloop reproduce [--profile tiny] [--only NAME] [-p KEY VALUE ...] [--jobs N]
+
+The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
+``infiloop/manifest.py``, each once, on every core or GPU (``infiloop/scheduler.py``); the notebooks then
+only load, analyse and plot.
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
@@ -11,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -20,8 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from .errors import Parser
-from .experiments import PROFILES, planned_runs
+from . import manifest
+from .errors import Parser, UsageError
+from .experiments import PROFILES
 from .tasks.base import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +66,9 @@ class Stages:
         t0 = time.time()
         rec = {"name": name, "status": "ok"}
         try:
-            fn()
+            extra = fn()
+            if isinstance(extra, dict):  # measurements of the stage (the compute stage's floor)
+                rec.update(extra)
         except Exception as e:  # noqa: BLE001 - one failing stage must not stop the others
             rec.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
             print(f"[reproduce] {name} FAILED: {rec['error']}", file=sys.stderr, flush=True)
@@ -75,39 +80,47 @@ class Stages:
         return rec["status"] == "ok"
 
 
-def _build_data(profile: str) -> None:
-    """Build (or find cached) the data sets of every task the notebooks need."""
+def _build_data(jobs) -> None:
+    """Build (or find cached) the data sets of every run the notebooks read."""
     from . import tasks
 
-    for task in sorted({spec[0] for spec in planned_runs(profile)}):
-        tasks.build(task, PROFILES[profile]["data"])
+    for task, data, over in sorted({(j.spec.task, j.spec.run.config["data_profile"],
+                                     json.dumps(j.spec.run.config["data_overrides"] or {}, sort_keys=True))
+                                    for j in jobs if j.kind == "train"}):
+        tasks.build(task, data, overrides=json.loads(over) or None)
 
 
-def _train_all(profile: str, jobs: int, device: str) -> None:
-    """Train every model the notebooks need, ``jobs`` at a time (one thread each on CPU)."""
-    specs = planned_runs(profile)
-    pending = list(specs)
-    running: list[tuple[subprocess.Popen, tuple]] = []
-    failed = []
-    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
-    print(f"[reproduce] {len(specs)} models for profile {profile}, {jobs} at a time", file=sys.stderr)
-    while pending or running:
-        while pending and len(running) < jobs:
-            task, recipe, over = pending.pop(0)
-            cmd = [sys.executable, "-m", "infiloop", "train", "--profile", profile, "--task", task,
-                   "--connection", recipe, "--device", device, "--threads", str(threads), "--quiet"]
-            for k, v in over.items():
-                cmd += ["--set", f"{k}={json.dumps(v)}"]
-            print(f"[reproduce] train {task}/{recipe} {over or ''}", file=sys.stderr, flush=True)
-            running.append((subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL), (task, recipe, over)))
-        time.sleep(0.5)
-        for proc, spec in list(running):
-            if proc.poll() is not None:
-                running.remove((proc, spec))
-                if proc.returncode != 0:
-                    failed.append(spec)
-    if failed:
-        raise RuntimeError(f"{len(failed)} training runs failed: {failed}")
+def _compute(jobs, profile: str, workers: int | None, device: str, gpus_per_run: int) -> dict:
+    """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine."""
+    from .plan import flops_per_step, flops_per_update
+    from .scheduler import run_jobs, slots_for
+
+    slots = slots_for(device, workers)
+
+    def cost(job) -> float:  # relative cost (FLOPs) for the order and the time left; never shown as time
+        run = job.spec.run
+        if job.kind == "train":
+            cfg = run.train_config()
+            return cfg.steps * flops_per_step(run.model_config(), cfg.batch_size)
+        args, data, _ = {"evaluate": run._evaluate_key, "perturb": run._perturb_key,
+                         "budgets": run._budgets_key}[job.eval.kind](**job.eval.args)
+        updates = {"evaluate": lambda: args["updates"],
+                   "perturb": lambda: args["at"] + args["after"] * (len(args["eps"]) + 1),
+                   "budgets": lambda: max(args["budgets"])}[job.eval.kind]()
+        return updates * flops_per_update(run.model_config(), len(data))
+
+    todo = [j for j in jobs if not j.done]
+    print(f"[reproduce] {sum(j.kind == 'train' for j in todo)} runs to train and {sum(j.kind == 'eval' for j in todo)} "
+          f"evaluations to compute ({len(jobs) - len(todo)} cached) on {len(slots)} slot(s) "
+          f"({slots[0].device}, {slots[0].threads} thread(s) each)", file=sys.stderr, flush=True)
+    report = run_jobs(jobs, profile, slots, cost, gpus_per_run)
+    if report.failed or report.skipped:
+        raise RuntimeError(f"{len(report.failed)} jobs failed ({'; '.join(report.failed)}), {len(report.skipped)} "
+                           f"not started; each failed job's log is in <run folder>/logs/")
+    return {"slots": len(slots), "threads": slots[0].threads, "jobs": len(report.done),
+            "job_seconds": round(sum(report.cpu_seconds.values()), 1),
+            "floor_seconds": round(sum(report.cpu_seconds.values()) / len(slots), 1),
+            "wall_seconds": round(report.seconds, 1)}
 
 
 def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
@@ -134,10 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a papermill parameter for the notebooks (value read as YAML)")
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="models trained at once")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="jobs at a time on CPU (default: one single-threaded job per core); on CUDA one per GPU")
+    ap.add_argument("--gpus-per-run", type=int, default=1,
+                    help="GPUs per training run on CUDA (more than 1: torchrun, one process per GPU)")
     ap.add_argument("--device", default=None,
                     help="torch device (default: cuda for the gpu and paper profiles where CUDA works, else cpu)")
-    ap.add_argument("--no-train", action="store_true", help="skip the parallel training stage")
+    ap.add_argument("--no-compute", "--no-train", action="store_true",
+                    help="skip the compute stage (the notebooks compute what they miss, one at a time)")
     args = ap.parse_args(argv)
     if args.profile not in PROFILES:
         ap.error(f"unknown profile {args.profile!r}; valid choices: {', '.join(PROFILES)}")
@@ -162,11 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     stages = Stages(out_dir / "stages.json")
     t0 = time.time()
-    ran = ["report", *selected] + ([] if args.only else ["data"]) + ([] if args.no_train or args.only else ["train"])
-    if not args.only:
-        stages.run("data", lambda: _build_data(args.profile))
-    if not args.no_train and not args.only:
-        stages.run("train", lambda: _train_all(args.profile, args.jobs, args.device))
+    ran = ["report", *selected] + ([] if args.no_compute else ["data", "compute"])
+    try:
+        plan = manifest.jobs(selected, args.profile, params)
+    except UsageError as e:
+        ap.error(str(e))
+    if not args.no_compute:
+        stages.run("data", lambda: _build_data(plan))
+        stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run))
     for name in selected:
         stages.run(name, lambda name=name: _run_notebook(name, args.profile, params, out_dir))
     from .report import build_report

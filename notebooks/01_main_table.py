@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -33,16 +35,17 @@ import pandas as pd
 from IPython.display import display
 
 from infiloop import analysis, paper
-from infiloop.experiments import MAIN_RECIPES, PROFILES, get_run
+from infiloop.experiments import MAIN_RECIPES
 from infiloop.notebook import Notebook, check, pct
 from infiloop.plotting import LABELS
 
 nb = Notebook("01_main_table", "Main table", profile, device, seed)
 check("tasks", tasks, str, expected="comma-separated task names")
-task_list = [t.strip() for t in tasks.split(",") if t.strip()] or PROFILES[profile]["main_tasks"]
-check("tasks", task_list, list, lambda v: set(v) <= {"sudoku", "maze", "arc1", "arc2"},
-      "names among sudoku, maze, arc1, arc2")
+check("tasks", [t.strip() for t in tasks.split(",") if t.strip()], list,
+      lambda v: set(v) <= {"sudoku", "maze", "arc1", "arc2"}, "names among sudoku, maze, arc1, arc2")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+task_list = need.derived["tasks"]
 
 # %% [markdown]
 # ## Measure: each connection on each task, at the training depth
@@ -51,16 +54,15 @@ check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
 measured = {}  # (recipe, task) -> (value, note)
 for task in task_list:
     for r in MAIN_RECIPES:
-        run = get_run(task, r, profile, {"train.seed": seed}, device=device)
+        run = need.run(f"{task}/{r}", device)
         depth = run.training_depth
+        traj = need.result(f"{task}/{r}", device)
         if task.startswith("arc"):
             test = run.test_data()
-            traj, _ = run.evaluate(updates=depth, every=depth, limit=len(test), snapshots=(depth,), device=device)
             score, n_tasks = analysis.arc_pass_at_k(traj, test, depth, k=2)
             subset = " (subset)" if test.info.get("subset") else ""
             measured[r, task] = (score, f"pass@2, {n_tasks} tasks{subset}, {depth} updates")
         else:
-            traj, _ = run.evaluate(updates=depth, every=depth, limit=limit or None, device=device)
             n = traj["correct"].shape[1]
             measured[r, task] = (analysis.accuracy_at(traj, depth), f"exact, {n} puzzles, {depth} updates")
         print(f"{task:7s} {r:11s} {pct(measured[r, task][0]):>8s}  ({measured[r, task][1]})")
@@ -77,7 +79,7 @@ our_cols = [f"{names[t]} ({profile})" for t in task_list]
 cols += our_cols
 rows = [r + ["" for _ in our_cols] for r in rows]
 for r in MAIN_RECIPES:
-    params = get_run(task_list[0], r, profile, {"train.seed": seed}).load_model().n_params()
+    params = need.run(f"{task_list[0]}/{r}").load_model().n_params()
     rows.append([f"{LABELS[r]} (this project)", f"{params / 1e6:.2f}M",
                  *("not comparable" for _ in paper.TABLE1_COLUMNS), f"measured at profile {profile}",
                  *(f"{pct(measured[r, t][0])} ({measured[r, t][1]})" for t in task_list)])

@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop import analysis, paper, plotting
-from infiloop.experiments import MAIN_RECIPES, get_run
+from infiloop.experiments import MAIN_RECIPES
 from infiloop.notebook import Notebook, check, pct
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, seed)
@@ -57,18 +57,17 @@ plotting.use_style()
 # Trained once per configuration and cached under `runs/`; re-running this notebook reuses them.
 
 # %%
-runs = {r: get_run("sudoku", r, profile, {"train.seed": seed}, device=device) for r in MAIN_RECIPES}
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+runs = {r: need.run(r, device) for r in MAIN_RECIPES}
 depth = runs["infiloop"].training_depth
-a = change_from or runs["infiloop"].standard_snapshots()[0]
-b = change_to or 2 * a
+a, b = need.derived["change_from"], need.derived["change_to"]
 check("change_to", b, int, lambda v: a < v <= max_updates, f"an update in ({a}, max_updates={max_updates}]")
 layers = runs["infiloop"].model_config().layers_per_outer_update
 print(f"training depth: {depth} outer updates; {layers} layers per outer update; "
       f"evaluating to {max_updates} updates = {max_updates * layers:,} layers")
 
 # %%
-trajs = {r: run.evaluate(updates=max_updates, every=1, limit=limit or None, snapshots=(a, b), device=device)[0]
-         for r, run in runs.items()}
+trajs = {r: need.result(f"depth/{r}", device) for r in MAIN_RECIPES}
 n_puzzles = trajs["infiloop"]["correct"].shape[1]
 
 # %% [markdown]

@@ -41,7 +41,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop import analysis, paper, plotting
-from infiloop.experiments import get_run
 from infiloop.notebook import Notebook, check
 
 nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, seed)
@@ -52,9 +51,9 @@ check("settle", settle, int, lambda v: v <= after, f"an integer <= after={after}
 plotting.use_style()
 
 # %%
-run = get_run("sudoku", "infiloop", profile, {"train.seed": seed}, device=device)
-traj, _ = run.evaluate(updates=max_updates, every=1, limit=limit or None, snapshots=run.standard_snapshots(),
-                       device=device)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+run = need.run("infiloop", device)
+traj = need.result("depth/infiloop", device)
 beta = analysis.info(traj)["beta"]
 n_puzzles = traj["correct"].shape[1]
 solved = int((traj["first_solve"] > 0).sum())

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -37,7 +39,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop import analysis, paper, plotting
-from infiloop.experiments import MAIN_RECIPES, get_run
+from infiloop.experiments import MAIN_RECIPES
 from infiloop.notebook import Notebook, ParameterError, check, pct
 
 nb = Notebook("04_perturbation", "Perturbation stability", profile, device, seed)
@@ -53,11 +55,10 @@ for name, value in dict(perturb_at=perturb_at, updates_after=updates_after, limi
 plotting.use_style()
 
 # %%
-runs = {r: get_run("sudoku", r, profile, {"train.seed": seed}, device=device) for r in MAIN_RECIPES}
-at = perturb_at or runs["infiloop"].standard_snapshots()[0]
-after = updates_after or at
-outs = {r: run.perturb(at, eps_grid, after, every=1, limit=limit or None, device=device, seed=perturbation_seed)[0]
-        for r, run in runs.items()}
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+runs = {r: need.run(r, device) for r in MAIN_RECIPES}
+at, after = need.derived["at"], need.derived["after"]
+outs = {r: need.result(f"perturb/{r}", device) for r in MAIN_RECIPES}
 n_puzzles = len(outs["infiloop"]["solved_at"])
 print(f"perturbing at update {at}, then {after} more updates; {n_puzzles} puzzles")
 

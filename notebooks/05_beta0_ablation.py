@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -37,7 +39,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop import analysis, paper, plotting
-from infiloop.experiments import ABLATIONS, get_run
+from infiloop.experiments import ABLATIONS
 from infiloop.notebook import Notebook, check, pct
 
 nb = Notebook("05_beta0_ablation", "Ablations: β₀, decay, axes, content score", profile, device, seed)
@@ -46,25 +48,23 @@ for name, value in dict(budget_short=budget_short, budget_long=budget_long, limi
 plotting.use_style()
 
 # %%
-runs = {name: get_run("sudoku", "infiloop", profile, {"train.seed": seed, **over}, device=device)
-        for name, over in ABLATIONS.items()}
-short = budget_short or runs["learned β₀=0.55"].training_depth
-long = budget_long or round(short * 32 / 3)
-check("budget_long", long, int, lambda v: v > short, f"more than budget_short={short}")
-acc = {}
-for name, run in runs.items():
-    traj, _ = run.evaluate(updates=long, every=1, limit=limit or None, device=device)
-    acc[name] = (analysis.accuracy_at(traj, short), analysis.accuracy_at(traj, long), analysis.info(traj)["beta"])
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+short, long = need.derived["short"], need.derived["long"]
+label = {key: a["label"] for key, a in ABLATIONS.items()}
+acc = {}  # ablation id (experiments.ABLATIONS) -> accuracy @ short, @ long, learned beta
+for key in ABLATIONS:
+    traj = need.result(f"ablation/{key}", device)
+    acc[key] = (analysis.accuracy_at(traj, short), analysis.accuracy_at(traj, long), analysis.info(traj)["beta"])
 n_puzzles = traj["correct"].shape[1]
 
 # %%
-paper_decay = {("learned", 0.55): "learned β₀=0.55", ("learned", 0.10): "learned β₀=0.10",
-               ("learned", 0.90): "learned β₀=0.90", ("fixed", 0.55): "fixed β=0.55", ("uniform", 1.0): "uniform β=1",
-               ("reverse", 1.82): "reverse β=1.82"}
-paper_row = {paper_decay[(d["decay"], d["beta"])]: (d["H3L6"], d["H32L6"]) for d in paper.ABLATION_DECAY}
-paper_row["inner axis only"] = tuple(paper.ABLATION_AXES["inner"].values())
-paper_row["outer axis only"] = tuple(paper.ABLATION_AXES["outer"].values())
-paper_row["no content score"] = (None, None)
+# the paper's row of each variant (ABLATIONS[key]["paper"]): (H3 L6, H32 L6), or none
+decay_rows = {("decay", d["decay"], d["beta"]): (d["H3L6"], d["H32L6"]) for d in paper.ABLATION_DECAY}
+paper_row = {}
+for key, a in ABLATIONS.items():
+    ref = a["paper"]
+    paper_row[key] = (None, None) if ref is None else (
+        decay_rows[ref] if ref[0] == "decay" else tuple(paper.ABLATION_AXES[ref[1]].values()))
 
 
 def fmt(v):
@@ -76,7 +76,7 @@ def beta_text(b, axis):
     return f"{b[axis]:.3f}" if axis in b else "– (carry-last)"
 
 
-rows = [[name, f"{beta_text(b, 'outer')} / {beta_text(b, 'inner')}", pct(s), pct(lg),
+rows = [[label[name], f"{beta_text(b, 'outer')} / {beta_text(b, 'inner')}", pct(s), pct(lg),
          fmt(paper_row[name][0]), fmt(paper_row[name][1])] for name, (s, lg, b) in acc.items()]
 print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
@@ -89,7 +89,7 @@ ax.bar(x - 0.3, [100 * acc[n][0] for n in names], 0.3, color=plotting.COLORS["in
 ax.bar(x, [100 * acc[n][1] for n in names], 0.3, color=plotting.COLORS["infiloop"], label=f"this run @ {long} updates")
 ax.bar(x + 0.3, [paper_row[n][0] or 0 for n in names], 0.3, color=plotting.COLORS["paper"], alpha=0.5,
        label="paper H3 L6 (9x9)")
-ax.set_xticks(x, names, rotation=25, ha="right")
+ax.set_xticks(x, [label[n] for n in names], rotation=25, ha="right")
 ax.set(ylabel="exact accuracy (%)", ylim=(0, 100))
 ax.legend(fontsize=8)
 plotting.profile_note(ax, profile, n_puzzles)
@@ -102,28 +102,28 @@ fig_abl = plotting.save_figure(fig, "ablations", profile)[0]
 # %%
 s = {n: v[0] for n, v in acc.items()}
 lg = {n: v[1] for n, v in acc.items()}
-best = "learned β₀=0.55"
+best = "beta0_0.55"
 claims = [
     {"id": "ablation.learned_beats_fixed", "claim": paper.CLAIMS_BY_ID["ablation.learned_beats_fixed"].claim,
      "paper": paper.CLAIMS_BY_ID["ablation.learned_beats_fixed"].paper,
-     "ours": f"{pct(s[best])} vs fixed {pct(s['fixed β=0.55'])} / uniform {pct(s['uniform β=1'])} / "
-             f"reverse {pct(s['reverse β=1.82'])}",
-     "agrees": bool(s[best] >= max(s["fixed β=0.55"], s["uniform β=1"], s["reverse β=1.82"]))},
+     "ours": f"{pct(s[best])} vs fixed {pct(s['fixed_0.55'])} / uniform {pct(s['uniform'])} / "
+             f"reverse {pct(s['reverse_1.82'])}",
+     "agrees": bool(s[best] >= max(s["fixed_0.55"], s["uniform"], s["reverse_1.82"]))},
     {"id": "ablation.reverse_fails", "claim": paper.CLAIMS_BY_ID["ablation.reverse_fails"].claim,
-     "paper": paper.CLAIMS_BY_ID["ablation.reverse_fails"].paper, "ours": pct(s["reverse β=1.82"]),
-     "agrees": bool(s["reverse β=1.82"] < 0.5 * s[best])},
+     "paper": paper.CLAIMS_BY_ID["ablation.reverse_fails"].paper, "ours": pct(s["reverse_1.82"]),
+     "agrees": bool(s["reverse_1.82"] < 0.5 * s[best])},
     {"id": "ablation.both_axes_best", "claim": paper.CLAIMS_BY_ID["ablation.both_axes_best"].claim,
      "paper": paper.CLAIMS_BY_ID["ablation.both_axes_best"].paper,
-     "ours": f"{pct(s[best])} / {pct(lg[best])} vs inner {pct(s['inner axis only'])} / {pct(lg['inner axis only'])}, "
-             f"outer {pct(s['outer axis only'])} / {pct(lg['outer axis only'])}",
-     "agrees": bool(lg[best] >= max(lg["inner axis only"], lg["outer axis only"]))},
+     "ours": f"{pct(s[best])} / {pct(lg[best])} vs inner {pct(s['inner_only'])} / {pct(lg['inner_only'])}, "
+             f"outer {pct(s['outer_only'])} / {pct(lg['outer_only'])}",
+     "agrees": bool(lg[best] >= max(lg["inner_only"], lg["outer_only"]))},
     {"id": "ablation.content_score_matters", "claim": paper.CLAIMS_BY_ID["ablation.content_score_matters"].claim,
      "paper": paper.CLAIMS_BY_ID["ablation.content_score_matters"].paper,
-     "ours": f"{pct(lg[best])} with, {pct(lg['no content score'])} without (@ {long})",
-     "agrees": bool(lg[best] > lg["no content score"])},
+     "ours": f"{pct(lg[best])} with, {pct(lg['no_content_score'])} without (@ {long})",
+     "agrees": bool(lg[best] > lg["no_content_score"])},
 ]
 text = (f"At profile **{profile}** ({n_puzzles} puzzles, one seed per variant), budgets {short} and {long} outer "
-        "updates. " + " ".join(f"{n}: {pct(s[n])} → {pct(lg[n])}." for n in acc) +
+        "updates. " + " ".join(f"{label[n]}: {pct(s[n])} → {pct(lg[n])}." for n in acc) +
         " One seed per variant at a small profile: differences of a few points are within seed noise.")
 print(text)
 nb.finish(text, figures=[{"path": fig_abl, "caption": "Exact accuracy of each InfiLoop variant at both budgets, "

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -48,8 +50,8 @@ import torch
 
 from infiloop import paper, plotting
 from infiloop.conditioning import HISTORY_MAPS
-from infiloop.experiments import CONDITIONING_RECIPES, get_run
-from infiloop.notebook import Notebook, ParameterError, check, pct
+from infiloop.experiments import CONDITIONING_RECIPES
+from infiloop.notebook import Notebook, check, pct
 
 nb = Notebook("06_conditioning", "Conditioning the loop: the looped-LM study beside InfiLoop", profile, device, seed)
 check("max_budget", max_budget, int, lambda v: v >= 1, "an integer >= 1")
@@ -64,10 +66,8 @@ plotting.use_style()
 # InfiLoop. Each starts as the unconditioned model (the conditioners are the identity at initialisation).
 
 # %%
-history_over = {"model.cond.history": history_map}
-overrides = {r: {"train.seed": seed, **(history_over if r.startswith("history") else {})}
-             for r in CONDITIONING_RECIPES}
-runs = {r: get_run("sudoku", r, profile, overrides[r], device=device) for r in CONDITIONING_RECIPES}
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+runs = {r: need.run(r, device) for r in CONDITIONING_RECIPES}
 depth = runs["carry_last"].training_depth
 models = {r: run.load_model(device) for r, run in runs.items()}
 base_params = models["carry_last"].n_params()
@@ -75,15 +75,7 @@ for r, m in models.items():
     print(f"{plotting.LABELS[r]:34s} {m.n_params():>10,} parameters ({m.n_params() - base_params:+,})")
 
 # %%
-if budgets.strip():
-    try:
-        grid = sorted({int(b) for b in budgets.split(",") if b.strip()})
-    except ValueError as e:
-        raise ParameterError(f"parameter budgets={budgets!r}: expected integers separated by commas") from e
-    check("budgets", grid, list, lambda v: v and v[0] >= 1, "outer-update counts >= 1")
-else:
-    grid = [max(1, depth // 2)] + [depth * 2 ** k for k in range(16) if depth * 2 ** k <= max_budget]
-    grid = sorted(set(grid) | {max_budget})
+grid = need.derived["grid"]  # the budgets (empty parameter: half the training depth, then doubling)
 print(f"training depth: {depth} outer updates; test budgets: {grid}")
 
 # %% [markdown]
@@ -93,8 +85,8 @@ print(f"training depth: {depth} outer updates; test budgets: {grid}")
 
 # %%
 acc = {}
-for r, run in runs.items():
-    out, _ = run.budgets(tuple(grid), limit=limit or None, device=device)
+for r in runs:
+    out = need.result(f"budgets/{r}", device)
     acc[r] = out["correct"].mean(axis=1)
 n_puzzles = out["correct"].shape[1]
 cols = ["model", "extra params"] + [f"{b}" + (" (train)" if b == depth else "") for b in grid]

@@ -49,7 +49,7 @@ arc_task = ""  # ARC task id to animate ("": the test input InfiLoop gets closes
 from IPython.display import display
 
 from infiloop import animation, plotting
-from infiloop.experiments import MAIN_RECIPES, get_run
+from infiloop.experiments import MAIN_RECIPES
 from infiloop.notebook import Notebook, check, pct
 
 nb = Notebook("07_watch_the_loop", "Watch the loop", profile, device, seed)
@@ -67,12 +67,10 @@ figs = plotting.figure_dir(profile)
 # ## The models and their recorded trajectories
 
 # %%
-runs = {r: get_run(task, r, profile, {"train.seed": seed}, device=device) for r in MAIN_RECIPES}
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+runs = {r: need.run(r, device) for r in MAIN_RECIPES}
 depth = runs["infiloop"].training_depth
-snaps = runs["infiloop"].standard_snapshots()  # notebook 02's, so that its cached trajectories are read
-trajs = {r: run.evaluate(updates=max_updates, every=1, limit=limit or None,
-                         snapshots=snaps if snaps[1] <= max_updates else (), device=device)[0]
-         for r, run in runs.items()}
+trajs = {r: need.result(f"depth/{r}", device) for r in MAIN_RECIPES}  # notebook 02's when the parameters agree
 n_puzzles = trajs["infiloop"]["correct"].shape[1]
 frames = animation.frame_updates(depth, max_updates, max_frames)
 print(f"training depth {depth}; {n_puzzles} test puzzles; {animation.frame_note(frames, depth)}")

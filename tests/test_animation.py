@@ -129,11 +129,13 @@ def test_arc_animation_shows_the_recorded_grids(tmp_path_factory, tmp_path):
         assert np.array_equal(A.read_board(decoded[k], (xy, cells), A.ARC_COLORS), want), k
 
 
-def test_notebook_07_reuses_the_main_tables_runs():
-    from infiloop.experiments import notebook_runs, planned_runs
+def test_notebook_07_reuses_the_main_tables_runs_and_notebook_02s_trajectories():
+    from infiloop import manifest
 
-    assert {r for _, r, _ in notebook_runs("07", "smoke")} == {"carry_last", "fprm", "infiloop"}
-    assert planned_runs("smoke") == planned_runs("smoke", ("01", "02", "03", "04", "05", "06"))
+    n07 = manifest.needs("07", "smoke")
+    assert {s.recipe for s in n07.runs.values()} == {"carry_last", "fprm", "infiloop"}
+    without = {j.id for j in manifest.jobs(["01", "02", "03", "04", "05", "06"], "smoke")}
+    assert {j.id for j in manifest.jobs(list(manifest.DECLARATIONS), "smoke")} == without
 
 
 def test_video_beside_the_gif_where_ffmpeg_exists(sudoku, tmp_path):

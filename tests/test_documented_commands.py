@@ -34,6 +34,8 @@ SLOW = {
         "builds the tiny data and times 22 model shapes: minutes on 2 CPU cores (`plan --profile smoke` runs "
         "the same form in the suite)",
     "python -m infiloop plan --profile tiny --calibrate": "the same, measured again",
+    "python -m infiloop manifest --profile tiny": "builds the tiny data to resolve the runs (`manifest --profile "
+                                                  "smoke 02 ...` runs the same form in the suite)",
 }
 SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices",
         "python -m infiloop plan --profile gpu --device cuda": "needs a CUDA device",

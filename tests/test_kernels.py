@@ -350,6 +350,18 @@ def _check_depth_throughput(out: str) -> None:
     assert f"infiloop={rel:.3f}" in out or abs(float(out.split("infiloop=")[-1].split()[0]) - rel) < 2e-3
 
 
+def _check_workers(out: str) -> None:
+    rows = _table(out)
+    w, t = map(int, rows[0]["workers x threads"].split(" x "))
+    c = w * t  # the cores split: first one single-threaded worker per core, then fewer with more threads
+    assert t == 1 and [r["workers x threads"] for r in rows] == [f"{c // t} x {t}" for t in range(1, c + 1)
+                                                                  if c % t == 0]
+    for r in rows:
+        w = int(r["workers x threads"].split(" x ")[0])
+        assert float(r["work per second"].split()[0]) == pytest.approx(w / float(r["slowest worker (s)"]), rel=0.02)
+    assert max(float(r["relative"]) for r in rows) == 1.0
+
+
 BENCH_SMOKE = [
     ("connection_step.py", ["--quick", "--no-compile", "--rows", "64", "--d", "48", "--threads", "1"], {},
      _check_connection_step),
@@ -357,6 +369,7 @@ BENCH_SMOKE = [
     ("overhead.py", ["--profile", "smoke", "--batch", "2", "--reps", "2", "--threads", "1"], {}, _check_overhead),
     ("depth_throughput.py", ["--profile", "smoke", "--batch", "2", "--updates", "5", "--threads", "1"], {},
      _check_depth_throughput),
+    ("workers.py", ["--quick", "--kinds", "eval", "--settle", "2"], {}, _check_workers),
     ("gpu_check.py", [], {}, "No CUDA device" if not __import__("torch").cuda.is_available() else "correctness"),
     ("gpu_check.py", ["--self-test-cpu"], {"TRITON_INTERPRET": "1"}, "correctness: all checks passed"),
 ]

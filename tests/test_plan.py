@@ -45,8 +45,8 @@ def _plan(timer, calibrate=False, jobs=2):
 def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     timer = FakeTimer()
     text = _plan(timer)
-    specs = experiments.planned_runs("smoke")
-    evals = plan.planned_evaluations("smoke")
+    p = plan.make_plan("smoke")
+    specs, evals = p.runs, p.evals
     assert f"{len(specs)} training runs, {len(evals)} evaluations" in text
     steps = experiments.PROFILES["smoke"]["train"]["steps"]
     run_lines = [ln for ln in text.splitlines() if re.match(r"sudoku\s+\w+\s+\d+ x ", ln)]
@@ -62,15 +62,23 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     assert "64/64 =  1 x    960 x  0.2500 =   4.0 min" in line
     total_eval = sum(math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S for e in evals)
     assert f"evaluations: {plan._fmt_s(total_eval)}" in text
-    wall = per_run * math.ceil(len(specs) / 2)
-    assert f"= {plan._fmt_s(wall + total_eval)} on " in text
+    # the compute stage: training and evaluations on 2 slots, never below the floor (all slots busy)
+    floor = (per_run * len(specs) + total_eval) / 2
+    m = re.search(r"-> (.+) wall \(the floor, every slot busy: (.+)\) on ", text)
+    assert m and m.group(2) == plan._fmt_s(floor)
+    p.jobs = 2
+    for r in p.runs:
+        r.seconds = per_run
+    for e in p.evals:
+        e.seconds = math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S
+    assert m.group(1) == plan._fmt_s(plan.wall(p)) and floor <= plan.wall(p) <= 1.15 * floor + per_run
     # each distinct shape timed once: the beta/decay ablations share the InfiLoop shape
     trains = [c for c in timer.calls if c[0] == "train"]
     assert len(trains) == len(set(trains)) < len(specs) and all(c[3] >= 1 for c in trains)
 
 
 def test_evaluations_follow_the_notebooks(root):
-    evals = plan.planned_evaluations("smoke")
+    evals = plan.make_plan("smoke").evals
     by_nb = {}
     for e in evals:
         by_nb.setdefault(e.notebook, []).append(e)
@@ -89,11 +97,13 @@ def test_evaluations_follow_the_notebooks(root):
 
 
 def test_plan_keys_are_the_evaluation_cache_keys(smoke_run, root):
-    """An evaluation the plan lists is the file the notebook's call writes (same arguments, same limit)."""
-    ev = plan._Evaluations("smoke")
-    ev.trajectory("02", smoke_run, {}, 4, 1, None, (2, 4))
-    _, path = smoke_run.evaluate(updates=4, every=1, snapshots=(2, 4), progress=False)
-    assert ev.items[0].key == str(path) and ev.items[0].puzzles == smoke_run.config["eval"]["limit"]
+    """Each evaluation kind's key is the file its call writes (same arguments, same limit)."""
+    for kind, args in [("evaluate", {"updates": 4, "every": 1, "limit": None, "snapshots": (2, 4)}),
+                       ("perturb", {"at": 2, "eps": (0.0, 0.1), "updates_after": 2, "every": 1, "limit": 8, "seed": 0}),
+                       ("budgets", {"budgets": (2, 4), "limit": 8})]:
+        key = smoke_run.eval_cache_path(kind, args)
+        _, path = getattr(smoke_run, kind)(**args, progress=False)
+        assert key == path and path.is_file(), kind
 
 
 def test_calibration_is_cached_by_device_and_shape(root):
@@ -181,5 +191,7 @@ def test_bad_arguments_are_one_line(capsys):
 
 
 def test_every_notebook_is_planned():
-    """A new notebook must be taught to planned_evaluations (or its cost is silently missing)."""
-    assert plan.unplanned_notebooks() == []
+    """A new notebook must be declared in infiloop/manifest.py (or its cost is silently missing)."""
+    from infiloop import manifest
+
+    assert manifest.undeclared_notebooks() == []

@@ -205,3 +205,39 @@ def test_runs_list(smoke_run, tmp_path, capsys):
     line = next(ln for ln in out.splitlines() if smoke_run.name in ln)
     assert line.split()[:5] == ["sudoku", "infiloop", "smoke", str(experiments.CODE_VERSION), "yes"]
     assert "no" in next(ln for ln in out.splitlines() if "half-done" in ln).split()
+
+
+def test_runs_prune_removes_only_what_this_code_can_never_use(smoke_run, tmp_path, capsys):
+    root = tmp_path / "r"
+    runs.import_runs(runs.export_runs([smoke_run.dir], tmp_path / "a.tar")[0], root)
+    good = root / "sudoku" / smoke_run.name
+    old_cfg = {**smoke_run.config, "code_version": experiments.CODE_VERSION - 1}
+    old = root / "sudoku" / f"infiloop-smoke-{experiments.config_hash(old_cfg)}"
+    shutil.copytree(good, old)
+    (old / "config.json").write_text(json.dumps(old_cfg))
+    diverged = root / "sudoku" / "diverged-copy"
+    shutil.copytree(good, diverged)
+    done = json.loads((diverged / "DONE.json").read_text())
+    done["final"]["loss"] = float("nan")
+    (diverged / "DONE.json").write_text(json.dumps(done))
+    unfinished = root / "sudoku" / smoke_run.name.replace("infiloop", "resumable")
+    unfinished.mkdir()  # same configuration hash, no DONE.json yet: resumable, not stale
+    (unfinished / "config.json").write_text(json.dumps(smoke_run.config))
+
+    rows = {r["path"].name: r["stale"] for r in runs.list_runs(root)}
+    assert rows[good.name] == "" and rows[unfinished.name] == ""
+    assert rows[old.name] == f"code version {experiments.CODE_VERSION - 1}, this code is {experiments.CODE_VERSION}"
+    assert rows["diverged-copy"] == "its folder name does not match its configuration's hash"
+    shutil.move(diverged, root / "sudoku" / good.name.replace("infiloop", "infiloop2"))  # a well-named diverged run
+    # (the hash is of the configuration only, so a renamed copy with the right suffix is well named)
+    assert runs.stale_reason(root / "sudoku" / good.name.replace("infiloop", "infiloop2"),
+                             smoke_run.config) == "training diverged"
+
+    assert main(["runs", "prune", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("stale") == 2 and old.exists()  # a dry run by default
+    assert main(["runs", "prune", "--root", str(root), "--yes"]) == 0
+    assert capsys.readouterr().out.count("removed") == 2
+    assert sorted(p.name for p in (root / "sudoku").iterdir()) == sorted([good.name, unfinished.name])
+    assert main(["runs", "prune", "--root", str(root)]) == 0
+    assert "# no stale runs" in capsys.readouterr().out

@@ -1,0 +1,342 @@
+"""The experiment plan as data: for each notebook, the runs it reads and the evaluations it computes.
+
+A notebook's needs are declared once, here, as a function of its papermill parameters (the cell tagged
+``parameters``; ``0`` or ``""`` means "derived from the run", e.g. 3/4 of the training depth):
+
+- a **run** is (task, recipe, overrides incl. ``train.seed``) with a stable id such as ``main/infiloop``,
+  ``ablation/beta0_0.10`` or ``conditioning/loop_gating``;
+- an **evaluation** is (run, kind, arguments) with a stable id such as ``depth/carry_last``; ``kind`` is
+  the :class:`~infiloop.experiments.Run` method that computes and caches it (``evaluate``, ``perturb``,
+  ``budgets``).
+
+Three readers use the same declaration, so they cannot disagree:
+
+- ``./reproduce.sh`` (:func:`jobs`) computes every run and evaluation of the selected notebooks once,
+  shared ones deduplicated by their cache key, on every core or GPU (:mod:`infiloop.scheduler`);
+- the notebooks (:func:`needs`) only read them: ``need.run(id)``, ``need.result(id)``; opened
+  interactively with new parameters, a notebook computes what is missing (same code path);
+- ``python -m infiloop plan`` (:mod:`infiloop.plan`) lists and times them before anything runs.
+
+    python -m infiloop manifest --profile tiny            # every job of every notebook, as JSON lines
+    python -m infiloop manifest --profile smoke 02 -p max_updates 480
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import experiments
+from .errors import UsageError
+from .experiments import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, PROFILES, Run
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+KINDS = ("evaluate", "perturb", "budgets")
+
+
+@dataclass
+class RunSpec:
+    """One trained model a notebook reads."""
+
+    id: str
+    task: str
+    recipe: str
+    overrides: dict
+    run: Run  # resolved (configuration and folder), not necessarily trained
+
+    @property
+    def key(self) -> str:
+        return str(self.run.dir)
+
+
+@dataclass
+class EvalSpec:
+    """One cached evaluation of a run: ``getattr(run, kind)(**args)``."""
+
+    id: str
+    run: RunSpec
+    kind: str
+    args: dict
+
+    @property
+    def key(self) -> str:
+        """The evaluation's cache file: two notebooks asking for the same evaluation share it."""
+        return str(self.run.run.eval_cache_path(self.kind, self.args))
+
+    def compute(self, device: str = "cpu", progress: bool = True) -> dict:
+        """The result, from the cache or computed now (the run must be trained)."""
+        return getattr(self.run.run, self.kind)(**self.args, device=device, progress=progress)[0]
+
+
+@dataclass
+class Needs:
+    """What one notebook reads at one set of parameters (:func:`needs`)."""
+
+    notebook: str
+    profile: str
+    params: dict
+    runs: dict[str, RunSpec] = field(default_factory=dict)
+    evals: dict[str, EvalSpec] = field(default_factory=dict)
+    derived: dict = field(default_factory=dict)  # values the declaration derived (depths, budgets, ...)
+
+    # ---------------------------------------------------------------- declaring
+    def add_run(self, id: str, task: str, recipe: str, overrides: dict | None = None) -> RunSpec:
+        over = {"train.seed": self.params["seed"], **(overrides or {})}
+        spec = RunSpec(id, task, recipe, over, experiments.resolve(task, recipe, self.profile, over))
+        self.runs[id] = spec
+        return spec
+
+    def add_eval(self, id: str, run: RunSpec, kind: str, **args) -> EvalSpec:
+        if kind not in KINDS:
+            raise ValueError(f"evaluation kind {kind!r}: expected one of {', '.join(KINDS)}")
+        spec = EvalSpec(id, run, kind, args)
+        self.evals[id] = spec
+        return spec
+
+    # ---------------------------------------------------------------- reading (the notebooks)
+    def run(self, id: str, device: str = "cpu", progress: bool = True) -> Run:
+        """The trained run ``id``: from the cache, or trained now (a notebook opened with new parameters)."""
+        s = self.runs[id]
+        return experiments.get_run(s.task, s.recipe, self.profile, s.overrides, device=device, progress=progress)
+
+    def result(self, id: str, device: str = "cpu", progress: bool = True) -> dict:
+        """The evaluation ``id``: from the cache, or computed now (training its run first if need be)."""
+        s = self.evals[id]
+        self.run(s.run.id, device, progress)
+        return s.compute(device, progress)
+
+
+# ------------------------------------------------------------------------------------------ declarations
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        return sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError as e:
+        raise UsageError(f"parameter {name}={text!r}: expected integers separated by commas") from e
+
+
+def main_table(n: Needs, p: dict) -> None:
+    """Notebook 01: each main connection on each task at its training depth (ARC: every test input, with
+    a snapshot of the predictions for pass@2 voting)."""
+    tasks = [t.strip() for t in p["tasks"].split(",") if t.strip()] or PROFILES[n.profile]["main_tasks"]
+    for task in tasks:
+        for r in MAIN_RECIPES:
+            run = n.add_run(f"{task}/{r}", task, r)
+            depth = run.run.training_depth
+            if task.startswith("arc"):
+                n.add_eval(f"{task}/{r}", run, "evaluate", updates=depth, every=depth,
+                           limit=len(run.run.test_data()), snapshots=(depth,))
+            else:
+                n.add_eval(f"{task}/{r}", run, "evaluate", updates=depth, every=depth, limit=p["limit"] or None)
+    n.derived["tasks"] = tasks
+
+
+def _depth_snapshots(n: Needs, p: dict) -> tuple[int, int]:
+    a = p["change_from"] or n.runs["infiloop"].run.standard_snapshots()[0]
+    return a, p["change_to"] or 2 * a
+
+
+def depth_scaling(n: Needs, p: dict) -> None:
+    """Notebook 02: the three main models to ``max_updates``, every update, with prediction snapshots at
+    the two depths of "predictions changed"."""
+    for r in MAIN_RECIPES:
+        n.add_run(r, "sudoku", r)
+    a, b = _depth_snapshots(n, p)
+    for r in MAIN_RECIPES:
+        n.add_eval(f"depth/{r}", n.runs[r], "evaluate", updates=p["max_updates"], every=1,
+                   limit=p["limit"] or None, snapshots=(a, b))
+    n.derived.update(change_from=a, change_to=b)
+
+
+def gamma_dynamics(n: Needs, p: dict) -> None:
+    """Notebook 03: InfiLoop's trajectory (γ, content score, wrong cells), notebook 02's by default."""
+    run = n.add_run("infiloop", "sudoku", "infiloop")
+    n.add_eval("depth/infiloop", run, "evaluate", updates=p["max_updates"], every=1, limit=p["limit"] or None,
+               snapshots=run.run.standard_snapshots())
+
+
+def perturbation(n: Needs, p: dict) -> None:
+    """Notebook 04: a relative perturbation of the state at ``perturb_at``, each size, every main model."""
+    for r in MAIN_RECIPES:
+        n.add_run(r, "sudoku", r)
+    try:
+        eps = tuple(float(e) for e in p["eps"].split(",") if e.strip())
+    except ValueError as e:
+        raise UsageError(f"parameter eps={p['eps']!r}: expected numbers separated by commas") from e
+    at = p["perturb_at"] or n.runs["infiloop"].run.standard_snapshots()[0]
+    after = p["updates_after"] or at
+    for r in MAIN_RECIPES:
+        n.add_eval(f"perturb/{r}", n.runs[r], "perturb", at=at, eps=eps, updates_after=after, every=1,
+                   limit=p["limit"] or None, seed=p["perturbation_seed"])
+    n.derived.update(eps=eps, at=at, after=after)
+
+
+def beta0_ablation(n: Needs, p: dict) -> None:
+    """Notebook 05: every ablation variant of InfiLoop (``experiments.ABLATIONS``) to the long budget."""
+    for key, abl in ABLATIONS.items():
+        n.add_run(f"ablation/{key}", "sudoku", "infiloop", abl["overrides"])
+    short = p["budget_short"] or n.runs[f"ablation/{next(iter(ABLATIONS))}"].run.training_depth
+    long = p["budget_long"] or round(short * 32 / 3)
+    if long <= short:
+        raise UsageError(f"parameter budget_long={long}: expected more than budget_short={short}")
+    for key in ABLATIONS:
+        n.add_eval(f"ablation/{key}", n.runs[f"ablation/{key}"], "evaluate", updates=long, every=1,
+                   limit=p["limit"] or None)
+    n.derived.update(short=short, long=long)
+
+
+def conditioning(n: Needs, p: dict) -> None:
+    """Notebook 06: the conditioners of the looped-LM study, exact accuracy after exactly N updates."""
+    for r in CONDITIONING_RECIPES:
+        n.add_run(r, "sudoku", r, {"model.cond.history": p["history_map"]} if r.startswith("history") else {})
+    depth = n.runs["carry_last"].run.training_depth
+    if p["budgets"].strip():
+        grid = _ints(p["budgets"], "budgets")
+        if not grid or grid[0] < 1:
+            raise UsageError(f"parameter budgets={p['budgets']!r}: expected outer-update counts >= 1")
+    else:
+        grid = [max(1, depth // 2)] + [depth * 2 ** k for k in range(16) if depth * 2 ** k <= p["max_budget"]]
+        grid = sorted(set(grid) | {p["max_budget"]})
+    for r in CONDITIONING_RECIPES:
+        n.add_eval(f"budgets/{r}", n.runs[r], "budgets", budgets=tuple(grid), limit=p["limit"] or None)
+    n.derived.update(depth=depth, grid=grid)
+
+
+def watch_the_loop(n: Needs, p: dict) -> None:
+    """Notebook 07: the main models' trajectories (notebook 02's when the parameters agree). The single
+    puzzle recorded for the animation is chosen from these, so it is computed by the notebook itself."""
+    for r in MAIN_RECIPES:
+        n.add_run(r, p["task"], r)
+    snaps = n.runs["infiloop"].run.standard_snapshots()
+    for r in MAIN_RECIPES:
+        n.add_eval(f"depth/{r}", n.runs[r], "evaluate", updates=p["max_updates"], every=1,
+                   limit=p["limit"] or None, snapshots=snaps if snaps[1] <= p["max_updates"] else ())
+
+
+DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
+    "01_main_table": main_table,
+    "02_depth_scaling": depth_scaling,
+    "03_gamma_dynamics": gamma_dynamics,
+    "04_perturbation": perturbation,
+    "05_beta0_ablation": beta0_ablation,
+    "06_conditioning": conditioning,
+    "07_watch_the_loop": watch_the_loop,
+}
+
+
+# ------------------------------------------------------------------------------------------ reading the plan
+
+
+def notebook_name(name: str) -> str:
+    """``"02"``, ``"depth_scaling"`` or ``"02_depth_scaling"`` -> ``"02_depth_scaling"``."""
+    for full in DECLARATIONS:
+        if name in (full, full[:2], full[3:]):
+            return full
+    raise UsageError(f"unknown notebook {name!r}; valid: {', '.join(DECLARATIONS)} (or their number)")
+
+
+def notebook_defaults(name: str) -> dict:
+    """The default values of the cell tagged ``parameters`` of ``notebooks/<name>.py``."""
+    path = NOTEBOOKS / f"{notebook_name(name)}.py"
+    text = path.read_text(encoding="utf-8")
+    m = re.search(r'^# %% tags=\["parameters"\]\n(.*?)^# %%', text, re.S | re.M)
+    if m is None:
+        raise ValueError(f"{path}: no cell tagged parameters")
+    out = {}
+    for node in ast.parse(m.group(1)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+def undeclared_notebooks() -> list[str]:
+    """Notebooks in notebooks/ without a declaration here (their runs and evaluations are not planned)."""
+    return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
+
+
+def needs(notebook: str, profile: str | None = None, **params) -> Needs:
+    """What ``notebook`` reads with these parameters (the others at the notebook's defaults). Parameters
+    the notebook does not declare are ignored, so one parameter set can serve several notebooks."""
+    name = notebook_name(notebook)
+    p = notebook_defaults(name)
+    p.update({k: v for k, v in params.items() if k in p})
+    if profile is not None:
+        p["profile"] = profile
+    if p["profile"] not in PROFILES:
+        raise UsageError(f"unknown profile {p['profile']!r}; valid choices: {', '.join(PROFILES)}")
+    n = Needs(name, p["profile"], p)
+    DECLARATIONS[name](n, p)
+    return n
+
+
+@dataclass
+class Job:
+    """One unit of work for the scheduler: train a run, or compute one evaluation of a trained run."""
+
+    id: str  # "train <run folder>" or "eval <run folder> <cache file>"
+    kind: str  # "train" or "eval"
+    spec: RunSpec
+    eval: EvalSpec | None = None
+    after: list[str] = field(default_factory=list)  # ids of jobs that must finish first
+    notebooks: list[str] = field(default_factory=list)  # who reads it
+    done: bool = False  # already cached
+
+    def to_json(self, profile: str) -> dict:
+        d = {"kind": self.kind, "task": self.spec.task, "recipe": self.spec.recipe, "profile": profile,
+             "overrides": self.spec.overrides}
+        if self.eval is not None:
+            d.update(method=self.eval.kind, args=self.eval.args)
+        return d
+
+
+def jobs(notebooks: list[str], profile: str, params: dict | None = None) -> list[Job]:
+    """Every run and evaluation the notebooks read, each once: runs keyed by their folder, evaluations by
+    their cache file. An evaluation waits for its run's training; a ``budgets`` evaluation of a model
+    without a horizon also waits for the run's trajectories, from which it may be read."""
+    out: dict[str, Job] = {}
+    for nb in notebooks:
+        n = needs(nb, profile, **(params or {}))
+        for s in n.runs.values():
+            job = out.setdefault(f"train {s.run.dir.name}", Job(f"train {s.run.dir.name}", "train", s,
+                                                                  done=s.run.done))
+            job.notebooks.append(n.notebook)
+        for e in n.evals.values():
+            key = f"eval {e.run.run.dir.name} {Path(e.key).name}"
+            job = out.setdefault(key, Job(key, "eval", e.run, e, after=[f"train {e.run.run.dir.name}"],
+                                          done=Path(e.key).is_file()))
+            job.notebooks.append(n.notebook)
+    for job in out.values():
+        if job.kind == "eval" and job.eval.kind == "budgets" and not job.spec.run.model_config().cond.uses_horizon:
+            job.after += [j.id for j in out.values() if j.kind == "eval" and j.eval.kind == "evaluate"
+                          and j.spec.run.dir == job.spec.run.dir]
+    return list(out.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .errors import Parser
+
+    ap = Parser(prog="python -m infiloop manifest", description=__doc__.split("\n\n")[0])
+    ap.add_argument("notebooks", nargs="*", help="notebooks (default: all)")
+    ap.add_argument("--profile", default="tiny")
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                    help="a notebook parameter (value read as YAML)")
+    args = ap.parse_args(argv)
+    import yaml
+
+    names = [notebook_name(x) for x in args.notebooks] or list(DECLARATIONS)
+    for job in jobs(names, args.profile, {k: yaml.safe_load(v) for k, v in args.p}):
+        print(json.dumps({"id": job.id, "after": job.after, "cached": job.done, "notebooks": job.notebooks,
+                          **job.to_json(args.profile)}, default=list))
+    return 0
+
+
+if __name__ == "__main__":
+    from .errors import run_command
+
+    sys.exit(run_command(main, sys.argv[1:]))

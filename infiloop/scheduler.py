@@ -1,0 +1,257 @@
+"""Run the experiment plan's jobs (infiloop/manifest.py) on every core or GPU of this machine.
+
+- **Slots.** On CPU, ``workers`` processes with ``threads`` torch threads each (default: one single-
+  threaded worker per core, the faster split on this project's workloads by ``benchmarks/workers.py``).
+  On CUDA, one slot per visible device: a job sees only its device (``CUDA_VISIBLE_DEVICES``), so two
+  concurrent jobs never share one. A training run that asks for ``gpus > 1`` takes that many free slots
+  and is launched with ``torchrun`` (one process per device, DDP).
+- **Order.** A job starts when the jobs it waits for have finished (an evaluation waits for its run's
+  training); among ready jobs the costliest goes first (longest-processing-time order keeps the tail of
+  the stage short). A job whose prerequisite failed is not started.
+- **Logs.** Each job writes its output to ``<run folder>/logs/<job>.log``; one progress line covers the
+  whole stage (jobs done / total, time left from the jobs' estimated costs).
+
+    python -m infiloop.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1   # one job (used internally)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .manifest import Job
+
+# Workers per core on CPU: 1.0 means one single-threaded process per core (benchmarks/workers.py measured
+# 2 x 1 thread against 1 x 2 threads on this project's 2-core reference machine; see benchmarks/RESULTS.md).
+CPU_WORKERS_PER_CORE = 1.0
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (the affinity mask where the OS has one, e.g. under a container quota)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Slot:
+    """Where one job (or one process of a multi-GPU job) runs."""
+
+    name: str  # "cpu0", "cuda:3"
+    device: str  # the torch device the job is told ("cpu" or "cuda": it sees only its own GPU)
+    threads: int  # torch CPU threads
+    gpu: str | None = None  # the CUDA device id it owns
+
+
+def cpu_slots(workers: int | None = None, threads: int | None = None, cpus: int | None = None) -> list[Slot]:
+    cpus = cpus or usable_cpus()
+    workers = workers or max(1, int(cpus * CPU_WORKERS_PER_CORE))
+    threads = threads or max(1, cpus // workers)
+    return [Slot(f"cpu{i}", "cpu", threads) for i in range(workers)]
+
+
+def visible_gpus() -> list[str]:
+    """The CUDA device ids this process may use: CUDA_VISIBLE_DEVICES when set, else every device torch sees."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def gpu_slots(gpus: list[str] | None = None, threads: int | None = None) -> list[Slot]:
+    gpus = visible_gpus() if gpus is None else gpus
+    if not gpus:
+        raise RuntimeError("device cuda: no CUDA device is visible (CUDA_VISIBLE_DEVICES, torch.cuda)")
+    threads = threads or max(1, usable_cpus() // len(gpus))
+    return [Slot(f"cuda:{g}", "cuda", threads, gpu=g) for g in gpus]
+
+
+def slots_for(device: str, workers: int | None = None, threads: int | None = None,
+              gpus: list[str] | None = None) -> list[Slot]:
+    if device.startswith("cuda"):
+        if ":" in device:  # one named device: every job goes there, one at a time
+            gpus = [device.split(":", 1)[1]]
+        return gpu_slots(gpus, threads)
+    return cpu_slots(workers, threads)
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+def job_name(job: Job) -> str:
+    """A file name for the job's log: ``train`` or ``eval-<cache file stem>``."""
+    if job.kind == "train":
+        return "train"
+    return "eval-" + re.sub(r"[^A-Za-z0-9_.-]", "_", Path(job.eval.key).stem)
+
+
+def log_path(job: Job) -> Path:
+    return job.spec.run.dir / "logs" / f"{job_name(job)}.log"
+
+
+def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]:
+    """The command line and environment that run ``job`` on ``slots`` (several only for multi-GPU training)."""
+    env = dict(os.environ)
+    if slots[0].gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(s.gpu for s in slots)
+    if job.kind == "train":
+        args = ["-m", "infiloop", "train", "--profile", profile, "--task", job.spec.task, "--connection",
+                job.spec.recipe, "--device", slots[0].device, "--threads", str(slots[0].threads), "--quiet"]
+        for k, v in job.spec.overrides.items():
+            args += ["--set", f"{k}={json.dumps(v)}"]
+        if len(slots) > 1:
+            return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    f"--nproc_per_node={len(slots)}", *args[1:]], env
+        return [sys.executable, *args], env
+    return [sys.executable, "-m", "infiloop.scheduler", "job", json.dumps(job.to_json(profile), default=list),
+            "--device", slots[0].device, "--threads", str(slots[0].threads)], env
+
+
+def _popen(cmd: list[str], env: dict, log: Path):
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
+
+
+# ------------------------------------------------------------------------------------------ the stage
+
+
+@dataclass
+class Report:
+    done: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # a prerequisite failed
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # wall time x slots per job
+    seconds: float = 0.0
+
+
+def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[Job], float] | None = None,
+             gpus_per_run: int = 1, launch=_popen, poll: float = 0.5, progress: bool = True) -> Report:
+    """Run every job not yet done, as many at a time as there are slots; see the module docstring."""
+    from tqdm.auto import tqdm
+
+    cost = cost or (lambda job: 1.0)
+    todo = {j.id: j for j in jobs if not j.done}
+    finished = {j.id for j in jobs if j.done}
+    report, free, running = Report(), list(slots), {}
+    total = sum(cost(j) for j in todo.values())
+    bar = tqdm(total=total, disable=not progress, unit="s", unit_scale=True, dynamic_ncols=True,
+               bar_format="{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
+
+    def describe():
+        bar.set_description(f"jobs {len(report.done) + len(report.failed) + len(report.skipped)}/{len(todo)} "
+                            f"({len(running)} running)")
+
+    t0 = time.time()
+    describe()
+    while todo or running:
+        # a job whose prerequisite failed or was skipped never starts
+        for j in [j for j in todo.values() if any(a in report.failed or a in report.skipped for a in j.after)]:
+            report.skipped.append(todo.pop(j.id).id)
+            bar.update(cost(j))
+        ready = sorted((j for j in todo.values() if all(a in finished for a in j.after)), key=cost, reverse=True)
+        for j in ready:
+            need = gpus_per_run if (j.kind == "train" and free and free[0].gpu is not None) else 1
+            if len(free) < need:
+                continue
+            mine, free = free[:need], free[need:]
+            cmd, env = command(j, profile, mine)
+            running[j.id] = (launch(cmd, env, log_path(j)), mine, time.time(), todo.pop(j.id))
+            describe()
+        if not running:
+            if todo:  # nothing can start: prerequisites outside this list
+                for j in list(todo.values()):
+                    report.skipped.append(todo.pop(j.id).id)
+            break
+        time.sleep(poll)
+        for jid, (proc, mine, started, j) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[jid]
+            free = free + mine
+            report.cpu_seconds[jid] = (time.time() - started) * len(mine)
+            if proc.returncode == 0:
+                report.done.append(jid)
+                finished.add(jid)
+            else:
+                report.failed.append(jid)
+                print(f"[scheduler] FAILED {jid}: see {log_path(j)}", file=sys.stderr, flush=True)
+            bar.update(cost(j))
+            describe()
+    bar.close()
+    report.seconds = time.time() - t0
+    return report
+
+
+def simulate(seconds: dict[str, float], after: dict[str, list[str]], slots: int) -> float:
+    """Wall time of :func:`run_jobs`'s order (ready jobs, costliest first, on ``slots`` slots) for jobs that
+    take ``seconds[id]`` and wait for ``after[id]``: how ``plan`` turns job estimates into a stage's time."""
+    import heapq
+
+    now, free, running, done = 0.0, slots, [], set()
+    todo = dict(seconds)
+    while todo or running:
+        ready = sorted((j for j in todo if all(a in done or a not in seconds for a in after.get(j, []))),
+                       key=lambda j: todo[j], reverse=True)
+        for j in ready[:free]:
+            heapq.heappush(running, (now + todo.pop(j), j))
+            free -= 1
+        if not running:
+            break
+        now, j = heapq.heappop(running)
+        done.add(j)
+        free += 1
+    return now
+
+
+# ------------------------------------------------------------------------------------------ one job
+
+
+def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
+    """Execute one job description (``Job.to_json``) in this process."""
+    import torch
+
+    from . import experiments
+
+    if threads:
+        torch.set_num_threads(threads)
+    if spec["kind"] == "train":
+        experiments.get_run(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], device=device,
+                            progress=False)
+        return
+    run = experiments.resolve(spec["task"], spec["recipe"], spec["profile"], spec["overrides"])
+    t0 = time.time()
+    _, path = getattr(run, spec["method"])(**spec["args"], device=device, progress=False)
+    print(f"{path} in {time.time() - t0:.1f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .errors import run_command
+
+    def _main(argv):
+        ap = argparse.ArgumentParser(prog="python -m infiloop.scheduler")
+        sub = ap.add_subparsers(dest="cmd", required=True)
+        j = sub.add_parser("job", help="run one job of the plan (JSON as printed by python -m infiloop.manifest)")
+        j.add_argument("spec")
+        j.add_argument("--device", default="cpu")
+        j.add_argument("--threads", type=int, default=0)
+        args = ap.parse_args(argv)
+        run_one(json.loads(args.spec), args.device, args.threads)
+        return 0
+
+    return run_command(_main, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

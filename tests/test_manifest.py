@@ -1,0 +1,80 @@
+"""The experiment plan as data (infiloop/manifest.py): each notebook's runs and evaluations, declared once,
+deduplicated by cache key, in the order the scheduler needs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infiloop import experiments, manifest
+from infiloop.cli import main
+
+
+@pytest.fixture(scope="module")
+def smoke_jobs():
+    return manifest.jobs(list(manifest.DECLARATIONS), "smoke")
+
+
+def test_every_notebook_is_declared_with_stable_ids():
+    assert manifest.undeclared_notebooks() == []
+    n05 = manifest.needs("05", "smoke")
+    assert set(n05.runs) == {f"ablation/{k}" for k in experiments.ABLATIONS} == set(n05.evals)
+    assert set(manifest.needs("06", "smoke").runs) == set(experiments.CONDITIONING_RECIPES)
+    assert set(manifest.needs("01", "smoke", tasks="sudoku,arc1").evals) == {
+        f"{t}/{r}" for t in ("sudoku", "arc1") for r in experiments.MAIN_RECIPES}
+
+
+def test_a_trajectory_read_by_several_notebooks_is_one_job(smoke_jobs):
+    """Notebooks 02, 03 and 07 read InfiLoop's trajectory to max_updates with the same snapshots: one job."""
+    infiloop_dir = manifest.needs("02", "smoke").runs["infiloop"].run.dir
+    depth = [j for j in smoke_jobs if j.kind == "eval" and j.spec.run.dir == infiloop_dir
+             and any(n in j.notebooks for n in ("02_depth_scaling", "03_gamma_dynamics", "07_watch_the_loop"))]
+    assert len(depth) == 1 and depth[0].notebooks == ["02_depth_scaling", "03_gamma_dynamics", "07_watch_the_loop"]
+    ids = [j.id for j in smoke_jobs]
+    assert len(ids) == len(set(ids))
+    keys = [j.eval.key for j in smoke_jobs if j.kind == "eval"]
+    assert len(keys) == len(set(keys))  # no two jobs write the same cache file
+    # the main runs are trained once for every notebook that reads them
+    train = {j.spec.run.dir.name: j for j in smoke_jobs if j.kind == "train"}
+    assert len(train) == len({j.spec.run.dir for j in smoke_jobs})
+
+
+def test_an_evaluation_waits_for_its_training_and_budgets_for_the_trajectories(smoke_jobs):
+    by_id = {j.id: j for j in smoke_jobs}
+    for j in smoke_jobs:
+        if j.kind == "eval":
+            assert f"train {j.spec.run.dir.name}" in j.after and all(a in by_id for a in j.after)
+    budgets = {j.spec.recipe: j for j in smoke_jobs if j.kind == "eval" and j.eval.kind == "budgets"}
+    assert any(by_id[a].kind == "eval" for a in budgets["carry_last"].after)  # read from 02's trajectory
+    assert [a for a in budgets["loop_gating"].after if by_id[a].kind == "eval"] == []  # told each budget
+
+
+def test_a_notebook_parameter_changes_its_evaluations_only():
+    base = manifest.needs("02", "smoke")
+    other = manifest.needs("02", "smoke", max_updates=48, limit=16, unrelated=1)
+    assert other.evals["depth/infiloop"].args["updates"] == 48 and other.params["limit"] == 16
+    assert base.evals["depth/infiloop"].key != other.evals["depth/infiloop"].key
+    assert base.runs["infiloop"].key == other.runs["infiloop"].key
+    assert other.derived == base.derived  # the snapshot depths come from the run, not from max_updates
+
+
+def test_the_declared_evaluation_is_the_one_the_notebook_loads(smoke_run, monkeypatch):
+    """``need.result`` computes through ``Run.evaluate`` and writes the declared cache file."""
+    monkeypatch.setattr(experiments, "RUNS", smoke_run.dir.parents[1])
+    need = manifest.needs("03", "smoke", max_updates=12, limit=8)
+    spec = need.evals["depth/infiloop"]
+    assert spec.run.run.dir == smoke_run.dir
+    traj = need.result("depth/infiloop", progress=False)
+    assert traj["correct"].shape == (12, 8) and spec.key.endswith(".npz")
+    assert __import__("pathlib").Path(spec.key).is_file()
+
+
+def test_manifest_command(capsys):
+    assert main(["manifest", "--profile", "smoke", "06", "-p", "max_budget", "32"]) == 0
+    lines = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
+    assert {ln["kind"] for ln in lines} == {"train", "eval"}
+    assert all(ln["args"]["budgets"][-1] == 32 for ln in lines if ln["kind"] == "eval")
+    assert main(["manifest", "--profile", "smoke", "05", "-p", "budget_long", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: parameter budget_long=2: expected more than budget_short=8"]

@@ -1,0 +1,137 @@
+"""The scheduler of the compute stage: slots, order, prerequisites, devices never shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from infiloop import scheduler
+from infiloop.manifest import Job
+
+
+def fake_job(jid: str, kind: str = "eval", after=(), tmp: Path = Path("/tmp")) -> Job:
+    """A job whose run folder is a temporary one; only what the scheduler reads is filled in."""
+    run = SimpleNamespace(dir=tmp / jid.replace(" ", "_"))
+    spec = SimpleNamespace(run=run, task="sudoku", recipe="infiloop", overrides={"train.seed": 0})
+    ev = None if kind == "train" else SimpleNamespace(kind="evaluate", args={}, key=str(run.dir / "eval" / "x.npz"))
+    return Job(jid, kind, spec, ev, after=list(after))
+
+
+class FakeLauncher:
+    """Stands in for subprocess.Popen: each process ends after ``polls`` polls with the given exit code,
+    and every launch records the devices of the jobs running at that moment."""
+
+    def __init__(self, polls: int = 3, fail: tuple[str, ...] = ()):
+        self.polls, self.fail = polls, fail
+        self.running: list[SimpleNamespace] = []
+        self.launched: list[tuple[list[str], str]] = []
+        self.overlaps: list[set] = []
+
+    def __call__(self, cmd, env, log):
+        devices = set(env.get("CUDA_VISIBLE_DEVICES", "").split(",")) - {""}
+        busy = [p for p in self.running if p.left > 0]
+        for p in busy:
+            if p.devices & devices:
+                self.overlaps.append(p.devices & devices)
+        proc = SimpleNamespace(left=self.polls, devices=devices, cmd=cmd, returncode=None)
+        proc.returncode = 1 if any(f in " ".join(cmd) for f in self.fail) else 0
+
+        def poll(p=proc):
+            p.left -= 1
+            return None if p.left > 0 else p.returncode
+
+        proc.poll = poll
+        self.running.append(proc)
+        self.launched.append((cmd, env.get("CUDA_VISIBLE_DEVICES", "")))
+        return proc
+
+
+def test_cpu_slots_split_the_cores():
+    slots = scheduler.cpu_slots(cpus=8)
+    assert len(slots) == 8 and all(s.threads == 1 and s.device == "cpu" for s in slots)
+    slots = scheduler.cpu_slots(workers=2, cpus=8)
+    assert len(slots) == 2 and all(s.threads == 4 for s in slots)
+
+
+def test_gpu_slots_follow_the_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert [s.gpu for s in scheduler.gpu_slots()] == ["2", "5"]
+    assert [s.name for s in scheduler.slots_for("cuda:7")] == ["cuda:7"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(RuntimeError, match="no CUDA device is visible"):
+        scheduler.gpu_slots()
+
+
+def test_concurrent_jobs_never_share_a_gpu(tmp_path):
+    """Four simulated devices, eight runs and sixteen evaluations: at every launch the new job's device is
+    not held by a running job, and every job runs after its prerequisites."""
+    jobs = []
+    for i in range(8):
+        jobs.append(fake_job(f"train r{i}", "train", tmp=tmp_path))
+        jobs += [fake_job(f"eval r{i} {k}", after=[f"train r{i}"], tmp=tmp_path) for k in range(2)]
+    launcher = FakeLauncher(polls=2)
+    order = []
+    real = launcher.__call__
+
+    def launch(cmd, env, log):
+        order.append(log.parent.parent.name)
+        return real(cmd, env, log)
+
+    slots = scheduler.gpu_slots(["0", "1", "2", "3"])
+    report = scheduler.run_jobs(jobs, "smoke", slots, launch=launch, poll=0, progress=False)
+    assert sorted(report.done) == sorted(j.id for j in jobs) and not report.failed
+    assert launcher.overlaps == []
+    assert {d for _, d in launcher.launched} == {"0", "1", "2", "3"}
+    for i in range(8):  # both evaluations of run i start after its training
+        first_eval = min(order.index(f"eval_r{i}_{k}") for k in range(2))
+        assert order.index(f"train_r{i}") < first_eval
+
+
+def test_a_run_asking_for_several_gpus_takes_them_and_uses_torchrun(tmp_path):
+    jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("train b", "train", tmp=tmp_path),
+            fake_job("eval a", after=["train a"], tmp=tmp_path)]
+    launcher = FakeLauncher(polls=3)
+    report = scheduler.run_jobs(jobs, "smoke", scheduler.gpu_slots(["0", "1", "2", "3"]), gpus_per_run=2,
+                                launch=launcher, poll=0, progress=False)
+    assert not report.failed and launcher.overlaps == []
+    trains = [(cmd, d) for cmd, d in launcher.launched if "train" in cmd]
+    assert len(trains) == 2 and all(len(d.split(",")) == 2 for _, d in trains)
+    assert all("torch.distributed.run" in cmd and "--nproc_per_node=2" in cmd for cmd, _ in trains)
+    evals = [(cmd, d) for cmd, d in launcher.launched if "train" not in cmd]
+    assert len(evals) == 1 and len(evals[0][1].split(",")) == 1  # an evaluation takes one device
+
+
+def test_a_failed_training_skips_its_evaluations_and_not_the_others(tmp_path):
+    jobs = [fake_job("train bad", "train", tmp=tmp_path), fake_job("eval bad", after=["train bad"], tmp=tmp_path),
+            fake_job("train good", "train", tmp=tmp_path), fake_job("eval good", after=["train good"], tmp=tmp_path)]
+    launcher = FakeLauncher(polls=1, fail=("bad.marker",))
+    jobs[0].spec.overrides = {"bad.marker": 1}  # only this one's command fails
+    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), launch=launcher, poll=0,
+                                progress=False)
+    assert report.failed == ["train bad"] and report.skipped == ["eval bad"]
+    assert sorted(report.done) == ["eval good", "train good"]
+
+
+def test_costliest_ready_job_starts_first(tmp_path):
+    jobs = [fake_job(f"eval {c}", tmp=tmp_path) for c in ("small", "big", "mid")]
+    cost = {"eval small": 1, "eval big": 9, "eval mid": 5}
+    order = []
+    launcher = FakeLauncher(polls=1)
+
+    def launch(cmd, env, log):
+        order.append(log.parent.parent.name)
+        return launcher(cmd, env, log)
+
+    scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=1, cpus=1), cost=lambda j: cost[j.id],
+                       launch=launch, poll=0, progress=False)
+    assert order == ["eval_big", "eval_mid", "eval_small"]
+
+
+def test_simulate_is_the_makespan_of_that_order():
+    # two slots; a (4) and b (3) start at once, c (2) waits for a; d (3) starts when b ends at 3
+    seconds = {"a": 4, "b": 3, "c": 2, "d": 3}
+    assert scheduler.simulate(seconds, {"c": ["a"]}, 2) == 6  # b 0-3, d 3-6 ; a 0-4, c 4-6
+    assert scheduler.simulate(seconds, {}, 1) == 12
+    assert scheduler.simulate(seconds, {"d": ["c"], "c": ["a"]}, 4) == 9
