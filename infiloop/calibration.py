@@ -45,7 +45,7 @@ TASK = "sudoku"
 
 # A row's settings, each optional (the base profile's value otherwise):
 #   profile    base profile (default "tiny")
-#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/profiles.py): side, box, blanks,
+#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/datasets.py): side, box, blanks,
 #              needs_search, min_rating, n_train, ...
 #   d_model, n_heads, n_layers, mixer ("mlp": TRM's token-mixing MLP, "attention"), H, L   the model
 #   max_segments, steps                                  training depth is H x max_segments outer updates
@@ -228,7 +228,7 @@ def run_model(name: str, row: dict, recipe: str, seed: int, root: Path = RUNS, p
 def _init_worker(data_root: Path) -> None:
     """A worker process: one torch thread, and the parent's data folder."""
     torch.set_num_threads(1)
-    tasks.profiles.DATA_ROOT = data_root
+    tasks.datasets.DATA_ROOT = data_root
 
 
 def _job(args) -> dict:
@@ -314,7 +314,7 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
     else:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(tasks.profiles.DATA_ROOT,)) as ex:
+                                 initargs=(tasks.datasets.DATA_ROOT,)) as ex:
             futures = {ex.submit(_job, w): w for w in work}
             for f in as_completed(futures):
                 finished(futures[f], None if f.exception() else f.result(), f.exception())

@@ -9,7 +9,7 @@ import pytest
 
 from infiloop.tasks import DATA_PROFILES, TASKS, DataError, TaskData, build, info, load
 from infiloop.tasks.cli import main
-from infiloop.tasks.profiles import DATA_ROOT, ROOT, describe
+from infiloop.tasks.datasets import DATA_ROOT, ROOT, describe
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..config import coerce, parse_setting, type_of_default
 from ..errors import Parser, run_command
 from . import maze, sudoku
-from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build, describe, describe_markdown, profile_config
+from .datasets import DATA_PROFILES, DATA_ROOT, TASKS, build, describe, describe_markdown, profile_config
 
 
 def _range(s: str) -> tuple[int, int]:

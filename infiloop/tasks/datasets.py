@@ -1,10 +1,11 @@
-"""Data profiles and the cached builder (SPEC §4; DESIGN "Profiles", "Data flow").
+"""The dataset registry and the cached builder (SPEC §4; DESIGN "Profiles", "Data flow").
 
-``DATA_PROFILES[profile][task]`` is plain data. :func:`build` writes ``train.npz``/``test.npz``
-(:class:`TaskData`) and, for generated Sudoku/Maze sets, the public-format CSVs of the base puzzles,
-under ``data/<task>/<profile>/`` (``<profile>-<hash>`` with overrides), plus ``build.json``, written
-last, that records the config, what was done (downloaded or generated, and why) and a summary. A
-later call with the same config returns the files without rebuilding.
+``DATA_PROFILES[profile][task]`` is plain data: the data set of each task at each data profile.
+:func:`build` writes ``train.npz``/``test.npz`` (:class:`TaskData`) and, for generated Sudoku/Maze sets,
+the public-format CSVs of the base puzzles, under ``data/<task>/<profile>/`` (``<profile>-<hash>`` with
+overrides), plus ``build.json``, written last, that records the config, what was done (downloaded or
+generated, and why) and a summary. A later call with the same config returns the files without
+rebuilding.
 """
 
 from __future__ import annotations
