@@ -202,11 +202,11 @@ def find_arc_runs(profile: str, seed: int, which: str = "auto", root=None) -> tu
     """The trained carry-last and InfiLoop ARC models of the first set in ``which`` (arc1, arc2, auto: arc1
     then arc2, none) that has a trained InfiLoop model; trains nothing. Returns (set, {recipe: run}, why not),
     with an empty set name and the reason when there is none."""
-    from .experiments import RUNS, trained_run
+    from .experiments import trained_run
 
     names = {"auto": ["arc1", "arc2"], "none": []}.get(which, [which])
     for name in names:
-        found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root or RUNS)
+        found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root)
                  for r in ("carry_last", "infiloop")}
         if found["infiloop"] is not None:
             return name, {r: run for r, run in found.items() if run is not None}, ""

@@ -20,11 +20,8 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 
 from .errors import Parser, UsageError, run_command
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TRAIN_EXAMPLES = """examples:
   python -m infiloop train --profile smoke --set train.lr=3e-4

@@ -27,16 +27,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import tasks
+from . import paths, tasks
 from .config import coerce, field_type, parse_setting, type_of_default
 from .errors import UsageError
 from .evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
 from .model import LoopedReasoner, ModelConfig
 from .tasks.base import DataError, TaskData, atomic_write_text, remove_stale_temps
 from .training import DONE, WEIGHTS, TrainConfig, load_weights, train
-
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "runs"
 
 # Connection recipes: the experiment-level names of SPEC sections 6 and 8, as model settings.
 RECIPES: dict[str, dict] = {
@@ -201,8 +198,8 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
 
 def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
     """Grid, box, vocabulary and puzzle count of a built training set (builds it if needed)."""
-    paths = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
-    with np.load(paths["train"], allow_pickle=False) as f:
+    files = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
+    with np.load(files["train"], allow_pickle=False) as f:
         return json.loads(str(f["header"]))
 
 
@@ -392,15 +389,17 @@ class Run:
         return data
 
 
-def run_dir_for(cfg: dict, root: Path = RUNS) -> Path:
+def run_dir_for(cfg: dict, root: Path | None = None) -> Path:
+    """The folder of a run in the run cache ``root`` (default ``paths.RUNS``)."""
+    root = paths.RUNS if root is None else root
     return Path(root) / cfg["task"] / f"{cfg['recipe']}-{cfg['profile']}-{config_hash(cfg)}"
 
 
 def resolve(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
             root: Path | None = None, run_dir: str | Path | None = None) -> Run:
-    """The run for this configuration (trained or not); ``root`` defaults to ``RUNS``."""
+    """The run for this configuration (trained or not); ``root`` defaults to ``paths.RUNS``."""
     cfg = resolve_config(task, recipe, profile, overrides)
-    d = Path(run_dir) if run_dir else run_dir_for(cfg, RUNS if root is None else root)
+    d = Path(run_dir) if run_dir else run_dir_for(cfg, root)
     run = Run(d, cfg)
     _check_same_config(run)
     return run
@@ -462,9 +461,10 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
 
 
 def trained_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
-                root: Path = RUNS) -> Run | None:
+                root: Path | None = None) -> Run | None:
     """The run for this configuration if it has finished training, else ``None``. Trains nothing, and
     builds no data unless a finished run of this task, recipe and profile exists."""
+    root = paths.RUNS if root is None else root
     if not any((Path(root) / task).glob(f"{recipe}-{profile}-*/{DONE}")):
         return None
     run = resolve(task, recipe, profile, overrides, root)

@@ -39,11 +39,9 @@ from typing import Protocol
 
 import numpy as np
 
-from . import experiments
+from . import experiments, paths
 from .tasks.base import atomic_write_text
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
 EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of 3
@@ -101,9 +99,9 @@ def gpu_hours_estimate(model_cfg, steps: int, batch_size: int, tflops: float = A
 
 def notebook_defaults(name: str) -> dict:
     """The default values of the cell tagged ``parameters`` of ``notebooks/<name>*.py``."""
-    matches = sorted(NOTEBOOKS.glob(f"{name}*.py"))
+    matches = sorted(paths.NOTEBOOKS.glob(f"{name}*.py"))
     if not matches:
-        raise FileNotFoundError(f"{NOTEBOOKS}/{name}*.py: no such notebook")
+        raise FileNotFoundError(f"{paths.NOTEBOOKS}/{name}*.py: no such notebook")
     text = matches[0].read_text(encoding="utf-8")
     m = re.search(r'^# %% tags=\["parameters"\]\n(.*?)^# %%', text, re.S | re.M)
     if m is None:
@@ -291,7 +289,7 @@ PLANNED_NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07")  # the notebooks 
 
 def unplanned_notebooks() -> list[str]:
     """Notebooks in notebooks/ whose evaluations this plan does not list (their cost is not estimated)."""
-    return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem[:2] not in PLANNED_NOTEBOOKS]
+    return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem[:2] not in PLANNED_NOTEBOOKS]
 
 
 def make_plan(profile: str, device: str = "cpu", jobs: int | None = None) -> Plan:
@@ -426,7 +424,7 @@ class Calibration:
         import torch
 
         self.device, self.timer = device, timer or MeasuredTimer()
-        self.path = path or Path(experiments.RUNS) / CALIBRATION
+        self.path = path or paths.RUNS / CALIBRATION
         self.prefix = f"{device_name(device)} | torch {torch.__version__}"
         self.entries = self._load()  # other devices' and shapes' timings are kept when saving
         self.fresh, self.refreshed = fresh, set()  # fresh: measure every timing this plan needs again

@@ -4,7 +4,7 @@
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
-``results/<profile>/`` for provenance.
+``results/<profile>/`` for provenance (``results/`` is ``paths.RESULTS``).
 """
 
 from __future__ import annotations
@@ -20,23 +20,21 @@ from pathlib import Path
 
 import yaml
 
+from . import paths
 from .errors import Parser
 from .experiments import PROFILES, planned_runs
 from .tasks.base import atomic_write_text
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_DIR = ROOT / "notebooks"
-
 
 def notebooks() -> list[str]:
-    return sorted(p.stem for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    return sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
 def declared_parameters(name: str) -> set[str]:
     """The parameters a notebook declares in its cell tagged ``parameters``."""
     import papermill as pm
 
-    return set(pm.inspect_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb")))
+    return set(pm.inspect_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb")))
 
 
 def _now() -> str:
@@ -99,7 +97,7 @@ def _train_all(profile: str, jobs: int, device: str) -> None:
             for k, v in over.items():
                 cmd += ["--set", f"{k}={json.dumps(v)}"]
             print(f"[reproduce] train {task}/{recipe} {over or ''}", file=sys.stderr, flush=True)
-            running.append((subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL), (task, recipe, over)))
+            running.append((subprocess.Popen(cmd, cwd=paths.ROOT, stdout=subprocess.DEVNULL), (task, recipe, over)))
         time.sleep(0.5)
         for proc, spec in list(running):
             if proc.poll() is not None:
@@ -115,9 +113,9 @@ def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     mine = declared_parameters(name)  # -p applies to the notebooks that declare it (a notebook refuses others)
-    pm.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
+    pm.execute_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
                         parameters={"profile": profile, **{k: v for k, v in params.items() if k in mine}},
-                        kernel_name="python3", cwd=str(ROOT), progress_bar=True)
+                        kernel_name="python3", cwd=str(paths.ROOT), progress_bar=True)
 
 
 def default_device(profile: str) -> str:
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"-p {', '.join(sorted(set(params) - known))}: not a parameter of the selected notebooks "
                  f"(theirs: {', '.join(sorted(known))})")
     params.setdefault("device", args.device)
-    out_dir = ROOT / "results" / args.profile
+    out_dir = paths.RESULTS / args.profile
     out_dir.mkdir(parents=True, exist_ok=True)
     stages = Stages(out_dir / "stages.json")
     t0 = time.time()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from . import experiments
+from . import experiments, paths
 from .errors import UsageError
 from .tasks.base import DataError, atomic_write
 from .training import DONE, METRICS, WEIGHTS
@@ -51,8 +51,8 @@ _CHUNK = 1 << 20
 
 
 def runs_root(root: str | os.PathLike | None = None) -> Path:
-    """The run cache: ``root`` if given, else ``experiments.RUNS`` (read now, so that tests can move it)."""
-    return Path(root) if root is not None else Path(experiments.RUNS)
+    """The run cache: ``root`` if given, else ``paths.RUNS`` (read now, so that tests can move it)."""
+    return Path(root) if root is not None else paths.RUNS
 
 
 def sha256_file(path: Path) -> str:

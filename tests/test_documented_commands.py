@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from infiloop.cli import main
+from infiloop.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "python -m infiloop "
 
 SLOW = {
@@ -88,13 +88,10 @@ def test_the_readme_and_help_show_commands():
 @pytest.fixture
 def roots(tmp_path, monkeypatch):
     """Run, data and report roots in a temporary folder, for commands that write."""
-    import infiloop.experiments as experiments
-    import infiloop.report as report
-    import infiloop.tasks.cli as data_cli
+    from infiloop import paths
 
-    monkeypatch.setattr(experiments, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(data_cli, "DATA_ROOT", tmp_path / "data")
-    monkeypatch.setattr(report, "ROOT", tmp_path)
+    for name in ("RUNS", "DATA", "RESULTS", "FIGURES"):
+        monkeypatch.setattr(paths, name, tmp_path / name.lower())
     monkeypatch.chdir(tmp_path)  # a relative output (`runs export ... -o my_runs.tar`) lands here
     return tmp_path
 

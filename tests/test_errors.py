@@ -7,15 +7,13 @@ import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from infiloop.cli import main
+from infiloop.paths import ROOT
 from infiloop.tasks import sudoku
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:

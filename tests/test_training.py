@@ -7,12 +7,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
 from infiloop.experiments import get_run, resolve, resolve_config
+from infiloop.paths import ROOT
 from infiloop.training import (
     AdamATan2,
     TrainConfig,
@@ -20,8 +20,6 @@ from infiloop.training import (
     lr_at,
     stablemax_cross_entropy,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_stablemax_cross_entropy_by_hand(gen):

@@ -10,7 +10,7 @@
 """
 
 from .base import IGNORE_LABEL_ID, PAD_ID, DataError, TaskData
-from .datasets import DATA_PROFILES, DATA_ROOT, TASKS, build, info, load, profile_config
+from .datasets import DATA_PROFILES, TASKS, build, info, load, profile_config
 from .scoring import exact_accuracy, wrong_cells
 from .voting import Attempt, attempts_from_predictions, solutions_from_data, vote_pass_at_k, vote_pass_at_k_per_run
 
@@ -18,7 +18,7 @@ from .voting import Attempt, attempts_from_predictions, solutions_from_data, vot
 VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "arc1": 12, "arc2": 12}
 
 __all__ = [
-    "DATA_PROFILES", "DATA_ROOT", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
+    "DATA_PROFILES", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
     "TaskData", "attempts_from_predictions", "build", "exact_accuracy", "info", "load", "profile_config",
     "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run", "wrong_cells",
 ]

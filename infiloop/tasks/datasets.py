@@ -19,12 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import paths
 from . import arc, maze, sudoku
 from .base import DataError, TaskData, atomic_write_text
 from .hub import HubUnavailable, fetch
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA_ROOT = ROOT / "data"
 TASKS = ("sudoku", "maze", "arc1", "arc2")
 
 DATA_PROFILES: dict[str, dict[str, dict]] = {
@@ -130,18 +129,18 @@ def build(task: str, profile: str, root: Path | None = None, overrides: dict | N
 
     Returns paths: ``train``, ``test`` (.npz), ``manifest`` (build.json) and, where there are CSVs,
     ``train_csv``/``test_csv``. The manifest's ``source`` says whether the data was downloaded or
-    generated, and why. ``root`` defaults to :data:`DATA_ROOT` (read at call time).
+    generated, and why. ``root`` defaults to ``paths.DATA`` (read at call time).
     """
-    root = DATA_ROOT if root is None else Path(root)
+    root = paths.DATA if root is None else Path(root)
     cfg = profile_config(task, profile, overrides)
     out = build_dir(task, profile, overrides, root)
     manifest = out / "build.json"
     if manifest.is_file() and not force:
         m = json.loads(manifest.read_text())
-        paths = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
-        if m.get("config") == cfg and all(p.is_file() for p in paths.values()):
+        files = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
+        if m.get("config") == cfg and all(p.is_file() for p in files.values()):
             _say(verbose, f"{task}/{profile}: cached in {out} ({m['source']})")
-            return {**paths, "manifest": manifest}
+            return {**files, "manifest": manifest}
     t0 = time.time()
     builder = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}[task]
     files, source, summary = builder(task, cfg, out, Path(root), verbose)
@@ -155,7 +154,7 @@ def build(task: str, profile: str, root: Path | None = None, overrides: dict | N
 
 def info(task: str, profile: str, root: Path | None = None, overrides: dict | None = None) -> dict:
     """The manifest of a built set (config, source, summary)."""
-    p = build_dir(task, profile, overrides, DATA_ROOT if root is None else root) / "build.json"
+    p = build_dir(task, profile, overrides, paths.DATA if root is None else root) / "build.json"
     if not p.is_file():
         raise DataError(f"{p}: not built yet (run `python -m infiloop data build --task {task} --profile {profile}`)")
     return json.loads(p.read_text())
@@ -176,11 +175,11 @@ def describe(task: str, profile: str, root: Path | None = None, overrides: dict 
     (:func:`sudoku.difficulty`); Maze path length, dead ends and path share (:func:`maze.difficulty`)."""
     if task not in ("sudoku", "maze"):
         raise ValueError(f"describe covers sudoku and maze, not {task!r}")
-    paths = build(task, profile, root, overrides, verbose=verbose)
+    files = build(task, profile, root, overrides, verbose=verbose)
     out = {"task": task, "profile": profile, "overrides": overrides or {},
-           "source": json.loads(paths["manifest"].read_text())["source"]}
+           "source": json.loads(files["manifest"].read_text())["source"]}
     for split in ("train", "test"):
-        d = TaskData.load(paths[split])
+        d = TaskData.load(files[split])
         if task == "sudoku":
             base = d.subset(np.flatnonzero(d.meta["aug"] == 0)) if "aug" in d.meta else d
             out[split] = sudoku.difficulty(sudoku.from_taskdata(base))
