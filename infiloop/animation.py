@@ -45,8 +45,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
+from .io import atomic_write
 from .plotting import COLORS, LABELS
-from .tasks.base import IGNORE_LABEL_ID, atomic_write
+from .tasks.base import IGNORE_LABEL_ID
 
 DPI = 80  # pixels per inch of every frame; figure sizes below are whole multiples of 1/DPI inch
 MAX_FRAMES = 100

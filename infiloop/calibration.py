@@ -34,8 +34,8 @@ from tqdm.auto import tqdm
 
 from . import analysis, paths, tasks
 from .experiments import PROFILES, get_run, resolve_config
+from .io import atomic_write_text
 from .layers import swiglu_width
-from .tasks.base import atomic_write_text
 
 DOC = paths.DOCS / "calibration.md"
 CONNECTIONS = ("carry_last", "infiloop")

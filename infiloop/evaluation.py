@@ -41,8 +41,9 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from .io import load_npz, save_npz
 from .model import Carry, LoopedReasoner
-from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write
+from .tasks.base import IGNORE_LABEL_ID, TaskData
 
 TRAJECTORY_KEYS = ("correct", "wrong_cells", "wrong_cells_candidate", "q_halt", "state_change", "gamma_outer",
                    "score_outer", "gamma_inner", "score_inner")
@@ -304,12 +305,11 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
 
 def save_trajectory(path: str | Path, traj: dict[str, np.ndarray]) -> Path:
     """Write a trajectory atomically as a compressed .npz (no pickled objects)."""
-    return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **traj), suffix=".npz")
+    return save_npz(path, traj)
 
 
 def load_trajectory(path: str | Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in f.files}
+    return load_npz(path)
 
 
 def accuracy_by_depth(traj: dict[str, np.ndarray]) -> list[tuple[int, float]]:

@@ -14,12 +14,11 @@ Overrides are dotted keys: ``model.outer.beta=0.1``, ``train.lr=3e-4``, ``data.n
 from __future__ import annotations
 
 import copy
-import fcntl
 import hashlib
 import json
 import math
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +30,10 @@ from . import paths, tasks
 from .config import coerce, field_type, parse_setting, type_of_default
 from .errors import UsageError
 from .evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
+from .io import atomic_write_text, load_npz, load_weights, locked, remove_stale_temps
 from .model import LoopedReasoner, ModelConfig
-from .tasks.base import DataError, TaskData, atomic_write_text, remove_stale_temps
-from .training import DONE, WEIGHTS, TrainConfig, load_weights, train
+from .tasks.base import DataError, TaskData
+from .training import DONE, WEIGHTS, TrainConfig, train
 
 # Connection recipes: the experiment-level names of SPEC sections 6 and 8, as model settings.
 RECIPES: dict[str, dict] = {
@@ -199,8 +199,7 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
 def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
     """Grid, box, vocabulary and puzzle count of a built training set (builds it if needed)."""
     files = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
-    with np.load(files["train"], allow_pickle=False) as f:
-        return json.loads(str(f["header"]))
+    return json.loads(str(load_npz(files["train"], ["header"])["header"]))
 
 
 def config_hash(cfg: dict) -> str:
@@ -424,17 +423,6 @@ def _check_same_config(run: Run) -> None:
         raise UsageError(f"{run.dir}: holds a run with a different configuration; choose another --run-dir")
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
             root: Path | None = None, run_dir: str | Path | None = None, device: str = "cpu",
             max_steps: int | None = None, progress: bool = True) -> Run:
@@ -446,7 +434,7 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
         return run
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     # Under torchrun every process trains together: a file lock would make them wait for each other.
-    with (nullcontext() if distributed else _locked(run.dir / ".lock")):
+    with (nullcontext() if distributed else locked(run.dir / ".lock")):
         _check_same_config(run)  # another process may have started this folder with another configuration
         if run.done:  # another process finished it while we waited
             return run

@@ -40,7 +40,7 @@ from typing import Protocol
 import numpy as np
 
 from . import experiments, paths
-from .tasks.base import atomic_write_text
+from .io import atomic_write_text
 
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed

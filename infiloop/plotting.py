@@ -19,7 +19,7 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 
 from . import paths
-from .tasks.base import atomic_write
+from .io import atomic_write
 
 PNG_DPI = 150
 

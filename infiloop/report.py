@@ -39,7 +39,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import paper, paths
-from .tasks.base import atomic_write_text
+from .io import atomic_write_text
 
 MAIN_NOTEBOOK = "01_main_table"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -23,7 +23,7 @@ import yaml
 from . import paths
 from .errors import Parser
 from .experiments import PROFILES, planned_runs
-from .tasks.base import atomic_write_text
+from .io import atomic_write_text
 
 
 def notebooks() -> list[str]:

@@ -36,7 +36,8 @@ from pathlib import Path, PurePosixPath
 
 from . import experiments, paths
 from .errors import UsageError
-from .tasks.base import DataError, atomic_write
+from .io import atomic_write
+from .tasks.base import DataError
 from .training import DONE, METRICS, WEIGHTS
 
 FORMAT = "infiloop-runs"

@@ -30,8 +30,9 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .connections import reject_unknown_fields
+from .io import atomic_write, atomic_write_text, save_weights
 from .model import Carry, LoopedReasoner, ModelConfig
-from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData, atomic_write, atomic_write_text
+from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_PREV = "checkpoint.prev.pt"  # the one before: resume falls back to it when the last is damaged
@@ -328,18 +329,6 @@ def _gather_carry(carry: Carry, world: int) -> Carry:
 
 def _slice_carry(carry: Carry, sl: slice) -> Carry:
     return {a: {k: v[sl].clone() for k, v in st.items()} for a, st in carry.items()}
-
-
-def save_weights(path: Path, weights: dict[str, Tensor]) -> None:
-    from safetensors.torch import save_file
-
-    atomic_write(path, lambda tmp: save_file({k: v.contiguous() for k, v in weights.items()}, tmp))
-
-
-def load_weights(path: Path) -> dict[str, Tensor]:
-    from safetensors.torch import load_file
-
-    return load_file(str(path))
 
 
 # ------------------------------------------------------------------------------------------ training

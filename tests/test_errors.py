@@ -317,11 +317,11 @@ def test_two_configurations_racing_for_one_folder(tmp_path, monkeypatch):
     """The loser of the lock finds the winner's configuration in the folder and says so, instead of
     reporting the winner's run as its own."""
     import infiloop.experiments as ex
-    from infiloop.tasks.base import atomic_write_text
+    from infiloop.io import atomic_write_text
 
     folder = tmp_path / "shared"
     winner = ex.resolve_config("sudoku", "infiloop", "smoke", {"train.steps": 5})
-    real_lock = ex._locked
+    real_lock = ex.locked
 
     @contextmanager
     def lock_won_by_the_other(path):
@@ -330,7 +330,7 @@ def test_two_configurations_racing_for_one_folder(tmp_path, monkeypatch):
             atomic_write_text(folder / "DONE.json", json.dumps({"step": 5, "complete": True}))
             yield
 
-    monkeypatch.setattr(ex, "_locked", lock_won_by_the_other)
+    monkeypatch.setattr(ex, "locked", lock_won_by_the_other)
     with pytest.raises(ValueError, match="holds a run with a different configuration; choose another --run-dir"):
         ex.get_run("sudoku", "infiloop", "smoke", {"train.steps": 6}, run_dir=folder, progress=False)
 
@@ -343,7 +343,7 @@ def _dead_pid() -> int:
 
 def test_leftovers_of_killed_writes_are_removed(run_copy):
     from infiloop.experiments import load_run
-    from infiloop.tasks.base import STALE_TEMP_AGE_S, atomic_write_text
+    from infiloop.io import STALE_TEMP_AGE_S, atomic_write_text
 
     old = os.path.getmtime(run_copy / "config.json") - 10 * STALE_TEMP_AGE_S
     dead, alive = _dead_pid(), os.getpid()
@@ -370,8 +370,7 @@ def test_leftovers_of_killed_writes_are_removed(run_copy):
 def test_written_files_have_the_usual_mode(tmp_path):
     import torch
 
-    from infiloop.tasks.base import atomic_write_text
-    from infiloop.training import save_weights
+    from infiloop.io import atomic_write_text, save_weights
 
     umask = os.umask(0o022)
     try:

@@ -12,14 +12,9 @@ import pytest
 import torch
 
 from infiloop.experiments import get_run, resolve, resolve_config
+from infiloop.io import load_weights
 from infiloop.paths import ROOT
-from infiloop.training import (
-    AdamATan2,
-    TrainConfig,
-    load_weights,
-    lr_at,
-    stablemax_cross_entropy,
-)
+from infiloop.training import AdamATan2, TrainConfig, lr_at, stablemax_cross_entropy
 
 
 def test_stablemax_cross_entropy_by_hand(gen):

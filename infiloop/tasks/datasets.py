@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import paths
+from ..io import atomic_write_text
 from . import arc, maze, sudoku
-from .base import DataError, TaskData, atomic_write_text
+from .base import DataError, TaskData
 from .hub import HubUnavailable, fetch
 
 TASKS = ("sudoku", "maze", "arc1", "arc2")
