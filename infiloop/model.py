@@ -27,7 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from .conditioning import ConditionConfig, Conditioner
-from .connections import Connection, ConnectionConfig, build_connection, reject_unknown_fields
+from .config import from_dict
+from .connections import Connection, ConnectionConfig, build_connection
 from .layers import (
     Attention,
     GridConv,
@@ -154,17 +155,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
-        reject_unknown_fields(cls, d, "model")
-        d = dict(d)
-        for axis in ("inner", "outer"):
-            if isinstance(d.get(axis), dict):
-                d[axis] = ConnectionConfig.from_dict(d[axis], f"model.{axis}")
-        if isinstance(d.get("cond"), dict):
-            d["cond"] = ConditionConfig.from_dict(d["cond"], "model.cond")
-        for k in ("grid", "box"):
-            if d.get(k) is not None:
-                d[k] = tuple(d[k])
-        return cls(**d)
+        return from_dict(cls, d, "model")
 
     @classmethod
     def preset(cls, name: str) -> ModelConfig:

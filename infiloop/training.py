@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .connections import reject_unknown_fields
+from .config import from_dict
 from .io import atomic_write, atomic_write_text, save_weights
 from .model import Carry, LoopedReasoner, ModelConfig
 from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData
@@ -116,11 +116,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
-        reject_unknown_fields(cls, d, "train")
-        d = dict(d)
-        if "betas" in d:
-            d["betas"] = tuple(d["betas"])
-        return cls(**d)
+        return from_dict(cls, d, "train")
 
 
 # ------------------------------------------------------------------------------------------ losses
