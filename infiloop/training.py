@@ -33,6 +33,7 @@ from .config import from_dict
 from .io import atomic_write, atomic_write_text, save_weights
 from .model import Carry, LoopedReasoner, ModelConfig
 from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData
+from .tasks.scoring import count_wrong
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_PREV = "checkpoint.prev.pt"  # the one before: resume falls back to it when the last is damaged
@@ -445,7 +446,7 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
         with torch.no_grad():
             pred = logits.argmax(-1)
             cell_ok = (pred == labels) & mask
-            seq_ok = cell_ok.sum(-1) == mask.sum(-1)
+            seq_ok = count_wrong(pred, labels) == 0
         q_loss = F.binary_cross_entropy_with_logits(q_halt.float(), seq_ok.float())
         loss = lm_loss + train_cfg.halt_loss_weight * q_loss
         opt.zero_grad(set_to_none=True)
