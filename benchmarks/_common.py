@@ -9,7 +9,6 @@ Importing this module puts the repository root on ``sys.path``, so the scripts r
 from __future__ import annotations
 
 import datetime
-import os
 import platform
 import statistics
 import sys
@@ -23,19 +22,11 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from infiloop.machine import cpu_model, usable_cpus  # noqa: E402
+
 # --------------------------------------------------------------------------------------------------
 # Machine header
 # --------------------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def versions() -> dict[str, str]:
@@ -58,7 +49,7 @@ def header(title: str, argv: list[str] | None = None) -> str:
     lines = [
         f"# {title}",
         f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"machine: {platform.node()} | CPU: {cpu_model()} | cores: {os.cpu_count()} | "
+        f"machine: {platform.node()} | CPU: {cpu_model()} | cores: {usable_cpus()} | "
         f"torch threads: {torch.get_num_threads()}",
     ]
     if torch.cuda.is_available():
@@ -72,7 +63,7 @@ def header(title: str, argv: list[str] | None = None) -> str:
 
 
 def set_threads(n: int | None) -> None:
-    torch.set_num_threads(n if n else (os.cpu_count() or 1))
+    torch.set_num_threads(n if n else usable_cpus())
 
 
 # --------------------------------------------------------------------------------------------------

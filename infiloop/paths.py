@@ -18,6 +18,7 @@ argument bound at import, so that a test (or a worker process) can set them.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,4 +36,13 @@ RESULTS = _folder("INFILOOP_RESULTS", "results")
 FIGURES = _folder("INFILOOP_FIGURES", "figures")
 DOCS = ROOT / "docs"
 NOTEBOOKS = ROOT / "notebooks"
+
+# A plain file or folder name (a profile, a notebook, a figure, a run, a cached evaluation): letters, digits,
+# '_', '-' and '.', starting with a letter or digit; no separator, so it cannot leave its folder.
+PLAIN_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether the whole of ``name`` is a plain name (``PLAIN_NAME``)."""
+    return re.fullmatch(PLAIN_NAME, str(name)) is not None
 

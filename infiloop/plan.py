@@ -41,6 +41,7 @@ import numpy as np
 
 from . import experiments, paths
 from .io import atomic_write_text
+from .machine import cpu_name, default_jobs, threads_per_job, usable_cpus
 
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
@@ -294,7 +295,7 @@ def unplanned_notebooks() -> list[str]:
 
 def make_plan(profile: str, device: str = "cpu", jobs: int | None = None) -> Plan:
     """The runs (``experiments.planned_runs``) and evaluations of ``profile``, not yet timed."""
-    jobs = jobs or min(2, os.cpu_count() or 1)
+    jobs = jobs or default_jobs()
     plan = Plan(profile, device, jobs)
     for task, recipe, over in experiments.planned_runs(profile):
         run = experiments.resolve(task, recipe, profile, over)
@@ -390,8 +391,6 @@ def device_name(device: str) -> str:
         import torch
 
         return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
-    from .report import cpu_name
-
     return f"{cpu_name()} ({device})"
 
 
@@ -474,7 +473,7 @@ class Calibration:
 
 def estimate(plan: Plan, calibration: Calibration) -> Plan:
     """Fill in the seconds of every run and evaluation of ``plan`` (cached ones cost nothing)."""
-    threads = max(1, (os.cpu_count() or 1) // plan.jobs) if plan.device == "cpu" else 0
+    threads = threads_per_job(plan.jobs) if plan.device == "cpu" else 0
     for item in plan.runs:
         if item.cached:
             continue
@@ -522,10 +521,10 @@ def render(plan: Plan, calibration: Calibration) -> str:
                f"{len(plan.evals)} evaluations ({n_cached} already in the run cache); training seed 0")
     loads = [e.get("load_average") for e in calibration.used if e.get("load_average") is not None]
     if loads:
-        how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} CPUs "
+        how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {usable_cpus()} CPUs "
                 f"(other work on the machine slows every timing, and so the estimate)")
     out.append(f"# calibration: {how} ({calibration.path}; --calibrate measures again)")
-    threads = max(1, (os.cpu_count() or 1) // plan.jobs)
+    threads = threads_per_job(plan.jobs)
     where = (f"{plan.jobs} at a time, {threads} thread(s) each" if plan.device == "cpu"
              else "sharing the device: their times add up")
     out.append(f"\n## training (reproduce trains {where})")

@@ -12,7 +12,6 @@ The backend is left alone (no ``MPLBACKEND``): notebooks show figures inline.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import matplotlib as mpl
@@ -59,8 +58,6 @@ LINESTYLES = {"history_w2": "--"}
 # How the paper's numbers are drawn beside ours: hollow markers, dashed lines.
 PAPER_STYLE = {"linestyle": "--", "marker": "o", "markerfacecolor": "none", "alpha": 0.8}
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
 
 def use_style() -> None:
     """Set the project's seaborn/matplotlib style (call once at the top of a notebook)."""
@@ -82,14 +79,14 @@ def use_style() -> None:
 
 def figure_dir(profile: str, root: str | Path | None = None) -> Path:
     """``<paths.FIGURES>/<profile>/``, or ``<root>/figures/<profile>/`` for another checkout ``root``."""
-    if not _NAME.match(profile):
+    if not paths.is_plain_name(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
     return (Path(root) / "figures" if root else paths.FIGURES) / profile
 
 
 def save_figure(fig, name: str, profile: str, root: str | Path | None = None) -> list[Path]:
     """Write ``figures/<profile>/<name>.png`` (dpi 150) and ``.pdf`` atomically; return both paths."""
-    if not _NAME.match(name):
+    if not paths.is_plain_name(name):
         raise ValueError(f"figure name {name!r}: use letters, digits, '_', '-', '.' only")
     out = figure_dir(profile, root)
     written = []

@@ -40,9 +40,9 @@ from pathlib import Path
 
 from . import paper, paths
 from .io import atomic_write_text
+from .machine import cpu_name
 
 MAIN_NOTEBOOK = "01_main_table"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
                ".gif": "image/gif"}
 MAX_EMBED_BYTES = 8 * 2**20  # one embedded file at most (the animations are about 1 MB each)
@@ -201,18 +201,6 @@ def _run(cmd: list[str], cwd: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
-
-
-def cpu_name() -> str:
-    """The CPU model and the number of logical CPUs (from /proc/cpuinfo where there is one)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        if names:
-            cpu = f"{names[0].strip()} × {len(names)}"
-    except OSError:
-        pass
-    return cpu
 
 
 def provenance(root: Path | None = None) -> dict[str, str]:
@@ -450,7 +438,7 @@ def write_summary(summary: dict, root: Path | None = None) -> Path:
             raise ValueError(f"claim {c!r}: needs an id and agrees = true, false or null")
     data = _plain({"figures": [], "tables": [], "claims": [], **summary}, checkout)
     for key in ("notebook", "profile"):
-        if not _NAME.match(str(data[key])):
+        if not paths.is_plain_name(data[key]):
             raise ValueError(f"{key} {data[key]!r} is not a plain name")
     path = results / data["profile"] / "summaries" / f"{data['notebook']}.json"
     return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -458,7 +446,7 @@ def write_summary(summary: dict, root: Path | None = None) -> Path:
 
 def build_report(profile: str, root: Path | None = None) -> Path:
     """Write ``results/<profile>/report.html`` (atomically); ``root``: another checkout (see ``_folders``)."""
-    if not _NAME.match(profile):
+    if not paths.is_plain_name(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
     results = _folders(root)[1] / profile
     write_packages(results)

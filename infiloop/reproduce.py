@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from . import paths
 from .errors import Parser
 from .experiments import PROFILES, planned_runs
 from .io import atomic_write_text
+from .machine import default_jobs, threads_per_job
 
 
 def notebooks() -> list[str]:
@@ -87,7 +87,7 @@ def _train_all(profile: str, jobs: int, device: str) -> None:
     pending = list(specs)
     running: list[tuple[subprocess.Popen, tuple]] = []
     failed = []
-    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    threads = threads_per_job(jobs)
     print(f"[reproduce] {len(specs)} models for profile {profile}, {jobs} at a time", file=sys.stderr)
     while pending or running:
         while pending and len(running) < jobs:
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a papermill parameter for the notebooks (value read as YAML)")
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="models trained at once")
+    ap.add_argument("--jobs", type=int, default=default_jobs(), help="models trained at once")
     ap.add_argument("--device", default=None,
                     help="torch device (default: cuda for the gpu and paper profiles where CUDA works, else cpu)")
     ap.add_argument("--no-train", action="store_true", help="skip the parallel training stage")

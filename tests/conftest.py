@@ -39,8 +39,10 @@ BEFORE = _snapshot()
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from infiloop.machine import usable_cpus  # noqa: E402
+
 # Two threads is what CI machines have; more only adds contention.
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+torch.set_num_threads(min(2, usable_cpus()))
 
 
 def pytest_sessionfinish(session, exitstatus):
