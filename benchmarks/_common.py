@@ -244,9 +244,10 @@ def public(rows: list[dict]) -> list[dict]:
 def model_pair(preset: str, device, backend: str = "auto", seed: int = 0):
     """The same model (same weights) with InfiLoop on both axes and with carry-last on both axes."""
     from infiloop.connections import ConnectionConfig
-    from infiloop.model import LoopedReasoner, ModelConfig
+    from infiloop.experiments import profile_model
+    from infiloop.model import LoopedReasoner
 
-    base = ModelConfig.preset(preset)
+    base = profile_model(preset)
     models = {}
     for name in ("infiloop", "carry_last"):
         conn = ConnectionConfig(name=name, backend=backend)

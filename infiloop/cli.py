@@ -1,6 +1,6 @@
 """Command line: ``python -m infiloop <command> ...``.
 
-    info        the model configuration of a preset, its parameter count and depth unit
+    info        the model of a profile (on its Sudoku data), its parameter count and depth unit
     data        generate, validate and build datasets (see ``python -m infiloop data -h``)
     train       train a model of a profile (cached: running it again resumes or returns the run)
     eval        evaluate a trained run to any depth (trajectory file + accuracy by depth)
@@ -67,9 +67,13 @@ def _check_device(device: str) -> None:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from .connections import ConnectionConfig
-    from .model import LoopedReasoner, ModelConfig
+    from .experiments import PROFILES, profile_model
+    from .model import LoopedReasoner
 
-    cfg = ModelConfig.preset(args.preset)
+    if args.preset not in PROFILES:
+        raise UsageError(f"--preset {args.preset}: unknown model preset {args.preset!r}; valid choices: "
+                         f"{', '.join(PROFILES)} (the profiles)")
+    cfg = profile_model(args.preset)
     model = LoopedReasoner(cfg)
     trm = LoopedReasoner(cfg.replace(inner=ConnectionConfig(name="carry_last"),
                                      outer=ConnectionConfig(name="carry_last")))
@@ -255,8 +259,10 @@ def _main(argv: list[str]) -> int:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="on an error, also show its traceback")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="model preset, parameter count, depth unit")
-    p.add_argument("--preset", default="paper", help="model preset: paper, tiny or smoke (default paper)")
+    p = sub.add_parser("info", help="a profile's model: parameter count, depth unit")
+    p.add_argument("--preset", default="paper",
+                   help="the profile whose model (on its Sudoku data) to describe: smoke, tiny, gpu or paper "
+                        "(default paper)")
     p.add_argument("--json", action="store_true", help="also print the full configuration as JSON")
     p.set_defaults(func=cmd_info)
     sub.add_parser("data", help="datasets: generate, validate, build (see `data -h`)")

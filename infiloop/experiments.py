@@ -171,13 +171,7 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
     overrides = {k: _typed(k, v, data_defaults, prof["eval"]) for k, v in overrides.items()}
     data_over = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("data.")}
     data_cfg = tasks.profile_config(task, prof["data"], data_over)
-    header = _data_header(task, prof["data"], data_over)
-    model = ModelConfig().to_dict()
-    model.update(vocab_size=header["vocab_size"], seq_len=header["grid"][0] * header["grid"][1],
-                 grid=list(header["grid"]), box=header["box"],
-                 n_puzzles=header["n_puzzles"])
-    for k, v in prof["model"].items():
-        model[k] = v
+    model = _model_settings(_data_header(task, prof["data"], data_over), prof["model"])
     for k, v in RECIPES[recipe].items():
         model[k] = {**model[k], **v} if isinstance(v, dict) else v
     cfg = {"code_version": CODE_VERSION, "task": task, "recipe": recipe, "profile": profile, "data": data_cfg,
@@ -194,6 +188,32 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
     ModelConfig.from_dict(cfg["model"]).validate()
     TrainConfig.from_dict(cfg["train"]).validate()
     return json.loads(json.dumps(cfg))  # tuples -> lists: the same form as config.json
+
+
+def _model_settings(header: dict, profile_model: dict) -> dict:
+    """A model's settings as plain data: ``ModelConfig``'s defaults, the task's fields from a data set's header
+    (vocabulary, grid, box, puzzle identifiers), then a profile's model settings."""
+    model = ModelConfig().to_dict()
+    model.update(vocab_size=header["vocab_size"], seq_len=header["grid"][0] * header["grid"][1],
+                 grid=list(header["grid"]), box=header["box"],
+                 n_puzzles=header["n_puzzles"])
+    for k, v in profile_model.items():
+        model[k] = v
+    return model
+
+
+def profile_model(profile: str) -> ModelConfig:
+    """The model of ``profile`` on its Sudoku data (InfiLoop on both axes, no overrides), without building any
+    data: the grid and box come from the data profile's settings. What ``python -m infiloop info --preset``
+    describes; equal to the model of ``resolve_config("sudoku", "infiloop", profile)``."""
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
+    prof = copy.deepcopy(PROFILES[profile])
+    data = tasks.profile_config("sudoku", prof["data"])
+    side = data["side"]
+    header = {"vocab_size": tasks.VOCAB["sudoku"](side), "grid": [side, side], "box": data["box"],
+              "n_puzzles": 1}  # Sudoku has one puzzle identifier (tasks/sudoku.py)
+    return ModelConfig.from_dict(_model_settings(header, prof["model"]))
 
 
 def _data_header(task: str, data_profile: str, data_over: dict) -> dict:

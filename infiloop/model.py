@@ -157,21 +157,6 @@ class ModelConfig:
     def from_dict(cls, d: dict) -> ModelConfig:
         return from_dict(cls, d, "model")
 
-    @classmethod
-    def preset(cls, name: str) -> ModelConfig:
-        """Named model configurations. ``paper``: SPEC section 2 on 9x9 Sudoku (about 7 M parameters)."""
-        presets = {
-            "paper": cls(),
-            # the model of the `tiny` experiment profile (docs/calibration.md) on 6x6 Sudoku
-            "tiny": cls(vocab_size=8, seq_len=36, grid=(6, 6), box=(2, 3), d_model=64, n_heads=4,
-                        ffn_multiple=32, mixer="mlp", token_mix_multiple=1, pos="grid", conv=False, H=2, L=3),
-            "smoke": cls(vocab_size=6, seq_len=16, grid=(4, 4), box=(2, 2), d_model=32, n_heads=2,
-                         ffn_multiple=16, n_layers=1, puzzle_emb_len=0, pos="grid", conv=False, H=2, L=2),
-        }
-        if name not in presets:
-            raise ValueError(f"unknown model preset {name!r}; valid choices: {', '.join(presets)}")
-        return presets[name]
-
 
 class LoopedReasoner(nn.Module):
     """The nested looped reasoner with a loop connection per recurrent axis."""

@@ -166,13 +166,12 @@ def test_a_file_of_another_size_names_both_sizes(smoke_run, tmp_path, capsys):
 
 
 def test_a_maze_file_of_another_size_is_refused_before_the_model(tmp_path):
-    from infiloop.experiments import _user_data
-    from infiloop.model import ModelConfig
+    from infiloop.experiments import _user_data, profile_model
     from infiloop.tasks import maze
 
     path = tmp_path / "mazes.csv"
     maze.write_csv(path, maze.generate(2, 8, 10, 0, progress=False))
-    cfg = ModelConfig.preset("smoke").replace(grid=(12, 12), seq_len=144, vocab_size=6, box=None)
+    cfg = profile_model("smoke").replace(grid=(12, 12), seq_len=144, vocab_size=6, box=None)
     with pytest.raises(ValueError, match=r"mazes.csv: the file holds 8x8 mazes, but this model was trained on "
                                          r"12x12 mazes"):
         _user_data("maze", cfg, path)
