@@ -25,7 +25,7 @@ from .errors import Parser, UsageError, run_command
 
 TRAIN_EXAMPLES = """examples:
   python -m infiloop train --profile smoke --set train.lr=3e-4
-  python -m infiloop train --profile smoke --connection carry_last --max-steps 10
+  python -m infiloop train --profile smoke --recipe carry_last --max-steps 10
 """
 EVAL_EXAMPLES = """examples (RUN: the folder printed by `train`):
   python -m infiloop eval RUN --updates 48 --every 4
@@ -100,7 +100,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         dist.init_process_group("nccl" if args.device.startswith("cuda") else "gloo")
         if args.device.startswith("cuda"):
             args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-    run = get_run(args.task, args.connection, args.profile, args.set, run_dir=args.run_dir, device=args.device,
+    run = get_run(args.task, args.recipe, args.profile, args.set, run_dir=args.run_dir, device=args.device,
                   max_steps=args.max_steps, progress=not args.quiet)
     if run.done:
         s = run.summary()
@@ -271,9 +271,10 @@ def _main(argv: list[str]) -> int:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="tiny", help="smoke, tiny (default), gpu or paper")
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
-    p.add_argument("--connection", default="infiloop",
-                   help="recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last model: "
-                        "history_w1, history_w2, loop_gating, history_lg, inject_dense")
+    p.add_argument("--recipe", "--connection", dest="recipe", default="infiloop",
+                   help="connection recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last "
+                        "model: history_w1, history_w2, loop_gating, history_lg, inject_dense (--connection is "
+                        "another name for --recipe)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. model.outer.beta=0.1 or train.lr=3e-4 (repeatable)")
     p.add_argument("--max-steps", type=_count, default=None, help="stop after this many steps in total (resumable)")

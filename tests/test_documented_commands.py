@@ -23,9 +23,9 @@ from infiloop.paths import ROOT
 PREFIX = "python -m infiloop "
 
 SLOW = {
-    "python -m infiloop train --profile tiny --task sudoku --connection infiloop":
+    "python -m infiloop train --profile tiny --task sudoku --recipe infiloop":
         "trains the tiny model: 700 steps, minutes on a CPU",
-    "python -m infiloop train --profile tiny --connection infiloop --set model.outer.beta=0.1 --set train.steps=2000":
+    "python -m infiloop train --profile tiny --recipe infiloop --set model.outer.beta=0.1 --set train.steps=2000":
         "trains a tiny model for 2,000 steps",
     "python -m infiloop eval runs/sudoku/infiloop-tiny-<hash> --updates 960 --every 10":
         "960 outer updates take about a minute on 2 CPU cores even with the smoke model "

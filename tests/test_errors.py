@@ -73,7 +73,8 @@ CASES = [
     (["train", "--profile", "smoke", "--set", "train.lrr=1"], 2, "unknown key 'train.lrr'"),
     (["train", "--profile", "smoke", "--set", "train.optimizer=sgd"], 2, "train.optimizer: unknown optimizer 'sgd'"),
     (["train", "--profile", "huge"], 2, "unknown profile 'huge'"),
-    (["train", "--profile", "smoke", "--connection", "trm"], 2, "unknown connection recipe 'trm'"),
+    (["train", "--profile", "smoke", "--recipe", "trm"], 2, "unknown connection recipe 'trm'"),
+    (["train", "--profile", "smoke", "--connection", "trm"], 2, "unknown connection recipe 'trm'"),  # its alias
     (["train", "--profile", "smoke", "--threads", "x"], 2, "argument --threads: expected an integer >= 0"),
     (["info", "--preset", "huge"], 2, "unknown model preset 'huge'"),
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
@@ -303,7 +304,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one(tmp_path, capsys):
     assert [json.loads(ln)["step"] for ln in (run.dir / "metrics.jsonl").read_text().splitlines()] == [5, 10, 15, 20]
     for f in ("checkpoint.pt", "checkpoint.prev.pt"):
         (run.dir / f).write_bytes(b"damaged")
-    code, _, err = cli(capsys, "train", "--profile", "smoke", "--connection", "carry_last", "--run-dir", run.dir,
+    code, _, err = cli(capsys, "train", "--profile", "smoke", "--recipe", "carry_last", "--run-dir", run.dir,
                        "--quiet")
     line = one_error_line(err)
     assert code == 1 and "checkpoint.pt: damaged checkpoint" in line

@@ -204,7 +204,7 @@ def _cli(*args, **kw):
 
 
 def test_sigkill_then_restart_finishes_like_an_uninterrupted_run(tmp_path):
-    args = ["train", "--profile", "smoke", "--connection", "infiloop", "--quiet", "--set", "train.steps=40",
+    args = ["train", "--profile", "smoke", "--recipe", "infiloop", "--quiet", "--set", "train.steps=40",
             "--set", "train.checkpoint_every=5"]
     ref = _cli(*args, "--run-dir", str(tmp_path / "ref"))
     out, err = ref.communicate(timeout=300)
