@@ -82,7 +82,7 @@ setup_external() {
     if ! command -v "$PY" >/dev/null 2>&1; then
         log "$EXTERNAL: $PY is not an executable Python"; exit 1
     fi
-    if ! "$PY" -c "import torch, numpy, pandas, yaml, safetensors, matplotlib, seaborn, papermill, jupytext, nbformat, nbconvert, ipykernel, huggingface_hub" >/dev/null 2>&1; then
+    if ! "$PY" -c "import torch, numpy, pandas, yaml, safetensors, filelock, matplotlib, seaborn, papermill, jupytext, nbformat, nbconvert, ipykernel, huggingface_hub" >/dev/null 2>&1; then
         log "$EXTERNAL: $PY lacks some of the packages of environment.yml (conda env update -f environment.yml)"
         exit 1
     fi

@@ -9,7 +9,6 @@ Importing this module puts the repository root on ``sys.path``, so the scripts r
 from __future__ import annotations
 
 import datetime
-import os
 import platform
 import statistics
 import sys
@@ -23,19 +22,11 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from infiloop.machine import cpu_model, usable_cpus  # noqa: E402
+
 # --------------------------------------------------------------------------------------------------
 # Machine header
 # --------------------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def versions() -> dict[str, str]:
@@ -58,7 +49,7 @@ def header(title: str, argv: list[str] | None = None) -> str:
     lines = [
         f"# {title}",
         f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"machine: {platform.node()} | CPU: {cpu_model()} | cores: {os.cpu_count()} | "
+        f"machine: {platform.node()} | CPU: {cpu_model()} | cores: {usable_cpus()} | "
         f"torch threads: {torch.get_num_threads()}",
     ]
     if torch.cuda.is_available():
@@ -72,7 +63,7 @@ def header(title: str, argv: list[str] | None = None) -> str:
 
 
 def set_threads(n: int | None) -> None:
-    torch.set_num_threads(n if n else (os.cpu_count() or 1))
+    torch.set_num_threads(n if n else usable_cpus())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -253,9 +244,10 @@ def public(rows: list[dict]) -> list[dict]:
 def model_pair(preset: str, device, backend: str = "auto", seed: int = 0):
     """The same model (same weights) with InfiLoop on both axes and with carry-last on both axes."""
     from infiloop.connections import ConnectionConfig
-    from infiloop.model import LoopedReasoner, ModelConfig
+    from infiloop.experiments import profile_model
+    from infiloop.model import LoopedReasoner
 
-    base = ModelConfig.preset(preset)
+    base = profile_model(preset)
     models = {}
     for name in ("infiloop", "carry_last"):
         conn = ConnectionConfig(name=name, backend=backend)

@@ -23,7 +23,8 @@ import _common as C
 import torch
 
 from infiloop.connections import ConnectionConfig
-from infiloop.model import LoopedReasoner, ModelConfig
+from infiloop.experiments import profile_model
+from infiloop.model import LoopedReasoner
 
 CPU_BATCH = {"tiny": 8, "paper": 1, "smoke": 8}
 CUDA_BATCH = {"tiny": 256, "paper": 768, "smoke": 256}
@@ -34,7 +35,7 @@ def run(preset: str, names: list[str], batch: int, updates: int, chunk: int, dev
     """Evaluate one model per connection to ``updates`` outer updates, advancing them in turn by
     ``chunk`` updates (alternating the order every round) so that a shared machine's load falls on
     all of them alike; each chunk is timed on its own."""
-    base = ModelConfig.preset(preset)
+    base = profile_model(preset)
     g = torch.Generator().manual_seed(1)
     inputs = torch.randint(0, base.vocab_size, (batch, base.seq_len), generator=g).to(device)
     autocast = torch.autocast(device_type=torch.device(device).type, dtype=dtype, enabled=dtype != torch.float32)
@@ -84,7 +85,7 @@ def run(preset: str, names: list[str], batch: int, updates: int, chunk: int, dev
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", default="tiny", help="comma-separated ModelConfig presets")
+    p.add_argument("--profile", default="tiny", help="comma-separated profiles whose models to run")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--updates", type=int, default=960)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for prof in a.profile.split(","):
         batch = a.batch or (CUDA_BATCH if cuda else CPU_BATCH).get(prof, 1)
-        lpu = ModelConfig.preset(prof).layers_per_outer_update
+        lpu = profile_model(prof).layers_per_outer_update
         print(f"{prof}: {lpu} layers per outer update ((L + 1) x n_layers)")
         rows += run(prof, a.connections.split(","), batch, a.updates, a.chunk, a.device, a.backend, dtype)
     print(C.table(C.public(rows)))

@@ -24,6 +24,8 @@ import time
 import torch
 from _common import ROOT, header
 
+from infiloop.machine import usable_cpus
+
 
 def splits(cores: int) -> list[tuple[int, int]]:
     """(workers, threads) with workers x threads = cores, most workers first."""
@@ -73,8 +75,7 @@ def measure(kind: str, w: int, t: int, args) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="tiny")
-    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                    else os.cpu_count())
+    ap.add_argument("--cores", type=int, default=usable_cpus(), help="cores to split (default: this process's)")
     ap.add_argument("--steps", type=int, default=60, help="training steps per worker")
     ap.add_argument("--updates", type=int, default=48, help="evaluation updates per worker")
     ap.add_argument("--puzzles", type=int, default=256, help="test puzzles per evaluation batch")

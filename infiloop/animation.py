@@ -45,8 +45,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
+from .io import atomic_write
 from .plotting import COLORS, LABELS
-from .tasks.base import IGNORE_LABEL_ID, atomic_write
+from .tasks.base import IGNORE_LABEL_ID
 
 DPI = 80  # pixels per inch of every frame; figure sizes below are whole multiples of 1/DPI inch
 MAX_FRAMES = 100
@@ -202,11 +203,11 @@ def find_arc_runs(profile: str, seed: int, which: str = "auto", root=None) -> tu
     """The trained carry-last and InfiLoop ARC models of the first set in ``which`` (arc1, arc2, auto: arc1
     then arc2, none) that has a trained InfiLoop model; trains nothing. Returns (set, {recipe: run}, why not),
     with an empty set name and the reason when there is none."""
-    from .experiments import RUNS, trained_run
+    from .experiments import trained_run
 
     names = {"auto": ["arc1", "arc2"], "none": []}.get(which, [which])
     for name in names:
-        found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root or RUNS)
+        found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root)
                  for r in ("carry_last", "infiloop")}
         if found["infiloop"] is not None:
             return name, {r: run for r, run in found.items() if run is not None}, ""

@@ -7,8 +7,8 @@ row below is a setting under which that contrast might appear on a CPU: task and
 block, recursion per segment (H, L), supervision segments, training length. For each row both
 connections are trained with identical settings (nothing tuned for one), through the run cache, and
 evaluated to 60x the training depth (H x max_segments outer updates). A row's results go to
-``results/calibration/<row>.json``; :func:`render` writes the search table of ``docs/calibration.md``
-from those files.
+``results/calibration/<row>.json`` (:func:`results_folder`); :func:`render` writes the search table of
+``docs/calibration.md`` from those files.
 
     python -m infiloop.calibration --list                    # the rows, their settings and cost
     python -m infiloop.calibration search6-2500 easy-700     # run rows by name (cached runs are reused)
@@ -32,20 +32,19 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import analysis, tasks
-from .experiments import PROFILES, ROOT, RUNS, get_run, resolve_config
+from . import analysis, paths, tasks
+from .experiments import PROFILES, get_run, resolve_config
+from .io import atomic_write_text
 from .layers import swiglu_width
-from .tasks.base import atomic_write_text
 
-RESULTS = ROOT / "results" / "calibration"
-DOC = ROOT / "docs" / "calibration.md"
+DOC = paths.DOCS / "calibration.md"
 CONNECTIONS = ("carry_last", "infiloop")
 MULTIPLES = (0.5, 1, 4, 60)  # depths recorded, as multiples of the training depth
 TASK = "sudoku"
 
 # A row's settings, each optional (the base profile's value otherwise):
 #   profile    base profile (default "tiny")
-#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/profiles.py): side, box, blanks,
+#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/datasets.py): side, box, blanks,
 #              needs_search, min_rating, n_train, ...
 #   d_model, n_heads, n_layers, mixer ("mlp": TRM's token-mixing MLP, "attention"), H, L   the model
 #   max_segments, steps                                  training depth is H x max_segments outer updates
@@ -205,7 +204,8 @@ def connection_metrics(traj: dict, training_depth: int) -> dict:
             "solved_ever": float((traj["first_solve"] > 0).mean()), "puzzles": int(traj["correct"].shape[1])}
 
 
-def run_model(name: str, row: dict, recipe: str, seed: int, root: Path = RUNS, progress: bool = False) -> dict:
+def run_model(name: str, row: dict, recipe: str, seed: int, root: Path | None = None,
+              progress: bool = False) -> dict:
     """Train (or fetch from the cache) one connection of a row for one seed, evaluate it to 60x its
     training depth on the test set and return its metrics and wall times."""
     profile = row.get("profile", "tiny")
@@ -225,10 +225,10 @@ def run_model(name: str, row: dict, recipe: str, seed: int, root: Path = RUNS, p
             "eval_seconds": round(eval_s, 2), "eval_cached": path.stat().st_mtime < t1}
 
 
-def _init_worker(data_root: Path) -> None:
-    """A worker process: one torch thread, and the parent's data folder."""
+def _init_worker(data: Path) -> None:
+    """A worker process: one torch thread, and the parent's data folder (``paths.DATA``)."""
     torch.set_num_threads(1)
-    tasks.profiles.DATA_ROOT = data_root
+    paths.DATA = data
 
 
 def _job(args) -> dict:
@@ -238,8 +238,13 @@ def _job(args) -> dict:
 # ------------------------------------------------------------------------------------------ rows and files
 
 
-def result_path(name: str, results: Path = RESULTS) -> Path:
-    return Path(results) / f"{name}.json"
+def results_folder() -> Path:
+    """Where the rows' results go by default: ``results/calibration/`` (under ``paths.RESULTS``)."""
+    return paths.RESULTS / "calibration"
+
+
+def result_path(name: str, results: Path | None = None) -> Path:
+    return Path(results_folder() if results is None else results) / f"{name}.json"
 
 
 def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
@@ -264,12 +269,16 @@ def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
 
 
 def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[int] | None = None,
-             jobs: int = 1, root: Path = RUNS, results: Path = RESULTS, progress: bool = True) -> dict[str, dict]:
+             jobs: int = 1, root: Path | None = None, results: Path | None = None,
+             progress: bool = True) -> dict[str, dict]:
     """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list), ``jobs``
     models at a time in separate processes with one torch thread each. Writes each row's results file as
     soon as its models are done and returns {row: results}; a model that fails is reported and the others
-    go on (RuntimeError at the end, naming the failures)."""
+    go on (RuntimeError at the end, naming the failures). ``root``: the run cache (default ``paths.RUNS``);
+    ``results``: the results folder (default :func:`results_folder`)."""
     rows = ROWS if rows is None else rows
+    root = paths.RUNS if root is None else Path(root)
+    results = results_folder() if results is None else Path(results)
     for n in names:
         if n not in rows:
             raise ValueError(f"unknown calibration row {n!r}; rows: {', '.join(rows)}")
@@ -314,7 +323,7 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
     else:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(tasks.profiles.DATA_ROOT,)) as ex:
+                                 initargs=(paths.DATA,)) as ex:
             futures = {ex.submit(_job, w): w for w in work}
             for f in as_completed(futures):
                 finished(futures[f], None if f.exception() else f.result(), f.exception())
@@ -348,11 +357,12 @@ def _cell(values: list[float], scale: float = 100.0, fmt: str = "{:.1f}") -> str
     return text + (f" ({fmt.format(min(v))}–{fmt.format(max(v))})" if len(v) > 1 else "")
 
 
-def render_table(results: Path = RESULTS, rows: dict[str, dict] | None = None) -> str:
+def render_table(results: Path | None = None, rows: dict[str, dict] | None = None) -> str:
     """The search table from the results files: a line per candidate and connection, in the order of
     ``ROWS`` (then any other results files by name)."""
     rows = ROWS if rows is None else rows
-    files = {p.stem: json.loads(p.read_text()) for p in sorted(Path(results).glob("*.json"))}
+    results = results_folder() if results is None else Path(results)
+    files = {p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json"))}
     order = [n for n in rows if n in files] + sorted(n for n in files if n not in rows)
     head = ("| candidate | task and difficulty | d | block x layers | H | L | segments (depth) | steps | connection "
             "| seeds | @0.5x | @1x | @4x | @60x | peak @ update | state change after solve | solved, then lost "
@@ -417,7 +427,7 @@ minutes per model (one thread). Several seeds: mean (range).
 """
 
 
-def render(results: Path = RESULTS, doc: Path = DOC, rows: dict[str, dict] | None = None) -> Path:
+def render(results: Path | None = None, doc: Path = DOC, rows: dict[str, dict] | None = None) -> Path:
     """Write the search table into ``doc`` between its markers (appended with a heading the first time);
     the text above it is kept as it is."""
     text = Path(doc).read_text() if Path(doc).is_file() else ""
@@ -442,8 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=None,
                    help="training seeds, e.g. 0,1,2 (default: each row's own, [0])")
     p.add_argument("--render", action="store_true", help="only rewrite docs/calibration.md's table")
-    p.add_argument("--root", type=Path, default=RUNS, help=f"run cache (default {RUNS})")
-    p.add_argument("--results", type=Path, default=RESULTS, help=f"results folder (default {RESULTS})")
+    p.add_argument("--root", type=Path, default=None, help=f"run cache (default {paths.RUNS})")
+    p.add_argument("--results", type=Path, default=None, help=f"results folder (default {results_folder()})")
     p.add_argument("--doc", type=Path, default=DOC, help=f"document with the search table (default {DOC})")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.list:

@@ -1,6 +1,6 @@
 """Command line: ``python -m infiloop <command> ...``.
 
-    info        the model configuration of a preset, its parameter count and depth unit
+    info        the model of a profile (on its Sudoku data), its parameter count and depth unit
     data        generate, validate and build datasets (see ``python -m infiloop data -h``)
     train       train a model of a profile (cached: running it again resumes or returns the run)
     eval        evaluate a trained run to any depth (trajectory file + accuracy by depth)
@@ -20,15 +20,12 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 
 from .errors import Parser, UsageError, run_command
 
-ROOT = Path(__file__).resolve().parents[1]
-
 TRAIN_EXAMPLES = """examples:
   python -m infiloop train --profile smoke --set train.lr=3e-4
-  python -m infiloop train --profile smoke --connection carry_last --max-steps 10
+  python -m infiloop train --profile smoke --recipe carry_last --max-steps 10
 """
 EVAL_EXAMPLES = """examples (RUN: the folder printed by `train`):
   python -m infiloop eval RUN --updates 48 --every 4
@@ -70,9 +67,13 @@ def _check_device(device: str) -> None:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from .connections import ConnectionConfig
-    from .model import LoopedReasoner, ModelConfig
+    from .experiments import PROFILES, profile_model
+    from .model import LoopedReasoner
 
-    cfg = ModelConfig.preset(args.preset)
+    if args.preset not in PROFILES:
+        raise UsageError(f"--preset {args.preset}: unknown model preset {args.preset!r}; valid choices: "
+                         f"{', '.join(PROFILES)} (the profiles)")
+    cfg = profile_model(args.preset)
     model = LoopedReasoner(cfg)
     trm = LoopedReasoner(cfg.replace(inner=ConnectionConfig(name="carry_last"),
                                      outer=ConnectionConfig(name="carry_last")))
@@ -99,7 +100,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         dist.init_process_group("nccl" if args.device.startswith("cuda") else "gloo")
         if args.device.startswith("cuda"):
             args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-    run = get_run(args.task, args.connection, args.profile, args.set, run_dir=args.run_dir, device=args.device,
+    run = get_run(args.task, args.recipe, args.profile, args.set, run_dir=args.run_dir, device=args.device,
                   max_steps=args.max_steps, progress=not args.quiet)
     if run.done:
         s = run.summary()
@@ -275,8 +276,10 @@ def _main(argv: list[str]) -> int:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="on an error, also show its traceback")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="model preset, parameter count, depth unit")
-    p.add_argument("--preset", default="paper", help="model preset: paper, tiny or smoke (default paper)")
+    p = sub.add_parser("info", help="a profile's model: parameter count, depth unit")
+    p.add_argument("--preset", default="paper",
+                   help="the profile whose model (on its Sudoku data) to describe: smoke, tiny, gpu or paper "
+                        "(default paper)")
     p.add_argument("--json", action="store_true", help="also print the full configuration as JSON")
     p.set_defaults(func=cmd_info)
     sub.add_parser("data", help="datasets: generate, validate, build (see `data -h`)")
@@ -285,9 +288,10 @@ def _main(argv: list[str]) -> int:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="tiny", help="smoke, tiny (default), gpu or paper")
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
-    p.add_argument("--connection", default="infiloop",
-                   help="recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last model: "
-                        "history_w1, history_w2, loop_gating, history_lg, inject_dense")
+    p.add_argument("--recipe", "--connection", dest="recipe", default="infiloop",
+                   help="connection recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last "
+                        "model: history_w1, history_w2, loop_gating, history_lg, inject_dense (--connection is "
+                        "another name for --recipe)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. model.outer.beta=0.1 or train.lr=3e-4 (repeatable)")
     p.add_argument("--max-steps", type=_count, default=None, help="stop after this many steps in total (resumable)")

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from .connections import reject_unknown_fields
+from .config import from_dict
 
 INJECTIONS = ("none", "scalar", "channel", "residual", "dense")
 HISTORY_MAPS = ("none", "scalar", "channel", "dense")
@@ -114,8 +114,7 @@ class ConditionConfig:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "model.cond") -> ConditionConfig:
-        reject_unknown_fields(cls, d, where)
-        return cls(**d)
+        return from_dict(cls, d, where)
 
 
 def time_features(t: Tensor, n_freqs: int) -> Tensor:

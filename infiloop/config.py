@@ -1,4 +1,11 @@
-"""How settings given as text are read: ``--set KEY=VALUE`` of ``train`` and of ``data build``.
+"""How settings are read: the configuration dataclasses from plain data, and ``--set KEY=VALUE`` of ``train``
+and of ``data build``.
+
+:func:`from_dict` builds a configuration dataclass (``ModelConfig``, ``ConnectionConfig``, ``ConditionConfig``,
+``TrainConfig``) from plain data such as a run's ``config.json``: an unknown key is refused with the valid ones
+(:func:`reject_unknown_fields`), a nested dataclass is built from its mapping, a list becomes a tuple where the
+field is a tuple. ``dataclasses.asdict`` is the way back.
+
 
 A value is read by the type of the setting it goes to, so that a documented example cannot be misread:
 
@@ -158,6 +165,30 @@ def _sequence(value: Any, args: tuple) -> list:
     if len(value) != len(args):
         raise _Mismatch(f"a list of {len(args)} values")
     return [_convert(v, a) for v, a in zip(value, args)]
+
+
+def reject_unknown_fields(cls, d: dict, where: str) -> None:
+    """Raise a ValueError naming ``where``, the unknown keys of ``d`` and the fields of dataclass ``cls``."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+
+
+def from_dict(cls: type, d: dict, where: str) -> Any:
+    """The dataclass ``cls`` from plain data ``d`` (see the module); ``where`` names it in messages
+    (``model``, ``model.inner``, ``train``)."""
+    reject_unknown_fields(cls, d, where)
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, value in d.items():
+        hint = hints.get(name, Any)
+        if isinstance(value, dict) and dataclasses.is_dataclass(hint):
+            value = from_dict(hint, value, f"{where}.{name}")
+        elif isinstance(value, list) and any(m is tuple or typing.get_origin(m) is tuple for m in _members(hint)):
+            value = tuple(value)
+        values[name] = value
+    return cls(**values)
 
 
 def field_type(cls: type, path: list[str]) -> Any:

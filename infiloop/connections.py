@@ -21,11 +21,12 @@ public mathematical contract; the ``InfiLoop`` module implements the same map st
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor, nn
 
+from .config import from_dict
 from .kernels import BACKENDS, content_score, infiloop_init, infiloop_step
 
 State = dict[str, Tensor]
@@ -97,14 +98,6 @@ def stream(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None 
 # --------------------------------------------------------------------------------------------------
 
 
-def reject_unknown_fields(cls, d: dict, where: str) -> None:
-    """Raise a ValueError naming ``where``, the unknown keys of ``d`` and the fields of dataclass ``cls``."""
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {unknown}; valid fields: {sorted(known)}")
-
-
 @dataclass
 class ConnectionConfig:
     """Configuration of the connection on one recurrent axis (all members share this record).
@@ -169,8 +162,7 @@ class ConnectionConfig:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "connection") -> ConnectionConfig:
-        reject_unknown_fields(cls, d, where)
-        return cls(**d)
+        return from_dict(cls, d, where)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from .paths import ROOT
+
 ENVIRONMENT = ROOT / "environment.yml"
 CACHE = Path(__file__).resolve().parent / "envcheck_cache.json"
 SUBDIRS = ("linux-64", "noarch")

@@ -41,8 +41,10 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from .io import load_npz, save_npz
 from .model import Carry, LoopedReasoner
-from .tasks.base import IGNORE_LABEL_ID, TaskData, atomic_write
+from .tasks.base import IGNORE_LABEL_ID, TaskData
+from .tasks.scoring import count_wrong
 
 TRAJECTORY_KEYS = ("correct", "wrong_cells", "wrong_cells_candidate", "q_halt", "state_change", "gamma_outer",
                    "score_outer", "gamma_inner", "score_inner")
@@ -63,7 +65,7 @@ def _tensors(data: TaskData, idx: np.ndarray, device) -> tuple[Tensor, Tensor, T
 
 def _wrong_cells(model: LoopedReasoner, carry: Carry, labels: Tensor) -> Tensor:
     """Answer cells predicted wrong per puzzle, [B] (cells without a label do not count)."""
-    return ((model.readout(carry)[0].argmax(-1) != labels) & (labels != IGNORE_LABEL_ID)).sum(-1)
+    return count_wrong(model.readout(carry)[0].argmax(-1), labels)
 
 
 def _info(model: LoopedReasoner, data: TaskData, **extra) -> str:
@@ -90,7 +92,6 @@ class _Recorder:
 
     def __init__(self, model, labels, every, n_updates, snapshots, per_token):
         self.model, self.labels, self.every, self.per_token = model, labels, every, per_token
-        self.mask = labels != IGNORE_LABEL_ID
         self.snapshots = list(snapshots)
         B, S = labels.shape
         K = n_updates // every
@@ -112,7 +113,7 @@ class _Recorder:
         y = carry["y"]["h"]
         logits, q_halt = self.model.readout(carry)
         pred = logits.argmax(-1)
-        wrong = ((pred != self.labels) & self.mask).sum(-1)
+        wrong = count_wrong(pred, self.labels)
         correct = (wrong == 0).cpu().numpy()
         self.first_solve[(self.first_solve < 0) & correct] = k
         if self.snapshots:
@@ -129,7 +130,7 @@ class _Recorder:
             r["correct"][j] = correct
             r["wrong_cells"][j] = wrong.cpu().numpy()
             cand = self.model.logits(diag["candidate_outer"]).argmax(-1)
-            r["wrong_cells_candidate"][j] = ((cand != self.labels) & self.mask).sum(-1).cpu().numpy()
+            r["wrong_cells_candidate"][j] = count_wrong(cand, self.labels).cpu().numpy()
             r["q_halt"][j] = q_halt.float().cpu().numpy()
             r["state_change"][j] = (_norm(y - self.prev_y) / _norm(self.prev_y).clamp_min(1e-30)).cpu().numpy()
             for name in self.TOKEN_KEYS:
@@ -304,12 +305,11 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
 
 def save_trajectory(path: str | Path, traj: dict[str, np.ndarray]) -> Path:
     """Write a trajectory atomically as a compressed .npz (no pickled objects)."""
-    return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **traj), suffix=".npz")
+    return save_npz(path, traj)
 
 
 def load_trajectory(path: str | Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in f.files}
+    return load_npz(path)
 
 
 def accuracy_by_depth(traj: dict[str, np.ndarray]) -> list[tuple[int, float]]:

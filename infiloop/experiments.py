@@ -14,12 +14,11 @@ Overrides are dotted keys: ``model.outer.beta=0.1``, ``train.lr=3e-4``, ``data.n
 from __future__ import annotations
 
 import copy
-import fcntl
 import hashlib
 import json
 import math
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,16 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import tasks
+from . import paths, tasks
 from .config import coerce, field_type, parse_setting, type_of_default
 from .errors import UsageError
 from .evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
+from .io import atomic_write_text, load_npz, load_weights, locked, remove_stale_temps
 from .model import LoopedReasoner, ModelConfig
-from .tasks.base import DataError, TaskData, atomic_write_text, remove_stale_temps
-from .training import DONE, WEIGHTS, TrainConfig, load_weights, train
-
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "runs"
+from .tasks.base import DataError, TaskData
+from .training import DONE, WEIGHTS, TrainConfig, train
 
 # Connection recipes: the experiment-level names of SPEC sections 6 and 8, as model settings.
 RECIPES: dict[str, dict] = {
@@ -174,13 +171,7 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
     overrides = {k: _typed(k, v, data_defaults, prof["eval"]) for k, v in overrides.items()}
     data_over = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("data.")}
     data_cfg = tasks.profile_config(task, prof["data"], data_over)
-    header = _data_header(task, prof["data"], data_over)
-    model = ModelConfig().to_dict()
-    model.update(vocab_size=header["vocab_size"], seq_len=header["grid"][0] * header["grid"][1],
-                 grid=list(header["grid"]), box=header["box"],
-                 n_puzzles=header["n_puzzles"])
-    for k, v in prof["model"].items():
-        model[k] = v
+    model = _model_settings(_data_header(task, prof["data"], data_over), prof["model"])
     for k, v in RECIPES[recipe].items():
         model[k] = {**model[k], **v} if isinstance(v, dict) else v
     cfg = {"code_version": CODE_VERSION, "task": task, "recipe": recipe, "profile": profile, "data": data_cfg,
@@ -199,11 +190,36 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
     return json.loads(json.dumps(cfg))  # tuples -> lists: the same form as config.json
 
 
+def _model_settings(header: dict, profile_model: dict) -> dict:
+    """A model's settings as plain data: ``ModelConfig``'s defaults, the task's fields from a data set's header
+    (vocabulary, grid, box, puzzle identifiers), then a profile's model settings."""
+    model = ModelConfig().to_dict()
+    model.update(vocab_size=header["vocab_size"], seq_len=header["grid"][0] * header["grid"][1],
+                 grid=list(header["grid"]), box=header["box"],
+                 n_puzzles=header["n_puzzles"])
+    for k, v in profile_model.items():
+        model[k] = v
+    return model
+
+
+def profile_model(profile: str) -> ModelConfig:
+    """The model of ``profile`` on its Sudoku data (InfiLoop on both axes, no overrides), without building any
+    data: the grid and box come from the data profile's settings. What ``python -m infiloop info --preset``
+    describes; equal to the model of ``resolve_config("sudoku", "infiloop", profile)``."""
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
+    prof = copy.deepcopy(PROFILES[profile])
+    data = tasks.profile_config("sudoku", prof["data"])
+    side = data["side"]
+    header = {"vocab_size": tasks.VOCAB["sudoku"](side), "grid": [side, side], "box": data["box"],
+              "n_puzzles": 1}  # Sudoku has one puzzle identifier (tasks/sudoku.py)
+    return ModelConfig.from_dict(_model_settings(header, prof["model"]))
+
+
 def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
     """Grid, box, vocabulary and puzzle count of a built training set (builds it if needed)."""
-    paths = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
-    with np.load(paths["train"], allow_pickle=False) as f:
-        return json.loads(str(f["header"]))
+    files = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
+    return json.loads(str(load_npz(files["train"], ["header"])["header"]))
 
 
 def config_hash(cfg: dict) -> str:
@@ -412,15 +428,17 @@ class Run:
         return data
 
 
-def run_dir_for(cfg: dict, root: Path = RUNS) -> Path:
+def run_dir_for(cfg: dict, root: Path | None = None) -> Path:
+    """The folder of a run in the run cache ``root`` (default ``paths.RUNS``)."""
+    root = paths.RUNS if root is None else root
     return Path(root) / cfg["task"] / f"{cfg['recipe']}-{cfg['profile']}-{config_hash(cfg)}"
 
 
 def resolve(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
             root: Path | None = None, run_dir: str | Path | None = None) -> Run:
-    """The run for this configuration (trained or not); ``root`` defaults to ``RUNS``."""
+    """The run for this configuration (trained or not); ``root`` defaults to ``paths.RUNS``."""
     cfg = resolve_config(task, recipe, profile, overrides)
-    d = Path(run_dir) if run_dir else run_dir_for(cfg, RUNS if root is None else root)
+    d = Path(run_dir) if run_dir else run_dir_for(cfg, root)
     run = Run(d, cfg)
     _check_same_config(run)
     return run
@@ -445,17 +463,6 @@ def _check_same_config(run: Run) -> None:
         raise UsageError(f"{run.dir}: holds a run with a different configuration; choose another --run-dir")
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
             root: Path | None = None, run_dir: str | Path | None = None, device: str = "cpu",
             max_steps: int | None = None, progress: bool = True) -> Run:
@@ -467,7 +474,7 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
         return run
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     # Under torchrun every process trains together: a file lock would make them wait for each other.
-    with (nullcontext() if distributed else _locked(run.dir / ".lock")):
+    with (nullcontext() if distributed else locked(run.dir / ".lock")):
         _check_same_config(run)  # another process may have started this folder with another configuration
         if run.done:  # another process finished it while we waited
             return run
@@ -482,9 +489,10 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
 
 
 def trained_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
-                root: Path = RUNS) -> Run | None:
+                root: Path | None = None) -> Run | None:
     """The run for this configuration if it has finished training, else ``None``. Trains nothing, and
     builds no data unless a finished run of this task, recipe and profile exists."""
+    root = paths.RUNS if root is None else root
     if not any((Path(root) / task).glob(f"{recipe}-{profile}-*/{DONE}")):
         return None
     run = resolve(task, recipe, profile, overrides, root)

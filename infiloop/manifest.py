@@ -18,7 +18,7 @@ Three readers use the same declaration, so they cannot disagree:
 - ``python -m infiloop plan`` (:mod:`infiloop.plan`) lists and times them before anything runs.
 
     python -m infiloop manifest --profile tiny            # every job of every notebook, as JSON lines
-    python -m infiloop manifest --profile smoke 02 -p max_updates 480
+    python -m infiloop manifest --profile smoke 02 -p max_updates 48
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import experiments
+from . import experiments, paths
 from .errors import UsageError
 from .experiments import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, PROFILES, Run
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 KINDS = ("evaluate", "perturb", "budgets")
 
 
@@ -243,7 +242,7 @@ def notebook_name(name: str) -> str:
 
 def notebook_defaults(name: str) -> dict:
     """The default values of the cell tagged ``parameters`` of ``notebooks/<name>.py``."""
-    path = NOTEBOOKS / f"{notebook_name(name)}.py"
+    path = paths.NOTEBOOKS / f"{notebook_name(name)}.py"
     text = path.read_text(encoding="utf-8")
     m = re.search(r'^# %% tags=\["parameters"\]\n(.*?)^# %%', text, re.S | re.M)
     if m is None:
@@ -257,7 +256,7 @@ def notebook_defaults(name: str) -> dict:
 
 def undeclared_notebooks() -> list[str]:
     """Notebooks in notebooks/ without a declaration here (their runs and evaluations are not planned)."""
-    return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
+    return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
 
 
 def needs(notebook: str, profile: str | None = None, **params) -> Needs:

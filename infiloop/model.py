@@ -27,7 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from .conditioning import ConditionConfig, Conditioner
-from .connections import Connection, ConnectionConfig, build_connection, reject_unknown_fields
+from .config import from_dict
+from .connections import Connection, ConnectionConfig, build_connection
 from .layers import (
     Attention,
     GridConv,
@@ -154,32 +155,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
-        reject_unknown_fields(cls, d, "model")
-        d = dict(d)
-        for axis in ("inner", "outer"):
-            if isinstance(d.get(axis), dict):
-                d[axis] = ConnectionConfig.from_dict(d[axis], f"model.{axis}")
-        if isinstance(d.get("cond"), dict):
-            d["cond"] = ConditionConfig.from_dict(d["cond"], "model.cond")
-        for k in ("grid", "box"):
-            if d.get(k) is not None:
-                d[k] = tuple(d[k])
-        return cls(**d)
-
-    @classmethod
-    def preset(cls, name: str) -> ModelConfig:
-        """Named model configurations. ``paper``: SPEC section 2 on 9x9 Sudoku (about 7 M parameters)."""
-        presets = {
-            "paper": cls(),
-            # the model of the `tiny` experiment profile (docs/calibration.md) on 6x6 Sudoku
-            "tiny": cls(vocab_size=8, seq_len=36, grid=(6, 6), box=(2, 3), d_model=64, n_heads=4,
-                        ffn_multiple=32, mixer="mlp", token_mix_multiple=1, pos="grid", conv=False, H=2, L=3),
-            "smoke": cls(vocab_size=6, seq_len=16, grid=(4, 4), box=(2, 2), d_model=32, n_heads=2,
-                         ffn_multiple=16, n_layers=1, puzzle_emb_len=0, pos="grid", conv=False, H=2, L=2),
-        }
-        if name not in presets:
-            raise ValueError(f"unknown model preset {name!r}; valid choices: {', '.join(presets)}")
-        return presets[name]
+        return from_dict(cls, d, "model")
 
 
 class LoopedReasoner(nn.Module):

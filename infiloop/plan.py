@@ -37,11 +37,10 @@ from typing import Protocol
 
 import numpy as np
 
-from . import experiments, manifest
-from .tasks.base import atomic_write_text
+from . import experiments, manifest, paths
+from .io import atomic_write_text
+from .machine import cpu_name, threads_per_job, usable_cpus
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
 EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of 3
@@ -290,8 +289,6 @@ def device_name(device: str) -> str:
         import torch
 
         return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
-    from .report import cpu_name
-
     return f"{cpu_name()} ({device})"
 
 
@@ -324,7 +321,7 @@ class Calibration:
         import torch
 
         self.device, self.timer = device, timer or MeasuredTimer()
-        self.path = path or Path(experiments.RUNS) / CALIBRATION
+        self.path = path or paths.RUNS / CALIBRATION
         self.prefix = f"{device_name(device)} | torch {torch.__version__}"
         self.entries = self._load()  # other devices' and shapes' timings are kept when saving
         self.fresh, self.refreshed = fresh, set()  # fresh: measure every timing this plan needs again
@@ -374,7 +371,7 @@ class Calibration:
 
 def estimate(plan: Plan, calibration: Calibration) -> Plan:
     """Fill in the seconds of every run and evaluation of ``plan`` (cached ones cost nothing)."""
-    threads = max(1, (os.cpu_count() or 1) // plan.jobs) if plan.device == "cpu" else 0
+    threads = threads_per_job(plan.jobs) if plan.device == "cpu" else 0
     for item in plan.runs:
         if item.cached:
             continue
@@ -430,10 +427,10 @@ def render(plan: Plan, calibration: Calibration) -> str:
                f"{len(plan.evals)} evaluations ({n_cached} already in the run cache); training seed 0")
     loads = [e.get("load_average") for e in calibration.used if e.get("load_average") is not None]
     if loads:
-        how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} CPUs "
+        how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {usable_cpus()} CPUs "
                 f"(other work on the machine slows every timing, and so the estimate)")
     out.append(f"# calibration: {how} ({calibration.path}; --calibrate measures again)")
-    threads = max(1, (os.cpu_count() or 1) // plan.jobs)
+    threads = threads_per_job(plan.jobs)
     where = (f"{plan.jobs} at a time, {threads} thread(s) each" if plan.device == "cpu"
              else "sharing the device: their times add up")
     out.append(f"\n## training (reproduce trains {where})")

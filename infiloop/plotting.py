@@ -5,22 +5,21 @@
     fig, ax = plt.subplots()
     ax.plot(x, y, color=plotting.COLORS["infiloop"], label=plotting.LABELS["infiloop"])
     plotting.profile_note(ax, "tiny", 256)
-    plotting.save_figure(fig, "depth_scaling", "tiny")   # figures/tiny/depth_scaling.{png,pdf}
+    plotting.save_figure(fig, "depth_scaling", "tiny")   # figures/tiny/depth_scaling.{png,pdf} (paths.FIGURES)
 
 The backend is left alone (no ``MPLBACKEND``): notebooks show figures inline.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
-from .tasks.base import atomic_write
+from . import paths
+from .io import atomic_write
 
-ROOT = Path(__file__).resolve().parents[1]
 PNG_DPI = 150
 
 # Colour-blind-safe (Okabe-Ito); the same connection has the same colour in every figure.
@@ -59,8 +58,6 @@ LINESTYLES = {"history_w2": "--"}
 # How the paper's numbers are drawn beside ours: hollow markers, dashed lines.
 PAPER_STYLE = {"linestyle": "--", "marker": "o", "markerfacecolor": "none", "alpha": 0.8}
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
 
 def use_style() -> None:
     """Set the project's seaborn/matplotlib style (call once at the top of a notebook)."""
@@ -81,24 +78,24 @@ def use_style() -> None:
 
 
 def figure_dir(profile: str, root: str | Path | None = None) -> Path:
-    """``figures/<profile>/`` under the repository root (or ``root``)."""
-    if not _NAME.match(profile):
+    """``<paths.FIGURES>/<profile>/``, or ``<root>/figures/<profile>/`` for another checkout ``root``."""
+    if not paths.is_plain_name(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
-    return Path(root or ROOT) / "figures" / profile
+    return (Path(root) / "figures" if root else paths.FIGURES) / profile
 
 
 def save_figure(fig, name: str, profile: str, root: str | Path | None = None) -> list[Path]:
     """Write ``figures/<profile>/<name>.png`` (dpi 150) and ``.pdf`` atomically; return both paths."""
-    if not _NAME.match(name):
+    if not paths.is_plain_name(name):
         raise ValueError(f"figure name {name!r}: use letters, digits, '_', '-', '.' only")
     out = figure_dir(profile, root)
-    paths = []
+    written = []
     for ext in ("png", "pdf"):
         dpi = PNG_DPI if ext == "png" else None
-        paths.append(atomic_write(out / f"{name}.{ext}",
+        written.append(atomic_write(out / f"{name}.{ext}",
                                   lambda tmp, ext=ext, dpi=dpi: fig.savefig(tmp, format=ext, dpi=dpi),
                                   suffix=f".{ext}"))
-    return paths
+    return written
 
 
 def profile_note(ax_or_fig, profile: str, n_items: int | None = None, what: str = "puzzles"):

@@ -1,6 +1,6 @@
 """The HTML report: one self-contained file compiled from the notebooks' summary JSON files.
 
-Inputs (paths relative to the repository root):
+Inputs (``results/`` is ``paths.RESULTS``, or ``<root>/results`` for the checkout given by ``--root``):
 
 - ``results/<profile>/summaries/<notebook>.json``, one per notebook::
 
@@ -38,12 +38,11 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from . import paper
-from .tasks.base import atomic_write_text
+from . import paper, paths
+from .io import atomic_write_text
+from .machine import cpu_name
 
-ROOT = Path(__file__).resolve().parents[1]
 MAIN_NOTEBOOK = "01_main_table"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
                ".gif": "image/gif"}
 MAX_EMBED_BYTES = 8 * 2**20  # one embedded file at most (the animations are about 1 MB each)
@@ -62,6 +61,14 @@ figcaption{font-size:.9em;color:#555}
 .yes{color:#1a7f37;font-weight:bold}.no{color:#c62828;font-weight:bold}.na{color:#888}
 code{background:#f5f5f5;padding:0 .2em}pre{background:#f5f5f5;padding:.5em;overflow-x:auto}
 """
+
+
+def _folders(root: str | Path | None) -> tuple[Path, Path]:
+    """(checkout, results folder): ``paths.ROOT`` and ``paths.RESULTS``, or, for another checkout ``root``
+    (``--root``), ``root`` and ``root/results``. Relative figure paths are read from the checkout."""
+    if root is None:
+        return paths.ROOT, paths.RESULTS
+    return Path(root), Path(root) / "results"
 
 
 def esc(value) -> str:
@@ -139,10 +146,10 @@ def table_html(table: dict) -> str:
     return "\n".join(parts)
 
 
-def figure_html(fig: dict, root: Path) -> tuple[str, str | None]:
+def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
     """A figure embedded as a data URI; returns (html, problem) where problem names a missing figure."""
     rel = str(fig.get("path") or "")
-    path = Path(rel) if Path(rel).is_absolute() else root / rel
+    path = Path(rel) if Path(rel).is_absolute() else _folders(root)[0] / rel
     mime = IMAGE_TYPES.get(path.suffix.lower())
     text = _inline(fig.get("caption", ""))
     if mime == "image/gif" and path.is_file():
@@ -196,20 +203,9 @@ def _run(cmd: list[str], cwd: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def cpu_name() -> str:
-    """The CPU model and the number of logical CPUs (from /proc/cpuinfo where there is one)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        if names:
-            cpu = f"{names[0].strip()} × {len(names)}"
-    except OSError:
-        pass
-    return cpu
-
-
-def provenance(root: Path) -> dict[str, str]:
+def provenance(root: Path | None = None) -> dict[str, str]:
     """Git commit and tree state, versions and the machine (read-only: no git command writes)."""
+    root = _folders(root)[0]
     info = {}
     commit = _run(["git", "rev-parse", "HEAD"], root)
     dirty = _run(["git", "--no-optional-locks", "status", "--porcelain"], root)
@@ -275,9 +271,9 @@ def _prov_value(key: str, value: str) -> str:
     return esc(value)
 
 
-def load_summaries(profile: str, root: Path) -> tuple[list[dict], list[str]]:
+def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], list[str]]:
     """Summaries in notebook order (the paper's five first, then any others); plus problems found."""
-    folder = root / "results" / profile / "summaries"
+    folder = _folders(root)[1] / profile / "summaries"
     files = {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
     order = [n for n in paper.NOTEBOOKS if n in files] + sorted(set(files) - set(paper.NOTEBOOKS))
     summaries, problems = [], []
@@ -297,9 +293,9 @@ def load_summaries(profile: str, root: Path) -> tuple[list[dict], list[str]]:
     return summaries, problems
 
 
-def stages_html(profile: str, root: Path) -> tuple[str, list[str]]:
+def stages_html(profile: str, root: Path | None = None) -> tuple[str, list[str]]:
     """Per-stage wall times from stages.json (or a warning that it is missing); plus failed stages."""
-    path = root / "results" / profile / "stages.json"
+    path = _folders(root)[1] / profile / "stages.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -317,7 +313,7 @@ def stages_html(profile: str, root: Path) -> tuple[str, list[str]]:
                        "rows": rows, "note": note}), failed
 
 
-def notebook_section(s: dict, root: Path, skip_tables: int = 0) -> tuple[str, list[str]]:
+def notebook_section(s: dict, root: Path | None = None, skip_tables: int = 0) -> tuple[str, list[str]]:
     """One notebook's section: title, meta line, text, figures, tables; plus its missing figures."""
     name = s.get("notebook", "")
     meta = [f"profile: {esc(s['profile'])}"] if s.get("profile") else []
@@ -339,7 +335,7 @@ def notebook_section(s: dict, root: Path, skip_tables: int = 0) -> tuple[str, li
     return "\n".join(parts), problems
 
 
-def render(profile: str, root: Path) -> str:
+def render(profile: str, root: Path | None = None) -> str:
     """The report's HTML as a string (see the module docstring)."""
     summaries, problems = load_summaries(profile, root)
     claims = []
@@ -430,30 +426,31 @@ def write_summary(summary: dict, root: Path | None = None) -> Path:
 
     ``summary`` follows the contract of the module docstring; ``notebook`` and ``profile`` are
     required. Figure paths may be ``Path`` objects (as returned by ``plotting.save_figure``): they
-    are stored relative to the repository root. Unknown ``agrees`` values are refused.
+    are stored relative to the repository root (absolute when outside it, e.g. ``INFILOOP_FIGURES``
+    elsewhere). Unknown ``agrees`` values are refused. ``root``: another checkout (see ``_folders``).
     """
-    root = Path(root) if root is not None else ROOT
+    checkout, results = _folders(root)
     missing = [k for k in ("notebook", "profile") if not summary.get(k)]
     if missing:
         raise ValueError(f"summary lacks {', '.join(missing)}")
     for c in summary.get("claims") or []:
         if c.get("agrees") not in (True, False, None) or not c.get("id"):
             raise ValueError(f"claim {c!r}: needs an id and agrees = true, false or null")
-    data = _plain({"figures": [], "tables": [], "claims": [], **summary}, root)
+    data = _plain({"figures": [], "tables": [], "claims": [], **summary}, checkout)
     for key in ("notebook", "profile"):
-        if not _NAME.match(str(data[key])):
+        if not paths.is_plain_name(data[key]):
             raise ValueError(f"{key} {data[key]!r} is not a plain name")
-    path = root / "results" / data["profile"] / "summaries" / f"{data['notebook']}.json"
+    path = results / data["profile"] / "summaries" / f"{data['notebook']}.json"
     return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def build_report(profile: str, root: Path | None = None) -> Path:
-    """Write ``results/<profile>/report.html`` (atomically) under ``root`` (default: the repo root)."""
-    root = Path(root) if root is not None else ROOT
-    if not _NAME.match(profile):
+    """Write ``results/<profile>/report.html`` (atomically); ``root``: another checkout (see ``_folders``)."""
+    if not paths.is_plain_name(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
-    write_packages(root / "results" / profile)
-    return atomic_write_text(root / "results" / profile / "report.html", render(profile, root))
+    results = _folders(root)[1] / profile
+    write_packages(results)
+    return atomic_write_text(results / "report.html", render(profile, root))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,13 +458,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infiloop report",
                                      description="Compile results/<profile>/report.html from the notebook summaries.")
     parser.add_argument("--profile", default="tiny", help="profile whose results to report (default tiny)")
-    parser.add_argument("--root", default=None, help="repository root (default: the package's checkout)")
+    parser.add_argument("--root", default=None,
+                        help=f"repository root whose results/ to report (default: {paths.RESULTS})")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    root = Path(args.root) if args.root else ROOT
-    if not (root / "results" / args.profile).is_dir():
-        print(f"report: results/{args.profile}/ does not exist under {root}; run the notebooks first "
+    results = _folders(args.root)[1]
+    if not (results / args.profile).is_dir():
+        print(f"report: {results / args.profile} does not exist; run the notebooks first "
               "(./reproduce.sh). Writing a report that says so.", file=sys.stderr)
-    path = build_report(args.profile, root)
+    path = build_report(args.profile, args.root)
     print(path)
     return 0
 

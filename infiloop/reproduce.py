@@ -8,7 +8,7 @@ only load, analyse and plot.
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
-``results/<profile>/`` for provenance.
+``results/<profile>/`` for provenance (``results/`` is ``paths.RESULTS``).
 """
 
 from __future__ import annotations
@@ -22,24 +22,21 @@ from pathlib import Path
 
 import yaml
 
-from . import manifest
+from . import manifest, paths
 from .errors import Parser, UsageError
 from .experiments import PROFILES
-from .tasks.base import atomic_write_text
-
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_DIR = ROOT / "notebooks"
+from .io import atomic_write_text
 
 
 def notebooks() -> list[str]:
-    return sorted(p.stem for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    return sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
 def declared_parameters(name: str) -> set[str]:
     """The parameters a notebook declares in its cell tagged ``parameters``."""
     import papermill as pm
 
-    return set(pm.inspect_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb")))
+    return set(pm.inspect_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb")))
 
 
 def _now() -> str:
@@ -128,9 +125,9 @@ def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     mine = declared_parameters(name)  # -p applies to the notebooks that declare it (a notebook refuses others)
-    pm.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
+    pm.execute_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
                         parameters={"profile": profile, **{k: v for k, v in params.items() if k in mine}},
-                        kernel_name="python3", cwd=str(ROOT), progress_bar=True)
+                        kernel_name="python3", cwd=str(paths.ROOT), progress_bar=True)
 
 
 def default_device(profile: str) -> str:
@@ -175,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"-p {', '.join(sorted(set(params) - known))}: not a parameter of the selected notebooks "
                  f"(theirs: {', '.join(sorted(known))})")
     params.setdefault("device", args.device)
-    out_dir = ROOT / "results" / args.profile
+    out_dir = paths.RESULTS / args.profile
     out_dir.mkdir(parents=True, exist_ok=True)
     stages = Stages(out_dir / "stages.json")
     t0 = time.time()

@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from . import experiments
+from . import experiments, paths
 from .errors import UsageError
-from .tasks.base import DataError, atomic_write
+from .io import atomic_write
+from .tasks.base import DataError
 from .training import DONE, METRICS, WEIGHTS
 
 FORMAT = "infiloop-runs"
@@ -45,15 +46,15 @@ FORMAT_VERSION = 1
 MANIFEST = "MANIFEST.json"
 RUN_FILES = ("config.json", WEIGHTS, DONE, METRICS)  # metrics.jsonl is optional (copied when present)
 REQUIRED = ("config.json", WEIGHTS, DONE)
-_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_NAME = paths.PLAIN_NAME
 _MEMBER = re.compile(rf"runs/(?P<task>{_NAME})/(?P<name>{_NAME})/(?P<file>config\.json|model\.safetensors|DONE\.json|"
                      rf"metrics\.jsonl|eval/{_NAME}\.npz)")
 _CHUNK = 1 << 20
 
 
 def runs_root(root: str | os.PathLike | None = None) -> Path:
-    """The run cache: ``root`` if given, else ``experiments.RUNS`` (read now, so that tests can move it)."""
-    return Path(root) if root is not None else Path(experiments.RUNS)
+    """The run cache: ``root`` if given, else ``paths.RUNS`` (read now, so that tests can move it)."""
+    return Path(root) if root is not None else paths.RUNS
 
 
 def sha256_file(path: Path) -> str:
@@ -70,12 +71,9 @@ def sha256_file(path: Path) -> str:
 def run_files(run_dir: Path) -> list[str]:
     """The files of a finished run that travel, relative to its folder, in a stable order."""
     files = [f for f in RUN_FILES if (run_dir / f).is_file()]
-    files += sorted(f"eval/{p.name}" for p in (run_dir / "eval").glob("*.npz") if p.is_file() and _plain(p.name))
+    files += sorted(f"eval/{p.name}" for p in (run_dir / "eval").glob("*.npz")
+                    if p.is_file() and paths.is_plain_name(p.name))
     return files
-
-
-def _plain(name: str) -> bool:
-    return re.fullmatch(_NAME, name) is not None and not name.startswith(".")
 
 
 def export_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, list[dict]]:

@@ -27,19 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .machine import usable_cpus
 from .manifest import Job
 
 # Workers per core on CPU: 1.0 means one single-threaded process per core (benchmarks/workers.py measured
 # 2 x 1 thread against 1 x 2 threads on this project's 2-core reference machine; see benchmarks/RESULTS.md).
 CPU_WORKERS_PER_CORE = 1.0
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (the affinity mask where the OS has one, e.g. under a container quota)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 @dataclass
@@ -106,7 +99,7 @@ def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]
     if slots[0].gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(s.gpu for s in slots)
     if job.kind == "train":
-        args = ["-m", "infiloop", "train", "--profile", profile, "--task", job.spec.task, "--connection",
+        args = ["-m", "infiloop", "train", "--profile", profile, "--task", job.spec.task, "--recipe",
                 job.spec.recipe, "--device", slots[0].device, "--threads", str(slots[0].threads), "--quiet"]
         for k, v in job.spec.overrides.items():
             args += ["--set", f"{k}={json.dumps(v)}"]

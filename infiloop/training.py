@@ -29,9 +29,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .connections import reject_unknown_fields
+from .config import from_dict
+from .io import atomic_write, atomic_write_text, save_weights
 from .model import Carry, LoopedReasoner, ModelConfig
-from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData, atomic_write, atomic_write_text
+from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData
+from .tasks.scoring import count_wrong
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_PREV = "checkpoint.prev.pt"  # the one before: resume falls back to it when the last is damaged
@@ -115,11 +117,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
-        reject_unknown_fields(cls, d, "train")
-        d = dict(d)
-        if "betas" in d:
-            d["betas"] = tuple(d["betas"])
-        return cls(**d)
+        return from_dict(cls, d, "train")
 
 
 # ------------------------------------------------------------------------------------------ losses
@@ -330,18 +328,6 @@ def _slice_carry(carry: Carry, sl: slice) -> Carry:
     return {a: {k: v[sl].clone() for k, v in st.items()} for a, st in carry.items()}
 
 
-def save_weights(path: Path, weights: dict[str, Tensor]) -> None:
-    from safetensors.torch import save_file
-
-    atomic_write(path, lambda tmp: save_file({k: v.contiguous() for k, v in weights.items()}, tmp))
-
-
-def load_weights(path: Path) -> dict[str, Tensor]:
-    from safetensors.torch import load_file
-
-    return load_file(str(path))
-
-
 # ------------------------------------------------------------------------------------------ training
 
 
@@ -460,7 +446,7 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
         with torch.no_grad():
             pred = logits.argmax(-1)
             cell_ok = (pred == labels) & mask
-            seq_ok = cell_ok.sum(-1) == mask.sum(-1)
+            seq_ok = count_wrong(pred, labels) == 0
         q_loss = F.binary_cross_entropy_with_logits(q_halt.float(), seq_ok.float())
         loss = lm_loss + train_cfg.halt_loss_weight * q_loss
         opt.zero_grad(set_to_none=True)

@@ -7,8 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from infiloop import analysis, calibration
-from infiloop.tasks import profiles
+from infiloop import analysis, calibration, paths
 
 ROW = {"profile": "smoke", "data": {"needs_search": False, "n_train": 40, "n_test": 12}, "steps": 6,
        "max_segments": 2, "limit": 12}
@@ -16,7 +15,7 @@ ROW = {"profile": "smoke", "data": {"needs_search": False, "n_train": 40, "n_tes
 
 @pytest.fixture
 def data_root(tmp_path, monkeypatch):
-    monkeypatch.setattr(profiles, "DATA_ROOT", tmp_path / "data")
+    monkeypatch.setattr(paths, "DATA", tmp_path / "data")
     return tmp_path / "data"
 
 

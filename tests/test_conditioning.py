@@ -8,12 +8,12 @@ import torch
 from infiloop.conditioning import ConditionConfig, Conditioner, time_features
 from infiloop.connections import Connection, ConnectionConfig
 from infiloop.evaluation import evaluate_budgets
-from infiloop.experiments import CODE_VERSION, RECIPES, config_hash, resolve_config
+from infiloop.experiments import CODE_VERSION, RECIPES, config_hash, profile_model, resolve_config
 from infiloop.model import LoopedReasoner, ModelConfig
 from infiloop.tasks.base import TaskData
 
 D, LAYERS = 32, 1
-BASE = ModelConfig.preset("smoke")  # d_model 32, one layer of 2 sublayers (mixer, SwiGLU), H 2, L 2
+BASE = profile_model("smoke")  # d_model 32, one layer of 2 sublayers (mixer, SwiGLU), H 2, L 2
 SUBS = 2
 
 VARIANTS = {

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from infiloop.cli import main
+from infiloop.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "python -m infiloop "
 
 SLOW = {
-    "python -m infiloop train --profile tiny --task sudoku --connection infiloop":
+    "python -m infiloop train --profile tiny --task sudoku --recipe infiloop":
         "trains the tiny model: 700 steps, minutes on a CPU",
-    "python -m infiloop train --profile tiny --connection infiloop --set model.outer.beta=0.1 --set train.steps=2000":
+    "python -m infiloop train --profile tiny --recipe infiloop --set model.outer.beta=0.1 --set train.steps=2000":
         "trains a tiny model for 2,000 steps",
     "python -m infiloop eval runs/sudoku/infiloop-tiny-<hash> --updates 960 --every 10":
         "960 outer updates take about a minute on 2 CPU cores even with the smoke model "
@@ -90,13 +90,10 @@ def test_the_readme_and_help_show_commands():
 @pytest.fixture
 def roots(tmp_path, monkeypatch):
     """Run, data and report roots in a temporary folder, for commands that write."""
-    import infiloop.experiments as experiments
-    import infiloop.report as report
-    import infiloop.tasks.cli as data_cli
+    from infiloop import paths
 
-    monkeypatch.setattr(experiments, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(data_cli, "DATA_ROOT", tmp_path / "data")
-    monkeypatch.setattr(report, "ROOT", tmp_path)
+    for name in ("RUNS", "DATA", "RESULTS", "FIGURES"):
+        monkeypatch.setattr(paths, name, tmp_path / name.lower())
     monkeypatch.chdir(tmp_path)  # a relative output (`runs export ... -o my_runs.tar`) lands here
     return tmp_path
 

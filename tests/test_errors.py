@@ -7,15 +7,13 @@ import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from infiloop.cli import main
+from infiloop.paths import ROOT
 from infiloop.tasks import sudoku
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -75,7 +73,8 @@ CASES = [
     (["train", "--profile", "smoke", "--set", "train.lrr=1"], 2, "unknown key 'train.lrr'"),
     (["train", "--profile", "smoke", "--set", "train.optimizer=sgd"], 2, "train.optimizer: unknown optimizer 'sgd'"),
     (["train", "--profile", "huge"], 2, "unknown profile 'huge'"),
-    (["train", "--profile", "smoke", "--connection", "trm"], 2, "unknown connection recipe 'trm'"),
+    (["train", "--profile", "smoke", "--recipe", "trm"], 2, "unknown connection recipe 'trm'"),
+    (["train", "--profile", "smoke", "--connection", "trm"], 2, "unknown connection recipe 'trm'"),  # its alias
     (["train", "--profile", "smoke", "--threads", "x"], 2, "argument --threads: expected an integer >= 0"),
     (["info", "--preset", "huge"], 2, "unknown model preset 'huge'"),
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
@@ -168,13 +167,12 @@ def test_a_file_of_another_size_names_both_sizes(smoke_run, tmp_path, capsys):
 
 
 def test_a_maze_file_of_another_size_is_refused_before_the_model(tmp_path):
-    from infiloop.experiments import _user_data
-    from infiloop.model import ModelConfig
+    from infiloop.experiments import _user_data, profile_model
     from infiloop.tasks import maze
 
     path = tmp_path / "mazes.csv"
     maze.write_csv(path, maze.generate(2, 8, 10, 0, progress=False))
-    cfg = ModelConfig.preset("smoke").replace(grid=(12, 12), seq_len=144, vocab_size=6, box=None)
+    cfg = profile_model("smoke").replace(grid=(12, 12), seq_len=144, vocab_size=6, box=None)
     with pytest.raises(ValueError, match=r"mazes.csv: the file holds 8x8 mazes, but this model was trained on "
                                          r"12x12 mazes"):
         _user_data("maze", cfg, path)
@@ -306,7 +304,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one(tmp_path, capsys):
     assert [json.loads(ln)["step"] for ln in (run.dir / "metrics.jsonl").read_text().splitlines()] == [5, 10, 15, 20]
     for f in ("checkpoint.pt", "checkpoint.prev.pt"):
         (run.dir / f).write_bytes(b"damaged")
-    code, _, err = cli(capsys, "train", "--profile", "smoke", "--connection", "carry_last", "--run-dir", run.dir,
+    code, _, err = cli(capsys, "train", "--profile", "smoke", "--recipe", "carry_last", "--run-dir", run.dir,
                        "--quiet")
     line = one_error_line(err)
     assert code == 1 and "checkpoint.pt: damaged checkpoint" in line
@@ -319,11 +317,11 @@ def test_two_configurations_racing_for_one_folder(tmp_path, monkeypatch):
     """The loser of the lock finds the winner's configuration in the folder and says so, instead of
     reporting the winner's run as its own."""
     import infiloop.experiments as ex
-    from infiloop.tasks.base import atomic_write_text
+    from infiloop.io import atomic_write_text
 
     folder = tmp_path / "shared"
     winner = ex.resolve_config("sudoku", "infiloop", "smoke", {"train.steps": 5})
-    real_lock = ex._locked
+    real_lock = ex.locked
 
     @contextmanager
     def lock_won_by_the_other(path):
@@ -332,7 +330,7 @@ def test_two_configurations_racing_for_one_folder(tmp_path, monkeypatch):
             atomic_write_text(folder / "DONE.json", json.dumps({"step": 5, "complete": True}))
             yield
 
-    monkeypatch.setattr(ex, "_locked", lock_won_by_the_other)
+    monkeypatch.setattr(ex, "locked", lock_won_by_the_other)
     with pytest.raises(ValueError, match="holds a run with a different configuration; choose another --run-dir"):
         ex.get_run("sudoku", "infiloop", "smoke", {"train.steps": 6}, run_dir=folder, progress=False)
 
@@ -345,7 +343,7 @@ def _dead_pid() -> int:
 
 def test_leftovers_of_killed_writes_are_removed(run_copy):
     from infiloop.experiments import load_run
-    from infiloop.tasks.base import STALE_TEMP_AGE_S, atomic_write_text
+    from infiloop.io import STALE_TEMP_AGE_S, atomic_write_text
 
     old = os.path.getmtime(run_copy / "config.json") - 10 * STALE_TEMP_AGE_S
     dead, alive = _dead_pid(), os.getpid()
@@ -372,8 +370,7 @@ def test_leftovers_of_killed_writes_are_removed(run_copy):
 def test_written_files_have_the_usual_mode(tmp_path):
     import torch
 
-    from infiloop.tasks.base import atomic_write_text
-    from infiloop.training import save_weights
+    from infiloop.io import atomic_write_text, save_weights
 
     umask = os.umask(0o022)
     try:

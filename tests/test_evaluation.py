@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,7 @@ import torch
 
 from infiloop.evaluation import accuracy_by_depth, evaluate, load_trajectory, perturb
 from infiloop.experiments import load_run
-
-ROOT = Path(__file__).resolve().parents[1]
+from infiloop.paths import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from infiloop import experiments, manifest
+from infiloop import experiments, manifest, paths
 from infiloop.cli import main
 
 
@@ -61,7 +61,7 @@ def test_a_notebook_parameter_changes_its_evaluations_only():
 
 def test_the_declared_evaluation_is_the_one_the_notebook_loads(smoke_run, monkeypatch):
     """``need.result`` computes through ``Run.evaluate`` and writes the declared cache file."""
-    monkeypatch.setattr(experiments, "RUNS", smoke_run.dir.parents[1])
+    monkeypatch.setattr(paths, "RUNS", smoke_run.dir.parents[1])
     need = manifest.needs("03", "smoke", max_updates=12, limit=8)
     spec = need.evals["depth/infiloop"]
     assert spec.run.run.dir == smoke_run.dir

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from infiloop.connections import ConnectionConfig
+from infiloop.experiments import profile_model, resolve_config
 from infiloop.layers import swiglu_width
 from infiloop.model import LoopedReasoner, ModelConfig
 
@@ -66,8 +67,17 @@ def test_gradients_flow_only_through_the_last_outer_update(gen):
     assert not torch.allclose(g1, g3)
 
 
+def test_a_profiles_model_is_its_runs_model():
+    """``profile_model`` (``info --preset``) reads the profile: the model of its Sudoku run, without building data."""
+    for profile in ("smoke", "tiny"):
+        assert profile_model(profile) == ModelConfig.from_dict(resolve_config("sudoku", "infiloop", profile)["model"])
+    assert profile_model("gpu") == profile_model("paper") == ModelConfig(n_puzzles=1)  # 9x9, the paper's model
+    with pytest.raises(ValueError, match="unknown profile 'huge'"):
+        profile_model("huge")
+
+
 def test_paper_configuration_parameter_count():
-    cfg = ModelConfig.preset("paper")
+    cfg = profile_model("paper")
     model = LoopedReasoner(cfg)
     d, v, w = 512, 11, swiglu_width(512, 4.0, 256)
     assert w == 1536

@@ -9,7 +9,9 @@ import jupytext
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from infiloop import paths
+from infiloop.paths import ROOT
+
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 SMOKE = {
     "01_main_table": {"tasks": "sudoku,arc1"},  # exercises ARC pass@2 voting on the smoke subset
@@ -46,9 +48,7 @@ def test_jupytext_pair_in_sync(py):
 
 
 def _eval_files() -> set[Path]:
-    from infiloop.experiments import RUNS
-
-    return set(Path(RUNS).glob("*/*-smoke-*/eval/*.npz"))
+    return set(paths.RUNS.glob("*/*-smoke-*/eval/*.npz"))
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,20 @@ def test_the_compute_stage_computes_everything_the_notebooks_read(executed):
     assert "train.log" in logs and any(n.startswith("eval-traj-") for n in logs)
 
 
+def test_notebooks_execute_at_smoke_profile(executed):
+    out, failures = executed[:2]
+    assert not failures, json.dumps(failures, indent=1)
+    for py in NOTEBOOKS:
+        summary = json.loads((paths.RESULTS / "smoke" / "summaries" / f"{py.stem}.json").read_text())
+        assert summary["profile"] == "smoke" and summary["text"]
+        for fig in summary["figures"]:
+            path = ROOT / fig["path"]
+            assert path.is_file() and (path.suffix == ".gif" or path.with_suffix(".pdf").is_file())
+    animations = json.loads((paths.RESULTS / "smoke" / "summaries" / "07_watch_the_loop.json").read_text())
+    assert [Path(f["path"]).name for f in animations["figures"]] == ["watch_puzzle.gif", "watch_race.gif",
+                                                                    "watch_arc.gif"]
+
+
 def test_bad_parameter_is_named(tmp_path):
     import papermill as pm
 
@@ -135,7 +149,7 @@ def test_pipeline_continues_past_a_failing_notebook(executed):
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 1, res.stderr[-3000:]
     assert "FAILED: 03_gamma_dynamics" in res.stderr
-    stages = {s["name"]: s for s in json.loads((ROOT / "results" / "smoke" / "stages.json").read_text())["stages"]}
+    stages = {s["name"]: s for s in json.loads((paths.RESULTS / "smoke" / "stages.json").read_text())["stages"]}
     assert stages["02_depth_scaling"]["status"] == "ok"
     assert stages["03_gamma_dynamics"]["status"] == "failed" and "before" in stages["03_gamma_dynamics"]["error"]
     assert stages["report"]["status"] == "ok" and res.stdout.strip().endswith("report.html")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from infiloop import experiments, plan, runs
+from infiloop import experiments, paths, plan, runs
 from infiloop.model import ModelConfig
 from infiloop.plan import Timing
 
@@ -31,7 +31,7 @@ class FakeTimer:
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiments, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     return tmp_path / "runs"
 
 

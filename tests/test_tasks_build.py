@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from infiloop import paths
 from infiloop.tasks import DATA_PROFILES, TASKS, DataError, TaskData, build, info, load
 from infiloop.tasks.cli import main
-from infiloop.tasks.profiles import DATA_ROOT, ROOT, describe
+from infiloop.tasks.datasets import describe
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +22,7 @@ def test_profiles_are_plain_data_for_every_task():
     for profile in ("smoke", "tiny", "paper"):
         assert set(DATA_PROFILES[profile]) == set(TASKS)
     json.dumps(DATA_PROFILES)  # serialisable
-    assert DATA_ROOT == ROOT / "data" and (ROOT / "infiloop" / "tasks").is_dir()
+    assert (paths.ROOT / "infiloop" / "tasks").is_dir()
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -156,6 +156,20 @@ def test_scoring():
     assert exact_accuracy(pred, labels).tolist() == [True, False, True]  # label 0 is ignored
     assert wrong_cells(pred, labels).tolist() == [0, 2, 0]
     assert wrong_cells(pred, labels, mask=np.array([[1, 1, 1], [0, 1, 0], [1, 1, 1]])).tolist() == [0, 1, 0]
+    # the torch path (evaluation, training) counts the same cells, on the tensors' device
+    import torch
+
+    from infiloop.tasks.scoring import count_wrong
+
+    counted = count_wrong(torch.from_numpy(pred), torch.from_numpy(labels))
+    assert isinstance(counted, torch.Tensor) and counted.tolist() == [0, 2, 0]
+
+
+def test_plain_names():
+    from infiloop.paths import is_plain_name
+
+    assert all(is_plain_name(n) for n in ("tiny", "02_depth_scaling", "fig-a.png", "traj-0123abcd.npz"))
+    assert not any(is_plain_name(n) for n in ("", ".hidden", "-x", "../escape", "a/b", "tiny\n", "a b"))
 
 
 GOOD_Q = "..3.3..2" + "." * 8

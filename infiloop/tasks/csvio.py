@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import DataError, atomic_write_text, where
+from ..io import atomic_write_text
+from .base import DataError, where
 
 HEADER = ("source", "question", "answer", "rating")
 

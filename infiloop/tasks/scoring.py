@@ -1,7 +1,10 @@
 """Exact accuracy and wrong-cell counts (SPEC §5 "exact accuracy", §8 diagnostics).
 
-A row is *exactly right* when every scored position matches its label; positions whose label is
-``IGNORE_LABEL_ID`` (0) are never scored. Works on numpy arrays and on torch tensors (converted).
+A *wrong cell* is a scored position predicted differently from its label (:func:`wrong_mask`, the one
+definition); positions whose label is ``IGNORE_LABEL_ID`` (0) are never scored. A row is *exactly right*
+when it has no wrong cell. :func:`wrong_cells` and :func:`exact_accuracy` take numpy arrays or torch
+tensors (converted to numpy); :func:`count_wrong` keeps torch tensors on their device (evaluation and
+training count on the model's device).
 """
 
 from __future__ import annotations
@@ -26,22 +29,28 @@ def _check(pred, labels):
     return pred.reshape(len(pred), -1), labels.reshape(len(labels), -1)
 
 
-def scored_mask(labels, mask=None, ignore_label_id: int = IGNORE_LABEL_ID) -> np.ndarray:
-    """Positions that count: label not ignored, and inside ``mask`` when one is given."""
-    labels = _np(labels).reshape(len(_np(labels)), -1)
-    m = labels != ignore_label_id
-    if mask is not None:
-        m &= _np(mask).reshape(m.shape).astype(bool)
-    return m
+def wrong_mask(pred, labels, ignore_label_id: int = IGNORE_LABEL_ID):
+    """Wrong cells, element-wise: scored (label not ``ignore_label_id``) and predicted differently from the
+    label. numpy arrays or torch tensors alike (a tensor stays on its device)."""
+    return (pred != labels) & (labels != ignore_label_id)
+
+
+def count_wrong(pred, labels, ignore_label_id: int = IGNORE_LABEL_ID):
+    """Wrong cells per row (summed over the last axis), in the arrays' own kind: a torch tensor on its device
+    for tensors (``[B]`` int64), no conversion."""
+    return wrong_mask(pred, labels, ignore_label_id).sum(-1)
 
 
 def wrong_cells(pred_tokens, labels, mask=None, ignore_label_id: int = IGNORE_LABEL_ID) -> np.ndarray:
-    """Per row, the number of scored positions predicted wrong (``[N]`` int64).
+    """Per row, the number of scored positions predicted wrong (``[N]`` int64, numpy).
 
     ``mask`` restricts the count, e.g. ``inputs == 1`` for the initially blank Sudoku cells.
     """
     pred, labels = _check(pred_tokens, labels)
-    return ((pred != labels) & scored_mask(labels, mask, ignore_label_id)).sum(axis=1).astype(np.int64)
+    wrong = wrong_mask(pred, labels, ignore_label_id)
+    if mask is not None:
+        wrong &= _np(mask).reshape(wrong.shape).astype(bool)
+    return wrong.sum(axis=1).astype(np.int64)
 
 
 def exact_accuracy(pred_tokens, labels, ignore_label_id: int = IGNORE_LABEL_ID) -> np.ndarray:

@@ -9,7 +9,6 @@ permutation and row/column permutation within bands/stacks; each maps valid puzz
 
 from __future__ import annotations
 
-import os
 import random
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..machine import usable_cpus
 from . import sudoku_solver as solver
 from .base import DataError, TaskData, where
 from .csvio import read_puzzle_csv, write_puzzle_csv
@@ -199,7 +199,7 @@ def generate(n_puzzles: int, g: Geometry, blanks: tuple[int, int], seed: int | s
         raise ValueError(f"blank range {lo}-{hi} is not within 0..{g.cells - 1}")
     work = n_puzzles * g.cells * (10 if select.active else 1)
     if workers is None:
-        workers = min(os.cpu_count() or 1, 16) if work >= 200_000 else 1
+        workers = min(usable_cpus(), 16) if work >= 200_000 else 1
     chunk = max(1, min(500, n_puzzles // (4 * max(workers, 1)) or 1))
     jobs = [(g.n, g.br, g.bc, (lo, hi), seed, s, min(s + chunk, n_puzzles), select, max_candidates)
             for s in range(0, n_puzzles, chunk)]

@@ -1,10 +1,11 @@
-"""Data profiles and the cached builder (SPEC §4; DESIGN "Profiles", "Data flow").
+"""The dataset registry and the cached builder (SPEC §4; DESIGN "Profiles", "Data flow").
 
-``DATA_PROFILES[profile][task]`` is plain data. :func:`build` writes ``train.npz``/``test.npz``
-(:class:`TaskData`) and, for generated Sudoku/Maze sets, the public-format CSVs of the base puzzles,
-under ``data/<task>/<profile>/`` (``<profile>-<hash>`` with overrides), plus ``build.json``, written
-last, that records the config, what was done (downloaded or generated, and why) and a summary. A
-later call with the same config returns the files without rebuilding.
+``DATA_PROFILES[profile][task]`` is plain data: the data set of each task at each data profile.
+:func:`build` writes ``train.npz``/``test.npz`` (:class:`TaskData`) and, for generated Sudoku/Maze sets,
+the public-format CSVs of the base puzzles, under ``data/<task>/<profile>/`` (``<profile>-<hash>`` with
+overrides), plus ``build.json``, written last, that records the config, what was done (downloaded or
+generated, and why) and a summary. A later call with the same config returns the files without
+rebuilding.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import paths
+from ..io import atomic_write_text
 from . import arc, maze, sudoku
-from .base import DataError, TaskData, atomic_write_text
+from .base import DataError, TaskData
 from .hub import HubUnavailable, fetch
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA_ROOT = ROOT / "data"
 TASKS = ("sudoku", "maze", "arc1", "arc2")
 
 DATA_PROFILES: dict[str, dict[str, dict]] = {
@@ -129,18 +130,18 @@ def build(task: str, profile: str, root: Path | None = None, overrides: dict | N
 
     Returns paths: ``train``, ``test`` (.npz), ``manifest`` (build.json) and, where there are CSVs,
     ``train_csv``/``test_csv``. The manifest's ``source`` says whether the data was downloaded or
-    generated, and why. ``root`` defaults to :data:`DATA_ROOT` (read at call time).
+    generated, and why. ``root`` defaults to ``paths.DATA`` (read at call time).
     """
-    root = DATA_ROOT if root is None else Path(root)
+    root = paths.DATA if root is None else Path(root)
     cfg = profile_config(task, profile, overrides)
     out = build_dir(task, profile, overrides, root)
     manifest = out / "build.json"
     if manifest.is_file() and not force:
         m = json.loads(manifest.read_text())
-        paths = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
-        if m.get("config") == cfg and all(p.is_file() for p in paths.values()):
+        files = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
+        if m.get("config") == cfg and all(p.is_file() for p in files.values()):
             _say(verbose, f"{task}/{profile}: cached in {out} ({m['source']})")
-            return {**paths, "manifest": manifest}
+            return {**files, "manifest": manifest}
     t0 = time.time()
     builder = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}[task]
     files, source, summary = builder(task, cfg, out, Path(root), verbose)
@@ -154,7 +155,7 @@ def build(task: str, profile: str, root: Path | None = None, overrides: dict | N
 
 def info(task: str, profile: str, root: Path | None = None, overrides: dict | None = None) -> dict:
     """The manifest of a built set (config, source, summary)."""
-    p = build_dir(task, profile, overrides, DATA_ROOT if root is None else root) / "build.json"
+    p = build_dir(task, profile, overrides, paths.DATA if root is None else root) / "build.json"
     if not p.is_file():
         raise DataError(f"{p}: not built yet (run `python -m infiloop data build --task {task} --profile {profile}`)")
     return json.loads(p.read_text())
@@ -175,11 +176,11 @@ def describe(task: str, profile: str, root: Path | None = None, overrides: dict 
     (:func:`sudoku.difficulty`); Maze path length, dead ends and path share (:func:`maze.difficulty`)."""
     if task not in ("sudoku", "maze"):
         raise ValueError(f"describe covers sudoku and maze, not {task!r}")
-    paths = build(task, profile, root, overrides, verbose=verbose)
+    files = build(task, profile, root, overrides, verbose=verbose)
     out = {"task": task, "profile": profile, "overrides": overrides or {},
-           "source": json.loads(paths["manifest"].read_text())["source"]}
+           "source": json.loads(files["manifest"].read_text())["source"]}
     for split in ("train", "test"):
-        d = TaskData.load(paths[split])
+        d = TaskData.load(files[split])
         if task == "sudoku":
             base = d.subset(np.flatnonzero(d.meta["aug"] == 0)) if "aug" in d.meta else d
             out[split] = sudoku.difficulty(sudoku.from_taskdata(base))

@@ -1,0 +1,135 @@
+"""How files are written and read: atomically, without pickle, and under a lock where processes share them.
+
+- :func:`atomic_write` / :func:`atomic_write_text`: write a temporary file beside the target, then move it
+  into place (a reader never sees a half-written file); :func:`remove_stale_temps` removes what killed
+  writes left behind.
+- :func:`save_npz` / :func:`load_npz`: compressed numpy archives (data sets, trajectories), read with
+  ``allow_pickle=False``.
+- :func:`save_weights` / :func:`load_weights`: model weights as safetensors (no pickle).
+- :func:`locked`: an exclusive lock on a file (the ``filelock`` library), e.g. one process trains a run
+  folder while another waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock
+
+# A temporary file of atomic_write is ".<name>.<pid>-<random><suffix>"; one whose writer is gone and that is
+# older than this is the leftover of a killed write (the age spares a writer on another machine).
+STALE_TEMP_AGE_S = 60.0
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[a-z0-9_]{8}(?:\.tmp|\.npz)")
+
+
+# ------------------------------------------------------------------------------------------ atomic writes
+
+
+def atomic_write(path: str | os.PathLike, write, suffix: str = "") -> Path:
+    """Call ``write(tmp_path)`` then move the finished file into place (never a half-written file).
+
+    Leftovers of earlier killed writes of the same file are removed first (:func:`remove_stale_temps`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path.parent, path.name)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=suffix or ".tmp")
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600 (and some writers recreate the file): 0644 usually
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8, newlines as given) atomically."""
+    def _w(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+
+    return atomic_write(path, _w)
+
+
+def remove_stale_temps(folder: str | os.PathLike, name: str | None = None) -> list[Path]:
+    """Remove the temporary files that killed :func:`atomic_write` calls left in ``folder`` (of the file
+    ``name`` only, if given): those whose writing process is gone, older than ``STALE_TEMP_AGE_S``."""
+    folder, removed, now = Path(folder), [], time.time()
+    if not folder.is_dir():
+        return removed
+    for p in folder.iterdir():
+        m = _TEMP.fullmatch(p.name)
+        if not m or (name is not None and m["name"] != name):
+            continue
+        try:
+            if now - p.stat().st_mtime < STALE_TEMP_AGE_S or (m["pid"] and _alive(int(m["pid"]))):
+                continue
+            p.unlink()
+            removed.append(p)
+        except FileNotFoundError:  # removed by another process meanwhile
+            continue
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+# ------------------------------------------------------------------------------------------ numpy archives
+
+
+def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> Path:
+    """Write ``arrays`` as a compressed ``.npz`` atomically (object arrays are refused by the reader)."""
+    return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **arrays), suffix=".npz")
+
+
+def load_npz(path: str | os.PathLike, keys: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` (only ``keys``, if given), read without pickle."""
+    with np.load(path, allow_pickle=False) as f:
+        return {k: f[k] for k in (f.files if keys is None else keys)}
+
+
+# ------------------------------------------------------------------------------------------ model weights
+
+
+def save_weights(path: str | os.PathLike, weights: dict) -> Path:
+    """Tensors ``{name: tensor}`` as a safetensors file, atomically."""
+    from safetensors.torch import save_file
+
+    return atomic_write(path, lambda tmp: save_file({k: v.contiguous() for k, v in weights.items()}, tmp))
+
+
+def load_weights(path: str | os.PathLike) -> dict:
+    """The tensors of a safetensors file (no pickle)."""
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+# ------------------------------------------------------------------------------------------ locks
+
+
+def locked(path: str | os.PathLike):
+    """An exclusive lock on the file ``path`` (created with its folder if needed), as a context manager:
+    ``with locked(run_dir / ".lock"): ...``. Another process asking for it waits until it is released."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path))

@@ -1,0 +1,46 @@
+"""The machine this runs on: its CPU, for provenance, and how many CPUs this process may use.
+
+``usable_cpus`` counts the CPUs the process is allowed to run on (``os.sched_getaffinity``: a container's or
+``taskset``'s limit), not every CPU of the machine, so that jobs and threads are sized to what is really there.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS tells it, else every CPU); at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no sched_getaffinity (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def threads_per_job(jobs: int) -> int:
+    """torch CPU threads for each of ``jobs`` processes running at once: an equal share of the CPUs, at least 1."""
+    return max(1, usable_cpus() // max(1, jobs))
+
+
+def _cpuinfo_models() -> list[str]:
+    """The ``model name`` of every logical CPU in /proc/cpuinfo (empty where there is none)."""
+    try:
+        return [m.strip() for m in re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)]
+    except OSError:
+        return []
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what ``platform`` knows."""
+    models = _cpuinfo_models()
+    return models[0] if models else platform.processor() or platform.machine()
+
+
+def cpu_name() -> str:
+    """The CPU model and the number of logical CPUs of the machine, e.g. ``"AMD EPYC 9654 × 2"`` (the count
+    where /proc/cpuinfo gives it)."""
+    models = _cpuinfo_models()
+    return f"{models[0]} × {len(models)}" if models else platform.processor() or platform.machine()
