@@ -358,9 +358,21 @@ class Calibration:
                  "compile": cfg["compile"]}
         return self._get("train", shape, lambda: self.timer.train_step(run, batch, threads, self.device))
 
-    def eval_update(self, run, batch: int) -> Timing:
-        shape = {"model": _shape(run), "batch": batch}
-        return self._get("eval", shape, lambda: self.timer.eval_update(run, batch, self.device))
+    def eval_update(self, run, batch: int, threads: int = 0) -> Timing:
+        """Timed with ``threads`` torch threads (0: as they are), as the scheduler's slot will run it."""
+        import torch
+
+        shape = {"model": _shape(run), "batch": batch, **({"threads": threads} if threads else {})}
+
+        def measure():
+            old = torch.get_num_threads()
+            torch.set_num_threads(threads or old)
+            try:
+                return self.timer.eval_update(run, batch, self.device)
+            finally:
+                torch.set_num_threads(old)
+
+        return self._get("eval", shape, measure)
 
     def save(self) -> None:
         note = ("plan calibration: seconds per training step (at the run's batch) and per evaluation update "
@@ -381,7 +393,7 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
     for item in plan.evals:
         if item.cached:
             continue
-        item.per_update = calibration.eval_update(item.run, item.batch).seconds
+        item.per_update = calibration.eval_update(item.run, item.batch, threads).seconds
         item.seconds = item.batches * item.updates * item.per_update
     return plan
 
