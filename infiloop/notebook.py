@@ -10,13 +10,56 @@ for the report.
 from __future__ import annotations
 
 import ast
+import json
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
 
+from . import paths
 from .experiments import PROFILES
-from .report import write_summary
+from .io import atomic_write_text
+
+
+def _plain(value, root: Path):
+    """JSON-ready copy: Paths become repo-relative strings, numpy scalars/arrays become Python values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v, root) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, root) for v in value]
+    if isinstance(value, Path):
+        try:
+            return value.resolve().relative_to(root.resolve()).as_posix() if value.is_absolute() else value.as_posix()
+        except ValueError:  # outside the repository: keep it absolute (the report reads both)
+            return value.as_posix()
+    if hasattr(value, "tolist"):  # numpy scalar or array
+        return _plain(value.tolist(), root)
+    return value
+
+
+def write_summary(summary: dict, root: Path | None = None) -> Path:
+    """Write a notebook's summary to ``results/<profile>/summaries/<notebook>.json`` (atomically).
+
+    ``summary`` follows the contract of the module docstring; ``notebook`` and ``profile`` are
+    required. Figure paths may be ``Path`` objects (as returned by ``plotting.save_figure``): they
+    are stored relative to the repository root (absolute when outside it, e.g. ``INFILOOP_FIGURES``
+    elsewhere). Unknown ``agrees`` values are refused. ``root``: another checkout (its ``results/``);
+    infiloop/report.py only reads these files and renders them.
+    """
+    checkout, results = (paths.ROOT, paths.RESULTS) if root is None else (Path(root), Path(root) / "results")
+    missing = [k for k in ("notebook", "profile") if not summary.get(k)]
+    if missing:
+        raise ValueError(f"summary lacks {', '.join(missing)}")
+    for c in summary.get("claims") or []:
+        if c.get("agrees") not in (True, False, None) or not c.get("id"):
+            raise ValueError(f"claim {c!r}: needs an id and agrees = true, false or null")
+    data = _plain({"figures": [], "tables": [], "claims": [], **summary}, checkout)
+    for key in ("notebook", "profile"):
+        if not paths.is_plain_name(data[key]):
+            raise ValueError(f"{key} {data[key]!r} is not a plain name")
+    path = results / data["profile"] / "summaries" / f"{data['notebook']}.json"
+    return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 class ParameterError(ValueError):

@@ -331,115 +331,108 @@ def _slice_carry(carry: Carry, sl: slice) -> Carry:
 # ------------------------------------------------------------------------------------------ training
 
 
-def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_dir: str | os.PathLike,
-          device: str = "cpu", max_steps: int | None = None, progress: bool = True,
-          return_model: bool = False) -> dict | tuple[dict, LoopedReasoner]:
-    """Train (or resume) a model in ``run_dir``; returns the final summary (also written to DONE.json),
-    and with ``return_model`` the trained model too (this process's live weights, not the EMA).
+class _Trainer:
+    """The state of one training run between optimiser steps, with the steps of :func:`train` as methods:
+    set-up and resume (``__init__``), refilling halted slots (``refill``), one optimiser step (``step``),
+    halting (``halt``), logging (``log``), checkpointing (``checkpoint``) and finishing (``finish``).
 
-    ``max_steps`` stops early after that many optimiser steps in total (the run stays resumable).
+    Slot bookkeeping (which puzzle each batch slot holds, its segment, whether it halted) is global and
+    identical on every process; the carried states are local to this process's slice of the batch.
     """
-    train_cfg.validate()
-    model_cfg.validate()
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    rank, world = _dist()
-    if train_cfg.batch_size % world:
-        raise ValueError(f"train.batch_size={train_cfg.batch_size} must be divisible by the number of "
-                         f"processes ({world})")
-    if train_cfg.threads:
-        torch.set_num_threads(train_cfg.threads)
-    B, b = train_cfg.batch_size, train_cfg.batch_size // world
-    mine = slice(rank * b, (rank + 1) * b)
-    device = torch.device(device)
-    on_cuda = device.type == "cuda"
-    autocast = train_cfg.precision == "bf16" or (train_cfg.precision == "auto" and on_cuda)
 
-    torch.manual_seed(train_cfg.seed)
-    model = LoopedReasoner(model_cfg).to(device)
-    opt = make_optimizer(model, train_cfg)
-    opt_emb = make_puzzle_emb_optimizer(model, train_cfg)
-    ema = (WeightEMA(model, train_cfg.ema, train_cfg.ema_warmup,
-                     exclude=("puzzle_emb.",) if opt_emb is not None else ()) if train_cfg.ema > 0 else None)
-    stream = PuzzleStream(len(data), train_cfg.seed)
-    explore = torch.Generator().manual_seed(train_cfg.seed + 17)
-    inputs_all = torch.from_numpy(data.inputs.astype(np.int64))
-    labels_all = torch.from_numpy(data.labels.astype(np.int64))
-    pids_all = torch.from_numpy(data.puzzle_ids.astype(np.int64))
+    def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_dir: Path,
+                 device: str):
+        train_cfg.validate()
+        model_cfg.validate()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.cfg, self.run_dir = train_cfg, run_dir
+        self.rank, self.world = _dist()
+        if train_cfg.batch_size % self.world:
+            raise ValueError(f"train.batch_size={train_cfg.batch_size} must be divisible by the number of "
+                             f"processes ({self.world})")
+        if train_cfg.threads:
+            torch.set_num_threads(train_cfg.threads)
+        self.B, b = train_cfg.batch_size, train_cfg.batch_size // self.world
+        self.mine = slice(self.rank * b, (self.rank + 1) * b)
+        self.device = torch.device(device)
+        on_cuda = self.device.type == "cuda"
+        self.autocast = train_cfg.precision == "bf16" or (train_cfg.precision == "auto" and on_cuda)
 
-    # Slot bookkeeping is global (identical on every process); the carry is local.
-    slot_idx = torch.zeros(B, dtype=torch.long)
-    slot_seg = torch.zeros(B, dtype=torch.long)
-    halted = torch.ones(B, dtype=torch.bool)
-    carry = model.initial_carry(b, device)
-    step = 0
-    window: list[dict] = []
+        torch.manual_seed(train_cfg.seed)
+        self.model = model = LoopedReasoner(model_cfg).to(self.device)
+        self.opt = make_optimizer(model, train_cfg)
+        self.opt_emb = make_puzzle_emb_optimizer(model, train_cfg)
+        self.ema = (WeightEMA(model, train_cfg.ema, train_cfg.ema_warmup,
+                              exclude=("puzzle_emb.",) if self.opt_emb is not None else ())
+                    if train_cfg.ema > 0 else None)
+        self.stream = PuzzleStream(len(data), train_cfg.seed)
+        self.explore = torch.Generator().manual_seed(train_cfg.seed + 17)
+        self.inputs_all = torch.from_numpy(data.inputs.astype(np.int64))
+        self.labels_all = torch.from_numpy(data.labels.astype(np.int64))
+        self.pids_all = torch.from_numpy(data.puzzle_ids.astype(np.int64))
+        self.slot_idx = torch.zeros(self.B, dtype=torch.long)
+        self.slot_seg = torch.zeros(self.B, dtype=torch.long)
+        self.halted = torch.ones(self.B, dtype=torch.bool)
+        self.carry = model.initial_carry(b, self.device)
+        self.step_ = 0
+        self.window: list[dict] = []  # metrics since the last log line
+        self._resume()
 
-    ckpt_path = run_dir / CHECKPOINT
-    ck = read_checkpoint(run_dir)
-    if ck is not None:
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        if ema is not None:
-            ema.shadow = {k: v.to(device) for k, v in ck["ema"].items()}
-            ema.updates = int(ck["ema_updates"])
-        stream.load_state_dict(ck["stream"])
-        explore.set_state(ck["explore_rng"])
-        torch.set_rng_state(ck["torch_rng"])
-        slot_idx, slot_seg, halted = ck["slot_idx"], ck["slot_seg"], ck["halted"]
-        carry = {a: {k: v.to(device) for k, v in st.items()} for a, st in _slice_carry(ck["carry"], mine).items()}
-        step = int(ck["step"])
-        window = list(ck["window"])
-        _truncate_metrics(run_dir / METRICS, step)
-    elif rank == 0:
-        _truncate_metrics(run_dir / METRICS, 0)
+        self.net: nn.Module = model
+        if self.world > 1:
+            self.net = nn.parallel.DistributedDataParallel(model)
+        if train_cfg.compile == "on" or (train_cfg.compile == "auto" and on_cuda):
+            self.net = torch.compile(self.net)
+        self.t_start = time.time()
 
-    net: nn.Module = model
-    if world > 1:
-        net = nn.parallel.DistributedDataParallel(model)
-    if train_cfg.compile == "on" or (train_cfg.compile == "auto" and on_cuda):
-        net = torch.compile(net)
-
-    def save_checkpoint():
-        # Gathered on the device (NCCL needs CUDA tensors), then moved to the CPU for saving.
-        full_carry = {a: {k: v.cpu() for k, v in st.items()} for a, st in _gather_carry(carry, world).items()}
-        if rank != 0:
+    def _resume(self) -> None:
+        """Continue from the last readable checkpoint, exactly (every random state included), if there is one."""
+        ck = read_checkpoint(self.run_dir)
+        if ck is None:
+            if self.rank == 0:
+                _truncate_metrics(self.run_dir / METRICS, 0)
             return
-        ck = {
-            "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-            "ema": ema.shadow if ema is not None else {}, "ema_updates": ema.updates if ema else 0,
-            "stream": stream.state_dict(), "explore_rng": explore.get_state(), "torch_rng": torch.get_rng_state(),
-            "slot_idx": slot_idx, "slot_seg": slot_seg, "halted": halted, "carry": full_carry,
-            "window": window,  # metrics since the last log line, so that a resumed run logs the same
-        }
-        if ckpt_path.is_file():  # keep the previous checkpoint until the new one is complete
-            os.replace(ckpt_path, run_dir / CHECKPOINT_PREV)
-        atomic_write(ckpt_path, lambda tmp: torch.save(ck, tmp))
+        self.model.load_state_dict(ck["model"])
+        self.opt.load_state_dict(ck["optimizer"])
+        if self.ema is not None:
+            self.ema.shadow = {k: v.to(self.device) for k, v in ck["ema"].items()}
+            self.ema.updates = int(ck["ema_updates"])
+        self.stream.load_state_dict(ck["stream"])
+        self.explore.set_state(ck["explore_rng"])
+        torch.set_rng_state(ck["torch_rng"])
+        self.slot_idx, self.slot_seg, self.halted = ck["slot_idx"], ck["slot_seg"], ck["halted"]
+        self.carry = {a: {k: v.to(self.device) for k, v in st.items()}
+                      for a, st in _slice_carry(ck["carry"], self.mine).items()}
+        self.step_ = int(ck["step"])
+        self.window = list(ck["window"])
+        _truncate_metrics(self.run_dir / METRICS, self.step_)
 
-    end = train_cfg.steps if max_steps is None else min(train_cfg.steps, max_steps)
-    bar = tqdm(total=train_cfg.steps, initial=step, disable=not progress or rank != 0, desc=run_dir.name,
-               dynamic_ncols=True)
-    t_start = time.time()
-    net.train()
-    while step < end:
-        # Refill halted slots with the next puzzles (same decision on every process).
-        n_new = int(halted.sum())
+    def refill(self) -> None:
+        """Halted slots take the next puzzles of the stream (the same decision on every process)."""
+        n_new = int(self.halted.sum())
         if n_new:
-            slot_idx[halted] = stream.take(n_new)
-            slot_seg[halted] = 0
-            carry = model.reset_carry(carry, halted[mine].to(device))
-        idx = slot_idx[mine]
-        inputs, labels = inputs_all[idx].to(device), labels_all[idx].to(device)
-        pids = pids_all[idx].to(device)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, train_cfg)
-        if opt_emb is not None:  # the same schedule from its own peak (TRM); it keeps no state to checkpoint
-            for g in opt_emb.param_groups:
-                g["lr"] = lr_at(step, train_cfg) / train_cfg.lr * (train_cfg.puzzle_emb_lr or train_cfg.lr)
+            self.slot_idx[self.halted] = self.stream.take(n_new)
+            self.slot_seg[self.halted] = 0
+            self.carry = self.model.reset_carry(self.carry, self.halted[self.mine].to(self.device))
 
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            carry, logits, q_halt, _ = net(carry, inputs, pids)
-        ce = (stablemax_cross_entropy if train_cfg.loss == "stablemax" else softmax_cross_entropy)(logits, labels)
+    def step(self) -> tuple[Tensor, Tensor]:
+        """One supervision segment of every slot and one optimiser step (SPEC section 3): the loss is the
+        stable-max cross-entropy of the answer plus the halting head's binary cross-entropy against exact
+        correctness. Returns the halting logits and the step's metrics (loss, lm loss, q loss, cell and
+        exact accuracy)."""
+        cfg, dev = self.cfg, self.device
+        idx = self.slot_idx[self.mine]
+        inputs, labels = self.inputs_all[idx].to(dev), self.labels_all[idx].to(dev)
+        pids = self.pids_all[idx].to(dev)
+        for g in self.opt.param_groups:
+            g["lr"] = lr_at(self.step_, cfg)
+        if self.opt_emb is not None:  # the same schedule from its own peak (TRM); it keeps no state to checkpoint
+            for g in self.opt_emb.param_groups:
+                g["lr"] = lr_at(self.step_, cfg) / cfg.lr * (cfg.puzzle_emb_lr or cfg.lr)
+
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.autocast):
+            self.carry, logits, q_halt, _ = self.net(self.carry, inputs, pids)
+        ce = (stablemax_cross_entropy if cfg.loss == "stablemax" else softmax_cross_entropy)(logits, labels)
         mask = labels != IGNORE_LABEL_ID
         n_cells = mask.sum(-1).clamp_min(1)
         lm_loss = (ce.float().sum(-1) / n_cells).mean()
@@ -448,66 +441,120 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
             cell_ok = (pred == labels) & mask
             seq_ok = count_wrong(pred, labels) == 0
         q_loss = F.binary_cross_entropy_with_logits(q_halt.float(), seq_ok.float())
-        loss = lm_loss + train_cfg.halt_loss_weight * q_loss
-        opt.zero_grad(set_to_none=True)
-        if opt_emb is not None:
-            opt_emb.zero_grad(set_to_none=True)
+        loss = lm_loss + cfg.halt_loss_weight * q_loss
+        self.opt.zero_grad(set_to_none=True)
+        if self.opt_emb is not None:
+            self.opt_emb.zero_grad(set_to_none=True)
         loss.backward()
-        if train_cfg.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-        opt.step()
-        if opt_emb is not None:
-            opt_emb.step(pids_all[slot_idx])  # the global batch's puzzles: the same rows on every process
-        if ema is not None:
-            ema.update(model)
-        step += 1
-
-        # Halting (SPEC section 9): q_halt > 0, exploration minimum, or the last segment.
+        if cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.opt.step()
+        if self.opt_emb is not None:
+            self.opt_emb.step(self.pids_all[self.slot_idx])  # the global batch's puzzles: the same rows everywhere
+        if self.ema is not None:
+            self.ema.update(self.model)
+        self.step_ += 1
         with torch.no_grad():
-            slot_seg += 1
-            local_halt = (q_halt.detach() > 0).cpu()
-            all_halt = (_gather(local_halt.to(device, torch.uint8), world).cpu().bool() if world > 1
-                        else local_halt)
-            explore_min = torch.where(torch.rand(B, generator=explore) < train_cfg.halt_exploration,
-                                      torch.randint(2, train_cfg.max_segments + 1, (B,), generator=explore), 0)
-            halted = (slot_seg >= train_cfg.max_segments) | (all_halt & (slot_seg >= explore_min))
-
             m = torch.stack([loss.detach().float(), lm_loss.detach(), q_loss.detach().float(),
                              cell_ok.sum().float() / mask.sum().clamp_min(1), seq_ok.float().mean()])
-            if world > 1:  # reduced where the tensors live (NCCL needs CUDA tensors), then read on the CPU
-                dist.all_reduce(m)
-                m /= world
-            m = m.cpu()
-            if not torch.isfinite(m[0]):  # a diverged model must not become a finished run (nor a figure)
-                raise FloatingPointError(f"{run_dir}: training diverged at step {step}: the loss is {m[0].item()}; "
-                                         "lower train.lr or change the settings")
-            window.append(dict(zip(("loss", "lm_loss", "q_loss", "cell_acc", "exact_acc"), m.tolist())))
-        if step % train_cfg.log_every == 0 or step == train_cfg.steps:
-            rec = {k: float(np.mean([w[k] for w in window])) for k in window[0]}
-            rec.update(step=step, lr=lr_at(step - 1, train_cfg), segments=float(slot_seg.float().mean()),
-                       elapsed_s=round(time.time() - t_start, 2))
-            window = []
-            if rank == 0:
-                with open(run_dir / METRICS, "a") as f:
-                    f.write(json.dumps(rec) + "\n")
+        return q_halt, m
+
+    @torch.no_grad()
+    def halt(self, q_halt: Tensor) -> None:
+        """Halting (SPEC section 9): a slot halts when q_halt > 0 after its exploration minimum of segments,
+        or at the last segment."""
+        cfg = self.cfg
+        self.slot_seg += 1
+        local_halt = (q_halt.detach() > 0).cpu()
+        all_halt = (_gather(local_halt.to(self.device, torch.uint8), self.world).cpu().bool() if self.world > 1
+                    else local_halt)
+        explore_min = torch.where(torch.rand(self.B, generator=self.explore) < cfg.halt_exploration,
+                                  torch.randint(2, cfg.max_segments + 1, (self.B,), generator=self.explore), 0)
+        self.halted = (self.slot_seg >= cfg.max_segments) | (all_halt & (self.slot_seg >= explore_min))
+
+    @torch.no_grad()
+    def record(self, m: Tensor) -> dict | None:
+        """Add the step's metrics (averaged over processes) to the window; every ``log_every`` steps, append
+        their mean to metrics.jsonl and return it. A non-finite loss stops the run."""
+        if self.world > 1:  # reduced where the tensors live (NCCL needs CUDA tensors), then read on the CPU
+            dist.all_reduce(m)
+            m /= self.world
+        m = m.cpu()
+        if not torch.isfinite(m[0]):  # a diverged model must not become a finished run (nor a figure)
+            raise FloatingPointError(f"{self.run_dir}: training diverged at step {self.step_}: the loss is "
+                                     f"{m[0].item()}; lower train.lr or change the settings")
+        self.window.append(dict(zip(("loss", "lm_loss", "q_loss", "cell_acc", "exact_acc"), m.tolist())))
+        if self.step_ % self.cfg.log_every and self.step_ != self.cfg.steps:
+            return None
+        rec = {k: float(np.mean([w[k] for w in self.window])) for k in self.window[0]}
+        rec.update(step=self.step_, lr=lr_at(self.step_ - 1, self.cfg), segments=float(self.slot_seg.float().mean()),
+                   elapsed_s=round(time.time() - self.t_start, 2))
+        self.window = []
+        if self.rank == 0:
+            with open(self.run_dir / METRICS, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+        return rec
+
+    def checkpoint(self) -> None:
+        """Everything an exact resume needs, written atomically; the previous checkpoint is kept until the new
+        one is complete. Gathered on the device (NCCL needs CUDA tensors), then moved to the CPU."""
+        full_carry = {a: {k: v.cpu() for k, v in st.items()} for a, st in _gather_carry(self.carry, self.world).items()}
+        if self.rank != 0:
+            return
+        ema = self.ema
+        ck = {
+            "step": self.step_, "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
+            "ema": ema.shadow if ema is not None else {}, "ema_updates": ema.updates if ema else 0,
+            "stream": self.stream.state_dict(), "explore_rng": self.explore.get_state(),
+            "torch_rng": torch.get_rng_state(), "slot_idx": self.slot_idx, "slot_seg": self.slot_seg,
+            "halted": self.halted, "carry": full_carry,
+            "window": self.window,  # metrics since the last log line, so that a resumed run logs the same
+        }
+        path = self.run_dir / CHECKPOINT
+        if path.is_file():
+            os.replace(path, self.run_dir / CHECKPOINT_PREV)
+        atomic_write(path, lambda tmp: torch.save(ck, tmp))
+
+    def finish(self) -> dict:
+        """The last checkpoint; for a complete run also the EMA weights (safetensors) and DONE.json."""
+        self.checkpoint()
+        if self.step_ < self.cfg.steps:  # stopped early on purpose: keep it resumable
+            return {"step": self.step_, "complete": False}
+        weights = self.ema.weights(self.model) if self.ema is not None else self.model.state_dict()
+        summary = {"step": self.step_, "complete": True, "train_seconds": round(time.time() - self.t_start, 2),
+                   "final": _last_metrics(self.run_dir / METRICS)}
+        if self.rank == 0:
+            save_weights(self.run_dir / WEIGHTS, weights)
+            atomic_write_text(self.run_dir / DONE, json.dumps(summary, indent=1))
+        return summary
+
+
+def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_dir: str | os.PathLike,
+          device: str = "cpu", max_steps: int | None = None, progress: bool = True,
+          return_model: bool = False) -> dict | tuple[dict, LoopedReasoner]:
+    """Train (or resume) a model in ``run_dir``; returns the final summary (also written to DONE.json),
+    and with ``return_model`` the trained model too (this process's live weights, not the EMA).
+
+    ``max_steps`` stops early after that many optimiser steps in total (the run stays resumable).
+    """
+    t = _Trainer(model_cfg, train_cfg, data, Path(run_dir), device)
+    end = train_cfg.steps if max_steps is None else min(train_cfg.steps, max_steps)
+    bar = tqdm(total=train_cfg.steps, initial=t.step_, disable=not progress or t.rank != 0, desc=t.run_dir.name,
+               dynamic_ncols=True)
+    t.net.train()
+    while t.step_ < end:
+        t.refill()
+        q_halt, metrics = t.step()
+        t.halt(q_halt)
+        rec = t.record(metrics)
+        if rec is not None:
             bar.set_postfix(loss=f"{rec['loss']:.3f}", cell=f"{rec['cell_acc']:.3f}", exact=f"{rec['exact_acc']:.3f}")
         bar.update(1)
-        if step % train_cfg.checkpoint_every == 0 and step < train_cfg.steps:
-            save_checkpoint()
+        if t.step_ % train_cfg.checkpoint_every == 0 and t.step_ < train_cfg.steps:
+            t.checkpoint()
     bar.close()
-
-    if step < train_cfg.steps:  # stopped early on purpose: keep it resumable
-        save_checkpoint()
-        summary = {"step": step, "complete": False}
-        return (summary, model) if return_model else summary
-    save_checkpoint()
-    weights = ema.weights(model) if ema is not None else model.state_dict()
-    summary = {"step": step, "complete": True, "train_seconds": round(time.time() - t_start, 2),
-               "final": _last_metrics(run_dir / METRICS)}
-    if rank == 0:
-        save_weights(run_dir / WEIGHTS, weights)
-        atomic_write_text(run_dir / DONE, json.dumps(summary, indent=1))
-    return (summary, model) if return_model else summary
+    summary = t.finish()
+    return (summary, t.model) if return_model else summary
 
 
 def read_checkpoint(run_dir: Path) -> dict | None:

@@ -16,6 +16,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from infiloop import paper, plotting, report
+from infiloop.notebook import write_summary
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = '<script>alert("x")</script> & <b>'
@@ -204,7 +205,7 @@ def test_write_summary_round_trip(tmp_path):
                "tables": [{"title": "x", "columns": ["a"], "rows": np.array([[1.5], [2.0]])}],
                "claims": [{"id": "ablation.reverse_fails", "claim": "c", "paper": "2.0 %", "ours": "3 %",
                            "agrees": True, "profile": "tiny", "note": ""}]}
-    path = report.write_summary(summary, root=tmp_path)
+    path = write_summary(summary, root=tmp_path)
     assert path == tmp_path / "results" / "tiny" / "summaries" / "05_beta0_ablation.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["figures"][0]["path"] == "figures/tiny/fig_b.png"
@@ -212,9 +213,9 @@ def test_write_summary_round_trip(tmp_path):
     text = report.build_report("tiny", root=tmp_path).read_text(encoding="utf-8")
     assert text.count("<img src=\"data:image/png;base64,") == 1 and "wall time 2.5 s" in text
     with pytest.raises(ValueError):
-        report.write_summary({**summary, "claims": [{"id": "x", "agrees": "yes"}]}, root=tmp_path)
+        write_summary({**summary, "claims": [{"id": "x", "agrees": "yes"}]}, root=tmp_path)
     with pytest.raises(ValueError):
-        report.write_summary({"notebook": "01_main_table"}, root=tmp_path)
+        write_summary({"notebook": "01_main_table"}, root=tmp_path)
 
 
 def test_animations_embedded_with_their_size(tmp_path, monkeypatch):
@@ -224,7 +225,7 @@ def test_animations_embedded_with_their_size(tmp_path, monkeypatch):
     gif.parent.mkdir(parents=True)
     frames = [Image.new("RGB", (8, 6), c) for c in ("red", "blue", "green")]
     frames[0].save(gif, save_all=True, append_images=frames[1:], duration=100, loop=0)
-    report.write_summary({"notebook": "07_watch_the_loop", "title": "Watch the loop", "profile": "tiny", "text": "t",
+    write_summary({"notebook": "07_watch_the_loop", "title": "Watch the loop", "profile": "tiny", "text": "t",
                           "figures": [{"path": gif, "caption": "the race"}]}, root=tmp_path)
     text = report.build_report("tiny", root=tmp_path).read_text(encoding="utf-8")
     data = re.findall(r'<img src="data:image/gif;base64,([A-Za-z0-9+/=]+)"', text)
