@@ -142,8 +142,10 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
     bar = tqdm(total=total, disable=not progress, unit="s", unit_scale=True, dynamic_ncols=True,
                bar_format="{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
+    n_jobs = len(todo)
+
     def describe():
-        bar.set_description(f"jobs {len(report.done) + len(report.failed) + len(report.skipped)}/{len(todo)} "
+        bar.set_description(f"jobs {len(report.done) + len(report.failed) + len(report.skipped)}/{n_jobs} "
                             f"({len(running)} running)")
 
     t0 = time.time()
