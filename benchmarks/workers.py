@@ -108,7 +108,7 @@ def main() -> None:
             rows.append((w, t, s, w / s))
         top = max(r[3] for r in rows)
         for w, t, s, rate in rows:
-            print(f"| {kind} | {w} x {t} | {s:.2f} | {rate:.4f} jobs/s | {rate / top:.2f} |")
+            print(f"| {kind} | {w} x {t} | {s:.4g} | {rate:.4g} jobs/s | {rate / top:.2f} |")
         best[kind] = max(rows, key=lambda r: r[3])[:2]
     print("\nbest: " + ", ".join(f"{k} {w} x {t}" for k, (w, t) in best.items()))
 
