@@ -103,7 +103,8 @@ def _compute(jobs, profile: str, workers: int | None, device: str, gpus_per_run:
                          "budgets": run._budgets_key}[job.eval.kind](**job.eval.args)
         updates = {"evaluate": lambda: args["updates"],
                    "perturb": lambda: args["at"] + args["after"] * (len(args["eps"]) + 1),
-                   "budgets": lambda: max(args["budgets"])}[job.eval.kind]()
+                   "budgets": lambda: (sum(args["budgets"]) if run.model_config().cond.uses_horizon  # told each
+                                       else max(args["budgets"]))}[job.eval.kind]()
         return updates * flops_per_update(run.model_config(), len(data))
 
     todo = [j for j in jobs if not j.done]
