@@ -244,8 +244,8 @@ def public(rows: list[dict]) -> list[dict]:
 def model_pair(preset: str, device, backend: str = "auto", seed: int = 0):
     """The same model (same weights) with InfiLoop on both axes and with carry-last on both axes."""
     from infiloop.connections import ConnectionConfig
-    from infiloop.experiments import profile_model
     from infiloop.model import LoopedReasoner
+    from infiloop.recipes import profile_model
 
     base = profile_model(preset)
     models = {}

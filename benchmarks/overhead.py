@@ -33,7 +33,7 @@ CUDA_BATCH = {"tiny": 256, "paper": 768, "smoke": 256}
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", default="tiny,paper",
-                   help="model configuration(s): comma-separated profiles (tiny, paper; experiments.profile_model)")
+                   help="model configuration(s): comma-separated profiles (tiny, paper; recipes.profile_model)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--batch", type=int, default=None, help="batch size (default per configuration and device)")
     p.add_argument("--reps", type=int, default=20, help="interleaved repetitions of the training step "

@@ -33,9 +33,10 @@ import torch
 from tqdm.auto import tqdm
 
 from . import analysis, paths, tasks
-from .experiments import PROFILES, get_run, resolve_config
+from .experiments import get_run
 from .io import atomic_write_text
 from .layers import swiglu_width
+from .recipes import PROFILES, resolve_config
 
 DOC = paths.DOCS / "calibration.md"
 CONNECTIONS = ("carry_last", "infiloop")

@@ -67,8 +67,8 @@ def _check_device(device: str) -> None:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from .connections import ConnectionConfig
-    from .experiments import PROFILES, profile_model
     from .model import LoopedReasoner
+    from .recipes import PROFILES, profile_model
 
     if args.preset not in PROFILES:
         raise UsageError(f"--preset {args.preset}: unknown model preset {args.preset!r}; valid choices: "
@@ -237,8 +237,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .experiments import PROFILES
     from .plan import main as plan_main
+    from .recipes import PROFILES
 
     if args.profile not in PROFILES:
         raise UsageError(f"--profile {args.profile}: unknown profile; valid choices: {', '.join(PROFILES)}")

@@ -1,19 +1,14 @@
-"""Profiles and the run cache (DESIGN.md, "Profiles" and "Data flow").
+"""The run cache (DESIGN.md, "Data flow").
 
-A *profile* is data: the data profile, the model settings and the training and evaluation settings.
-A *run* is (task, connection recipe, profile, overrides); it lives in
+A *run* is (task, connection recipe, profile, overrides), resolved by ``infiloop/recipes.py``; it lives in
 ``runs/<task>/<recipe>-<profile>-<hash of the full configuration>/`` with ``config.json``, checkpoints,
 ``metrics.jsonl``, the final EMA weights (``model.safetensors``) and ``DONE.json``. Asking for a run
 that is complete returns it; a partial one resumes; a new one trains. Evaluations are cached in the
 run's ``eval/`` folder, keyed by their arguments and the data they ran on.
-
-Overrides are dotted keys: ``model.outer.beta=0.1``, ``train.lr=3e-4``, ``data.n_train=500``,
-``eval.updates=960``.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -21,213 +16,18 @@ import sys
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from . import paths, tasks
-from .config import coerce, field_type, parse_setting, type_of_default
+from . import paths, recipes, tasks
 from .errors import UsageError
 from .evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
-from .io import atomic_write_text, load_npz, load_weights, locked, remove_stale_temps
+from .io import atomic_write_text, load_weights, locked, remove_stale_temps
 from .model import LoopedReasoner, ModelConfig
+from .recipes import config_hash, resolve_config
 from .tasks.base import DataError, TaskData
 from .training import DONE, WEIGHTS, TrainConfig, train
-
-# Connection recipes: the experiment-level names of SPEC sections 6 and 8, as model settings.
-RECIPES: dict[str, dict] = {
-    "carry_last": {"inner": {"name": "carry_last"}, "outer": {"name": "carry_last"}},
-    "infiloop": {"inner": {"name": "infiloop"}, "outer": {"name": "infiloop"}},
-    # FPRM: pre-norm block with learned residual scales and the damped fixed-point update (SPEC section 6).
-    "fprm": {"norm": "pre", "residual_scale": True, "inner": {"name": "fprm"}, "outer": {"name": "fprm"}},
-    "full_attnres": {"inner": {"name": "full_attnres"}, "outer": {"name": "full_attnres"}},
-}
-# Conditioners of the looped-LM study (SPEC section 7) on the carry-last model: its rescue setting for
-# history injection (dense B_j, w = 1; w = 2 for the window study), loop gating, their pair, and the dense
-# initial-state injection that the study finds to collapse.
-_CARRY_LAST = RECIPES["carry_last"]
-RECIPES.update({
-    "history_w1": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1}},
-    "history_w2": {**_CARRY_LAST, "cond": {"history": "dense", "window": 2}},
-    "loop_gating": {**_CARRY_LAST, "cond": {"timestep": "loop_gating"}},
-    "history_lg": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1, "timestep": "loop_gating"}},
-    "inject_dense": {**_CARRY_LAST, "cond": {"inject": "dense"}},
-})
-
-# The calibration behind `tiny` is recorded in docs/calibration.md.
-PROFILES: dict[str, dict] = {
-    "smoke": {
-        "data": "smoke",
-        "model": {"d_model": 32, "n_heads": 2, "n_layers": 1, "ffn_multiple": 16, "pos": "grid", "conv": False,
-                  "H": 2, "L": 2, "puzzle_emb_len": 0},
-        "train": {"steps": 30, "batch_size": 32, "lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1, "ema": 0.9,
-                  "max_segments": 4, "checkpoint_every": 10, "log_every": 5},
-        "eval": {"updates": 24, "every": 1, "limit": 64, "batch_size": 64},
-        "main_tasks": ["sudoku"],
-        # no prefix for speed, except the one position ARC's per-task-view embeddings need
-        "task_overrides": {"arc1": {"model.puzzle_emb_len": 1}, "arc2": {"model.puzzle_emb_len": 1}},
-    },
-    "tiny": {
-        "data": "tiny",
-        # TRM's token mixer (normalised over the sequence axis) with its hidden width not rounded up to 256
-        # (that would double the block's cost at 36 cells); TRM's 16-position puzzle-embedding prefix, which
-        # measured better than none for both connections (docs/calibration.md).
-        "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "mixer": "mlp", "pos": "grid",
-                  "conv": False, "H": 2, "L": 3, "token_mix_multiple": 1},
-        "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
-                  "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
-        "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
-        "main_tasks": ["sudoku"],  # maze at tiny: -p tasks sudoku,maze (slow: about 16 min a model)
-    },
-    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/plan.py
-    # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of
-    # 100,000, and the depth evaluation to 960 updates on 4,096 test puzzles.
-    "gpu": {
-        "data": "gpu",
-        "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)
-        "train": {"steps": 20_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
-                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 1000, "log_every": 100},
-        "eval": {"updates": 960, "every": 1, "limit": 4096, "batch_size": 1024},
-        "main_tasks": ["sudoku"],
-    },
-    "paper": {
-        "data": "paper",
-        "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)
-        # SPEC section 3. The number of steps is not given by the paper: 100,000 is this project's choice.
-        "train": {"steps": 100_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
-                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 2000, "log_every": 100},
-        "eval": {"updates": 960, "every": 1, "limit": 32768, "batch_size": 1024},
-        "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
-        # per-task settings (SPEC section 3: peak lr 3e-4 for Maze and ARC)
-        # TRM trains ARC's puzzle embeddings by sign-SGD at 1e-2 with weight decay 0.1 (its default config);
-        # its Sudoku and Maze commands give them the main lr and weight decay (the defaults here).
-        "task_overrides": {
-            "maze": {"train.lr": 3e-4},
-            **{arc: {"train.lr": 3e-4, "train.puzzle_emb_lr": 1e-2, "train.puzzle_emb_weight_decay": 0.1}
-               for arc in ("arc1", "arc2")},
-        },
-    },
-}
-SECTIONS = ("data", "model", "train", "eval")
-# Version of the code and formats that produce a run: part of every run's hash, so a run trained by an
-# older model or training code is never reused silently. Raise it when a change alters trained weights.
-CODE_VERSION = 2
-
-
-def parse_overrides(items: list[str] | dict | None) -> dict[str, Any]:
-    """``["model.outer.beta=0.1", ...]`` -> ``{"model.outer.beta": "0.1"}``: the values stay text until
-    :func:`resolve_config` reads each by the type of its setting (``config.coerce``)."""
-    if items is None:
-        return {}
-    if isinstance(items, dict):
-        return dict(items)
-    return dict(parse_setting(item) for item in items)
-
-
-def _typed(key: str, value: Any, data_defaults: dict, eval_defaults: dict) -> Any:
-    """An override's value as the type of its setting (a dataclass field, or the default's type)."""
-    section, *rest = key.split(".")
-    if section == "model":
-        hint = field_type(ModelConfig, rest)
-    elif section == "train":
-        hint = field_type(TrainConfig, rest)
-    elif section == "data" and rest:
-        hint = str if rest == ["path"] else type_of_default(data_defaults.get(".".join(rest)))
-    elif section == "eval" and rest:
-        hint = type_of_default(eval_defaults.get(".".join(rest)))
-    else:
-        hint = Any
-    return coerce(key, value, hint)
-
-
-def _set(tree: dict, dotted: str, value: Any, valid: dict) -> None:
-    keys = dotted.split(".")
-    if keys[0] not in SECTIONS:
-        raise UsageError(f"override {dotted!r}: the first part must be one of {', '.join(SECTIONS)}")
-    node, ref = tree, valid
-    for i, k in enumerate(keys):
-        if not isinstance(ref, dict) or k not in ref:
-            choices = sorted(ref) if isinstance(ref, dict) else []
-            raise UsageError(f"override {dotted!r}: unknown key {'.'.join(keys[:i + 1])!r}; valid: {choices}")
-        if i == len(keys) - 1:
-            node[k] = value
-        else:
-            node = node.setdefault(k, {})
-            ref = ref[k]
-
-
-def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list | None = None) -> dict:
-    """The full configuration of a run, as plain data (this is what the run's hash covers)."""
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
-    if recipe not in RECIPES:
-        raise UsageError(f"unknown connection recipe {recipe!r}; valid choices: {', '.join(RECIPES)}")
-    if task not in tasks.TASKS:
-        raise UsageError(f"unknown task {task!r}; valid choices: {', '.join(tasks.TASKS)}")
-    prof = copy.deepcopy(PROFILES[profile])
-    overrides = {**prof.get("task_overrides", {}).get(task, {}), **parse_overrides(overrides)}
-    data_defaults = tasks.profile_config(task, prof["data"])
-    overrides = {k: _typed(k, v, data_defaults, prof["eval"]) for k, v in overrides.items()}
-    data_over = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("data.")}
-    data_cfg = tasks.profile_config(task, prof["data"], data_over)
-    model = _model_settings(_data_header(task, prof["data"], data_over), prof["model"])
-    for k, v in RECIPES[recipe].items():
-        model[k] = {**model[k], **v} if isinstance(v, dict) else v
-    cfg = {"code_version": CODE_VERSION, "task": task, "recipe": recipe, "profile": profile, "data": data_cfg,
-           "data_profile": prof["data"],
-           "data_overrides": data_over, "model": model, "train": {**TrainConfig().to_dict(), **prof["train"]},
-           "eval": prof["eval"]}
-    valid = {"data": data_cfg, "model": model, "train": cfg["train"], "eval": cfg["eval"]}
-    for k, v in overrides.items():
-        if not k.startswith("data."):
-            _set(cfg, k, v, valid)
-    cond = cfg["model"]["cond"]
-    if cond["timestep"] != "none" and not cond["horizon"]:  # L_infer in training: the training depth
-        cond["horizon"] = cfg["model"]["H"] * cfg["train"]["max_segments"]
-    ModelConfig.from_dict(cfg["model"]).validate()
-    TrainConfig.from_dict(cfg["train"]).validate()
-    return json.loads(json.dumps(cfg))  # tuples -> lists: the same form as config.json
-
-
-def _model_settings(header: dict, profile_model: dict) -> dict:
-    """A model's settings as plain data: ``ModelConfig``'s defaults, the task's fields from a data set's header
-    (vocabulary, grid, box, puzzle identifiers), then a profile's model settings."""
-    model = ModelConfig().to_dict()
-    model.update(vocab_size=header["vocab_size"], seq_len=header["grid"][0] * header["grid"][1],
-                 grid=list(header["grid"]), box=header["box"],
-                 n_puzzles=header["n_puzzles"])
-    for k, v in profile_model.items():
-        model[k] = v
-    return model
-
-
-def profile_model(profile: str) -> ModelConfig:
-    """The model of ``profile`` on its Sudoku data (InfiLoop on both axes, no overrides), without building any
-    data: the grid and box come from the data profile's settings. What ``python -m infiloop info --preset``
-    describes; equal to the model of ``resolve_config("sudoku", "infiloop", profile)``."""
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
-    prof = copy.deepcopy(PROFILES[profile])
-    data = tasks.profile_config("sudoku", prof["data"])
-    side = data["side"]
-    header = {"vocab_size": tasks.VOCAB["sudoku"](side), "grid": [side, side], "box": data["box"],
-              "n_puzzles": 1}  # Sudoku has one puzzle identifier (tasks/sudoku.py)
-    return ModelConfig.from_dict(_model_settings(header, prof["model"]))
-
-
-def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
-    """Grid, box, vocabulary and puzzle count of a built training set (builds it if needed)."""
-    files = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
-    return json.loads(str(load_npz(files["train"], ["header"])["header"]))
-
-
-def config_hash(cfg: dict) -> str:
-    """Hash of everything that defines the trained model, ``code_version`` included (not the evaluation
-    settings, not CPU threads)."""
-    keyed = {k: v for k, v in cfg.items() if k != "eval"}
-    keyed["train"] = {k: v for k, v in cfg["train"].items() if k != "threads"}
-    return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
 
 
 @dataclass
@@ -391,13 +191,32 @@ class Run:
         save_trajectory(path, out)
         return out, path
 
-    def eval_cache_path(self, kind: str, args: dict) -> Path:
-        """The cache file of ``getattr(self, kind)(**args)`` (kind: evaluate, perturb or budgets), without
-        computing it: how the experiment plan (infiloop/manifest.py) deduplicates evaluations."""
+    def eval_key(self, kind: str, args: dict) -> tuple[dict, TaskData, Path]:
+        """What ``getattr(self, kind)(**args)`` computes, without computing it (kind: evaluate, perturb or
+        budgets): its arguments with the profile's defaults filled in, the puzzles it runs on and its cache
+        file. How the experiment plan (infiloop/manifest.py) deduplicates, plans and orders evaluations."""
         keys = {"evaluate": self._evaluate_key, "perturb": self._perturb_key, "budgets": self._budgets_key}
         if kind not in keys:
             raise ValueError(f"evaluation kind {kind!r}: expected one of {', '.join(keys)}")
-        return keys[kind](**args)[2]
+        return keys[kind](**args)
+
+    def eval_cache_path(self, kind: str, args: dict) -> Path:
+        """The cache file of ``getattr(self, kind)(**args)`` (:meth:`eval_key`)."""
+        return self.eval_key(kind, args)[2]
+
+    def eval_updates(self, kind: str, resolved: dict) -> int:
+        """Outer updates one puzzle goes through in an evaluation with the arguments ``resolved`` (as
+        :meth:`eval_key` returns them): its cost in model updates. A perturbation runs the reference and each
+        eps after update ``at``; a model told its budget (timestep conditioning) runs once per budget, any
+        other model once to the largest."""
+        if kind == "evaluate":
+            return resolved["updates"]
+        if kind == "perturb":
+            return resolved["at"] + resolved["after"] * (len(resolved["eps"]) + 1)
+        if kind == "budgets":
+            grid = resolved["budgets"]
+            return sum(grid) if self.model_config().cond.uses_horizon else max(grid)
+        raise ValueError(f"evaluation kind {kind!r}: expected one of evaluate, perturb, budgets")
 
     def _budgets_from_trajectory(self, budgets: list[int], data: TaskData) -> dict | None:
         for p in sorted((self.dir / "eval").glob("traj-*.npz")):
@@ -508,9 +327,9 @@ def load_run(run_dir: str | Path) -> Run:
     if not p.is_file():
         raise DataError(f"{d}: not a run folder (no config.json)")
     run = Run(d, read_config(p))
-    if run.config.get("code_version", 1) != CODE_VERSION:
+    if run.config.get("code_version", 1) != recipes.CODE_VERSION:
         raise DataError(f"{d}: trained by code version {run.config.get('code_version', 1)}, this code is version "
-                        f"{CODE_VERSION} (the model or its training changed): train it again")
+                        f"{recipes.CODE_VERSION} (the model or its training changed): train it again")
     for folder in (d, d / "eval"):
         remove_stale_temps(folder)
     return run
@@ -552,40 +371,3 @@ def _user_data(task: str, cfg: ModelConfig, path: str | Path) -> TaskData:
         raise DataError(f"{path}: the file holds {side}x{side} mazes, but this model was trained on {n}x{n} mazes; "
                         f"give it a file of {n}x{n} mazes")
     return maze.to_taskdata("user", maze.read_csv(path))
-
-
-# ------------------------------------------------------------------------------------------ the notebooks' runs
-
-MAIN_RECIPES = ("carry_last", "fprm", "infiloop")
-
-# SPEC section 5 ablations of InfiLoop (both axes unless stated), under stable ids: ``label`` is what the
-# notebook prints, ``overrides`` the model settings over the InfiLoop recipe, ``paper`` the row of the paper's
-# ablation tables it corresponds to (infiloop/paper.py: ("decay", decay, beta0) in ABLATION_DECAY,
-# ("axes", axis) in ABLATION_AXES; None where the paper has no such row).
-ABLATIONS: dict[str, dict] = {
-    "beta0_0.55": {"label": "learned β₀=0.55", "overrides": {}, "paper": ("decay", "learned", 0.55)},
-    "beta0_0.10": {"label": "learned β₀=0.10", "overrides": {"model.inner.beta": 0.10, "model.outer.beta": 0.10},
-                   "paper": ("decay", "learned", 0.10)},
-    "beta0_0.90": {"label": "learned β₀=0.90", "overrides": {"model.inner.beta": 0.90, "model.outer.beta": 0.90},
-                   "paper": ("decay", "learned", 0.90)},
-    "fixed_0.55": {"label": "fixed β=0.55", "overrides": {"model.inner.decay": "fixed", "model.outer.decay": "fixed"},
-                   "paper": ("decay", "fixed", 0.55)},
-    "uniform": {"label": "uniform β=1", "overrides": {"model.inner.decay": "uniform", "model.outer.decay": "uniform"},
-                "paper": ("decay", "uniform", 1.0)},
-    "reverse_1.82": {"label": "reverse β=1.82",
-                     "overrides": {"model.inner.decay": "reverse", "model.outer.decay": "reverse",
-                                   "model.inner.beta": 1.82, "model.outer.beta": 1.82},
-                     "paper": ("decay", "reverse", 1.82)},
-    "inner_only": {"label": "inner axis only", "overrides": {"model.outer.name": "carry_last"},
-                   "paper": ("axes", "inner")},
-    "outer_only": {"label": "outer axis only", "overrides": {"model.inner.name": "carry_last"},
-                   "paper": ("axes", "outer")},
-    "no_content_score": {"label": "no content score",
-                         "overrides": {"model.inner.content_score": False, "model.outer.content_score": False},
-                         "paper": None},
-}
-
-
-# Notebook 06: the conditioners of the looped-LM study beside the unconditioned baseline and InfiLoop.
-CONDITIONING_RECIPES = ("carry_last", "history_w1", "history_w2", "loop_gating", "history_lg", "inject_dense",
-                        "infiloop")

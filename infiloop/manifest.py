@@ -33,7 +33,8 @@ from pathlib import Path
 
 from . import experiments, paths
 from .errors import UsageError
-from .experiments import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, PROFILES, Run
+from .experiments import Run
+from .recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, PROFILES
 
 KINDS = ("evaluate", "perturb", "budgets")
 
@@ -177,7 +178,7 @@ def perturbation(n: Needs, p: dict) -> None:
 
 
 def beta0_ablation(n: Needs, p: dict) -> None:
-    """Notebook 05: every ablation variant of InfiLoop (``experiments.ABLATIONS``) to the long budget."""
+    """Notebook 05: every ablation variant of InfiLoop (``recipes.ABLATIONS``) to the long budget."""
     for key, abl in ABLATIONS.items():
         n.add_run(f"ablation/{key}", "sudoku", "infiloop", abl["overrides"])
     short = p["budget_short"] or n.runs[f"ablation/{next(iter(ABLATIONS))}"].run.training_depth

@@ -4,7 +4,8 @@ A notebook calls ``nb = Notebook("02_depth_scaling", "Depth scaling", profile=..
 ``parameters`` cell; every parameter is checked there with a message that names it, and a parameter that
 papermill injects but the notebook does not declare (a typo such as ``-p max_update 480``) is refused. At the end,
 ``nb.finish(text=..., figures=..., tables=..., claims=...)`` writes ``results/<profile>/summaries/<name>.json``
-for the report.
+for the report; its claims are built by ``nb.claim(id, ours, agrees)`` (the paper's side from infiloop/paper.py)
+and its tables by ``nb.table(title, columns, rows)``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from . import paths
-from .experiments import PROFILES
+from . import paper, paths
 from .io import atomic_write_text
+from .recipes import PROFILES
 
 
 def _plain(value, root: Path):
@@ -135,6 +136,31 @@ class Notebook:
         from .manifest import needs, notebook_defaults
 
         return needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
+
+    def claim(self, cid: str, ours: str, agrees, note: str | None = None) -> dict:
+        """One of the paper's claims (infiloop/paper.py, ``CLAIMS``) checked by this notebook: the claim and the
+        paper's number come from there, ``ours`` is what this run measured, ``agrees`` the verdict (``None``:
+        not decided)."""
+        c = paper.CLAIMS_BY_ID.get(cid)
+        if c is None or c.notebook != self.name:
+            mine = ", ".join(c.id for c in paper.claims_for(self.name))
+            raise KeyError(f"{cid!r} is not a claim of {self.name} (infiloop/paper.py); its claims: {mine}")
+        out = {"id": c.id, "claim": c.claim, "paper": c.paper, "ours": ours,
+               "agrees": None if agrees is None else bool(agrees)}
+        if note:
+            out["note"] = note
+        return out
+
+    @staticmethod
+    def table(title: str, columns: list, rows: list, note: str | None = None) -> dict:
+        """A table of the summary (rendered by report.py); every row must have one cell per column."""
+        bad = [i for i, r in enumerate(rows) if len(r) != len(columns)]
+        if bad:
+            raise ValueError(f"table {title!r}: row(s) {bad} do not have {len(columns)} cells ({columns})")
+        out = {"title": title, "columns": list(columns), "rows": [list(r) for r in rows]}
+        if note:
+            out["note"] = note
+        return out
 
     def finish(self, text: str, figures: list, tables: list, claims: list) -> None:
         for c in claims:

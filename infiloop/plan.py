@@ -147,21 +147,20 @@ def _over(overrides: dict) -> str:
 def _eval_item(job: manifest.Job) -> EvalItem:
     """The evaluation of one plan job: how many puzzles, in batches of how many, over how many updates."""
     e, run = job.eval, job.spec.run
-    args, data, path = {"evaluate": run._evaluate_key, "perturb": run._perturb_key,
-                        "budgets": run._budgets_key}[e.kind](**e.args)
+    args, data, path = run.eval_key(e.kind, e.args)
     batch = min(run.config["eval"]["batch_size"], len(data))
+    updates = run.eval_updates(e.kind, args)
     if e.kind == "evaluate":
-        kind, updates, note = "trajectory", args["updates"], f"to update {args['updates']}, every {args['every']}"
+        kind, note = "trajectory", f"to update {args['updates']}, every {args['every']}"
     elif e.kind == "perturb":
-        kind, updates = "perturbation", args["at"] + args["after"] * (len(args["eps"]) + 1)
-        note = f"{args['at']} + {args['after']} x ({len(args['eps'])} eps + the reference)"
+        kind, note = "perturbation", f"{args['at']} + {args['after']} x ({len(args['eps'])} eps + the reference)"
     else:
         grid = args["budgets"]
         kind = "budgets"
         if run.model_config().cond.uses_horizon:
-            updates, note = sum(grid), f"one run per budget ({len(grid)} budgets, told each)"
+            note = f"one run per budget ({len(grid)} budgets, told each)"
         else:
-            updates, note = max(grid), f"one run to {max(grid)}"
+            note = f"one run to {max(grid)}"
     return EvalItem(job.notebooks[0][:2], run, job.spec.overrides, kind, len(data), batch, updates, note,
                     path.is_file(), str(path))
 
@@ -172,10 +171,10 @@ def _read_from_trajectory(job: manifest.Job, jobs: list[manifest.Job]) -> bool:
     if job.eval.kind != "budgets" or job.spec.run.model_config().cond.uses_horizon:
         return False
     grid = sorted(job.eval.args["budgets"])
-    n = len(job.spec.run._budgets_key(**job.eval.args)[1])
+    n = len(job.spec.run.eval_key("budgets", job.eval.args)[1])
     for other in jobs:
         if other.kind == "eval" and other.eval.kind == "evaluate" and other.spec.run.dir == job.spec.run.dir:
-            args, data, _ = other.spec.run._evaluate_key(**other.eval.args)
+            args, data, _ = other.spec.run.eval_key("evaluate", other.eval.args)
             if args["updates"] >= grid[-1] and all(b % args["every"] == 0 for b in grid) and len(data) == n:
                 return True
     return False

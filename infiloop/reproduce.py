@@ -24,8 +24,8 @@ import yaml
 
 from . import manifest, paths
 from .errors import Parser, UsageError
-from .experiments import PROFILES
 from .io import atomic_write_text
+from .recipes import PROFILES
 
 
 def notebooks() -> list[str]:
@@ -99,12 +99,8 @@ def _compute(jobs, profile: str, workers: int | None, device: str, gpus_per_run:
         if job.kind == "train":
             cfg = run.train_config()
             return cfg.steps * flops_per_step(run.model_config(), cfg.batch_size)
-        args, data, _ = {"evaluate": run._evaluate_key, "perturb": run._perturb_key,
-                         "budgets": run._budgets_key}[job.eval.kind](**job.eval.args)
-        updates = {"evaluate": lambda: args["updates"],
-                   "perturb": lambda: args["at"] + args["after"] * (len(args["eps"]) + 1),
-                   "budgets": lambda: (sum(args["budgets"]) if run.model_config().cond.uses_horizon  # told each
-                                       else max(args["budgets"]))}[job.eval.kind]()
+        args, data, _ = run.eval_key(job.eval.kind, job.eval.args)
+        updates = run.eval_updates(job.eval.kind, args)
         return updates * flops_per_update(run.model_config(), len(data))
 
     todo = [j for j in jobs if not j.done]
@@ -158,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown profile {args.profile!r}; valid choices: {', '.join(PROFILES)}")
     if args.device is None:
         args.device = default_device(args.profile)
+    if not args.no_compute:  # refused before any data is built
+        from .scheduler import check_gpus_per_run, slots_for
+
+        try:
+            check_gpus_per_run(slots_for(args.device, args.jobs), args.gpus_per_run)
+        except (UsageError, RuntimeError) as e:
+            ap.error(str(e))
     names = notebooks()
 
     def matches(name: str, wanted: str) -> bool:  # "02_depth_scaling", "02" or "depth_scaling"

@@ -13,7 +13,7 @@ and nothing that needs unpickling::
 Checkpoints (``checkpoint*.pt``, written by ``torch.save``) are not exported: an imported run is complete
 and is never trained again. Import checks, before writing anything, that every member is a plain file at
 one of these paths (no absolute path, no ``..``, no link), that the archive's code version is this code's
-``experiments.CODE_VERSION``, that each folder name is the hash of its ``config.json`` (so the run cache
+``recipes.CODE_VERSION``, that each folder name is the hash of its ``config.json`` (so the run cache
 finds it) and that every file has the sha256 of the manifest; then each run is written into a temporary
 folder beside its place in the run cache and moved there in one rename.
 """
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from . import experiments, paths
+from . import experiments, paths, recipes
 from .errors import UsageError
 from .io import atomic_write
 from .tasks.base import DataError
@@ -99,7 +99,7 @@ def export_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike) -> tu
         entries.append({"path": path, "task": cfg["task"], "recipe": cfg["recipe"], "profile": cfg["profile"],
                         "files": {f: sha256_file(run.dir / f) for f in files}})
         sources.append(run.dir)
-    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "code_version": experiments.CODE_VERSION,
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "code_version": recipes.CODE_VERSION,
                 "exported": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "runs": entries}
     data = (json.dumps(manifest, indent=1) + "\n").encode()
 
@@ -280,9 +280,9 @@ def read_manifest(src: _Source) -> dict:
     if manifest.get("format_version") != FORMAT_VERSION:
         raise DataError(f"{src.where}: archive format version {manifest.get('format_version')}; this code reads "
                         f"version {FORMAT_VERSION}")
-    if manifest.get("code_version") != experiments.CODE_VERSION:
+    if manifest.get("code_version") != recipes.CODE_VERSION:
         raise DataError(f"{src.where}: runs exported by code version {manifest.get('code_version')}, this code is "
-                        f"version {experiments.CODE_VERSION} (the model or its training changed): they cannot be "
+                        f"version {recipes.CODE_VERSION} (the model or its training changed): they cannot be "
                         f"used here; refused, nothing was imported")
     return manifest
 
@@ -374,9 +374,9 @@ def _check_config(folder: Path, path: str, where: Path) -> None:
         json.loads((folder / DONE).read_text(encoding="utf-8"))
     except (DataError, ValueError) as e:
         raise DataError(f"{where}: {path}: {e}".replace(str(folder), path)) from None
-    if cfg.get("code_version") != experiments.CODE_VERSION:
+    if cfg.get("code_version") != recipes.CODE_VERSION:
         raise DataError(f"{where}: {path}/config.json: code version {cfg.get('code_version')}, this code is version "
-                        f"{experiments.CODE_VERSION}; refused, nothing was imported")
+                        f"{recipes.CODE_VERSION}; refused, nothing was imported")
     want = f"runs/{cfg['task']}/{experiments.run_dir_for(cfg, Path('.')).name}"
     if want != path:
         raise DataError(f"{where}: {path}/config.json describes the run {want}, not {path} (renamed folder or edited "
@@ -416,9 +416,9 @@ def stale_reason(d: Path, cfg: dict | None) -> str:
     if cfg is None:
         return "no readable config.json"
     version = cfg.get("code_version", 1)
-    if version != experiments.CODE_VERSION:
-        return f"code version {version}, this code is {experiments.CODE_VERSION}"
-    if not d.name.endswith("-" + experiments.config_hash(cfg)):
+    if version != recipes.CODE_VERSION:
+        return f"code version {version}, this code is {recipes.CODE_VERSION}"
+    if not d.name.endswith("-" + recipes.config_hash(cfg)):
         return "its folder name does not match its configuration's hash"
     if (d / DONE).is_file():
         try:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import UsageError
 from .machine import usable_cpus
 from .manifest import Job
 
@@ -77,6 +78,20 @@ def slots_for(device: str, workers: int | None = None, threads: int | None = Non
             gpus = [device.split(":", 1)[1]]
         return gpu_slots(gpus, threads)
     return cpu_slots(workers, threads)
+
+
+def check_gpus_per_run(slots: list[Slot], gpus_per_run: int) -> None:
+    """Refuse, before anything starts, a number of GPUs per training run that no slot set can give."""
+    if gpus_per_run < 1:
+        raise UsageError(f"--gpus-per-run: expected 1 or more, got {gpus_per_run}")
+    if gpus_per_run == 1:
+        return
+    if not slots or slots[0].gpu is None:
+        raise UsageError(f"--gpus-per-run {gpus_per_run}: several GPUs per run need --device cuda; "
+                         f"this run's device is {slots[0].device if slots else 'none'}")
+    if gpus_per_run > len(slots):
+        raise UsageError(f"--gpus-per-run {gpus_per_run}: only {len(slots)} CUDA device(s) visible "
+                         f"({', '.join(s.gpu for s in slots)}); ask for at most {len(slots)}")
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -134,6 +149,7 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
     """Run every job not yet done, as many at a time as there are slots; see the module docstring."""
     from tqdm.auto import tqdm
 
+    check_gpus_per_run(slots, gpus_per_run)
     cost = cost or (lambda job: 1.0)
     todo = {j.id: j for j in jobs if not j.done}
     finished = {j.id for j in jobs if j.done}

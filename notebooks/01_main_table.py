@@ -35,9 +35,9 @@ import pandas as pd
 from IPython.display import display
 
 from infiloop import analysis, paper
-from infiloop.experiments import MAIN_RECIPES
 from infiloop.notebook import Notebook, check, pct
 from infiloop.plotting import LABELS
+from infiloop.recipes import MAIN_RECIPES
 
 nb = Notebook("01_main_table", "Main table", profile, device, seed)
 check("tasks", tasks, str, expected="comma-separated task names")
@@ -92,11 +92,9 @@ display(pd.DataFrame(rows, columns=cols))
 ours = {r: measured[r, "sudoku"][0] for r in MAIN_RECIPES} if "sudoku" in task_list else {}
 claims = []
 if ours:
-    c = paper.CLAIMS_BY_ID["main.infiloop_beats_carry_last_sudoku"]
-    claims.append({"id": c.id, "claim": c.claim, "paper": c.paper,
-                   "ours": f"InfiLoop {pct(ours['infiloop'])} vs carry-last {pct(ours['carry_last'])} "
-                           f"({measured['infiloop', 'sudoku'][1]})",
-                   "agrees": bool(ours["infiloop"] > ours["carry_last"])})
+    claims.append(nb.claim("main.infiloop_beats_carry_last_sudoku",
+                           f"InfiLoop {pct(ours['infiloop'])} vs carry-last {pct(ours['carry_last'])} "
+                           f"({measured['infiloop', 'sudoku'][1]})", ours["infiloop"] > ours["carry_last"]))
 lines = [f"{names[t]}: " + ", ".join(f"{LABELS[r]} {pct(measured[r, t][0])}" for r in MAIN_RECIPES)
          for t in task_list]
 text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The paper's columns hold only the paper's "
@@ -104,6 +102,6 @@ text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The pape
         "only the comparison between rows measured in this harness is meaningful. Tasks not listed were not run "
         "at this profile (set the `tasks` parameter).")
 print(text)
-nb.finish(text, figures=[], tables=[{"title": "Table 1", "columns": cols, "rows": rows,
-                                     "note": "Paper columns: the paper's numbers. Profile columns: this project's "
-                                             "measurements (see each cell's note)."}], claims=claims)
+nb.finish(text, figures=[], tables=[nb.table("Table 1", cols, rows,
+                                         note="Paper columns: the paper's numbers. Profile columns: this project's "
+                                              "measurements (see each cell's note).")], claims=claims)

@@ -28,7 +28,7 @@
 # breakdown, and the carry-last diagnosis of Fig. 1.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | paper: data, model and training sizes (infiloop/experiments.py)
+profile = "tiny"  # smoke | tiny | paper: data, model and training sizes (infiloop/recipes.py)
 device = "cpu"  # torch device for training and evaluation
 seed = 0  # training seed of the three models
 max_updates = 960  # outer updates to evaluate (the paper evaluates to 960)
@@ -42,8 +42,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop import analysis, paper, plotting
-from infiloop.experiments import MAIN_RECIPES
 from infiloop.notebook import Notebook, check, pct
+from infiloop.recipes import MAIN_RECIPES
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, seed)
 for name, value in dict(max_updates=max_updates, retention_window=retention_window).items():
@@ -168,15 +168,12 @@ inf_gain = analysis.accuracy_at(inf, max_updates) - analysis.accuracy_at(inf, de
 cl_best_u, cl_best = analysis.best_depth(cl)
 cl_drop = cl_best - analysis.accuracy_at(cl, max_updates)
 claims = [
-    {"id": "depth.infiloop_improves_with_depth",
-     "claim": paper.CLAIMS_BY_ID["depth.infiloop_improves_with_depth"].claim,
-     "paper": paper.CLAIMS_BY_ID["depth.infiloop_improves_with_depth"].paper,
-     "ours": f"{pct(analysis.accuracy_at(inf, depth))} @ {depth} → {pct(analysis.accuracy_at(inf, max_updates))} "
-             f"@ {max_updates} updates", "agrees": bool(inf_gain >= 0)},
-    {"id": "depth.carry_last_degrades", "claim": paper.CLAIMS_BY_ID["depth.carry_last_degrades"].claim,
-     "paper": paper.CLAIMS_BY_ID["depth.carry_last_degrades"].paper,
-     "ours": f"best {pct(cl_best)} @ {cl_best_u} → {pct(analysis.accuracy_at(cl, max_updates))} @ {max_updates}",
-     "agrees": bool(cl_drop > 0.005)},
+    nb.claim("depth.infiloop_improves_with_depth",
+             f"{pct(analysis.accuracy_at(inf, depth))} @ {depth} → {pct(analysis.accuracy_at(inf, max_updates))} "
+             f"@ {max_updates} updates", inf_gain >= 0),
+    nb.claim("depth.carry_last_degrades",
+             f"best {pct(cl_best)} @ {cl_best_u} → {pct(analysis.accuracy_at(cl, max_updates))} @ {max_updates}",
+             cl_drop > 0.005),
 ]
 text = (f"At profile **{profile}** ({n_puzzles} test puzzles, {layers} layers per outer update), InfiLoop goes from "
         f"{pct(analysis.accuracy_at(inf, depth))} at its training depth ({depth} updates) to "
@@ -194,7 +191,7 @@ nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against 
                           "right: the paper's reported points)."},
                          {"path": fig_diag, "caption": "Relative change of the answer state around the first "
                           "solve, and the share of solved puzzles that stay solved."}],
-          tables=[{"title": "Accuracy by depth", "columns": cols, "rows": rows},
-                  {"title": f"Difficulty at update {b}", "columns": diff_cols, "rows": diff_rows},
-                  {"title": f"Changes between updates {a} and {b}", "columns": change_cols, "rows": change_rows}],
+          tables=[nb.table("Accuracy by depth", cols, rows),
+                  nb.table(f"Difficulty at update {b}", diff_cols, diff_rows),
+                  nb.table(f"Changes between updates {a} and {b}", change_cols, change_rows)],
           claims=claims)

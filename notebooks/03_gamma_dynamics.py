@@ -120,17 +120,12 @@ po = phases["outer"]
 base = 1 - beta["outer"]
 rho = float(np.corrcoef(np.argsort(np.argsort(w)), np.argsort(np.argsort(med)))[0, 1]) if len(w) > 2 else float("nan")
 claims = [
-    {"id": "gamma.search_below_baseline", "claim": paper.CLAIMS_BY_ID["gamma.search_below_baseline"].claim,
-     "paper": paper.CLAIMS_BY_ID["gamma.search_below_baseline"].paper,
-     "ours": f"search {po['search']:.2f} vs 1 − β = {base:.2f}", "agrees": bool(po["search"] < base)},
-    {"id": "gamma.jump_at_solve", "claim": paper.CLAIMS_BY_ID["gamma.jump_at_solve"].claim,
-     "paper": paper.CLAIMS_BY_ID["gamma.jump_at_solve"].paper,
-     "ours": f"{po['search']:.2f} → {po['solve']:.2f} → {po['after']:.2f}",
-     "agrees": bool(po["solve"] > max(po["search"], base))},
-    {"id": "gamma.score_tracks_correctness", "claim": paper.CLAIMS_BY_ID["gamma.score_tracks_correctness"].claim,
-     "paper": paper.CLAIMS_BY_ID["gamma.score_tracks_correctness"].paper,
-     "ours": f"median {med[0]:.2f} at {w[0]} wrong, {med[-1]:.2f} at {w[-1]} wrong (rank correlation {rho:.2f})",
-     "agrees": bool(rho < -0.5 and med[0] > med[-1])},
+    nb.claim("gamma.search_below_baseline", f"search {po['search']:.2f} vs 1 − β = {base:.2f}", po["search"] < base),
+    nb.claim("gamma.jump_at_solve", f"{po['search']:.2f} → {po['solve']:.2f} → {po['after']:.2f}",
+             po["solve"] > max(po["search"], base)),
+    nb.claim("gamma.score_tracks_correctness",
+             f"median {med[0]:.2f} at {w[0]} wrong, {med[-1]:.2f} at {w[-1]} wrong (rank correlation {rho:.2f})",
+             rho < -0.5 and med[0] > med[-1]),
 ]
 text = (f"At profile **{profile}** ({n_puzzles} puzzles, {solved} solved), the outer-axis step size averages "
         f"{po['search']:.2f} in the {before} updates before the first solve, {po['solve']:.2f} at the solving update "
@@ -143,4 +138,4 @@ print(text)
 nb.finish(text, figures=[{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
                          {"path": fig_score, "caption": "Median content score s_t against the wrong cells of the "
                           "candidate z_t it scores."}],
-          tables=[{"title": "Mean γ by phase", "columns": phase_cols, "rows": phase_rows}], claims=claims)
+          tables=[nb.table("Mean γ by phase", phase_cols, phase_rows)], claims=claims)

@@ -38,9 +38,9 @@ perturbation_seed = 0  # seed of the perturbation directions
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, paper, plotting
-from infiloop.experiments import MAIN_RECIPES
+from infiloop import analysis, plotting
 from infiloop.notebook import Notebook, ParameterError, check, pct
+from infiloop.recipes import MAIN_RECIPES
 
 nb = Notebook("04_perturbation", "Perturbation stability", profile, device, seed)
 check("eps", eps, str, expected="comma-separated numbers, e.g. '0,1e-4,0.3'")
@@ -100,13 +100,10 @@ print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 inf_min = min(retention["infiloop"].values())
 cl_min = min(retention["carry_last"].values())
 claims = [
-    {"id": "perturb.infiloop_retains", "claim": paper.CLAIMS_BY_ID["perturb.infiloop_retains"].claim,
-     "paper": paper.CLAIMS_BY_ID["perturb.infiloop_retains"].paper,
-     "ours": f"lowest retention over ε: {pct(inf_min)}", "agrees": bool(inf_min >= 0.99)},
-    {"id": "perturb.carry_last_loses", "claim": paper.CLAIMS_BY_ID["perturb.carry_last_loses"].claim,
-     "paper": paper.CLAIMS_BY_ID["perturb.carry_last_loses"].paper,
-     "ours": f"retention at ε = 0: {pct(retention['carry_last'].get(0.0, float('nan')))}; lowest {pct(cl_min)}",
-     "agrees": bool(cl_min < inf_min)},
+    nb.claim("perturb.infiloop_retains", f"lowest retention over ε: {pct(inf_min)}", inf_min >= 0.99),
+    nb.claim("perturb.carry_last_loses",
+             f"retention at ε = 0: {pct(retention['carry_last'].get(0.0, float('nan')))}; lowest {pct(cl_min)}",
+             cl_min < inf_min),
 ]
 text = (f"At profile **{profile}** ({n_puzzles} puzzles; perturbation at update {at}, {after} more updates), "
         f"InfiLoop keeps between {pct(inf_min)} and {pct(max(retention['infiloop'].values()))} of its solved puzzles "
@@ -116,4 +113,4 @@ text = (f"At profile **{profile}** ({n_puzzles} puzzles; perturbation at update 
 print(text)
 nb.finish(text, figures=[{"path": fig_pert, "caption": "Retention of solved puzzles against ε, and the median "
                           "relative distance to the unperturbed trajectory (solid: smallest ε, dashed: largest)."}],
-          tables=[{"title": "Retention of solved puzzles", "columns": cols, "rows": rows}], claims=claims)
+          tables=[nb.table("Retention of solved puzzles", cols, rows)], claims=claims)

@@ -22,7 +22,7 @@
 # 63.3 %. InfiLoop on both axes (82.1 / 89.7) beats the inner axis only (72.6 / 79.4) and the outer axis only
 # (75.1 / 80.0). Removing the content score costs 6–7 points.
 #
-# Each variant below is one InfiLoop model trained at the chosen profile (`infiloop/experiments.py`,
+# Each variant below is one InfiLoop model trained at the chosen profile (`infiloop/recipes.py`,
 # `ABLATIONS`), evaluated at a short budget (the training depth, as H3 L6 is the paper's training budget) and
 # a long one (about ten times more outer updates, as H32 against H3).
 
@@ -39,8 +39,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop import analysis, paper, plotting
-from infiloop.experiments import ABLATIONS
 from infiloop.notebook import Notebook, check, pct
+from infiloop.recipes import ABLATIONS
 
 nb = Notebook("05_beta0_ablation", "Ablations: β₀, decay, axes, content score", profile, device, seed)
 for name, value in dict(budget_short=budget_short, budget_long=budget_long, limit=limit).items():
@@ -51,7 +51,7 @@ plotting.use_style()
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
 short, long = need.derived["short"], need.derived["long"]
 label = {key: a["label"] for key, a in ABLATIONS.items()}
-acc = {}  # ablation id (experiments.ABLATIONS) -> accuracy @ short, @ long, learned beta
+acc = {}  # ablation id (recipes.ABLATIONS) -> accuracy @ short, @ long, learned beta
 for key in ABLATIONS:
     traj = need.result(f"ablation/{key}", device)
     acc[key] = (analysis.accuracy_at(traj, short), analysis.accuracy_at(traj, long), analysis.info(traj)["beta"])
@@ -104,23 +104,17 @@ s = {n: v[0] for n, v in acc.items()}
 lg = {n: v[1] for n, v in acc.items()}
 best = "beta0_0.55"
 claims = [
-    {"id": "ablation.learned_beats_fixed", "claim": paper.CLAIMS_BY_ID["ablation.learned_beats_fixed"].claim,
-     "paper": paper.CLAIMS_BY_ID["ablation.learned_beats_fixed"].paper,
-     "ours": f"{pct(s[best])} vs fixed {pct(s['fixed_0.55'])} / uniform {pct(s['uniform'])} / "
-             f"reverse {pct(s['reverse_1.82'])}",
-     "agrees": bool(s[best] >= max(s["fixed_0.55"], s["uniform"], s["reverse_1.82"]))},
-    {"id": "ablation.reverse_fails", "claim": paper.CLAIMS_BY_ID["ablation.reverse_fails"].claim,
-     "paper": paper.CLAIMS_BY_ID["ablation.reverse_fails"].paper, "ours": pct(s["reverse_1.82"]),
-     "agrees": bool(s["reverse_1.82"] < 0.5 * s[best])},
-    {"id": "ablation.both_axes_best", "claim": paper.CLAIMS_BY_ID["ablation.both_axes_best"].claim,
-     "paper": paper.CLAIMS_BY_ID["ablation.both_axes_best"].paper,
-     "ours": f"{pct(s[best])} / {pct(lg[best])} vs inner {pct(s['inner_only'])} / {pct(lg['inner_only'])}, "
+    nb.claim("ablation.learned_beats_fixed",
+             f"{pct(s[best])} vs fixed {pct(s['fixed_0.55'])} / uniform {pct(s['uniform'])} / "
+             f"reverse {pct(s['reverse_1.82'])}", s[best] >= max(s["fixed_0.55"], s["uniform"], s["reverse_1.82"])),
+    nb.claim("ablation.reverse_fails", pct(s["reverse_1.82"]), s["reverse_1.82"] < 0.5 * s[best]),
+    nb.claim("ablation.both_axes_best",
+             f"{pct(s[best])} / {pct(lg[best])} vs inner {pct(s['inner_only'])} / {pct(lg['inner_only'])}, "
              f"outer {pct(s['outer_only'])} / {pct(lg['outer_only'])}",
-     "agrees": bool(lg[best] >= max(lg["inner_only"], lg["outer_only"]))},
-    {"id": "ablation.content_score_matters", "claim": paper.CLAIMS_BY_ID["ablation.content_score_matters"].claim,
-     "paper": paper.CLAIMS_BY_ID["ablation.content_score_matters"].paper,
-     "ours": f"{pct(lg[best])} with, {pct(lg['no_content_score'])} without (@ {long})",
-     "agrees": bool(lg[best] > lg["no_content_score"])},
+             lg[best] >= max(lg["inner_only"], lg["outer_only"])),
+    nb.claim("ablation.content_score_matters",
+             f"{pct(lg[best])} with, {pct(lg['no_content_score'])} without (@ {long})",
+             lg[best] > lg["no_content_score"]),
 ]
 text = (f"At profile **{profile}** ({n_puzzles} puzzles, one seed per variant), budgets {short} and {long} outer "
         "updates. " + " ".join(f"{label[n]}: {pct(s[n])} → {pct(lg[n])}." for n in acc) +
@@ -128,4 +122,4 @@ text = (f"At profile **{profile}** ({n_puzzles} puzzles, one seed per variant), 
 print(text)
 nb.finish(text, figures=[{"path": fig_abl, "caption": "Exact accuracy of each InfiLoop variant at both budgets, "
                           "beside the paper's H3 L6 numbers."}],
-          tables=[{"title": "Ablations", "columns": cols, "rows": rows}], claims=claims)
+          tables=[nb.table("Ablations", cols, rows)], claims=claims)

@@ -48,10 +48,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from infiloop import paper, plotting
+from infiloop import plotting
 from infiloop.conditioning import HISTORY_MAPS
-from infiloop.experiments import CONDITIONING_RECIPES
 from infiloop.notebook import Notebook, check, pct
+from infiloop.recipes import CONDITIONING_RECIPES
 
 nb = Notebook("06_conditioning", "Conditioning the loop: the looped-LM study beside InfiLoop", profile, device, seed)
 check("max_budget", max_budget, int, lambda v: v >= 1, "an integer >= 1")
@@ -159,22 +159,17 @@ at_long = {r: float(a[-1]) for r, a in acc.items()}
 at_train = {r: float(a[grid.index(depth)]) if depth in grid else float("nan") for r, a in acc.items()}
 
 
-def claim(cid, ours, agrees):
-    c = paper.CLAIMS_BY_ID[cid]
-    return {"id": cid, "claim": c.claim, "paper": c.paper, "ours": ours, "agrees": bool(agrees)}
-
-
 claims = [
-    claim("study.history_beats_dense_injection",
+    nb.claim("study.history_beats_dense_injection",
           f"@ {long_}: history (w = 1) {pct(at_long['history_w1'])} vs dense injection {pct(at_long['inject_dense'])}",
           at_long["history_w1"] > at_long["inject_dense"]),
-    claim("study.window_one_best",
+    nb.claim("study.window_one_best",
           f"@ {long_}: w = 1 {pct(at_long['history_w1'])} vs w = 2 {pct(at_long['history_w2'])}",
           at_long["history_w1"] >= at_long["history_w2"]),
-    claim("study.loop_gating_helps",
+    nb.claim("study.loop_gating_helps",
           f"@ {long_}: loop gating {pct(at_long['loop_gating'])} vs unconditioned {pct(at_long['carry_last'])}",
           at_long["loop_gating"] > at_long["carry_last"]),
-    claim("study.history_lg_best_pair",
+    nb.claim("study.history_lg_best_pair",
           f"@ {long_}: history + LG {pct(at_long['history_lg'])} vs history {pct(at_long['history_w1'])}, "
           f"LG {pct(at_long['loop_gating'])}",
           at_long["history_lg"] > max(at_long["history_w1"], at_long["loop_gating"])),
@@ -191,6 +186,6 @@ print(text)
 nb.finish(text, figures=[{"path": fig_budget, "caption": "Exact accuracy after exactly N outer updates for each "
                           "conditioner, the unconditioned carry-last loop and InfiLoop, with the study's findings."},
                          {"path": fig_gate, "caption": "The learned loop gate g(t) of the two loop-gated models."}],
-          tables=[{"title": "Exact accuracy by test budget (outer updates)", "columns": cols, "rows": rows},
-                  {"title": "Learned conditioner maps", "columns": learned_cols, "rows": learned}],
+          tables=[nb.table("Exact accuracy by test budget (outer updates)", cols, rows),
+                  nb.table("Learned conditioner maps", learned_cols, learned)],
           claims=claims)

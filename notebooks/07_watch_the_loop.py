@@ -49,8 +49,8 @@ arc_task = ""  # ARC task id to animate ("": the test input InfiLoop gets closes
 from IPython.display import display
 
 from infiloop import animation, plotting
-from infiloop.experiments import MAIN_RECIPES
 from infiloop.notebook import Notebook, check, pct
+from infiloop.recipes import MAIN_RECIPES
 
 nb = Notebook("07_watch_the_loop", "Watch the loop", profile, device, seed)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
@@ -159,5 +159,5 @@ captions = {"watch_puzzle.gif": f"Puzzle {chosen}, carry-last and InfiLoop side 
             "watch_arc.gif": "The predicted output grid per outer update beside the input and target (wrong cells "
                              "outlined in red)."}
 nb.finish(text, figures=[{"path": a.path, "caption": captions[a.path.name]} for a in anims],
-          tables=[{"title": "Animations", "columns": ["file", "frames", "size (MB)", "render time (s)"], "rows": rows,
-                   "note": animation.frame_note(frames, depth)}], claims=[])
+          tables=[nb.table("Animations", ["file", "frames", "size (MB)", "render time (s)"], rows,
+                           note=animation.frame_note(frames, depth))], claims=[])

@@ -8,8 +8,8 @@ import torch
 from infiloop.conditioning import ConditionConfig, Conditioner, time_features
 from infiloop.connections import Connection, ConnectionConfig
 from infiloop.evaluation import evaluate_budgets
-from infiloop.experiments import CODE_VERSION, RECIPES, config_hash, profile_model, resolve_config
 from infiloop.model import LoopedReasoner, ModelConfig
+from infiloop.recipes import CODE_VERSION, RECIPES, config_hash, profile_model, resolve_config
 from infiloop.tasks.base import TaskData
 
 D, LAYERS = 32, 1

@@ -129,7 +129,7 @@ def test_a_subprocess_prints_one_line_and_the_status(tmp_path):
     ("dense", "model.cond.history", "dense"), ("2", "model.cond.window", 2), ("0.1", "model.outer.beta", 0.1),
 ])
 def test_set_values_are_read_by_the_type_of_their_setting(text, key, expected):
-    from infiloop.experiments import resolve_config
+    from infiloop.recipes import resolve_config
 
     cfg = resolve_config("sudoku", "infiloop", "smoke", [f"{key}={text}"])
     node = cfg
@@ -140,7 +140,8 @@ def test_set_values_are_read_by_the_type_of_their_setting(text, key, expected):
 
 def test_set_values_keep_the_hash_of_runs_made_before():
     """Values that were read right before (YAML) give the same configuration, hence the same run folder."""
-    from infiloop.experiments import resolve_config, run_dir_for
+    from infiloop.experiments import run_dir_for
+    from infiloop.recipes import resolve_config
 
     as_text = resolve_config("sudoku", "infiloop", "smoke", ["model.outer.beta=0.1", "train.seed=3"])
     as_values = resolve_config("sudoku", "infiloop", "smoke", {"model.outer.beta": 0.1, "train.seed": 3})
@@ -167,7 +168,8 @@ def test_a_file_of_another_size_names_both_sizes(smoke_run, tmp_path, capsys):
 
 
 def test_a_maze_file_of_another_size_is_refused_before_the_model(tmp_path):
-    from infiloop.experiments import _user_data, profile_model
+    from infiloop.experiments import _user_data
+    from infiloop.recipes import profile_model
     from infiloop.tasks import maze
 
     path = tmp_path / "mazes.csv"

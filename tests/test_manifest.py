@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from infiloop import experiments, manifest, paths
+from infiloop import manifest, paths, recipes
 from infiloop.cli import main
 
 
@@ -19,10 +19,10 @@ def smoke_jobs():
 def test_every_notebook_is_declared_with_stable_ids():
     assert manifest.undeclared_notebooks() == []
     n05 = manifest.needs("05", "smoke")
-    assert set(n05.runs) == {f"ablation/{k}" for k in experiments.ABLATIONS} == set(n05.evals)
-    assert set(manifest.needs("06", "smoke").runs) == set(experiments.CONDITIONING_RECIPES)
+    assert set(n05.runs) == {f"ablation/{k}" for k in recipes.ABLATIONS} == set(n05.evals)
+    assert set(manifest.needs("06", "smoke").runs) == set(recipes.CONDITIONING_RECIPES)
     assert set(manifest.needs("01", "smoke", tasks="sudoku,arc1").evals) == {
-        f"{t}/{r}" for t in ("sudoku", "arc1") for r in experiments.MAIN_RECIPES}
+        f"{t}/{r}" for t in ("sudoku", "arc1") for r in recipes.MAIN_RECIPES}
 
 
 def test_a_trajectory_read_by_several_notebooks_is_one_job(smoke_jobs):

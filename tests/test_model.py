@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from infiloop.connections import ConnectionConfig
-from infiloop.experiments import profile_model, resolve_config
 from infiloop.layers import swiglu_width
 from infiloop.model import LoopedReasoner, ModelConfig
+from infiloop.recipes import profile_model, resolve_config
 
 CARRY_LAST = ConnectionConfig(name="carry_last")
 

@@ -196,3 +196,26 @@ def test_reproduce_refuses_a_parameter_no_selected_notebook_declares(capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: python -m infiloop reproduce: -p max_update: not a parameter of the selected "
                           "notebooks") and "max_updates" in err and len(err.splitlines()) == 1
+
+
+def test_claims_and_tables_come_from_one_helper_that_checks_them():
+    import numpy as np
+
+    from infiloop import paper
+    from infiloop.notebook import Notebook
+
+    nb = Notebook("04_perturbation", "Perturbation", "smoke", "cpu", 0)
+    c = nb.claim("perturb.infiloop_retains", "lowest 100.0 %", np.bool_(True))
+    ref = paper.CLAIMS_BY_ID["perturb.infiloop_retains"]
+    assert c == {"id": ref.id, "claim": ref.claim, "paper": ref.paper, "ours": "lowest 100.0 %", "agrees": True}
+    assert type(c["agrees"]) is bool  # JSON-ready, not numpy
+    assert nb.claim("perturb.carry_last_loses", "–", None)["agrees"] is None
+    with pytest.raises(KeyError, match="not a claim of 04_perturbation.*perturb.infiloop_retains, "
+                                       "perturb.carry_last_loses"):
+        nb.claim("depth.carry_last_degrades", "x", True)  # another notebook's claim
+    with pytest.raises(KeyError, match="'perturb.typo' is not a claim"):
+        nb.claim("perturb.typo", "x", True)
+    t = nb.table("T", ["a", "b"], [(1, 2)], note="n")
+    assert t == {"title": "T", "columns": ["a", "b"], "rows": [[1, 2]], "note": "n"}
+    with pytest.raises(ValueError, match=r"table 'T': row\(s\) \[1\] do not have 2 cells"):
+        nb.table("T", ["a", "b"], [[1, 2], [3]])

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from infiloop import experiments, paths, plan, runs
+from infiloop import paths, plan, recipes, runs
 from infiloop.model import ModelConfig
 from infiloop.plan import Timing
 
@@ -48,7 +48,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     p = plan.make_plan("smoke")
     specs, evals = p.runs, p.evals
     assert f"{len(specs)} training runs, {len(evals)} evaluations" in text
-    steps = experiments.PROFILES["smoke"]["train"]["steps"]
+    steps = recipes.PROFILES["smoke"]["train"]["steps"]
     run_lines = [ln for ln in text.splitlines() if re.match(r"sudoku\s+\w+\s+\d+ x ", ln)]
     assert len(run_lines) == len(specs)
     for ln in run_lines:
@@ -82,15 +82,15 @@ def test_evaluations_follow_the_notebooks(root):
     by_nb = {}
     for e in evals:
         by_nb.setdefault(e.notebook, []).append(e)
-    assert [e.run.config["recipe"] for e in by_nb["01"]] == list(experiments.MAIN_RECIPES)
+    assert [e.run.config["recipe"] for e in by_nb["01"]] == list(recipes.MAIN_RECIPES)
     assert "03" not in by_nb  # notebook 03 reads notebook 02's InfiLoop trajectory
-    assert len(by_nb["05"]) == len(experiments.ABLATIONS)
+    assert len(by_nb["05"]) == len(recipes.ABLATIONS)
     depth = by_nb["05"][0].run.training_depth
     assert {e.updates for e in by_nb["05"]} == {round(depth * 32 / 3)}
     # notebook 06: carry-last and InfiLoop are read from notebook 02's trajectories, the timestep-conditioned
     # models are run once per budget
     nb06 = {e.run.config["recipe"]: e for e in by_nb["06"]}
-    assert set(nb06) == set(experiments.CONDITIONING_RECIPES) - {"carry_last", "infiloop"}
+    assert set(nb06) == set(recipes.CONDITIONING_RECIPES) - {"carry_last", "infiloop"}
     assert nb06["loop_gating"].updates > nb06["history_w1"].updates == 960
     per = {e.kind for e in evals}
     assert per == {"trajectory", "perturbation", "budgets"}
@@ -143,18 +143,18 @@ def test_calibration_batch_is_reduced_for_a_large_step():
 
 def _gpu_model(recipe):
     d = ModelConfig().to_dict()  # the defaults are 9x9 Sudoku (vocabulary 11, 81 cells)
-    d.update(experiments.PROFILES["gpu"]["model"])
-    for k, v in experiments.RECIPES[recipe].items():
+    d.update(recipes.PROFILES["gpu"]["model"])
+    for k, v in recipes.RECIPES[recipe].items():
         d[k] = {**d[k], **v} if isinstance(v, dict) else v
     return ModelConfig.from_dict(d)
 
 
-@pytest.mark.parametrize("recipe", experiments.MAIN_RECIPES)
+@pytest.mark.parametrize("recipe", recipes.MAIN_RECIPES)
 def test_gpu_profile_is_about_one_gpu_hour_per_model(recipe):
-    train = experiments.PROFILES["gpu"]["train"]
+    train = recipes.PROFILES["gpu"]["train"]
     hours = plan.gpu_hours_estimate(_gpu_model(recipe), train["steps"], train["batch_size"])
     assert 0.8 < hours < 1.25, hours
-    assert experiments.PROFILES["gpu"]["eval"]["updates"] == 960
+    assert recipes.PROFILES["gpu"]["eval"]["updates"] == 960
 
 
 def test_flops_per_token_counts_the_paper_block():

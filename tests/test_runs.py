@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from infiloop import experiments, runs
+from infiloop import experiments, recipes, runs
 from infiloop.cli import main
 
 
@@ -86,11 +86,11 @@ def test_damaged_file_is_refused(smoke_run, tmp_path, capsys):
 
 
 def test_incompatible_code_version_is_refused(archive, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(experiments, "CODE_VERSION", experiments.CODE_VERSION + 1)
+    monkeypatch.setattr(experiments, "CODE_VERSION", recipes.CODE_VERSION + 1)
     root = tmp_path / "r"
     assert main(["runs", "import", str(archive), "--root", str(root)]) == 1
     err = capsys.readouterr().err
-    assert f"exported by code version {experiments.CODE_VERSION - 1}, this code is version" in err
+    assert f"exported by code version {recipes.CODE_VERSION - 1}, this code is version" in err
     assert _untouched(root)
 
 
@@ -203,7 +203,7 @@ def test_runs_list(smoke_run, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "# 2 run folders" in out
     line = next(ln for ln in out.splitlines() if smoke_run.name in ln)
-    assert line.split()[:5] == ["sudoku", "infiloop", "smoke", str(experiments.CODE_VERSION), "yes"]
+    assert line.split()[:5] == ["sudoku", "infiloop", "smoke", str(recipes.CODE_VERSION), "yes"]
     assert "no" in next(ln for ln in out.splitlines() if "half-done" in ln).split()
 
 
@@ -211,8 +211,8 @@ def test_runs_prune_removes_only_what_this_code_can_never_use(smoke_run, tmp_pat
     root = tmp_path / "r"
     runs.import_runs(runs.export_runs([smoke_run.dir], tmp_path / "a.tar")[0], root)
     good = root / "sudoku" / smoke_run.name
-    old_cfg = {**smoke_run.config, "code_version": experiments.CODE_VERSION - 1}
-    old = root / "sudoku" / f"infiloop-smoke-{experiments.config_hash(old_cfg)}"
+    old_cfg = {**smoke_run.config, "code_version": recipes.CODE_VERSION - 1}
+    old = root / "sudoku" / f"infiloop-smoke-{recipes.config_hash(old_cfg)}"
     shutil.copytree(good, old)
     (old / "config.json").write_text(json.dumps(old_cfg))
     diverged = root / "sudoku" / "diverged-copy"
@@ -226,7 +226,7 @@ def test_runs_prune_removes_only_what_this_code_can_never_use(smoke_run, tmp_pat
 
     rows = {r["path"].name: r["stale"] for r in runs.list_runs(root)}
     assert rows[good.name] == "" and rows[unfinished.name] == ""
-    assert rows[old.name] == f"code version {experiments.CODE_VERSION - 1}, this code is {experiments.CODE_VERSION}"
+    assert rows[old.name] == f"code version {recipes.CODE_VERSION - 1}, this code is {recipes.CODE_VERSION}"
     assert rows["diverged-copy"] == "its folder name does not match its configuration's hash"
     shutil.move(diverged, root / "sudoku" / good.name.replace("infiloop", "infiloop2"))  # a well-named diverged run
     # (the hash is of the configuration only, so a renamed copy with the right suffix is well named)

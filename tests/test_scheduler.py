@@ -135,3 +135,32 @@ def test_simulate_is_the_makespan_of_that_order():
     assert scheduler.simulate(seconds, {"c": ["a"]}, 2) == 6  # b 0-3, d 3-6 ; a 0-4, c 4-6
     assert scheduler.simulate(seconds, {}, 1) == 12
     assert scheduler.simulate(seconds, {"d": ["c"], "c": ["a"]}, 4) == 9
+
+
+@pytest.mark.parametrize("slots, n, message", [
+    (["0", "1"], 3, "--gpus-per-run 3: only 2 CUDA device"),
+    (None, 2, "--gpus-per-run 2: several GPUs per run need --device cuda"),
+    (["0"], 0, "--gpus-per-run: expected 1 or more, got 0"),
+])
+def test_gpus_per_run_no_slot_set_can_give_is_refused_before_any_job_starts(tmp_path, slots, n, message):
+    from infiloop.errors import UsageError
+
+    launcher = FakeLauncher()
+    given = scheduler.gpu_slots(slots) if slots else scheduler.cpu_slots(2)
+    with pytest.raises(UsageError, match=message):
+        scheduler.run_jobs([fake_job("train a", "train", tmp=tmp_path)], "smoke", given, gpus_per_run=n,
+                           launch=launcher, poll=0, progress=False)
+    assert launcher.launched == []
+
+
+def test_reproduce_refuses_gpus_per_run_on_cpu_in_one_line_before_building_data(capsys, tmp_path, monkeypatch):
+    from infiloop import paths
+    from infiloop.cli import main
+
+    monkeypatch.setattr(paths, "DATA", tmp_path / "data")
+
+    assert main(["reproduce", "--profile", "smoke", "--device", "cpu", "--gpus-per-run", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: python -m infiloop reproduce: --gpus-per-run 2: several GPUs per run need "
+                          "--device cuda") and len(err.splitlines()) == 1
+    assert not (tmp_path / "data").exists(), "no data may be built before the refusal"

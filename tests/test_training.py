@@ -11,9 +11,10 @@ import time
 import pytest
 import torch
 
-from infiloop.experiments import get_run, resolve, resolve_config
+from infiloop.experiments import get_run, resolve
 from infiloop.io import load_weights
 from infiloop.paths import ROOT
+from infiloop.recipes import resolve_config
 from infiloop.training import AdamATan2, TrainConfig, lr_at, stablemax_cross_entropy
 
 
