@@ -103,6 +103,54 @@ def state_change_after_solve(traj: dict) -> float:
     return float((sc.sum(0) / after[:, keep].sum(0)).mean())
 
 
+# Per-puzzle terms (numerator, denominator; the puzzle axis last) of the statistics above, for intervals over
+# seeds and puzzles (infiloop/intervals.py): each statistic is numerator.sum(-1) / denominator.sum(-1).
+
+def accuracy_terms(traj: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Exact accuracy at every recorded update ([K, P] terms; :func:`exact_by_depth`)."""
+    c = traj["correct"]
+    return c, np.ones(c.shape, dtype=bool)
+
+
+def solved_by(traj: dict) -> np.ndarray:
+    """[K, P]: the puzzle was first solved at or before the recorded update (needs every=1 to be exact)."""
+    fs = traj["first_solve"]
+    return (fs > 0)[None, :] & (fs[None, :] <= traj["updates"][:, None])
+
+
+def lost_terms(traj: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Of the puzzles solved at some update, those wrong at the last update (:func:`lost_after_solve`)."""
+    solved = traj["first_solve"] > 0
+    return solved & ~traj["correct"][-1], solved
+
+
+def lost_by_depth_terms(traj: dict) -> tuple[np.ndarray, np.ndarray]:
+    """[K, P]: at each update, of the puzzles solved by then, those wrong at that update."""
+    by = solved_by(traj)
+    return by & ~traj["correct"], by
+
+
+def state_change_terms(traj: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Per puzzle solved before the last update, its mean relative state change per update after its first
+    solve (:func:`state_change_after_solve`)."""
+    ups, fs = traj["updates"], traj["first_solve"]
+    if len(ups) > 1 and np.any(np.diff(ups) != 1):
+        raise ValueError("state change after the solve needs a trajectory recorded at every update (every=1)")
+    after = np.arange(len(ups))[:, None] >= (fs - ups[0] + 1)[None, :]
+    keep = (fs > 0) & after.any(axis=0)
+    sc = np.where(after, traj["state_change"].astype(np.float64), 0.0).sum(0) / np.maximum(after.sum(0), 1)
+    return np.where(keep, sc, 0.0), keep
+
+
+def state_change_by_depth_terms(traj: dict) -> tuple[np.ndarray, np.ndarray]:
+    """[K, P]: at each update, the relative state change of the puzzles solved before it (after the solve)."""
+    ups = traj["updates"]
+    if len(ups) > 1 and np.any(np.diff(ups) != 1):
+        raise ValueError("state change by depth needs a trajectory recorded at every update (every=1)")
+    before = (traj["first_solve"] > 0)[None, :] & (traj["first_solve"][None, :] < ups[:, None])
+    return np.where(before, traj["state_change"].astype(np.float64), 0.0), before
+
+
 def changes_between(traj: dict) -> dict[str, float]:
     """Between the two prediction snapshots a < b, per puzzle:
 

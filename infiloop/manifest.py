@@ -4,7 +4,9 @@ A notebook's needs are declared once, here, as a function of its papermill param
 ``parameters``; ``0`` or ``""`` means "derived from the run", e.g. 3/4 of the training depth):
 
 - a **run** is (task, recipe, overrides incl. ``train.seed``) with a stable id such as ``main/infiloop``,
-  ``ablation/beta0_0.10`` or ``conditioning/loop_gating``;
+  ``ablation/beta0_0.10`` or ``conditioning/loop_gating``; a notebook with a ``seeds`` parameter declares
+  each run once per training seed (the first seed under the plain id, the others as ``id@seed``), and each
+  of its evaluations once per seed;
 - an **evaluation** is (run, kind, arguments) with a stable id such as ``depth/carry_last``; ``kind`` is
   the :class:`~infiloop.experiments.Run` method that computes and caches it (``evaluate``, ``perturb``,
   ``budgets``).
@@ -48,6 +50,7 @@ class RunSpec:
     recipe: str
     overrides: dict
     run: Run  # resolved (configuration and folder), not necessarily trained
+    seed: int = 0  # the training seed (``train.seed`` in ``overrides``)
 
     @property
     def key(self) -> str:
@@ -84,31 +87,59 @@ class Needs:
     evals: dict[str, EvalSpec] = field(default_factory=dict)
     derived: dict = field(default_factory=dict)  # values the declaration derived (depths, budgets, ...)
 
+    @property
+    def seeds(self) -> list[int]:
+        """The training seeds: the ``seeds`` parameter ("0,1,2"; "" for the profile's), else ``seed``."""
+        if "seeds" not in self.params:
+            return [int(self.params["seed"])]
+        text = str(self.params["seeds"]).strip()
+        seeds = _ints(text, "seeds") if text else list(PROFILES[self.profile].get("seeds", [0]))
+        if not seeds or min(seeds) < 0:
+            raise UsageError(f"parameter seeds={text!r}: expected training seeds >= 0 separated by commas")
+        return seeds
+
+    def key(self, id: str, seed: int | None = None) -> str:
+        """Where run or evaluation ``id`` of ``seed`` is kept: the plain id for the first seed, else id@seed."""
+        seeds = self.seeds
+        seed = seeds[0] if seed is None else seed
+        if seed not in seeds:
+            raise KeyError(f"{id}: seed {seed} is not among this notebook's seeds {seeds}")
+        return id if seed == seeds[0] else f"{id}@{seed}"
+
     # ---------------------------------------------------------------- declaring
     def add_run(self, id: str, task: str, recipe: str, overrides: dict | None = None) -> RunSpec:
-        over = {"train.seed": self.params["seed"], **(overrides or {})}
-        spec = RunSpec(id, task, recipe, over, experiments.resolve(task, recipe, self.profile, over))
-        self.runs[id] = spec
-        return spec
+        """Run ``id`` for every training seed; returns the first seed's (its settings derive depths)."""
+        for seed in self.seeds:
+            over = {"train.seed": seed, **(overrides or {})}
+            self.runs[self.key(id, seed)] = RunSpec(id, task, recipe, over,
+                                                    experiments.resolve(task, recipe, self.profile, over), seed)
+        return self.runs[self.key(id)]
 
     def add_eval(self, id: str, run: RunSpec, kind: str, **args) -> EvalSpec:
+        """Evaluation ``id`` of run ``run`` for every training seed; returns the first seed's."""
         if kind not in KINDS:
             raise ValueError(f"evaluation kind {kind!r}: expected one of {', '.join(KINDS)}")
-        spec = EvalSpec(id, run, kind, args)
-        self.evals[id] = spec
-        return spec
+        for seed in self.seeds:
+            self.evals[self.key(id, seed)] = EvalSpec(id, self.runs[self.key(run.id, seed)], kind, args)
+        return self.evals[self.key(id)]
 
     # ---------------------------------------------------------------- reading (the notebooks)
-    def run(self, id: str, device: str = "cpu", progress: bool = True) -> Run:
-        """The trained run ``id``: from the cache, or trained now (a notebook opened with new parameters)."""
-        s = self.runs[id]
+    def run(self, id: str, device: str = "cpu", progress: bool = True, seed: int | None = None) -> Run:
+        """The trained run ``id`` (of ``seed``, default the first): from the cache, or trained now (a
+        notebook opened with new parameters)."""
+        s = self.runs[self.key(id, seed)]
         return experiments.get_run(s.task, s.recipe, self.profile, s.overrides, device=device, progress=progress)
 
-    def result(self, id: str, device: str = "cpu", progress: bool = True) -> dict:
-        """The evaluation ``id``: from the cache, or computed now (training its run first if need be)."""
-        s = self.evals[id]
-        self.run(s.run.id, device, progress)
+    def result(self, id: str, device: str = "cpu", progress: bool = True, seed: int | None = None) -> dict:
+        """The evaluation ``id`` (of ``seed``, default the first): from the cache, or computed now (training
+        its run first if need be)."""
+        s = self.evals[self.key(id, seed)]
+        self.run(s.run.id, device, progress, s.run.seed)
         return s.compute(device, progress)
+
+    def results(self, id: str, device: str = "cpu", progress: bool = True) -> dict[int, dict]:
+        """Evaluation ``id`` of every training seed: ``{seed: result}``."""
+        return {seed: self.result(id, device, progress, seed) for seed in self.seeds}
 
 
 # ------------------------------------------------------------------------------------------ declarations

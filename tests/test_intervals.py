@@ -1,0 +1,90 @@
+"""Intervals over seeds and puzzles (infiloop/intervals.py) and the per-puzzle terms they resample."""
+
+import numpy as np
+import pytest
+
+from infiloop import analysis
+from infiloop.intervals import Interval, bootstrap, verdict
+
+
+def trajectory(rng, k=40, p=120, solve_rate=0.7, lose_rate=0.2):
+    """A trajectory recorded at every update: puzzles solve at a random update, some are lost again."""
+    fs = np.where(rng.random(p) < solve_rate, rng.integers(1, k, p), -1).astype(np.int32)
+    updates = np.arange(1, k + 1, dtype=np.int32)
+    correct = (fs > 0)[None, :] & (updates[:, None] >= fs[None, :])
+    lost_at = np.where(rng.random(p) < lose_rate, rng.integers(1, k + 1, p), k + 1)
+    correct &= updates[:, None] < np.maximum(lost_at, fs + 1)[None, :]
+    return {"updates": updates, "correct": correct, "first_solve": fs,
+            "state_change": rng.random((k, p)).astype(np.float32) * 0.1}
+
+
+def test_terms_reproduce_the_statistics_they_stand_for_in_float64():
+    t = trajectory(np.random.default_rng(0))
+    one = lambda terms: bootstrap([[terms]], replicates=1).value  # noqa: E731
+    assert np.allclose(one(analysis.accuracy_terms(t)), analysis.exact_by_depth(t)[1], rtol=0, atol=1e-15)
+    assert one(analysis.lost_terms(t)) == pytest.approx(analysis.lost_after_solve(t), abs=1e-15)
+    assert one(analysis.state_change_terms(t)) == pytest.approx(analysis.state_change_after_solve(t), abs=1e-12)
+    # by depth: at update k, the solved-by-k puzzles that are wrong at k, counted directly
+    num, den = analysis.lost_by_depth_terms(t)
+    k = 25
+    solved = (t["first_solve"] > 0) & (t["first_solve"] <= k)
+    assert num[k - 1].sum() / den[k - 1].sum() == pytest.approx((~t["correct"][k - 1][solved]).mean())
+    num, den = analysis.state_change_by_depth_terms(t)
+    before = (t["first_solve"] > 0) & (t["first_solve"] < k)
+    assert num[k - 1].sum() / den[k - 1].sum() == pytest.approx(t["state_change"][k - 1][before].mean(), rel=1e-6)
+
+
+def test_one_seed_interval_matches_the_binomial_interval():
+    rng = np.random.default_rng(1)
+    p, n = 0.7, 2000
+    x = rng.random(n) < p
+    iv = bootstrap([[(x, np.ones(n))]], replicates=2000)
+    half = 1.96 * np.sqrt(x.mean() * (1 - x.mean()) / n)
+    assert iv.value == pytest.approx(x.mean())
+    assert iv.lo == pytest.approx(x.mean() - half, abs=0.004) and iv.hi == pytest.approx(x.mean() + half, abs=0.004)
+    assert "one seed" in iv.method and iv.seeds == 1 and iv.puzzles == n
+
+
+def test_seeds_are_resampled_so_their_spread_widens_the_interval():
+    rng = np.random.default_rng(2)
+    n = 4000
+    seeds = [[(rng.random(n) < m, np.ones(n))] for m in (0.3, 0.5, 0.7)]
+    iv = bootstrap(seeds, replicates=1000)
+    one = bootstrap(seeds[1:2], replicates=1000)
+    assert iv.value == pytest.approx(0.5, abs=0.02)
+    assert iv.hi - iv.lo > 0.2 > 5 * (one.hi - one.lo)  # seed spread dominates puzzle sampling
+    assert iv.lo < 0.4 and iv.hi > 0.6
+    assert "seeds and test puzzles" in iv.method
+
+
+def test_two_models_on_the_same_puzzles_are_resampled_as_pairs():
+    rng = np.random.default_rng(3)
+    x = rng.random(300) < 0.6
+    same = bootstrap([[(x, np.ones(300)), (x, np.ones(300))]], combine=lambda r: r[0] - r[1], replicates=500)
+    assert same.lo == same.hi == same.value == 0.0  # unpaired draws would give a wide interval around 0
+    better = x | (rng.random(300) < 0.3)  # B solves everything A solves, and more
+    gain = bootstrap([[(better, np.ones(300)), (x, np.ones(300))]], combine=lambda r: r[0] - r[1], replicates=500)
+    assert gain.lo > 0 and verdict(gain) is True and verdict(gain, side=-1) is False
+
+
+def test_curves_get_an_interval_per_update_and_the_peak_drop_combines_them():
+    t = trajectory(np.random.default_rng(4), lose_rate=0.5)
+    curve = bootstrap([[analysis.accuracy_terms(t)]], replicates=300)
+    assert curve.value.shape == curve.lo.shape == (40,) and np.all(curve.lo <= curve.value + 1e-12)
+    drop = bootstrap([[analysis.accuracy_terms(t)]], combine=lambda r: np.nanmax(r[0]) - r[0][-1], replicates=300)
+    acc = analysis.exact_by_depth(t)[1]
+    assert drop.value == pytest.approx(acc.max() - acc[-1]) and drop.lo >= 0
+
+
+def test_verdict_is_decided_by_the_interval():
+    iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, 3, 100)  # noqa: E731
+    assert verdict(iv(0.01, 0.05)) is True
+    assert verdict(iv(-0.05, -0.01)) is False
+    assert verdict(iv(-0.01, 0.05)) is None
+    assert verdict(iv(-0.05, -0.01), side=-1) is True
+    assert verdict(iv(float("nan"), float("nan"))) is None
+
+
+def test_quantities_of_one_seed_must_share_their_puzzles():
+    with pytest.raises(ValueError, match="seed 0's quantities are not over the same puzzles"):
+        bootstrap([[(np.ones(5), np.ones(5)), (np.ones(6), np.ones(6))]])
