@@ -21,51 +21,61 @@
 # 87.4 % / 49.1 % / 13.6 %). This notebook adds the rows this project measures in one harness: carry-last
 # (TRM's rule), FPRM and InfiLoop, trained and evaluated at the chosen profile. Every cell says where it
 # comes from. At small profiles the tasks are smaller versions of the benchmarks (see `data/README.md`): their
-# numbers sit in their own columns, never in the paper's.
+# numbers sit in their own columns, never in the paper's. Each measured cell is a mean over training seeds
+# with its 95 % interval (`infiloop/intervals.py`: a bootstrap over seeds and test puzzles or ARC tasks; with
+# one seed, over puzzles only).
 
 # %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper
 device = "cpu"  # torch device
-seed = 0  # training seed of the measured models
+seeds = ""  # training seeds of the measured models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 tasks = ""  # comma-separated tasks to measure (sudoku, maze, arc1, arc2); empty: the profile's main tasks
 limit = 0  # test puzzles per Sudoku/Maze evaluation (0: the profile's default); ARC always uses every test input
 
 # %%
+import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from infiloop import analysis, paper
-from infiloop.notebook import Notebook, check, pct
+from infiloop import analysis, intervals, paper
+from infiloop.notebook import Notebook, check
 from infiloop.plotting import LABELS
 from infiloop.recipes import MAIN_RECIPES
 
-nb = Notebook("01_main_table", "Main table", profile, device, seed)
+nb = Notebook("01_main_table", "Main table", profile, device, 0)
+check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 check("tasks", tasks, str, expected="comma-separated task names")
 check("tasks", [t.strip() for t in tasks.split(",") if t.strip()], list,
       lambda v: set(v) <= {"sudoku", "maze", "arc1", "arc2"}, "names among sudoku, maze, arc1, arc2")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
 task_list = need.derived["tasks"]
+seed_list = need.seeds
 
 # %% [markdown]
 # ## Measure: each connection on each task, at the training depth
 
 # %%
-measured = {}  # (recipe, task) -> (value, note)
+terms = {}  # (recipe, task) -> per seed, (per puzzle or per ARC task: score, 1)
+measured = {}  # (recipe, task) -> (interval over seeds and puzzles, note)
 for task in task_list:
     for r in MAIN_RECIPES:
         run = need.run(f"{task}/{r}", device)
         depth = run.training_depth
-        traj = need.result(f"{task}/{r}", device)
-        if task.startswith("arc"):
-            test = run.test_data()
-            score, n_tasks = analysis.arc_pass_at_k(traj, test, depth, k=2)
-            subset = " (subset)" if test.info.get("subset") else ""
-            measured[r, task] = (score, f"pass@2, {n_tasks} tasks{subset}, {depth} updates")
-        else:
-            n = traj["correct"].shape[1]
-            measured[r, task] = (analysis.accuracy_at(traj, depth), f"exact, {n} puzzles, {depth} updates")
-        print(f"{task:7s} {r:11s} {pct(measured[r, task][0]):>8s}  ({measured[r, task][1]})")
+        terms[r, task] = []
+        for traj in need.results(f"{task}/{r}", device).values():
+            if task.startswith("arc"):
+                per_task = analysis.arc_vote(traj, run.test_data(), depth, k=2).per_task
+                score = np.array([per_task[k] for k in sorted(per_task)], dtype=np.float64)
+            else:
+                score = traj["correct"][list(traj["updates"]).index(depth)].astype(np.float64)
+            terms[r, task].append((score, np.ones_like(score)))
+        n = len(terms[r, task][0][0])
+        subset = " (subset)" if task.startswith("arc") and run.test_data().info.get("subset") else ""
+        what = f"pass@2, {n} tasks{subset}" if task.startswith("arc") else f"exact, {n} puzzles"
+        measured[r, task] = (intervals.bootstrap([[t] for t in terms[r, task]]),
+                             f"{what}, {depth} updates, {len(seed_list)} seed(s)")
+        print(f"{task:7s} {r:11s} {measured[r, task][0].pct():>24s}  ({measured[r, task][1]})")
 
 # %% [markdown]
 # ## Table 1 with the measured rows
@@ -82,25 +92,28 @@ for r in MAIN_RECIPES:
     params = need.run(f"{task_list[0]}/{r}").load_model().n_params()
     rows.append([f"{LABELS[r]} (this project)", f"{params / 1e6:.2f}M",
                  *("not comparable" for _ in paper.TABLE1_COLUMNS), f"measured at profile {profile}",
-                 *(f"{pct(measured[r, t][0])} ({measured[r, t][1]})" for t in task_list)])
+                 *(f"{measured[r, t][0].pct()} ({measured[r, t][1]})" for t in task_list)])
 display(pd.DataFrame(rows, columns=cols))
 
 # %% [markdown]
 # ## What this run shows
 
 # %%
-ours = {r: measured[r, "sudoku"][0] for r in MAIN_RECIPES} if "sudoku" in task_list else {}
 claims = []
-if ours:
+if "sudoku" in task_list:  # paired: both models on the same test puzzles of each seed
+    lead = intervals.bootstrap([[i, c] for i, c in zip(terms["infiloop", "sudoku"], terms["carry_last", "sudoku"])],
+                               combine=lambda q: q[0] - q[1])
     claims.append(nb.claim("main.infiloop_beats_carry_last_sudoku",
-                           f"InfiLoop {pct(ours['infiloop'])} vs carry-last {pct(ours['carry_last'])} "
-                           f"({measured['infiloop', 'sudoku'][1]})", ours["infiloop"] > ours["carry_last"]))
-lines = [f"{names[t]}: " + ", ".join(f"{LABELS[r]} {pct(measured[r, t][0])}" for r in MAIN_RECIPES)
+                           f"InfiLoop {measured['infiloop', 'sudoku'][0].pct()} vs carry-last "
+                           f"{measured['carry_last', 'sudoku'][0].pct()} ({measured['infiloop', 'sudoku'][1]})",
+                           intervals.verdict(lead), note=intervals.verdict_note(lead, "InfiLoop − carry-last")))
+lines = [f"{names[t]}: " + ", ".join(f"{LABELS[r]} {measured[r, t][0].pct()}" for r in MAIN_RECIPES)
          for t in task_list]
 text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The paper's columns hold only the paper's "
         "numbers: at small profiles the tasks are scaled down (smaller grids, generated puzzles, ARC subsets), so "
         "only the comparison between rows measured in this harness is meaningful. Tasks not listed were not run "
-        "at this profile (set the `tasks` parameter).")
+        "at this profile (set the `tasks` parameter). Each cell: mean over seeds [95 % interval]; a claim agrees "
+        "only when the interval of its effect excludes zero.")
 print(text)
 nb.finish(text, figures=[], tables=[nb.table("Table 1", cols, rows,
                                          note="Paper columns: the paper's numbers. Profile columns: this project's "

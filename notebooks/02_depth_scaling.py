@@ -24,13 +24,15 @@
 # (`(L + 1) x n_layers` per update) are not the same unit.
 #
 # This notebook trains (or takes from the run cache) carry-last, FPRM and InfiLoop at the chosen profile,
-# evaluates each to `max_updates` outer updates, and draws exact accuracy against depth, the difficulty
-# breakdown, and the carry-last diagnosis of Fig. 1.
+# once per training seed, evaluates each to `max_updates` outer updates, and draws exact accuracy against
+# depth, the difficulty breakdown, and the carry-last diagnosis of Fig. 1. Every curve and headline number
+# is a mean over the seeds with a 95 % interval (`infiloop/intervals.py`: a bootstrap over seeds and test
+# puzzles; with one seed, over puzzles only), and the claims are decided by those intervals.
 
 # %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper: data, model and training sizes (infiloop/recipes.py)
 device = "cpu"  # torch device for training and evaluation
-seed = 0  # training seed of the three models
+seeds = ""  # training seeds of the three models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 max_updates = 960  # outer updates to evaluate (the paper evaluates to 960)
 limit = 0  # test puzzles to evaluate (0: the profile's default)
 change_from = 0  # first depth for "predictions changed" (0: 3/4 of the training depth, as the paper's 36 of 48)
@@ -41,11 +43,12 @@ retention_window = 36  # updates after the first solve shown in the retention pa
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, paper, plotting
+from infiloop import analysis, intervals, paper, plotting
 from infiloop.notebook import Notebook, check, pct
 from infiloop.recipes import MAIN_RECIPES
 
-nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, seed)
+nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
+check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 for name, value in dict(max_updates=max_updates, retention_window=retention_window).items():
     check(name, value, int, lambda v: v >= 1, "an integer >= 1")
 for name, value in dict(limit=limit, change_from=change_from, change_to=change_to).items():
@@ -58,7 +61,8 @@ plotting.use_style()
 
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
-runs = {r: need.run(r, device) for r in MAIN_RECIPES}
+seed_list = need.seeds
+runs = {r: need.run(r, device) for r in MAIN_RECIPES}  # the first seed's (the others differ only in train.seed)
 depth = runs["infiloop"].training_depth
 a, b = need.derived["change_from"], need.derived["change_to"]
 check("change_to", b, int, lambda v: a < v <= max_updates, f"an update in ({a}, max_updates={max_updates}]")
@@ -67,21 +71,34 @@ print(f"training depth: {depth} outer updates; {layers} layers per outer update;
       f"evaluating to {max_updates} updates = {max_updates * layers:,} layers")
 
 # %%
-trajs = {r: need.result(f"depth/{r}", device) for r in MAIN_RECIPES}
+by_seed = {r: need.results(f"depth/{r}", device) for r in MAIN_RECIPES}  # {recipe: {seed: trajectory}}
+trajs = {r: t[seed_list[0]] for r, t in by_seed.items()}  # the first seed: the per-puzzle panels below
 n_puzzles = trajs["infiloop"]["correct"].shape[1]
+seed_note = (f"{len(seed_list)} seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
+             else f"one seed ({seed_list[0]}): intervals over test puzzles only")
+
+
+def interval(r, terms, combine=lambda q: q[0]):
+    """Mean over seeds of a statistic of model r, with its 95 % interval (infiloop/intervals.py)."""
+    return intervals.bootstrap([[terms(t)] for t in by_seed[r].values()], combine)
+
+
+curves = {r: interval(r, analysis.accuracy_terms) for r in MAIN_RECIPES}
+ups = trajs["infiloop"]["updates"]
+print(f"{seed_note}; {n_puzzles} test puzzles per seed")
 
 # %% [markdown]
 # ## Exact accuracy against depth
 
 # %%
 fig, (ax, axp) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
-for r, t in trajs.items():
-    ups, acc = analysis.exact_by_depth(t)
-    ax.plot(ups, 100 * acc, color=plotting.COLORS[r], label=plotting.LABELS[r])
+for r, c in curves.items():
+    ax.plot(ups, 100 * c.value, color=plotting.COLORS[r], label=plotting.LABELS[r])
+    ax.fill_between(ups, 100 * c.lo, 100 * c.hi, color=plotting.COLORS[r], alpha=0.2, lw=0)
 ax.axvline(depth, color="grey", ls=":", lw=1)
 ax.text(depth, 2, " training depth", color="grey", fontsize=8)
 ax.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", ylim=(0, 100),
-       title=f"this run ({layers} layers per update)")
+       title=f"this run ({layers} layers per update; mean and 95 % interval, {len(seed_list)} seed(s))")
 ax.legend(loc="lower right")
 plotting.profile_note(ax, profile, n_puzzles)
 # The paper quotes depths in layers, 26 per outer update of its evaluation configuration; its stated
@@ -103,14 +120,26 @@ axp.legend(loc="lower right", fontsize=8)
 fig.tight_layout()
 fig_depth = plotting.save_figure(fig, "depth_scaling", profile)[0]
 
+# %% [markdown]
+# The peak is read at the update where the mean curve is highest; "peak − last" is the accuracy there minus
+# the accuracy at the last update, both on the same resampled puzzles, so its interval can exclude zero only
+# when the drop is more than sampling noise (choosing the peak on the same data still favours a drop a little).
+
 # %%
-rows = []
-for r, t in trajs.items():
-    best_u, best_acc = analysis.best_depth(t)
-    rows.append([plotting.LABELS[r], pct(analysis.accuracy_at(t, depth)), f"{pct(best_acc)} @ {best_u}",
-                 pct(analysis.accuracy_at(t, max_updates)), pct(analysis.lost_after_solve(t))])
-cols = ["model", f"@ training depth ({depth})", "best @ update", f"@ {max_updates} updates",
-        "solved once, wrong at the end"]
+row_of = {int(u): i for i, u in enumerate(ups)}
+peak = {r: int(ups[np.nanargmax(c.value)]) for r, c in curves.items()}
+drop = {r: interval(r, analysis.accuracy_terms, lambda q, i=row_of[peak[r]]: q[0][i] - q[0][-1]) for r in curves}
+lost = {r: interval(r, analysis.lost_terms) for r in MAIN_RECIPES}
+change = {r: interval(r, analysis.state_change_terms) for r in MAIN_RECIPES}
+table = {}
+for r, c in curves.items():
+    at = lambda u, c=c: intervals.Interval(c.value[row_of[u]], c.lo[row_of[u]], c.hi[row_of[u]], c.seeds,  # noqa: E731
+                                           c.puzzles)
+    table[r] = [plotting.LABELS[r], at(depth).pct(), f"{at(peak[r]).pct()} @ {peak[r]}", at(max_updates).pct(),
+                drop[r].pct(), lost[r].pct(), change[r].pct(3)]
+rows = list(table.values())
+cols = ["model", f"@ training depth ({depth})", "peak @ update", f"@ {max_updates} updates", "peak − last",
+        "solved once, wrong at the end", "state change per update after the solve"]
 print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
 # %% [markdown]
@@ -126,7 +155,32 @@ print(f"at update {b}:")
 print(*[" | ".join(map(str, x)) for x in [diff_cols, *diff_rows]], sep="\n")
 
 # %% [markdown]
-# ## The carry-last diagnosis (Fig. 1): state change and retention after the first solve
+# ## Why it drifts or not: state change and solved-then-lost against depth
+# At each update, over the puzzles solved by then: the relative change of the answer state in that update,
+# and the share that is wrong at that update (mean over seeds, 95 % interval).
+
+# %%
+drift = {r: (interval(r, analysis.state_change_by_depth_terms), interval(r, analysis.lost_by_depth_terms))
+         for r in MAIN_RECIPES}
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+for r, ivs in drift.items():
+    for axis, iv in zip((ax1, ax2), ivs):
+        axis.plot(ups, 100 * iv.value, color=plotting.COLORS[r], label=plotting.LABELS[r])
+        axis.fill_between(ups, 100 * iv.lo, 100 * iv.hi, color=plotting.COLORS[r], alpha=0.2, lw=0)
+for axis in (ax1, ax2):
+    axis.axvline(depth, color="grey", ls=":", lw=1)
+    axis.set_xscale("log")
+changes_seen = np.concatenate([sc.value[np.isfinite(sc.value)] for sc, _ in drift.values()])
+ax1.set(yscale="log" if len(changes_seen) and changes_seen.min() > 0 else "linear", xlabel="outer updates",
+        ylabel="state change per update, solved puzzles (%)")
+ax2.set(xlabel="outer updates", ylabel="solved by then, wrong now (%)")
+ax1.legend()
+plotting.profile_note(ax2, profile, n_puzzles)
+fig.tight_layout()
+fig_drift = plotting.save_figure(fig, "depth_drift", profile)[0]
+
+# %% [markdown]
+# ## The carry-last diagnosis (Fig. 1): state change and retention after the first solve (first seed)
 
 # %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
@@ -163,34 +217,36 @@ print(*[" | ".join(map(str, x)) for x in [change_cols, *change_rows]], sep="\n")
 # ## What this run shows
 
 # %%
-inf, cl = trajs["infiloop"], trajs["carry_last"]
-inf_gain = analysis.accuracy_at(inf, max_updates) - analysis.accuracy_at(inf, depth)
-cl_best_u, cl_best = analysis.best_depth(cl)
-cl_drop = cl_best - analysis.accuracy_at(cl, max_updates)
+gain = interval("infiloop", analysis.accuracy_terms, lambda q: q[0][row_of[max_updates]] - q[0][row_of[depth]])
 claims = [
     nb.claim("depth.infiloop_improves_with_depth",
-             f"{pct(analysis.accuracy_at(inf, depth))} @ {depth} → {pct(analysis.accuracy_at(inf, max_updates))} "
-             f"@ {max_updates} updates", inf_gain >= 0),
-    nb.claim("depth.carry_last_degrades",
-             f"best {pct(cl_best)} @ {cl_best_u} → {pct(analysis.accuracy_at(cl, max_updates))} @ {max_updates}",
-             cl_drop > 0.005),
+             f"{table['infiloop'][1]} @ {depth} → {table['infiloop'][3]} @ {max_updates} updates",
+             intervals.verdict(gain), note=intervals.verdict_note(gain, f"gain from {depth} to {max_updates}")),
+    nb.claim("depth.carry_last_degrades", f"peak {table['carry_last'][2]} → {table['carry_last'][3]} @ {max_updates}",
+             intervals.verdict(drop["carry_last"]),
+             note=intervals.verdict_note(drop["carry_last"], f"peak (update {peak['carry_last']}) − last")),
 ]
-text = (f"At profile **{profile}** ({n_puzzles} test puzzles, {layers} layers per outer update), InfiLoop goes from "
-        f"{pct(analysis.accuracy_at(inf, depth))} at its training depth ({depth} updates) to "
-        f"{pct(analysis.accuracy_at(inf, max_updates))} at {max_updates} updates ({max_updates * layers:,} layers); "
-        f"carry-last peaks at {pct(cl_best)} (update {cl_best_u}) and ends at "
-        f"{pct(analysis.accuracy_at(cl, max_updates))}. Between updates {a} and {b} carry-last changes "
+text = (f"At profile **{profile}** ({n_puzzles} test puzzles, {seed_note}, {layers} layers per outer update; mean "
+        f"over seeds and 95 % interval), InfiLoop goes from {table['infiloop'][1]} at its training depth ({depth} "
+        f"updates) to {table['infiloop'][3]} at {max_updates} updates ({max_updates * layers:,} layers); carry-last "
+        f"peaks at {table['carry_last'][2]} and ends at {table['carry_last'][3]} (peak − last "
+        f"{drop['carry_last'].pct()}). Of the puzzles solved at some update, carry-last has lost "
+        f"{lost['carry_last'].pct()} at the end, InfiLoop {lost['infiloop'].pct()} (the paper: 19.7 % lost within "
+        f"36 updates for TRM, none for InfiLoop); after the solve the state changes by {change['carry_last'].pct(3)} "
+        f"per update for carry-last and {change['infiloop'].pct(3)} for InfiLoop (the paper: about 10 % and 0.3 %). "
+        f"Between updates {a} and {b} (seed {seed_list[0]}) carry-last changes "
         f"{changes['carry_last']['changed_per_puzzle']:.2f} predictions per puzzle and InfiLoop "
-        f"{changes['infiloop']['changed_per_puzzle']:.2f} (the paper: 77.0 and 24.0 between 36 and 72). "
-        f"Of the puzzles solved at some update, carry-last has lost {pct(analysis.lost_after_solve(cl))} at the end, "
-        f"InfiLoop {pct(analysis.lost_after_solve(inf))} (the paper: 19.7 % lost within 36 updates for TRM, none "
-        "for InfiLoop). The paper's absolute numbers are for 9x9 Sudoku-Extreme with a 7M model; compare trends, "
-        "not levels, at small profiles.")
+        f"{changes['infiloop']['changed_per_puzzle']:.2f} (the paper: 77.0 and 24.0 between 36 and 72). The paper's "
+        "absolute numbers are for 9x9 Sudoku-Extreme with a 7M model; compare trends, not levels, at small profiles. "
+        "A claim agrees only when the 95 % interval of its effect excludes zero on the paper's side.")
 print(text)
 nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against outer updates (left: this run; "
                           "right: the paper's reported points)."},
+                         {"path": fig_drift, "caption": "Against depth, over the puzzles solved by then: the "
+                          "relative state change per update and the share wrong at that update (mean over seeds, "
+                          "95 % interval)."},
                          {"path": fig_diag, "caption": "Relative change of the answer state around the first "
-                          "solve, and the share of solved puzzles that stay solved."}],
+                          "solve, and the share of solved puzzles that stay solved (first seed)."}],
           tables=[nb.table("Accuracy by depth", cols, rows),
                   nb.table(f"Difficulty at update {b}", diff_cols, diff_rows),
                   nb.table(f"Changes between updates {a} and {b}", change_cols, change_rows)],

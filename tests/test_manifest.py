@@ -78,3 +78,22 @@ def test_manifest_command(capsys):
     assert main(["manifest", "--profile", "smoke", "05", "-p", "budget_long", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: parameter budget_long=2: expected more than budget_short=8"]
+
+
+def test_a_seeds_parameter_declares_every_run_and_evaluation_once_per_seed():
+    from infiloop.errors import UsageError
+
+    one, three = manifest.needs("02", "smoke"), manifest.needs("02", "smoke", seeds="0,1,2")
+    assert one.seeds == [0] and three.seeds == [0, 1, 2]
+    assert set(three.runs) == {f"{r}{s}" for r in recipes.MAIN_RECIPES for s in ("", "@1", "@2")}
+    assert three.runs["infiloop"].run.dir == one.runs["infiloop"].run.dir  # the first seed keeps the plain id
+    dirs = {three.runs[f"infiloop{s}"].run.dir for s in ("", "@1", "@2")}
+    assert len(dirs) == 3 and three.runs["infiloop@2"].overrides["train.seed"] == 2
+    assert three.evals["depth/infiloop@1"].run is three.runs["infiloop@1"]
+    # notebook 03 (one seed) reads seed 0's trajectory of notebook 02: shared, not computed twice
+    jobs = manifest.jobs(["02", "03"], "smoke", {"seeds": "0,1,2"})
+    assert sum(j.kind == "train" for j in jobs) == 9 and sum(j.kind == "eval" for j in jobs) == 9
+    with pytest.raises(UsageError, match="parameter seeds='0,x': expected integers"):
+        manifest.needs("02", "smoke", seeds="0,x")
+    with pytest.raises(KeyError, match="seed 5 is not among this notebook's seeds"):
+        three.key("infiloop", 5)

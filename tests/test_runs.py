@@ -86,7 +86,7 @@ def test_damaged_file_is_refused(smoke_run, tmp_path, capsys):
 
 
 def test_incompatible_code_version_is_refused(archive, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(experiments, "CODE_VERSION", recipes.CODE_VERSION + 1)
+    monkeypatch.setattr(recipes, "CODE_VERSION", recipes.CODE_VERSION + 1)
     root = tmp_path / "r"
     assert main(["runs", "import", str(archive), "--root", str(root)]) == 1
     err = capsys.readouterr().err
