@@ -58,7 +58,7 @@ figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.9em;color:#555}
 .meta{color:#666;font-size:.9em}.note{color:#555;font-size:.9em}
 .warn{background:#fff3cd;border:1px solid #e0c060;padding:.5em .8em;margin:.6em 0}
-.yes{color:#1a7f37;font-weight:bold}.no{color:#c62828;font-weight:bold}.na{color:#888}
+.yes{color:#1a7f37;font-weight:bold}.no{color:#c62828;font-weight:bold}.na{color:#888}.undecided{color:#b26a00;font-weight:bold}
 code{background:#f5f5f5;padding:0 .2em}pre{background:#f5f5f5;padding:.5em;overflow-x:auto}
 """
 
@@ -169,20 +169,31 @@ def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
     return f'<figure class="missing">{warn(problem)}{caption}</figure>', problem
 
 
+def _verdict(c: dict) -> str:
+    """agrees, differs, undecided (measured, but the interval of the effect contains zero), not measured."""
+    if c.get("agrees") is True:
+        return "agrees"
+    if c.get("agrees") is False:
+        return "differs"
+    return "not measured" if c.get("unreported") or not c.get("ours") else "undecided"
+
+
 def claims_html(claims: list[dict]) -> str:
-    """The aggregated claims table, with a count of agreements."""
-    mark = {True: ('yes', '✓'), False: ('no', '✗'), None: ('na', '–')}
+    """The aggregated claims table, with a count of each verdict."""
+    mark = {"agrees": ("yes", "✓"), "differs": ("no", "✗"), "undecided": ("undecided", "?"),
+            "not measured": ("na", "–")}
     rows = []
     for c in claims:
-        cls, sym = mark.get(c.get("agrees"), ("na", "–"))
+        cls, sym = mark[_verdict(c)]
         rows.append(f'<tr class="claim" id="claim-{esc(c.get("id"))}"><td>{esc(c.get("claim"))}<br>'
                     f'<span class="meta">{esc(c.get("id"))} · {esc(c.get("notebook"))}</span></td>'
                     f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td>"
                     f'<td class="{cls}">{sym}</td><td>{esc(c.get("profile"))}</td><td>{esc(c.get("note"))}</td></tr>')
-    n = {k: sum(c.get("agrees") is k and not c.get("unreported") for c in claims) for k in (True, False, None)}
+    n = {k: sum(_verdict(c) == k and not c.get("unreported") for c in claims) for k in mark}
     n_unreported = sum(bool(c.get("unreported")) for c in claims)
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "agrees", "profile", "note"))
-    return (f"<p>{n[True]} agree ✓, {n[False]} differ ✗, {n[None]} not measured at this profile –, "
+    return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ? (the 95 % interval "
+            f"of the effect contains zero), {n['not measured']} not measured at this profile –, "
             f"{n_unreported} not reported by any notebook.</p>"
             f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 

@@ -60,7 +60,8 @@ def built(tmp_path_factory):
         "tables": [],
         "claims": [{"id": "depth.infiloop_improves_with_depth", "claim": EVIL, "agrees": False, **claim},
                    {"id": "depth.carry_last_degrades", "claim": "degrades", "agrees": None, **claim},
-                   {"id": "depth.extra", "claim": "an extra claim", "agrees": True, **claim}]})
+                   {"id": "depth.extra", "claim": "an extra claim", "agrees": True, **claim},
+                   {"id": "depth.unmeasured", "claim": "not measured here", "agrees": None, **claim, "ours": ""}]})
     _write(summaries / "03_gamma_dynamics.json", "{not json")
     _write(root / "results" / "tiny" / "stages.json", {
         "started": "2026-11-29T09:59:00Z", "finished": "2026-11-29T10:02:00Z",
@@ -130,11 +131,13 @@ def test_order_main_table_first(built):
 def test_claims_table(built):
     _, _, text, _ = built
     claims = text[text.index('id="claims"'):text.index('id="provenance"')]
-    reported = 4
+    reported = 5
     unreported = len(paper.CLAIMS) - 3  # three of the paper's claims were reported
     assert claims.count('<tr class="claim"') == reported + unreported
     assert '<td class="yes">✓</td>' in claims and '<td class="no">✗</td>' in claims
-    assert f"2 agree ✓, 1 differ ✗, 1 not measured at this profile –, {unreported} not reported" in claims
+    assert '<td class="undecided">?</td>' in claims  # measured, the interval of the effect contains zero
+    assert (f"2 agree ✓, 1 differ ✗, 1 undecided ? (the 95 % interval of the effect contains zero), 1 not measured "
+            f"at this profile –, {unreported} not reported") in claims
 
 
 def test_provenance_and_problems(built):
