@@ -150,11 +150,12 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
     from tqdm.auto import tqdm
 
     check_gpus_per_run(slots, gpus_per_run)
-    cost = cost or (lambda job: 1.0)
     todo = {j.id: j for j in jobs if not j.done}
+    # once per job: a cost may read the job's data, and the loop below polls twice a second
+    costs = {jid: (cost(j) if cost else 1.0) for jid, j in todo.items()}
     finished = {j.id for j in jobs if j.done}
     report, free, running = Report(), list(slots), {}
-    total = sum(cost(j) for j in todo.values())
+    total = sum(costs.values())
     bar = tqdm(total=total, disable=not progress, unit="s", unit_scale=True, dynamic_ncols=True,
                bar_format="{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
@@ -170,8 +171,9 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
         # a job whose prerequisite failed or was skipped never starts
         for j in [j for j in todo.values() if any(a in report.failed or a in report.skipped for a in j.after)]:
             report.skipped.append(todo.pop(j.id).id)
-            bar.update(cost(j))
-        ready = sorted((j for j in todo.values() if all(a in finished for a in j.after)), key=cost, reverse=True)
+            bar.update(costs[j.id])
+        ready = sorted((j for j in todo.values() if all(a in finished for a in j.after)), key=lambda j: costs[j.id],
+                       reverse=True)
         for j in ready:
             need = gpus_per_run if (j.kind == "train" and free and free[0].gpu is not None) else 1
             if len(free) < need:
@@ -198,7 +200,7 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
             else:
                 report.failed.append(jid)
                 print(f"[scheduler] FAILED {jid}: see {log_path(j)}", file=sys.stderr, flush=True)
-            bar.update(cost(j))
+            bar.update(costs[j.id])
             describe()
     bar.close()
     report.seconds = time.time() - t0

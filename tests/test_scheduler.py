@@ -164,3 +164,13 @@ def test_reproduce_refuses_gpus_per_run_on_cpu_in_one_line_before_building_data(
     assert err.startswith("error: python -m infiloop reproduce: --gpus-per-run 2: several GPUs per run need "
                           "--device cuda") and len(err.splitlines()) == 1
     assert not (tmp_path / "data").exists(), "no data may be built before the refusal"
+
+
+def test_each_jobs_cost_is_computed_once_however_long_the_stage_polls(tmp_path):
+    """A cost may read the job's data; the scheduler polls twice a second and must not pay it each time."""
+    calls = []
+    jobs = [fake_job(f"train {i}", "train", tmp=tmp_path) for i in range(3)] + \
+        [fake_job(f"eval {i}", after=[f"train {i}"], tmp=tmp_path) for i in range(3)]
+    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(2), lambda j: calls.append(j.id) or 1.0,
+                                launch=FakeLauncher(polls=5), poll=0, progress=False)
+    assert len(report.done) == 6 and sorted(calls) == sorted(j.id for j in jobs)
