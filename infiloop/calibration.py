@@ -41,12 +41,12 @@ from .recipes import PROFILES, resolve_config
 DOC = paths.DOCS / "calibration.md"
 CONNECTIONS = ("carry_last", "infiloop")
 MULTIPLES = (0.5, 1, 4, 60)  # depths recorded, as multiples of the training depth
-TASK = "sudoku"
 
 # A row's settings, each optional (the base profile's value otherwise):
 #   profile    base profile (default "tiny")
-#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/datasets.py): side, box, blanks,
-#              needs_search, min_rating, n_train, ...
+#   task       sudoku (default) or maze; a named data set may say it instead
+#   data       a name in DATA_SETS, or data overrides (infiloop/tasks/datasets.py): Sudoku side, box, blanks,
+#              needs_search, min_rating, n_train, ...; Maze size, min_path, n_train, ...
 #   d_model, n_heads, n_layers, mixer ("mlp": TRM's token-mixing MLP, "attention"), H, L   the model
 #   max_segments, steps                                  training depth is H x max_segments outer updates
 #   overrides  any further dotted overrides (e.g. {"train.lr": 1e-3})
@@ -54,7 +54,8 @@ TASK = "sudoku"
 ROW_KEYS = {"d_model": "model.d_model", "n_heads": "model.n_heads", "n_layers": "model.n_layers",
             "mixer": "model.mixer", "H": "model.H", "L": "model.L", "max_segments": "train.max_segments",
             "steps": "train.steps"}
-SETTINGS = {"profile", "data", "overrides", "limit", "seeds", *ROW_KEYS}
+SETTINGS = {"profile", "task", "data", "overrides", "limit", "seeds", *ROW_KEYS}
+TASKS = ("sudoku", "maze")
 
 # Data sets a row names (or a row gives its own data overrides). Scaled-down analogues of Sudoku-Extreme:
 # puzzles that naked and hidden singles do not solve (about 3 % of 6x6 candidates at 22-28 blanks, about
@@ -65,12 +66,19 @@ DATA_SETS: dict[str, dict] = {
     "mixed6": {"blanks": [22, 28], "n_train": 600, "n_test": 256},  # the same blanks, no selection (mostly easy)
     "rated6": {"blanks": [22, 28], "min_rating": 1, "n_train": 600, "n_test": 256},  # at least one backtrack
     "search9": {"side": 9, "box": [3, 3], "blanks": [50, 60], "needs_search": True, "n_train": 600, "n_test": 256},
+    # Mazes whose unique shortest path is near the longest the grid allows, as Maze-Hard keeps paths > 110 on
+    # 30x30 (measured on 200 generated grids: the longest unique path from near one end has median 25 / 38 /
+    # 44 moves at 8x8 / 10x10 / 12x12, 10th percentile 21 / 34 / 26); tiny's own maze data asks for >= 24 at 12x12
+    "maze8": {"task": "maze", "size": 8, "min_path": 20, "n_train": 1000, "n_test": 256},
+    "maze10": {"task": "maze", "size": 10, "min_path": 32, "n_train": 1000, "n_test": 256},
+    "maze12": {"task": "maze", "size": 12, "min_path": 36, "n_train": 1000, "n_test": 256},
 }
 
 # The candidate rows, cheapest first. Base: the tiny model (d = 64, token-mixing MLP, 2 layers, H = 2, L = 3,
-# 8 segments: training depth 16, 700 steps). Cost per connection and seed, one thread, from
-# `estimated_seconds` (training + evaluation of 256 puzzles to 60x the training depth); the whole list is
-# about 10 CPU hours for one seed (both connections), 5 hours of wall time with --jobs 2.
+# 8 segments: training depth 16, 700 steps). The minutes per model in the comments below (training +
+# evaluation of 256 puzzles to 60x the training depth, one thread) predate TRM's 16-position prefix; with it
+# a step costs about 2.5 times as much: `python -m infiloop.calibration --list` prints today's estimates
+# (`estimated_seconds`), about 36 CPU hours for the whole list, one seed, both connections.
 ROWS: dict[str, dict] = {
     # difficulty at the tiny budget: the tiny profile itself (singles solve every puzzle), puzzles that need
     # search, and the same blanks without selection                                             2.3 + 1.6 min each
@@ -104,6 +112,13 @@ ROWS: dict[str, dict] = {
     "search9-2500": {"data": "search9", "steps": 2500},
     "search9-d128": {"data": "search9", "steps": 2500, "d_model": 128},
     "search9-6000": {"data": "search9", "steps": 6000},
+    # Maze at CPU scale (issue: all four benchmarks): long paths on small grids, attention (TRM's Maze block)
+    # and the token-mixing MLP, then longer training and a larger grid
+    "maze8-attn": {"data": "maze8", "steps": 2500, "mixer": "attention"},
+    "maze8-2500": {"data": "maze8", "steps": 2500},
+    "maze8-attn-6000": {"data": "maze8", "steps": 6000, "mixer": "attention"},
+    "maze10-attn": {"data": "maze10", "steps": 2500, "mixer": "attention"},
+    "maze12-attn": {"data": "maze12", "steps": 2500, "mixer": "attention"},
 }
 
 
@@ -115,16 +130,27 @@ def check_row(name: str, row: dict) -> None:
     if unknown:
         raise ValueError(f"calibration row {name!r}: unknown settings {sorted(unknown)}; known: {sorted(SETTINGS)}")
     row_data(row)
+    if row_task(row) not in TASKS:
+        raise ValueError(f"calibration row {name!r}: task {row_task(row)!r}; expected one of {', '.join(TASKS)}")
 
 
-def row_data(row: dict) -> dict:
-    """A row's data overrides (its named data set's, or its own)."""
+def _named(row: dict) -> dict:
     data = row.get("data", {})
     if isinstance(data, str):
         if data not in DATA_SETS:
             raise ValueError(f"unknown data set {data!r}; known: {', '.join(DATA_SETS)}")
         data = DATA_SETS[data]
-    return copy.deepcopy(data)
+    return data
+
+
+def row_task(row: dict) -> str:
+    """A row's task: its own ``task``, else its named data set's, else Sudoku."""
+    return row.get("task") or _named(row).get("task", "sudoku")
+
+
+def row_data(row: dict) -> dict:
+    """A row's data overrides (its named data set's, or its own)."""
+    return {k: copy.deepcopy(v) for k, v in _named(row).items() if k != "task"}
 
 
 def row_overrides(row: dict, seed: int = 0) -> dict:
@@ -138,7 +164,7 @@ def row_overrides(row: dict, seed: int = 0) -> dict:
 
 def row_config(row: dict) -> dict:
     """The resolved configuration of a row's carry-last run (builds the row's data if needed)."""
-    return resolve_config(TASK, "carry_last", row.get("profile", "tiny"), row_overrides(row))
+    return resolve_config(row_task(row), "carry_last", row.get("profile", "tiny"), row_overrides(row))
 
 
 def depths(training_depth: int) -> dict[str, int]:
@@ -146,13 +172,16 @@ def depths(training_depth: int) -> dict[str, int]:
     return {f"{m:g}": max(1, round(m * training_depth)) for m in MULTIPLES}
 
 
-# Cost model for the estimates (progress bar, --list, the comments above). Anchors: the tiny model (d = 64,
-# MLP mixer, 2 layers, H = 2, L = 3, batch 64, 6x6) takes about 0.2 s per training step and 0.1 s per outer
-# update of 256 test puzzles with one thread (docs/calibration.md). Relative costs measured on the 2-core VM
+# Cost model for the estimates (progress bar, --list). Anchors: the tiny model (d = 64, MLP mixer, 2 layers,
+# H = 2, L = 3, batch 64, 6x6 with TRM's 16-position prefix: 52 positions) takes about 0.5 s per training step
+# and 0.47 s per outer update of 256 test puzzles with one thread (`python -m infiloop plan --profile tiny
+# --calibrate`, 2026-11-30, on a quiet machine: 0.50 and 0.46-0.48 s; the rows' minutes in the comments above
+# predate the prefix and are about 2.5x too low). Relative costs measured on the 2-core VM before the prefix
 # (6-12 timed steps and 3-6 updates per shape, the least of four passes, under load from other jobs, so
 # +-50 %): per step d = 128: 1.3x, attention: 0.8x, H = 3: 1.1x, L = 1: 0.5x, H = 3 and L = 6: 1.6x,
 # 9x9: 2.4x, 9x9 at d = 128: 5.1x, 9x9 with attention: 2.7x.
-STEP_S, UPDATE_S = 0.2, 0.1
+STEP_S, UPDATE_S = 0.5, 0.47
+PREFIX = 16  # puzzle-embedding positions of the tiny model (TRM's)
 
 
 def _flops_per_token(d: int, seq: int, mixer: str, multiple: int = 32) -> float:
@@ -167,18 +196,19 @@ def block_cost(d: int, seq: int, mixer: str, n_layers: int) -> float:
     """Cost of one block application relative to the tiny model's: per token a fixed part (element-wise
     work, which dominates at this size) plus a part that grows with the multiply-adds (fitted to the
     measurements above: 0.72 + 0.28 x relative multiply-adds)."""
-    f = _flops_per_token(d, seq, mixer) / _flops_per_token(64, 36, "mlp")
-    return n_layers / 2 * seq / 36 * (0.72 + 0.28 * f)
+    f = _flops_per_token(d, seq, mixer) / _flops_per_token(64, 36 + PREFIX, "mlp")
+    return n_layers / 2 * seq / (36 + PREFIX) * (0.72 + 0.28 * f)
 
 
 def estimated_seconds(row: dict) -> tuple[float, float]:
     """(training, evaluation) seconds per connection and seed with one thread: a training step runs one
     segment (H (L + 1) block applications) and back-propagates through its last outer update (counted as
     4 (L + 1)); an evaluation runs 60 H x segments outer updates of L + 1 applications."""
-    side = row_data(row).get("side", 6)
+    data = row_data(row)
+    cells = data.get("size", 12) ** 2 if row_task(row) == "maze" else data.get("side", 6) ** 2
     d, layers, mixer = row.get("d_model", 64), row.get("n_layers", 2), row.get("mixer", "mlp")
     H, L, seg = row.get("H", 2), row.get("L", 3), row.get("max_segments", 8)
-    block = block_cost(d, side * side, mixer, layers)
+    block = block_cost(d, cells + row.get("overrides", {}).get("model.puzzle_emb_len", PREFIX), mixer, layers)
     train = row.get("steps", 700) * STEP_S * block * (H + 4) * (L + 1) / 24
     evaluate = 60 * H * seg * UPDATE_S * block * (L + 1) / 4 * row.get("limit", 256) / 256
     return train, evaluate
@@ -211,7 +241,7 @@ def run_model(name: str, row: dict, recipe: str, seed: int, root: Path | None = 
     training depth on the test set and return its metrics and wall times."""
     profile = row.get("profile", "tiny")
     t0 = time.time()
-    run = get_run(TASK, recipe, profile, row_overrides(row, seed), root=root, progress=progress)
+    run = get_run(row_task(row), recipe, profile, row_overrides(row, seed), root=root, progress=progress)
     fetch_s = time.time() - t0
     depth = run.training_depth
     t1 = time.time()
@@ -261,7 +291,7 @@ def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
             rec = {**rec, "eval_seconds": prev["eval_seconds"]}
         seeds[str(rec["seed"])] = rec
     cfg = row_config(row)
-    out = {"row": name, "settings": row, "task": TASK, "profile": row.get("profile", "tiny"),
+    out = {"row": name, "settings": row, "task": row_task(row), "profile": row.get("profile", "tiny"),
            "data": cfg["data"], "model": {k: cfg["model"][k] for k in ("d_model", "n_layers", "mixer", "H", "L")},
            "train": {k: cfg["train"][k] for k in ("steps", "max_segments", "batch_size", "lr")},
            "results": by, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
@@ -286,7 +316,8 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
         check_row(n, rows[n])
     for n in names:  # build every row's data first (generation uses every CPU by itself)
         profile = rows[n].get("profile", "tiny")
-        tasks.build(TASK, PROFILES[profile]["data"], overrides=row_data(rows[n]) or None, verbose=progress)
+        tasks.build(row_task(rows[n]), PROFILES[profile]["data"], overrides=row_data(rows[n]) or None,
+                    verbose=progress)
     work = [(n, rows[n], recipe, s, Path(root), False) for n in names
             for s in (seeds if seeds is not None else rows[n].get("seeds", [0])) for recipe in CONNECTIONS]
     cost = {id(w): sum(estimated_seconds(w[1])) for w in work}
@@ -337,7 +368,9 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
 # ------------------------------------------------------------------------------------------ the table
 
 
-def _difficulty(data: dict) -> str:
+def _difficulty(data: dict, task: str = "sudoku") -> str:
+    if task == "maze":
+        return f"maze {data['size']}x{data['size']}, shortest path >= {data['min_path']}"
     side = data.get("side", 6)
     blanks = data["blanks"]
     text = f"{side}x{side}, blanks {blanks[0]}-{blanks[1]}" if not isinstance(blanks, dict) else f"{side}x{side}"
@@ -382,8 +415,9 @@ def render_table(results: Path | None = None, rows: dict[str, dict] | None = Non
             change = _cell([x["state_change_after_solve"] for x in recs], 100, "{:.2g}")
             minutes = (f"{np.mean([x['train_seconds'] for x in recs]) / 60:.1f} / "
                        f"{np.mean([x['eval_seconds'] for x in recs]) / 60:.1f}")
+            task = _difficulty(r["data"], r.get("task", "sudoku"))
             lines.append(
-                f"| {n} | {_difficulty(r['data'])} | {m['d_model']} | {m['mixer']} x {m['n_layers']} | {m['H']} "
+                f"| {n} | {task} | {m['d_model']} | {m['mixer']} x {m['n_layers']} | {m['H']} "
                 f"| {m['L']} | {t['max_segments']} ({depth}) | {t['steps']:,} | {recipe} | {len(recs)} "
                 f"| {' | '.join(acc)} | {peak} | {change} "
                 f"| {_cell([x['lost_after_solve'] for x in recs])} | {minutes} |")
@@ -406,10 +440,11 @@ def render_candidates(rows: dict[str, dict] | None = None) -> str:
     lines += ["", f"Estimated total for one seed, both connections: {total / 3600:.1f} CPU hours "
               f"({total / 7200:.1f} hours with `--jobs 2`). Data sets:", "",
               "| data set | puzzles | training (base x views) / test |", "|---|---|---|"]
-    for n, data in DATA_SETS.items():
-        cfg = {**tasks.DATA_PROFILES["tiny"]["sudoku"], **data}
-        views = 1 + cfg["augment"]
-        lines.append(f"| {n} | {_difficulty(cfg)} | {cfg['n_train']:,} x {views} / {cfg['n_test']:,} |")
+    for n in DATA_SETS:
+        task = row_task({"data": n})
+        cfg = {**tasks.DATA_PROFILES["tiny"][task], **row_data({"data": n})}
+        views = 1 + cfg.get("augment", 0)
+        lines.append(f"| {n} | {_difficulty(cfg, task)} | {cfg['n_train']:,} x {views} / {cfg['n_test']:,} |")
     return "\n".join(lines)
 
 

@@ -34,6 +34,23 @@ def test_rows_cover_the_axes_of_the_search():
         assert {r.get(key, base) for r in rows.values()} >= values | {base}, key
     costs = [sum(calibration.estimated_seconds(r)) for r in rows.values()]
     assert costs[0] == min(costs) and all(c > 0 for c in costs)
+    mazes = {n: calibration.row_data(r) for n, r in rows.items() if calibration.row_task(r) == "maze"}
+    assert len(mazes) >= 4 and {d["size"] for d in mazes.values()} >= {8, 10, 12}
+    assert all(d["min_path"] >= 2 * d["size"] for d in mazes.values())  # long paths, as Maze-Hard's
+    assert {rows[n].get("mixer", "mlp") for n in mazes} == {"attention", "mlp"}
+
+
+def test_a_maze_row_trains_and_renders(tmp_path, data_root):
+    rows = {"maze-test": {"profile": "smoke", "task": "maze", "data": {"n_train": 40, "n_test": 12}, "steps": 6,
+                          "max_segments": 2, "limit": 12}}
+    results, doc = tmp_path / "results", tmp_path / "calibration.md"
+    calibration.run_rows(["maze-test"], rows, root=tmp_path / "runs", results=results, progress=False)
+    saved = json.loads((results / "maze-test.json").read_text())
+    assert saved["task"] == "maze" and (data_root / "maze").is_dir() and not (data_root / "sudoku").exists()
+    assert saved["results"]["infiloop"]["0"]["run"].split("/")[-2] == "maze"
+    calibration.render(results, doc, rows)
+    size, path = saved["data"]["size"], saved["data"]["min_path"]
+    assert doc.read_text().count(f"| maze-test | maze {size}x{size}, shortest path >= {path} |") == 2
 
 
 def test_row_overrides_and_depths():
