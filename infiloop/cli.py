@@ -390,6 +390,8 @@ def _main(argv: list[str]) -> int:
                    help="measure again, ignoring the cached calibration of this device")
     p.add_argument("--jobs", type=_count, default=None,
                    help="models trained at once by reproduce (default: as reproduce, min(2, CPUs))")
+    p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                   help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("runs", help="trained runs that travel: export, import, pull; list and prune the cache",
                        epilog=RUNS_EXAMPLES,

@@ -435,7 +435,8 @@ def render(plan: Plan, calibration: Calibration) -> str:
     how = (f"{calibration.measured} timings measured now in {calibration.seconds:.0f} s" if calibration.measured
            else "all timings from the cache")
     out.append(f"# plan for profile {plan.profile} on {calibration.prefix}: {len(plan.runs)} training runs, "
-               f"{len(plan.evals)} evaluations ({n_cached} already in the run cache); training seed 0")
+               f"{len(plan.evals)} evaluations ({n_cached} already in the run cache); training seed(s) "
+               f"{', '.join(str(x) for x in sorted({r.run.config['train']['seed'] for r in plan.runs}))}")
     loads = [e.get("load_average") for e in calibration.used if e.get("load_average") is not None]
     if loads:
         how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {usable_cpus()} CPUs "
@@ -483,7 +484,10 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None) -> i
     """``python -m infiloop plan`` (arguments parsed by ``cli.py``)."""
     stream = stream or sys.stdout
     print(f"# building the data and resolving the runs of profile {args.profile} ...", file=sys.stderr, flush=True)
-    plan = make_plan(args.profile, args.device, args.jobs)
+    import yaml
+
+    params = {k: yaml.safe_load(v) for k, v in (getattr(args, "p", None) or [])}
+    plan = make_plan(args.profile, args.device, args.jobs, params=params)
     calibration = Calibration(args.device, timer, fresh=args.calibrate)
     if any(not r.cached for r in plan.runs) or any(not e.cached for e in plan.evals):
         print("# calibrating (a few timed steps of each model shape) ...", file=sys.stderr, flush=True)

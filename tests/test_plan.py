@@ -35,9 +35,9 @@ def root(tmp_path, monkeypatch):
     return tmp_path / "runs"
 
 
-def _plan(timer, calibrate=False, jobs=2):
+def _plan(timer, calibrate=False, jobs=2, params=()):
     out = io.StringIO()
-    args = argparse.Namespace(profile="smoke", device="cpu", calibrate=calibrate, jobs=jobs)
+    args = argparse.Namespace(profile="smoke", device="cpu", calibrate=calibrate, jobs=jobs, p=list(params))
     assert plan.main(args, timer=timer, stream=out) == 0
     return out.getvalue()
 
@@ -195,3 +195,12 @@ def test_every_notebook_is_planned():
     from infiloop import manifest
 
     assert manifest.undeclared_notebooks() == []
+
+
+def test_plan_takes_the_notebooks_parameters_such_as_seeds(root):
+    text = _plan(FakeTimer(), params=[("seeds", "0,1,2")])
+    assert "training seed(s) 0, 1, 2" in text
+    one = _plan(FakeTimer())
+    assert "training seed(s) 0;" in one or one.splitlines()[0].endswith("training seed(s) 0")
+    runs = lambda t: int(t.split(" training runs")[0].rsplit(" ", 1)[1])  # noqa: E731
+    assert runs(text) == runs(one) + 2 * 3  # notebooks 01 and 02 take seeds: their three models twice more
