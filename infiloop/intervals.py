@@ -121,6 +121,8 @@ def verdict(effect: Interval, side: int = +1) -> bool | None:
 
 def verdict_note(effect: Interval, what: str, scale: float = 100.0, unit: str = " points") -> str:
     """One line for the claims table: the effect, its interval and how it was computed."""
+    if effect.value != effect.value:
+        return f"{what}: undefined (no puzzle to measure it on, e.g. none solved); undecided"
     v = {True: "agrees", False: "disagrees", None: "undecided"}[verdict(effect)]
     return (f"{what}: {scale * effect.value:+.1f}{unit} [{scale * effect.lo:+.1f}, {scale * effect.hi:+.1f}] "
             f"({v}; {effect.method})")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from infiloop import analysis
-from infiloop.intervals import Interval, bootstrap, verdict
+from infiloop.intervals import Interval, bootstrap, verdict, verdict_note
 
 
 def trajectory(rng, k=40, p=120, solve_rate=0.7, lose_rate=0.2):
@@ -83,6 +83,11 @@ def test_verdict_is_decided_by_the_interval():
     assert verdict(iv(-0.01, 0.05)) is None
     assert verdict(iv(-0.05, -0.01), side=-1) is True
     assert verdict(iv(float("nan"), float("nan"))) is None
+    assert verdict_note(iv(0.01, 0.05), "gain") == ("gain: +3.0 points [+1.0, +5.0] (agrees; 95 % percentile "
+                                                    "bootstrap over seeds and test puzzles; 3 seed(s), 100 puzzles "
+                                                    "each, 0 replicates)")
+    assert verdict_note(iv(float("nan"), float("nan")), "gain").endswith("undefined (no puzzle to measure it on, "
+                                                                         "e.g. none solved); undecided")
 
 
 def test_quantities_of_one_seed_must_share_their_puzzles():
