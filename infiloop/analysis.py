@@ -30,8 +30,13 @@ def exact_by_depth(traj: dict) -> tuple[np.ndarray, np.ndarray]:
     return traj["updates"], traj["correct"].mean(1)
 
 
+def solved_at(traj: dict, update: int) -> np.ndarray:
+    """[P]: whole answer right at the recorded ``update``."""
+    return traj["correct"][_row(traj, update)]
+
+
 def accuracy_at(traj: dict, update: int) -> float:
-    return float(traj["correct"][_row(traj, update)].mean())
+    return float(solved_at(traj, update).mean())
 
 
 def best_depth(traj: dict) -> tuple[int, float]:
@@ -252,12 +257,6 @@ def arc_vote(traj: dict, test_data, update: int, k: int = 2):
     conf = 1 / (1 + np.exp(-traj["q_halt"][_row(traj, update)].astype(np.float64)))
     attempts = attempts_from_predictions(test_data, pred, conf, run="eval")
     return vote_pass_at_k(attempts, solutions_from_data(test_data), k=k)
-
-
-def arc_pass_at_k(traj: dict, test_data, update: int, k: int = 2) -> tuple[float, int]:
-    """ARC pass@k at ``update`` (:func:`arc_vote`). Returns (score, tasks)."""
-    result = arc_vote(traj, test_data, update, k)
-    return float(result.score), len(result.per_task)
 
 
 def arc_pass_by_depth(traj: dict, test_data, ks: tuple[int, ...] = (1, 2)) -> dict[int, dict]:

@@ -46,6 +46,11 @@ class Interval:
         return (f"{100 * self.level:.0f} % percentile bootstrap over {over}; {self.seeds} seed(s), "
                 f"{self.puzzles} puzzles each, {self.replicates} replicates")
 
+    def point(self, i: int) -> Interval:
+        """Element ``i`` of a curve's interval, as a scalar interval."""
+        return Interval(float(self.value[i]), float(self.lo[i]), float(self.hi[i]), self.seeds, self.puzzles,
+                        self.level, self.replicates)
+
     def pct(self, digits: int = 1) -> str:
         """``"90.6 % [88.1, 92.9]"`` for a scalar fraction."""
         if self.value != self.value:

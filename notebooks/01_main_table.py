@@ -68,7 +68,7 @@ for task in task_list:
                 per_task = analysis.arc_vote(traj, run.test_data(), depth, k=2).per_task
                 score = np.array([per_task[k] for k in sorted(per_task)], dtype=np.float64)
             else:
-                score = traj["correct"][list(traj["updates"]).index(depth)].astype(np.float64)
+                score = analysis.solved_at(traj, depth).astype(np.float64)
             terms[r, task].append((score, np.ones_like(score)))
         n = len(terms[r, task][0][0])
         subset = " (subset)" if task.startswith("arc") and run.test_data().info.get("subset") else ""

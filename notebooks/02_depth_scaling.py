@@ -133,9 +133,8 @@ lost = {r: interval(r, analysis.lost_terms) for r in MAIN_RECIPES}
 change = {r: interval(r, analysis.state_change_terms) for r in MAIN_RECIPES}
 table = {}
 for r, c in curves.items():
-    at = lambda u, c=c: intervals.Interval(c.value[row_of[u]], c.lo[row_of[u]], c.hi[row_of[u]], c.seeds,  # noqa: E731
-                                           c.puzzles)
-    table[r] = [plotting.LABELS[r], at(depth).pct(), f"{at(peak[r]).pct()} @ {peak[r]}", at(max_updates).pct(),
+    at = {u: c.point(row_of[u]).pct() for u in (depth, peak[r], max_updates)}
+    table[r] = [plotting.LABELS[r], at[depth], f"{at[peak[r]]} @ {peak[r]}", at[max_updates],
                 drop[r].pct(), lost[r].pct(), change[r].pct(3)]
 rows = list(table.values())
 cols = ["model", f"@ training depth ({depth})", "peak @ update", f"@ {max_updates} updates", "peak − last",

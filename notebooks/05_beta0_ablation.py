@@ -56,7 +56,7 @@ solved = {}  # ablation id -> (solved at short, solved at long) per test puzzle:
 for key in ABLATIONS:
     traj = need.result(f"ablation/{key}", device)
     acc[key] = (analysis.accuracy_at(traj, short), analysis.accuracy_at(traj, long), analysis.info(traj)["beta"])
-    solved[key] = tuple(traj["correct"][list(traj["updates"]).index(u)].astype(float) for u in (short, long))
+    solved[key] = tuple(analysis.solved_at(traj, u).astype(float) for u in (short, long))
 n_puzzles = traj["correct"].shape[1]
 
 # %%

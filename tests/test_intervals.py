@@ -71,6 +71,8 @@ def test_curves_get_an_interval_per_update_and_the_peak_drop_combines_them():
     t = trajectory(np.random.default_rng(4), lose_rate=0.5)
     curve = bootstrap([[analysis.accuracy_terms(t)]], replicates=300)
     assert curve.value.shape == curve.lo.shape == (40,) and np.all(curve.lo <= curve.value + 1e-12)
+    p = curve.point(10)
+    assert (p.value, p.lo, p.hi) == (curve.value[10], curve.lo[10], curve.hi[10]) and p.seeds == 1
     drop = bootstrap([[analysis.accuracy_terms(t)]], combine=lambda r: np.nanmax(r[0]) - r[0][-1], replicates=300)
     acc = analysis.exact_by_depth(t)[1]
     assert drop.value == pytest.approx(acc.max() - acc[-1]) and drop.lo >= 0
