@@ -187,16 +187,64 @@ def flip_rate(trajs: dict[str, dict], inputs: np.ndarray, labels: np.ndarray) ->
     return {name: float(t["flipped"][right].sum() / max(1, n)) for name, t in trajs.items()} | {"cells": n}
 
 
-def gamma_phases(traj: dict, axis: str = "outer", search: int = 6, settle: int = 6) -> dict[str, float]:
-    """Mean step size gamma_t in the phases of the paper's self-verification picture:
-    ``search`` (the ``search`` updates before the first solve), ``solve`` (the completing update),
-    ``after`` (``settle`` or more updates after it), ``unsolved`` (never-solved puzzles, all updates)."""
+def gamma_phase_terms(traj: dict, axis: str = "outer", search: int = 6, settle: int = 6) -> dict[str, tuple]:
+    """Per-puzzle terms (sum of γ_t, number of updates; the puzzle axis last) of the phases of the paper's
+    self-verification picture (Fig. 3a): ``search`` (the ``search`` updates before the first solve), ``solve``
+    (the completing update), ``after`` (from ``settle`` to ``3 settle`` updates after it), ``unsolved``
+    (never-solved puzzles, every update). Each phase's mean γ is numerator.sum() / denominator.sum()."""
+    ups = traj["updates"]
+    if len(ups) > 1 and np.any(np.diff(ups) != 1):
+        raise ValueError("γ phases need a trajectory recorded at every update (every=1)")
     g = traj[f"gamma_{axis}"].astype(np.float64)
-    off, mean, _ = _aligned(traj, g, search, 3 * settle)
-    never = traj["first_solve"] <= 0
-    return {"search": float(np.nanmean(mean[off < 0])), "solve": float(mean[off == 0][0]),
-            "after": float(np.nanmean(mean[off >= settle])),
-            "unsolved": float(g[:, never].mean()) if never.any() else float("nan")}
+    fs = traj["first_solve"]
+    off = (np.arange(len(ups)) + ups[0])[:, None] - fs[None, :]  # [K, P]: updates from each puzzle's solve
+    solved = (fs > 0)[None, :]
+    windows = {"search": solved & (off >= -search) & (off < 0), "solve": solved & (off == 0),
+               "after": solved & (off >= settle) & (off <= 3 * settle),
+               "unsolved": np.broadcast_to(~solved, g.shape)}
+    return {k: (np.where(w, g, 0.0).sum(0), w.sum(0)) for k, w in windows.items()}
+
+
+def gamma_phases(traj: dict, axis: str = "outer", search: int = 6, settle: int = 6) -> dict[str, float]:
+    """Mean step size γ_t in each phase of :func:`gamma_phase_terms`, pooled over the puzzles' updates
+    (NaN for a phase with no update, e.g. ``unsolved`` when every puzzle is solved)."""
+    out = {}
+    for k, (num, den) in gamma_phase_terms(traj, axis, search, settle).items():
+        out[k] = float(num.sum() / den.sum()) if den.sum() else float("nan")
+    return out
+
+
+def score_terms(traj: dict, axis: str = "outer", of: str = "candidate") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-puzzle terms of the mean content score s_t by wrong cells (Fig. 3b): (wrong-cell counts [B],
+    score sums [B, P], samples [B, P]) over every recorded update; pairing as in :func:`score_by_wrong_cells`."""
+    s, w = _score_pairs(traj, axis, of)
+    bins = np.unique(w)
+    sums, counts = np.zeros((len(bins), s.shape[1])), np.zeros((len(bins), s.shape[1]), dtype=np.int64)
+    for i, v in enumerate(bins):
+        hit = w == v
+        sums[i], counts[i] = np.where(hit, s, 0.0).sum(0), hit.sum(0)
+    return bins, sums, counts
+
+
+def rank_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation of x and y over the entries where both are finite (NaN with fewer
+    than 3; ties share their mean rank)."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+
+    def ranks(v):
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=np.float64)
+        for u in np.unique(v):  # ties: mean rank
+            r[v == u] = r[v == u].mean()
+        return r
+
+    rx, ry = ranks(np.asarray(x, np.float64)[ok]), ranks(np.asarray(y, np.float64)[ok])
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 def score_by_wrong_cells(traj: dict, axis: str = "outer", of: str = "candidate") -> dict[int, tuple[float, int]]:
@@ -207,13 +255,19 @@ def score_by_wrong_cells(traj: dict, axis: str = "outer", of: str = "candidate")
     candidate's own readout (``of="candidate"``, outer axis only); ``of="state"`` pairs it with the
     readout of the aggregated state h_t, which after a rejected candidate (small gamma) is an older board.
     """
+    s, w = _score_pairs(traj, axis, of)
+    s, w = s.ravel(), w.ravel()
+    return {int(v): (float(np.median(s[w == v])), int((w == v).sum())) for v in np.unique(w)}
+
+
+def _score_pairs(traj: dict, axis: str, of: str) -> tuple[np.ndarray, np.ndarray]:
+    """([K, P] content scores, [K, P] wrong cells they are paired with)."""
     if of not in ("candidate", "state"):
         raise ValueError(f"of={of!r}: expected 'candidate' or 'state'")
     if of == "candidate" and axis != "outer":
         raise ValueError("the candidate's wrong cells are recorded for the outer axis (its candidate is a board)")
-    s = traj[f"score_{axis}"].ravel()
-    w = traj["wrong_cells_candidate" if of == "candidate" else "wrong_cells"].ravel()
-    return {int(v): (float(np.median(s[w == v])), int((w == v).sum())) for v in np.unique(w)}
+    return (traj[f"score_{axis}"].astype(np.float64),
+            traj["wrong_cells_candidate" if of == "candidate" else "wrong_cells"])
 
 
 def perturbation_retention(out: dict) -> dict[float, float]:

@@ -124,10 +124,13 @@ def verdict(effect: Interval, side: int = +1) -> bool | None:
     return None
 
 
-def verdict_note(effect: Interval, what: str, scale: float = 100.0, unit: str = " points") -> str:
-    """One line for the claims table: the effect, its interval and how it was computed."""
+def verdict_note(effect: Interval, what: str, scale: float = 100.0, unit: str = " points", digits: int = 1,
+                 side: int = +1) -> str:
+    """One line for the claims table: the effect, its interval (``digits`` decimals after ``scale``), the
+    verdict for the paper's ``side`` (:func:`verdict`) and how the interval was computed."""
     if effect.value != effect.value:
         return f"{what}: undefined (no puzzle to measure it on, e.g. none solved); undecided"
-    v = {True: "agrees", False: "disagrees", None: "undecided"}[verdict(effect)]
-    return (f"{what}: {scale * effect.value:+.1f}{unit} [{scale * effect.lo:+.1f}, {scale * effect.hi:+.1f}] "
+    v = {True: "agrees", False: "disagrees", None: "undecided"}[verdict(effect, side)]
+    f = f"+.{digits}f"
+    return (f"{what}: {scale * effect.value:{f}}{unit} [{scale * effect.lo:{f}}, {scale * effect.hi:{f}}] "
             f"({v}; {effect.method})")

@@ -40,7 +40,7 @@ settle = 6  # updates after the solve from which the "after" phase is averaged (
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, paper, plotting
+from infiloop import analysis, intervals, paper, plotting
 from infiloop.notebook import Notebook, check
 
 nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, seed)
@@ -81,10 +81,17 @@ plotting.profile_note(axes[1], profile, n_puzzles)
 fig.tight_layout()
 fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
 
+# %% [markdown]
+# Each phase's mean is pooled over the solved puzzles' updates in that phase; its 95 % interval is a bootstrap
+# over the test puzzles (`infiloop/intervals.py`; one training seed, so no seed variation). All phases are
+# resampled with the same puzzles, so differences between them (the claims below) are paired.
+
 # %%
-phase_cols = ["axis", "search", "at the solve", f"≥ {settle} after", "never solved", "1 − β"]
-phase_rows = [[axis, *(f"{p[k]:.2f}" for k in ("search", "solve", "after", "unsolved")), f"{1 - beta[axis]:.2f}"]
-              for axis, p in phases.items()]
+phase_terms = {axis: analysis.gamma_phase_terms(traj, axis, before, settle) for axis in phases}
+PHASES = ("search", "solve", "after", "unsolved")
+phase_iv = {axis: {k: intervals.bootstrap([[t[k]]]) for k in PHASES} for axis, t in phase_terms.items()}
+phase_cols = ["axis", "search", "at the solve", f"{settle} to {3 * settle} after", "never solved", "1 − β"]
+phase_rows = [[axis, *(phase_iv[axis][k].num(".2f") for k in PHASES), f"{1 - beta[axis]:.2f}"] for axis in phases]
 phase_rows.append(["paper (outer)", f"{paper.GAMMA['search_mean']:.2f}", f"{paper.GAMMA['at_solve']:.2f}",
                    f"{paper.GAMMA['equal_weight_baseline']:.2f}", "suppressed",
                    f"{paper.GAMMA['equal_weight_baseline']:.2f}"])
@@ -118,22 +125,37 @@ fig_score = plotting.save_figure(fig, "content_score", profile)[0]
 # %%
 po = phases["outer"]
 base = 1 - beta["outer"]
-rho = float(np.corrcoef(np.argsort(np.argsort(w)), np.argsort(np.argsort(med)))[0, 1]) if len(w) > 2 else float("nan")
+outer = [phase_terms["outer"][k] for k in PHASES]  # one draw of the puzzles for every phase: paired
+below = intervals.bootstrap([outer], combine=lambda q: base - q[0])
+jump = intervals.bootstrap([outer], combine=lambda q: q[1] - max(q[0], base))
+# The score falls with the wrong cells: the rank correlation of the mean score at each wrong-cell count with
+# that count, over bootstrap draws of the puzzles (counts no drawn puzzle reaches are left out).
+bins, sums, counts = analysis.score_terms(traj, "outer", of="candidate")
+falls = intervals.bootstrap([[(sums, counts)]], combine=lambda q: analysis.rank_correlation(bins.astype(float), q[0]))
+
+
+def gamma_note(effect, what, side=+1):
+    return intervals.verdict_note(effect, what, scale=1.0, unit="", digits=2, side=side)
+
+
 claims = [
-    nb.claim("gamma.search_below_baseline", f"search {po['search']:.2f} vs 1 − β = {base:.2f}", po["search"] < base),
+    nb.claim("gamma.search_below_baseline", f"search {phase_iv['outer']['search'].num('.2f')} vs 1 − β = {base:.2f}",
+             intervals.verdict(below), note=gamma_note(below, "1 − β − γ(search)")),
     nb.claim("gamma.jump_at_solve", f"{po['search']:.2f} → {po['solve']:.2f} → {po['after']:.2f}",
-             po["solve"] > max(po["search"], base)),
+             intervals.verdict(jump), note=gamma_note(jump, "γ(solve) − max(γ(search), 1 − β)")),
     nb.claim("gamma.score_tracks_correctness",
-             f"median {med[0]:.2f} at {w[0]} wrong, {med[-1]:.2f} at {w[-1]} wrong (rank correlation {rho:.2f})",
-             rho < -0.5 and med[0] > med[-1]),
+             f"median {med[0]:.2f} at {w[0]} wrong, {med[-1]:.2f} at {w[-1]} wrong (rank correlation of the mean "
+             f"score with the wrong cells {falls.num('.2f')})",
+             intervals.verdict(falls, side=-1), note=gamma_note(falls, "rank correlation", -1)),
 ]
 text = (f"At profile **{profile}** ({n_puzzles} puzzles, {solved} solved), the outer-axis step size averages "
         f"{po['search']:.2f} in the {before} updates before the first solve, {po['solve']:.2f} at the solving update "
-        f"and {po['after']:.2f} from {settle} updates after it; the equal-weight baseline of the learned β is "
-        f"{base:.2f}; never-solved puzzles average {po['unsolved']:.2f}. The paper reports 0.40, 0.91 and 0.56 "
-        f"(baseline 0.56). The median content score is {med[0]:.2f} for right boards and {med[-1]:.2f} at "
-        f"{w[-1]} wrong cells, rank correlation with the wrong cells {rho:.2f} (paper: 7.25 → −0.58 at 33 wrong "
-        "cells of 9x9 boards).")
+        f"and {po['after']:.2f} from {settle} to {3 * settle} updates after it; the equal-weight baseline of the "
+        f"learned β is {base:.2f}; never-solved puzzles average {po['unsolved']:.2f}. The paper reports 0.40, 0.91 "
+        f"and 0.56 (baseline 0.56). The median content score is {med[0]:.2f} for right boards and {med[-1]:.2f} at "
+        f"{w[-1]} wrong cells; the mean score's rank correlation with the wrong cells is {falls.num('.2f')} (paper: "
+        "7.25 → −0.58 at 33 wrong cells of 9x9 boards). Intervals: 95 %, bootstrap over the test puzzles of one "
+        "training seed; a claim agrees only when the interval of its effect excludes zero on the paper's side.")
 print(text)
 nb.finish(text, figures=[{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
                          {"path": fig_score, "caption": "Median content score s_t against the wrong cells of the "

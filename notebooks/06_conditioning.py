@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from infiloop import plotting
+from infiloop import intervals, plotting
 from infiloop.conditioning import HISTORY_MAPS
 from infiloop.notebook import Notebook, check, pct
 from infiloop.recipes import CONDITIONING_RECIPES
@@ -84,11 +84,9 @@ print(f"training depth: {depth} outer updates; test budgets: {grid}")
 # the others one run to the longest budget gives every budget at once.
 
 # %%
-acc = {}
-for r in runs:
-    out = need.result(f"budgets/{r}", device)
-    acc[r] = out["correct"].mean(axis=1)
-n_puzzles = out["correct"].shape[1]
+budget_out = {r: need.result(f"budgets/{r}", device) for r in runs}
+acc = {r: out_r["correct"].mean(axis=1) for r, out_r in budget_out.items()}
+n_puzzles = budget_out["carry_last"]["correct"].shape[1]
 cols = ["model", "extra params"] + [f"{b}" + (" (train)" if b == depth else "") for b in grid]
 rows = [[plotting.LABELS[r], f"{models[r].n_params() - base_params:+,}"] + [pct(a) for a in acc[r]] for r in acc]
 print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
@@ -159,29 +157,44 @@ at_long = {r: float(a[-1]) for r, a in acc.items()}
 at_train = {r: float(a[grid.index(depth)]) if depth in grid else float("nan") for r, a in acc.items()}
 
 
-claims = [
-    nb.claim("study.history_beats_dense_injection",
-          f"@ {long_}: history (w = 1) {pct(at_long['history_w1'])} vs dense injection {pct(at_long['inject_dense'])}",
-          at_long["history_w1"] > at_long["inject_dense"]),
-    nb.claim("study.window_one_best",
-          f"@ {long_}: w = 1 {pct(at_long['history_w1'])} vs w = 2 {pct(at_long['history_w2'])}",
-          at_long["history_w1"] >= at_long["history_w2"]),
-    nb.claim("study.loop_gating_helps",
-          f"@ {long_}: loop gating {pct(at_long['loop_gating'])} vs unconditioned {pct(at_long['carry_last'])}",
-          at_long["loop_gating"] > at_long["carry_last"]),
-    nb.claim("study.history_lg_best_pair",
-          f"@ {long_}: history + LG {pct(at_long['history_lg'])} vs history {pct(at_long['history_w1'])}, "
-          f"LG {pct(at_long['loop_gating'])}",
-          at_long["history_lg"] > max(at_long["history_w1"], at_long["loop_gating"])),
-]
+# Each claim is decided by the 95 % interval of its effect at the longest budget: a bootstrap over the test
+# puzzles (one training seed per model), every model resampled with the same puzzles (paired).
+ones = np.ones(n_puzzles)
+solved_long = {r: (out_r["correct"][-1].astype(np.float64), ones) for r, out_r in budget_out.items()}
+
+
+def effect(keys, combine, what):
+    """Interval of combine(accuracies of `keys` at the longest budget), its verdict and the claim's note."""
+    iv = intervals.bootstrap([[solved_long[k] for k in keys]], combine)
+    return intervals.verdict(iv), intervals.verdict_note(iv, what)
+
+
+verdicts = {
+    "study.history_beats_dense_injection": (
+        f"@ {long_}: history (w = 1) {pct(at_long['history_w1'])} vs dense injection {pct(at_long['inject_dense'])}",
+        effect(["history_w1", "inject_dense"], lambda q: q[0] - q[1], "history (w = 1) − dense injection")),
+    "study.window_one_best": (
+        f"@ {long_}: w = 1 {pct(at_long['history_w1'])} vs w = 2 {pct(at_long['history_w2'])}",
+        effect(["history_w1", "history_w2"], lambda q: q[0] - q[1], "w = 1 − w = 2")),
+    "study.loop_gating_helps": (
+        f"@ {long_}: loop gating {pct(at_long['loop_gating'])} vs unconditioned {pct(at_long['carry_last'])}",
+        effect(["loop_gating", "carry_last"], lambda q: q[0] - q[1], "loop gating − unconditioned")),
+    "study.history_lg_best_pair": (
+        f"@ {long_}: history + LG {pct(at_long['history_lg'])} vs history {pct(at_long['history_w1'])}, "
+        f"LG {pct(at_long['loop_gating'])}",
+        effect(["history_lg", "history_w1", "loop_gating"], lambda q: q[0] - max(q[1], q[2]),
+               "history + LG − the better of its parts")),
+}
+claims = [nb.claim(cid, ours, agrees, note=note) for cid, (ours, (agrees, note)) in verdicts.items()]
 best_cond = max((r for r in acc if r not in ("carry_last", "infiloop")), key=lambda r: at_long[r])
 text = (f"At profile **{profile}** ({n_puzzles} test puzzles, one seed per model, training depth {depth} outer "
         f"updates), exact accuracy at the training depth → at {long_} updates: "
         + "; ".join(f"{plotting.LABELS[r]} {pct(at_train[r])} → {pct(at_long[r])}" for r in acc) + ". "
         f"The best conditioner at {long_} updates is {plotting.LABELS[best_cond]} ({pct(at_long[best_cond])}); "
         f"InfiLoop reaches {pct(at_long['infiloop'])}. The study measured language models on benchmark averages; "
-        "here the task is Sudoku and the loop the outer axis, so compare directions, not levels. One seed per "
-        "model at a small profile: differences of a few points are within seed noise.")
+        "here the task is Sudoku and the loop the outer axis, so compare directions, not levels. Each claim is "
+        "decided by the 95 % interval of its effect over the test puzzles (one seed per model: seed-to-seed "
+        "variation is not in the interval, so an effect of a few points may still be seed noise).")
 print(text)
 nb.finish(text, figures=[{"path": fig_budget, "caption": "Exact accuracy after exactly N outer updates for each "
                           "conditioner, the unconditioned carry-last loop and InfiLoop, with the study's findings."},

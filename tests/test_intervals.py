@@ -95,3 +95,64 @@ def test_verdict_is_decided_by_the_interval():
 def test_quantities_of_one_seed_must_share_their_puzzles():
     with pytest.raises(ValueError, match="seed 0's quantities are not over the same puzzles"):
         bootstrap([[(np.ones(5), np.ones(5)), (np.ones(6), np.ones(6))]])
+
+
+def test_gamma_phase_terms_match_an_explicit_loop_over_puzzles():
+    rng = np.random.default_rng(3)
+    t = trajectory(rng, k=50, p=60)
+    t["gamma_outer"] = rng.random((50, 60)).astype(np.float32)
+    terms = analysis.gamma_phase_terms(t, "outer", search=4, settle=3)
+    pooled = {k: [] for k in ("search", "solve", "after", "unsolved")}
+    for p, fs in enumerate(t["first_solve"]):
+        for row, u in enumerate(t["updates"]):
+            g = float(t["gamma_outer"][row, p])
+            if fs <= 0:
+                pooled["unsolved"].append(g)
+            elif fs - 4 <= u < fs:
+                pooled["search"].append(g)
+            elif u == fs:
+                pooled["solve"].append(g)
+            elif fs + 3 <= u <= fs + 9:
+                pooled["after"].append(g)
+    phases = analysis.gamma_phases(t, "outer", 4, 3)
+    for k, values in pooled.items():
+        num, den = terms[k]
+        assert den.sum() == len(values)
+        assert phases[k] == pytest.approx(np.mean(values), abs=1e-12)
+        assert bootstrap([[terms[k]]], replicates=1).value == pytest.approx(np.mean(values), abs=1e-12)
+
+
+def test_score_terms_give_the_mean_score_at_each_count_of_wrong_cells():
+    rng = np.random.default_rng(4)
+    t = {"score_outer": rng.normal(size=(30, 20)), "wrong_cells_candidate": rng.integers(0, 5, (30, 20)),
+         "wrong_cells": np.zeros((30, 20), dtype=np.int64)}
+    bins, sums, counts = analysis.score_terms(t)
+    assert list(bins) == [0, 1, 2, 3, 4]
+    for i, v in enumerate(bins):
+        hit = t["wrong_cells_candidate"] == v
+        assert counts[i].sum() == hit.sum()
+        assert sums[i].sum() / counts[i].sum() == pytest.approx(t["score_outer"][hit].mean(), abs=1e-12)
+    # a score that falls with the wrong cells has rank correlation -1 and an interval below zero
+    t["score_outer"] = 5.0 - 2.0 * t["wrong_cells_candidate"] + 0.01 * rng.normal(size=(30, 20))
+    bins, sums, counts = analysis.score_terms(t)
+    iv = bootstrap([[(sums, counts)]], combine=lambda q: analysis.rank_correlation(bins.astype(float), q[0]))
+    assert iv.value == pytest.approx(-1.0) and iv.hi < 0 and verdict(iv, side=-1) is True
+
+
+def test_rank_correlation_against_hand_computed_values():
+    assert analysis.rank_correlation(np.array([1.0, 2, 3, 4]), np.array([10.0, 20, 30, 40])) == pytest.approx(1.0)
+    assert analysis.rank_correlation(np.array([1.0, 2, 3, 4]), np.array([4.0, 3, 2, 1])) == pytest.approx(-1.0)
+    # ties share their mean rank: ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3)
+    rx, ry = np.array([0, 1.5, 1.5, 3]), np.arange(4.0)
+    expected = np.corrcoef(rx, ry)[0, 1]
+    assert analysis.rank_correlation(np.array([1.0, 2, 2, 3]), np.array([1.0, 2, 3, 4])) == pytest.approx(expected)
+    # entries that are not finite are left out; fewer than 3 left is undefined
+    assert analysis.rank_correlation(np.array([1.0, 2, np.nan, 4]), np.array([1.0, 2, 3, 5])) == pytest.approx(1.0)
+    assert np.isnan(analysis.rank_correlation(np.array([1.0, np.nan]), np.array([1.0, 2])))
+
+
+def test_verdict_note_reads_the_paper_side_and_the_precision_asked_for():
+    iv = Interval(-0.15, -0.27, -0.03, seeds=1, puzzles=10, replicates=100)
+    assert verdict_note(iv, "rank correlation", 1.0, "", 2, side=-1).startswith(
+        "rank correlation: -0.15 [-0.27, -0.03] (agrees;")
+    assert "(disagrees;" in verdict_note(iv, "rank correlation", 1.0, "", 2)
