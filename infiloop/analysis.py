@@ -46,11 +46,28 @@ def best_depth(traj: dict) -> tuple[int, float]:
     return int(traj["updates"][k]), float(acc[k])
 
 
-def difficulty_breakdown(traj: dict, update: int) -> dict[int, tuple[float, int]]:
-    """Exact accuracy at ``update`` by number of blank cells: {blanks: (accuracy, puzzles)}."""
+def difficulty_breakdown(traj: dict, update: int, values: np.ndarray | None = None,
+                         groups: int | None = None) -> dict[int | str, tuple[float, int]]:
+    """Exact accuracy at ``update`` by a difficulty value per puzzle (default: the number of blank cells;
+    e.g. a maze's shortest-path length): {value: (accuracy, puzzles)}, in increasing order. With ``groups``
+    and more distinct values than that, the values are grouped into at most ``groups`` ranges of about equal
+    size, keyed ``"lo–hi"``."""
     ok = traj["correct"][_row(traj, update)]
-    b = traj["blanks"]
-    return {int(v): (float(ok[b == v].mean()), int((b == v).sum())) for v in np.unique(b)}
+    v = np.asarray(traj["blanks"] if values is None else values)[: len(ok)]
+    if len(v) != len(ok):
+        raise ValueError(f"difficulty values: {len(v)} for {len(ok)} puzzles")
+    distinct = np.unique(v)
+    if groups is None or len(distinct) <= groups:
+        return {int(u): (float(ok[v == u].mean()), int((v == u).sum())) for u in distinct}
+    # cut points at quantiles of the values, so each range holds about as many puzzles
+    cuts = np.unique(np.quantile(v, np.linspace(0, 1, groups + 1)[1:-1], method="higher"))
+    which = np.searchsorted(cuts, v, side="right")
+    out = {}
+    for g in np.unique(which):
+        sel = which == g
+        lo, hi = int(v[sel].min()), int(v[sel].max())
+        out[f"{lo}–{hi}" if lo != hi else str(lo)] = (float(ok[sel].mean()), int(sel.sum()))
+    return out
 
 
 def _aligned(traj: dict, values: np.ndarray, before: int, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -176,11 +193,11 @@ def changes_between(traj: dict) -> dict[str, float]:
             "lost": float((ca & ~cb).sum() / max(1, ca.sum()))}
 
 
-def flip_rate(trajs: dict[str, dict], inputs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Of the initially blank cells that every model had right at the first snapshot, the fraction each
-    model flips at least once before the second snapshot (the paper: TRM 20.9 %, InfiLoop 2.4 %)."""
-    blank = inputs == 1  # Sudoku token 1 is a blank cell (SPEC section 9)
-    right = blank.copy()
+def flip_rate(trajs: dict[str, dict], to_fill: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Of the cells to fill (``tasks.cells_to_fill``: Sudoku's blanks) that every model had right at the first
+    snapshot, the fraction each model flips at least once before the second snapshot (the paper: TRM 20.9 %,
+    InfiLoop 2.4 %)."""
+    right = np.asarray(to_fill, dtype=bool).copy()
     for t in trajs.values():
         right &= t["pred_snapshots"][0] == labels
     n = int(right.sum())

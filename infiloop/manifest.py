@@ -177,7 +177,7 @@ def depth_scaling(n: Needs, p: dict) -> None:
     """Notebook 02: the three main models to ``max_updates``, every update, with prediction snapshots at
     the two depths of "predictions changed"."""
     for r in MAIN_RECIPES:
-        n.add_run(r, "sudoku", r)
+        n.add_run(r, p["task"], r)
     a, b = _depth_snapshots(n, p)
     for r in MAIN_RECIPES:
         n.add_eval(f"depth/{r}", n.runs[r], "evaluate", updates=p["max_updates"], every=1,

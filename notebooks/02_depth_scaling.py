@@ -31,6 +31,7 @@
 
 # %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | paper: data, model and training sizes (infiloop/recipes.py)
+task = "sudoku"  # sudoku | maze (the paper's depth figure is Sudoku-Extreme's; Maze runs the same analyses)
 device = "cpu"  # torch device for training and evaluation
 seeds = ""  # training seeds of the three models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 max_updates = 960  # outer updates to evaluate (the paper evaluates to 960)
@@ -43,11 +44,12 @@ retention_window = 36  # updates after the first solve shown in the retention pa
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, intervals, paper, plotting
+from infiloop import analysis, intervals, paper, plotting, tasks
 from infiloop.notebook import Notebook, check, pct
 from infiloop.recipes import MAIN_RECIPES
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
+check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 for name, value in dict(max_updates=max_updates, retention_window=retention_window).items():
     check(name, value, int, lambda v: v >= 1, "an integer >= 1")
@@ -67,7 +69,7 @@ depth = runs["infiloop"].training_depth
 a, b = need.derived["change_from"], need.derived["change_to"]
 check("change_to", b, int, lambda v: a < v <= max_updates, f"an update in ({a}, max_updates={max_updates}]")
 layers = runs["infiloop"].model_config().layers_per_outer_update
-print(f"training depth: {depth} outer updates; {layers} layers per outer update; "
+print(f"{task}: training depth {depth} outer updates; {layers} layers per outer update; "
       f"evaluating to {max_updates} updates = {max_updates * layers:,} layers")
 
 # %%
@@ -98,7 +100,7 @@ for r, c in curves.items():
 ax.axvline(depth, color="grey", ls=":", lw=1)
 ax.text(depth, 2, " training depth", color="grey", fontsize=8)
 ax.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", ylim=(0, 100),
-       title=f"this run ({layers} layers per update; mean and 95 % interval, {len(seed_list)} seed(s))")
+       title=f"this run, {task} ({layers} layers per update; mean and 95 % interval, {len(seed_list)} seed(s))")
 ax.legend(loc="lower right")
 plotting.profile_note(ax, profile, n_puzzles)
 # The paper quotes depths in layers, 26 per outer update of its evaluation configuration; its stated
@@ -114,11 +116,12 @@ for model, label, key, source, marker, ls in series:
     pts = sorted((p for p in source if p.model == model), key=lambda p: p.updates)
     axp.plot([p.updates for p in pts], [p.accuracy for p in pts], marker=marker, ls=ls, color=plotting.COLORS[key],
              label=label, **style)
-axp.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", title="the paper (Sudoku-Extreme)",
-        ylim=(50, 100))
+axp.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", ylim=(50, 100),
+        title="the paper (Sudoku-Extreme" + ("" if task == "sudoku" else "; it shows no Maze depth curve") + ")")
 axp.legend(loc="lower right", fontsize=8)
 fig.tight_layout()
-fig_depth = plotting.save_figure(fig, "depth_scaling", profile)[0]
+suffix = "" if task == "sudoku" else f"_{task}"  # a Maze run keeps the Sudoku figures
+fig_depth = plotting.save_figure(fig, "depth_scaling" + suffix, profile)[0]
 
 # %% [markdown]
 # The peak is read at the update where the mean curve is highest; "peak − last" is the accuracy there minus
@@ -142,14 +145,15 @@ cols = ["model", f"@ training depth ({depth})", "peak @ update", f"@ {max_update
 print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
 # %% [markdown]
-# ## Difficulty breakdown (exact accuracy by number of blanks)
+# ## Difficulty breakdown (Sudoku: by number of blanks; Maze: by shortest-path length, in ranges)
 
 # %%
-diff = {r: analysis.difficulty_breakdown(t, b) for r, t in trajs.items()}
-blanks = sorted(diff["infiloop"])
+test = runs["infiloop"].test_data().subset(slice(0, n_puzzles))
+hardness = ("blanks", None) if task == "sudoku" else ("path_length", test.meta["path_length"])
+diff = {r: analysis.difficulty_breakdown(t, b, hardness[1], groups=8) for r, t in trajs.items()}
 diff_rows = [[k, diff["infiloop"][k][1]] + [pct(diff[r][k][0]) for r in ("infiloop", "fprm", "carry_last")]
-             for k in blanks]
-diff_cols = ["blanks", "puzzles", "InfiLoop", "FPRM", "carry-last"]
+             for k in diff["infiloop"]]
+diff_cols = [hardness[0].replace("_", " "), "puzzles", "InfiLoop", "FPRM", "carry-last"]
 print(f"at update {b}:")
 print(*[" | ".join(map(str, x)) for x in [diff_cols, *diff_rows]], sep="\n")
 
@@ -176,7 +180,7 @@ ax2.set(xlabel="outer updates", ylabel="solved by then, wrong now (%)")
 ax1.legend()
 plotting.profile_note(ax2, profile, n_puzzles)
 fig.tight_layout()
-fig_drift = plotting.save_figure(fig, "depth_drift", profile)[0]
+fig_drift = plotting.save_figure(fig, "depth_drift" + suffix, profile)[0]
 
 # %% [markdown]
 # ## The carry-last diagnosis (Fig. 1): state change and retention after the first solve (first seed)
@@ -199,17 +203,16 @@ ax2.set(xlabel="updates after the first solve", ylabel="solved puzzles still rig
 ax1.legend()
 plotting.profile_note(ax2, profile, n_puzzles)
 fig.tight_layout()
-fig_diag = plotting.save_figure(fig, "depth_diagnosis", profile)[0]
+fig_diag = plotting.save_figure(fig, "depth_diagnosis" + suffix, profile)[0]
 
 # %%
 changes = {r: analysis.changes_between(t) for r, t in trajs.items()}
-test = runs["infiloop"].test_data().subset(slice(0, n_puzzles))
-flips = analysis.flip_rate(trajs, test.inputs, test.labels)
+flips = analysis.flip_rate(trajs, tasks.cells_to_fill(task, test.inputs), test.labels)
 change_rows = [[plotting.LABELS[r], f"{c['changed_per_puzzle']:.2f}", f"{c['net_changed_per_puzzle']:.2f}",
                 f"{c['wrong_gained_per_puzzle']:+.2f}", pct(c["lost"]), pct(flips[r])] for r, c in changes.items()]
 change_cols = [f"model (updates {a} → {b})", "predictions changed per puzzle (summed over the updates)",
                f"net: cells that differ between {a} and {b}", "wrong cells gained per puzzle",
-               "right at a, wrong at b", f"flipped at least once (of {flips['cells']} blank cells all had right)"]
+               "right at a, wrong at b", f"flipped at least once (of {flips['cells']} cells to fill all had right)"]
 print(*[" | ".join(map(str, x)) for x in [change_cols, *change_rows]], sep="\n")
 
 # %% [markdown]
@@ -224,11 +227,11 @@ claims = [
     nb.claim("depth.carry_last_degrades", f"peak {table['carry_last'][2]} → {table['carry_last'][3]} @ {max_updates}",
              intervals.verdict(drop["carry_last"]),
              note=intervals.verdict_note(drop["carry_last"], f"peak (update {peak['carry_last']}) − last")),
-]
-text = (f"At profile **{profile}** ({n_puzzles} test puzzles, {seed_note}, {layers} layers per outer update; mean "
-        f"over seeds and 95 % interval), InfiLoop goes from {table['infiloop'][1]} at its training depth ({depth} "
-        f"updates) to {table['infiloop'][3]} at {max_updates} updates ({max_updates * layers:,} layers); carry-last "
-        f"peaks at {table['carry_last'][2]} and ends at {table['carry_last'][3]} (peak − last "
+] if task == "sudoku" else []  # the paper's depth claims are measured on Sudoku-Extreme only
+text = (f"On {task} at profile **{profile}** ({n_puzzles} test puzzles, {seed_note}, {layers} layers per outer "
+        f"update; mean over seeds and 95 % interval), InfiLoop goes from {table['infiloop'][1]} at its training "
+        f"depth ({depth} updates) to {table['infiloop'][3]} at {max_updates} updates ({max_updates * layers:,} "
+        f"layers); carry-last peaks at {table['carry_last'][2]} and ends at {table['carry_last'][3]} (peak − last "
         f"{drop['carry_last'].pct()}). Of the puzzles solved at some update, carry-last has lost "
         f"{lost['carry_last'].pct()} at the end, InfiLoop {lost['infiloop'].pct()} (the paper: 19.7 % lost within "
         f"36 updates for TRM, none for InfiLoop); after the solve the state changes by {change['carry_last'].pct(3)} "
@@ -237,7 +240,9 @@ text = (f"At profile **{profile}** ({n_puzzles} test puzzles, {seed_note}, {laye
         f"{changes['carry_last']['changed_per_puzzle']:.2f} predictions per puzzle and InfiLoop "
         f"{changes['infiloop']['changed_per_puzzle']:.2f} (the paper: 77.0 and 24.0 between 36 and 72). The paper's "
         "absolute numbers are for 9x9 Sudoku-Extreme with a 7M model; compare trends, not levels, at small profiles. "
-        "A claim agrees only when the 95 % interval of its effect excludes zero on the paper's side.")
+        "A claim agrees only when the 95 % interval of its effect excludes zero on the paper's side."
+        + ("" if task == "sudoku" else " The paper's depth claims are Sudoku-Extreme's, so this Maze run decides none "
+           "of them; it shows whether the same drift or its absence holds on another task."))
 print(text)
 nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against outer updates (left: this run; "
                           "right: the paper's reported points)."},

@@ -186,3 +186,34 @@ def test_budgets_reuse_a_cached_trajectory_and_agree_with_a_direct_run(run, monk
         monkeypatch.setattr(ex, "evaluate_budgets",
                             lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
         run.budgets((5,), limit=10)
+
+
+def test_difficulty_breakdown_by_given_values_and_in_ranges():
+    from infiloop import analysis
+
+    rng = np.random.default_rng(0)
+    values = np.repeat(np.arange(20, 40), 5)  # 20 distinct path lengths, 5 puzzles each
+    correct = rng.random(100) < 0.6
+    traj = {"updates": np.array([4]), "correct": correct[None], "blanks": np.zeros(100, np.int16)}
+    exact = analysis.difficulty_breakdown(traj, 4, values)
+    assert list(exact) == list(range(20, 40)) and all(n == 5 for _, n in exact.values())
+    grouped = analysis.difficulty_breakdown(traj, 4, values, groups=4)
+    assert list(grouped) == ["20–24", "25–29", "30–34", "35–39"]
+    for key, (acc, n) in grouped.items():
+        lo, hi = (int(x) for x in key.split("–"))
+        sel = (values >= lo) & (values <= hi)
+        assert n == sel.sum() == 25 and acc == pytest.approx(correct[sel].mean())
+    assert analysis.difficulty_breakdown(traj, 4) == {0: (pytest.approx(correct.mean()), 100)}  # default: blanks
+    with pytest.raises(ValueError, match="difficulty values"):
+        analysis.difficulty_breakdown(traj, 4, values[:10])
+
+
+def test_cells_to_fill_are_sudoku_blanks_and_maze_open_cells():
+    from infiloop import tasks
+    from infiloop.tasks import maze, sudoku
+
+    grid = np.array([[0, 1, 2, 0]])
+    assert tasks.cells_to_fill("sudoku", sudoku.encode(grid)).tolist() == [[True, False, False, True]]
+    assert tasks.cells_to_fill("maze", maze.encode(["#S G"])).tolist() == [[False, False, True, False]]
+    with pytest.raises(ValueError, match="unknown task"):
+        tasks.cells_to_fill("chess", grid)

@@ -220,3 +220,28 @@ def test_claims_and_tables_come_from_one_helper_that_checks_them():
     assert t == {"title": "T", "columns": ["a", "b"], "rows": [[1, 2]], "note": "n"}
     with pytest.raises(ValueError, match=r"table 'T': row\(s\) \[1\] do not have 2 cells"):
         nb.table("T", ["a", "b"], [[1, 2], [3]])
+
+
+def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
+    """Notebook 02 with ``task=maze``: the plan trains Maze models, the difficulty table is by path length, the
+    figures do not replace the Sudoku ones, and no Sudoku claim is decided by a Maze run. (Last in this file:
+    it replaces the smoke run's notebook-02 summary.)"""
+    import papermill as pm
+
+    from infiloop import manifest, scheduler
+
+    params = {**SMOKE["02_depth_scaling"], "task": "maze"}
+    jobs = manifest.jobs(["02_depth_scaling"], "smoke", params)
+    assert jobs and {j.spec.task for j in jobs} == {"maze"}
+    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    assert not report.failed and not report.skipped, report
+    pm.execute_notebook(str(ROOT / "notebooks" / "02_depth_scaling.ipynb"), str(tmp_path / "maze.ipynb"),
+                        kernel_name="python3", parameters={"profile": "smoke", **params}, cwd=str(ROOT),
+                        progress_bar=False)
+    summary = json.loads((paths.RESULTS / "smoke" / "summaries" / "02_depth_scaling.json").read_text())
+    assert summary["text"].startswith("On maze") and summary["claims"] == []
+    assert {Path(f["path"]).stem for f in summary["figures"]} == {"depth_scaling_maze", "depth_drift_maze",
+                                                                  "depth_diagnosis_maze"}
+    difficulty = next(t for t in summary["tables"] if t["title"].startswith("Difficulty"))
+    assert difficulty["columns"][0] == "path length"
+    assert sum(int(r[1]) for r in difficulty["rows"]) == SMOKE["02_depth_scaling"]["limit"]

@@ -10,6 +10,8 @@
 - :mod:`.cli` — ``python -m infiloop data ...``.
 """
 
+import numpy as np
+
 from .base import IGNORE_LABEL_ID, PAD_ID, DataError, TaskData
 from .datasets import DATA_PROFILES, TASKS, build, info, load, profile_config
 from .scoring import exact_accuracy, wrong_cells
@@ -18,8 +20,23 @@ from .voting import Attempt, attempts_from_predictions, solutions_from_data, vot
 # Token vocabulary per task (SPEC §9); Sudoku's depends on the side n: n + 2.
 VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "arc1": 12, "arc2": 12}
 
+
+def cells_to_fill(task: str, inputs: np.ndarray) -> np.ndarray:
+    """[N, cells] bool: the cells whose answer the model decides, as opposed to those the input gives:
+    Sudoku's blanks (token 1) and Maze's open cells (token 2, which the answer marks as path or leaves
+    open). ARC's output is a whole new grid, so every cell is decided."""
+    inputs = np.asarray(inputs)
+    if task == "sudoku":
+        return inputs == 1
+    if task == "maze":
+        return inputs == 2
+    if task in ("arc1", "arc2"):
+        return inputs != PAD_ID
+    raise ValueError(f"unknown task {task!r}; tasks: sudoku, maze, arc1, arc2")
+
 __all__ = [
     "DATA_PROFILES", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
-    "TaskData", "attempts_from_predictions", "build", "exact_accuracy", "info", "load", "profile_config",
+    "TaskData", "attempts_from_predictions", "build", "cells_to_fill", "exact_accuracy", "info", "load",
+    "profile_config",
     "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run", "wrong_cells",
 ]
