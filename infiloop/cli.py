@@ -335,7 +335,7 @@ def _main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="a profile's model: parameter count, depth unit")
     p.add_argument("--preset", default="paper",
-                   help="the profile whose model (on its Sudoku data) to describe: smoke, tiny, gpu or paper "
+                   help="the profile whose model (on its Sudoku data) to describe: smoke, tiny, search, gpu or paper "
                         "(default paper)")
     p.add_argument("--json", action="store_true", help="also print the full configuration as JSON")
     p.set_defaults(func=cmd_info)
@@ -343,7 +343,7 @@ def _main(argv: list[str]) -> int:
     sub.add_parser("report", help="compile results/<profile>/report.html from the notebook summaries")
     p = sub.add_parser("train", help="train (or resume, or return) the run of a profile", epilog=TRAIN_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), gpu or paper")
+    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), search, gpu or paper")
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
     p.add_argument("--recipe", "--connection", dest="recipe", default="infiloop",
                    help="connection recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last "
@@ -384,7 +384,7 @@ def _main(argv: list[str]) -> int:
                        description="List every training run and evaluation the notebooks of a profile execute "
                                    "(with their default parameters) and estimate their time on this device from a "
                                    "short measured calibration (cached in runs/.plan-calibration.json).")
-    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), gpu or paper")
+    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), search, gpu or paper")
     p.add_argument("--device", default="cpu", help="the device the runs will use (cpu, cuda, cuda:1, ...)")
     p.add_argument("--calibrate", action="store_true",
                    help="measure again, ignoring the cached calibration of this device")

@@ -286,6 +286,12 @@ def notebook_defaults(name: str) -> dict:
     return out
 
 
+def profile_notebooks(profile: str) -> list[str]:
+    """The notebooks a profile runs by default: its ``notebooks`` list (numbers or names), else every one."""
+    wanted = PROFILES.get(profile, {}).get("notebooks")
+    return [notebook_name(str(x)) for x in wanted] if wanted else list(DECLARATIONS)
+
+
 def undeclared_notebooks() -> list[str]:
     """Notebooks in notebooks/ without a declaration here (their runs and evaluations are not planned)."""
     return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
@@ -360,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import yaml
 
-    names = [notebook_name(x) for x in args.notebooks] or list(DECLARATIONS)
+    names = [notebook_name(x) for x in args.notebooks] or profile_notebooks(args.profile)
     for job in jobs(names, args.profile, {k: yaml.safe_load(v) for k, v in args.p}):
         print(json.dumps({"id": job.id, "after": job.after, "cached": job.done, "notebooks": job.notebooks,
                           **job.to_json(args.profile)}, default=list))

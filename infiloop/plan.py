@@ -191,7 +191,7 @@ def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
         except RuntimeError:  # planning a CUDA run on a machine without one
             jobs = 1
     plan = Plan(profile, device, jobs)
-    planned = manifest.jobs(notebooks or list(manifest.DECLARATIONS), profile, params)
+    planned = manifest.jobs(notebooks or manifest.profile_notebooks(profile), profile, params)
     for job in planned:
         if job.kind == "train":
             cfg = job.spec.run.train_config()

@@ -43,7 +43,20 @@ RECIPES.update({
     "inject_dense": {**_CARRY_LAST, "cond": {"inject": "dense"}},
 })
 
-# The calibration behind `tiny` is recorded in docs/calibration.md.
+# The quick CPU profile (the calibration behind it: docs/calibration.md).
+_TINY: dict = {
+    "data": "tiny",
+    # TRM's token mixer (normalised over the sequence axis) with its hidden width not rounded up to 256
+    # (that would double the block's cost at 36 cells); TRM's 16-position puzzle-embedding prefix, which
+    # measured better than none for both connections (docs/calibration.md).
+    "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "mixer": "mlp", "pos": "grid",
+              "conv": False, "H": 2, "L": 3, "token_mix_multiple": 1},
+    "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
+              "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
+    "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
+    "main_tasks": ["sudoku"],  # maze at tiny: -p tasks sudoku,maze (slow: about 16 min a model)
+}
+
 PROFILES: dict[str, dict] = {
     "smoke": {
         "data": "smoke",
@@ -56,17 +69,19 @@ PROFILES: dict[str, dict] = {
         # no prefix for speed, except the one position ARC's per-task-view embeddings need
         "task_overrides": {"arc1": {"model.puzzle_emb_len": 1}, "arc2": {"model.puzzle_emb_len": 1}},
     },
-    "tiny": {
-        "data": "tiny",
-        # TRM's token mixer (normalised over the sequence axis) with its hidden width not rounded up to 256
-        # (that would double the block's cost at 36 cells); TRM's 16-position puzzle-embedding prefix, which
-        # measured better than none for both connections (docs/calibration.md).
-        "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "mixer": "mlp", "pos": "grid",
-                  "conv": False, "H": 2, "L": 3, "token_mix_multiple": 1},
-        "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
-                  "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
-        "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
-        "main_tasks": ["sudoku"],  # maze at tiny: -p tasks sudoku,maze (slow: about 16 min a model)
+    "tiny": _TINY,
+    # `search`: the tiny model on puzzles that need search (data profile `search`: 6x6, 22-28 blanks, singles
+    # do not solve), trained longer, three training seeds for the main table and depth scaling, and only the
+    # notebooks of the main contrast, so that the whole run fits about two hours on two CPU cores
+    # (docs/calibration.md, rows search6-*).
+    "search": {
+        "data": "search",
+        "model": copy.deepcopy(_TINY["model"]),
+        "train": {**_TINY["train"], "steps": 2000},
+        "eval": dict(_TINY["eval"]),
+        "main_tasks": ["sudoku"],
+        "seeds": [0, 1, 2],
+        "notebooks": ["01", "02", "03", "04", "07"],
     },
     # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/plan.py
     # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of

@@ -32,6 +32,22 @@ def notebooks() -> list[str]:
     return sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
+def select(names: list[str], only: list[str], profile: str) -> list[str]:
+    """The notebooks to run: those ``only`` names ("02_depth_scaling", "02" or "depth_scaling"), else the
+    profile's own list (``PROFILES[profile]["notebooks"]``; every notebook when it has none)."""
+    def matches(name: str, wanted: str) -> bool:
+        return name == wanted or name[:2] == wanted or name[3:] == wanted
+
+    unknown = [o for o in only if not any(matches(n, o) for n in names)]
+    if unknown:
+        raise UsageError(f"unknown notebook(s) {unknown}; valid: {', '.join(names)} (or their number, or name "
+                         "without it)")
+    if only:
+        return [n for n in names if any(matches(n, o) for o in only)]
+    default = set(manifest.profile_notebooks(profile)) | set(manifest.undeclared_notebooks())
+    return [n for n in names if n in default]
+
+
 def declared_parameters(name: str) -> set[str]:
     """The parameters a notebook declares in its cell tagged ``parameters``."""
     import papermill as pm
@@ -161,15 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             check_gpus_per_run(slots_for(args.device, args.jobs), args.gpus_per_run)
         except (UsageError, RuntimeError) as e:
             ap.error(str(e))
-    names = notebooks()
-
-    def matches(name: str, wanted: str) -> bool:  # "02_depth_scaling", "02" or "depth_scaling"
-        return name == wanted or name[:2] == wanted or name[3:] == wanted
-
-    unknown = [o for o in args.only if not any(matches(n, o) for n in names)]
-    if unknown:
-        ap.error(f"unknown notebook(s) {unknown}; valid: {', '.join(names)} (or their number, or name without it)")
-    selected = [n for n in names if not args.only or any(matches(n, o) for o in args.only)]
+    try:
+        selected = select(notebooks(), args.only, args.profile)
+    except UsageError as e:
+        ap.error(str(e))
     params = {k: yaml.safe_load(v) for k, v in args.p}
     known = set().union(*(declared_parameters(n) for n in selected))
     if set(params) - known:

@@ -30,7 +30,7 @@
 # puzzles; with one seed, over puzzles only), and the claims are decided by those intervals.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | paper: data, model and training sizes (infiloop/recipes.py)
+profile = "tiny"  # smoke | tiny | search | gpu | paper: data, model and training sizes (infiloop/recipes.py)
 task = "sudoku"  # sudoku | maze (the paper's depth figure is Sudoku-Extreme's; Maze runs the same analyses)
 device = "cpu"  # torch device for training and evaluation
 seeds = ""  # training seeds of the three models, e.g. "0,1,2" ("": the profile's; one seed at tiny)

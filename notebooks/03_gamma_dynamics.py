@@ -27,7 +27,7 @@
 # the first solve, for both axes, and the content score against the number of wrong cells.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | paper
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of the InfiLoop model
 max_updates = 960  # outer updates evaluated (the same value as 02_depth_scaling shares its cached trajectory)

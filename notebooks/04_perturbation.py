@@ -25,7 +25,7 @@
 # `perturb_at`; ε = 0 is the unperturbed control.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | paper
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of the models
 eps = "0,1e-4,1e-3,1e-2,0.1,0.3"  # relative perturbation sizes, comma-separated (0 : the control)

@@ -35,7 +35,7 @@
 # embedded puzzle, and a timestep-conditioned model is told each test budget as its L_infer.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | paper
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
 device = "cpu"  # torch device for training and evaluation
 seed = 0  # training seed of every model
 max_budget = 960  # the longest test budget, in outer updates

@@ -33,7 +33,7 @@
 # (each frame says so), at most `max_frames` whatever the depth.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | paper
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of the models (the main table's)
 task = "sudoku"  # sudoku | maze: the task of the puzzle and race animations

@@ -97,3 +97,34 @@ def test_a_seeds_parameter_declares_every_run_and_evaluation_once_per_seed():
         manifest.needs("02", "smoke", seeds="0,x")
     with pytest.raises(KeyError, match="seed 5 is not among this notebook's seeds"):
         three.key("infiloop", 5)
+
+
+def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
+    from infiloop import reproduce
+    from infiloop.errors import UsageError
+
+    names = reproduce.notebooks()
+    assert manifest.profile_notebooks("tiny") == list(manifest.DECLARATIONS) == names
+    assert reproduce.select(names, [], "tiny") == names
+    assert manifest.profile_notebooks("search") == ["01_main_table", "02_depth_scaling", "03_gamma_dynamics",
+                                                    "04_perturbation", "07_watch_the_loop"]
+    assert reproduce.select(names, [], "search") == manifest.profile_notebooks("search")
+    assert reproduce.select(names, ["05", "depth_scaling"], "search") == ["02_depth_scaling", "05_beta0_ablation"]
+    with pytest.raises(UsageError, match=r"unknown notebook\(s\) \['99'\]"):
+        reproduce.select(names, ["99"], "search")
+    # the plan and the manifest command follow the same list
+    monkeypatch.setitem(recipes.PROFILES["smoke"], "notebooks", ["03"])
+    assert {nb for j in manifest.jobs(manifest.profile_notebooks("smoke"), "smoke") for nb in j.notebooks} == {
+        "03_gamma_dynamics"}
+
+
+def test_the_search_profile_is_tiny_on_puzzles_that_need_search_with_three_seeds():
+    from infiloop import tasks
+
+    search, tiny = recipes.PROFILES["search"], recipes.PROFILES["tiny"]
+    assert search["model"] == tiny["model"] and search["seeds"] == [0, 1, 2]
+    assert {k: v for k, v in search["train"].items() if k != "steps"} == {
+        k: v for k, v in tiny["train"].items() if k != "steps"}
+    data = tasks.DATA_PROFILES["search"]["sudoku"]
+    assert data["needs_search"] is True and data["blanks"] == [22, 28] and data["side"] == 6
+    assert manifest.Needs("02_depth_scaling", "search", {"seeds": ""}).seeds == [0, 1, 2]  # no data built

