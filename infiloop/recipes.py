@@ -72,12 +72,13 @@ PROFILES: dict[str, dict] = {
     "tiny": _TINY,
     # `search`: the tiny model on puzzles that need search (data profile `search`: 6x6, 22-28 blanks, singles
     # do not solve), trained longer, three training seeds for the main table and depth scaling, and only the
-    # notebooks of the main contrast, so that the whole run fits about two hours on two CPU cores
-    # (docs/calibration.md, rows search6-*).
+    # notebooks of the main contrast. 1,500 steps (between the calibration rows search6-700 and search6-2500 of
+    # docs/calibration.md) so that the whole run fits two hours on two CPU cores: 9 models x 1,500 steps x
+    # about 0.5 s plus 9 depth evaluations of 256 puzzles to 960 updates x 0.47 s is about 1.6 h on two slots.
     "search": {
         "data": "search",
         "model": copy.deepcopy(_TINY["model"]),
-        "train": {**_TINY["train"], "steps": 2000},
+        "train": {**_TINY["train"], "steps": 1500},
         "eval": dict(_TINY["eval"]),
         "main_tasks": ["sudoku"],
         "seeds": [0, 1, 2],
