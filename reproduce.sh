@@ -2,6 +2,7 @@
 # The one entry point of the InfiLoop companion.
 #
 #   ./reproduce.sh                    set up .venv if needed, then run everything (profile tiny)
+#   ./reproduce.sh --profile search   6x6 Sudoku that needs search, three seeds (about 1.6 h on 2 CPU cores)
 #   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per model (device cuda by default)
 #   ./reproduce.sh --profile paper    the paper's configuration (GPU)
 #   ./reproduce.sh --only NAME -p KEY VALUE ...   one notebook, papermill parameters
