@@ -238,3 +238,11 @@ def test_animations_embedded_with_their_size(tmp_path, monkeypatch):
     text = report.build_report("tiny", root=tmp_path).read_text(encoding="utf-8")
     assert "data:image/gif" not in text
     assert "figure not embedded: figures/tiny/watch_race.gif" in text[text.index('<div id="problems">'):]
+
+
+def test_a_profile_without_some_notebooks_does_not_call_them_missing(tmp_path):
+    _, problems = report.load_summaries("search", tmp_path)
+    missing = {p.split(":")[0] for p in problems}
+    assert missing == {"01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
+                       "07_watch_the_loop"}  # 05 and 06 are not in the search profile's list
+    assert {p.split(":")[0] for p in report.load_summaries("tiny", tmp_path)[1]} == set(paper.NOTEBOOKS)
