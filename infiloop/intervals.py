@@ -20,7 +20,7 @@ on the other side, ``None`` (undecided) when it contains zero.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,3 +134,12 @@ def verdict_note(effect: Interval, what: str, scale: float = 100.0, unit: str = 
     f = f"+.{digits}f"
     return (f"{what}: {scale * effect.value:{f}}{unit} [{scale * effect.lo:{f}}, {scale * effect.hi:{f}}] "
             f"({v}; {effect.method})")
+
+
+def paired_effect(solved: Mapping[str, np.ndarray], keys: Sequence[str],
+                  combine: Callable[[list[np.ndarray]], float], what: str) -> tuple[bool | None, str]:
+    """A claim decided on one seed's test puzzles: ``solved[k]`` is model k's [P] right-or-wrong flags on the
+    same puzzles; the effect ``combine([accuracy of keys[0], ...])`` is resampled with one draw of the puzzles
+    for every model (paired). Returns its :func:`verdict` and :func:`verdict_note`."""
+    iv = bootstrap([[(np.asarray(solved[k], np.float64), np.ones(len(solved[k]))) for k in keys]], combine)
+    return verdict(iv), verdict_note(iv, what)

@@ -113,9 +113,8 @@ best = "beta0_0.55"
 
 
 def effect(keys, budget, combine, what):
-    """Interval of combine(accuracies of `keys` at budget 0 (short) or 1 (long)), its verdict and a note."""
-    iv = intervals.bootstrap([[(solved[k][budget], np.ones(n_puzzles)) for k in keys]], combine)
-    return intervals.verdict(iv), intervals.verdict_note(iv, what)
+    """Verdict and note of combine(accuracies of `keys` at budget 0 (short) or 1 (long)), paired on the puzzles."""
+    return intervals.paired_effect({k: solved[k][budget] for k in keys}, keys, combine, what)
 
 
 others = ["fixed_0.55", "uniform", "reverse_1.82"]

@@ -159,14 +159,12 @@ at_train = {r: float(a[grid.index(depth)]) if depth in grid else float("nan") fo
 
 # Each claim is decided by the 95 % interval of its effect at the longest budget: a bootstrap over the test
 # puzzles (one training seed per model), every model resampled with the same puzzles (paired).
-ones = np.ones(n_puzzles)
-solved_long = {r: (out_r["correct"][-1].astype(np.float64), ones) for r, out_r in budget_out.items()}
+solved_long = {r: out_r["correct"][-1] for r, out_r in budget_out.items()}
 
 
 def effect(keys, combine, what):
-    """Interval of combine(accuracies of `keys` at the longest budget), its verdict and the claim's note."""
-    iv = intervals.bootstrap([[solved_long[k] for k in keys]], combine)
-    return intervals.verdict(iv), intervals.verdict_note(iv, what)
+    """Verdict and note of combine(accuracies of `keys` at the longest budget), paired on the puzzles."""
+    return intervals.paired_effect(solved_long, keys, combine, what)
 
 
 verdicts = {

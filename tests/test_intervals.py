@@ -156,3 +156,17 @@ def test_verdict_note_reads_the_paper_side_and_the_precision_asked_for():
     assert verdict_note(iv, "rank correlation", 1.0, "", 2, side=-1).startswith(
         "rank correlation: -0.15 [-0.27, -0.03] (agrees;")
     assert "(disagrees;" in verdict_note(iv, "rank correlation", 1.0, "", 2)
+
+
+def test_paired_effect_resamples_every_model_with_the_same_puzzles():
+    from infiloop.intervals import paired_effect
+
+    rng = np.random.default_rng(5)
+    a = rng.random(200) < 0.8
+    b = a.copy()
+    b[np.flatnonzero(a)[:30]] = False  # b misses 30 of a's puzzles and solves nothing a does not
+    agrees, note = paired_effect({"a": a, "b": b}, ["a", "b"], lambda q: q[0] - q[1], "a − b")
+    assert agrees is True and note.startswith("a − b: +15.0 points [")
+    # identical models: exactly zero in every replicate, so undecided
+    agrees, note = paired_effect({"a": a, "c": a.copy()}, ["a", "c"], lambda q: q[0] - q[1], "a − c")
+    assert agrees is None and "+0.0 points [+0.0, +0.0]" in note

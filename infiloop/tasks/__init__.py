@@ -34,6 +34,7 @@ def cells_to_fill(task: str, inputs: np.ndarray) -> np.ndarray:
         return inputs != PAD_ID
     raise ValueError(f"unknown task {task!r}; tasks: sudoku, maze, arc1, arc2")
 
+
 __all__ = [
     "DATA_PROFILES", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
     "TaskData", "attempts_from_predictions", "build", "cells_to_fill", "exact_accuracy", "info", "load",
