@@ -50,7 +50,7 @@ MULTIPLES = (0.5, 1, 4, 60)  # depths recorded, as multiples of the training dep
 #   d_model, n_heads, n_layers, mixer ("mlp": TRM's token-mixing MLP, "attention"), H, L   the model
 #   max_segments, steps                                  training depth is H x max_segments outer updates
 #   overrides  any further dotted overrides (e.g. {"train.lr": 1e-3})
-#   limit      test puzzles evaluated (default 256); seeds: training seeds (default [0])
+#   limit      test puzzles evaluated (default: the profile's, 256 at tiny); seeds: training seeds (default [0])
 ROW_KEYS = {"d_model": "model.d_model", "n_heads": "model.n_heads", "n_layers": "model.n_layers",
             "mixer": "model.mixer", "H": "model.H", "L": "model.L", "max_segments": "train.max_segments",
             "steps": "train.steps"}
@@ -106,6 +106,10 @@ ROWS: dict[str, dict] = {
     "search6-H3L6": {"data": "search6", "steps": 2500, "H": 3, "L": 6},
     # over-trained: 6,000 steps                                                                   20.0 + 1.6 min
     "search6-6000": {"data": "search6", "steps": 6000},
+    # the `search` profile itself (search6 puzzles, 1,500 steps) with its three seeds: after
+    # `./reproduce.sh --profile search` its runs and depth trajectories are in the run cache (--root), so this
+    # row computes nothing
+    "search-profile": {"profile": "search", "seeds": [0, 1, 2]},
     # 9x9 puzzles that need search (50-60 blanks): attention, the tiny model, width 128, over-trained
     #                                                                        19.5 / 21.1 / 34.5 / 50.6 + 4-7 min
     "search9-attn": {"data": "search9", "steps": 2500, "mixer": "attention"},
@@ -204,12 +208,15 @@ def estimated_seconds(row: dict) -> tuple[float, float]:
     """(training, evaluation) seconds per connection and seed with one thread: a training step runs one
     segment (H (L + 1) block applications) and back-propagates through its last outer update (counted as
     4 (L + 1)); an evaluation runs 60 H x segments outer updates of L + 1 applications."""
-    data = row_data(row)
+    base = PROFILES[row.get("profile", "tiny")]
+    data = {**tasks.DATA_PROFILES[base["data"]].get(row_task(row), {}), **row_data(row)}
     cells = data.get("size", 12) ** 2 if row_task(row) == "maze" else data.get("side", 6) ** 2
-    d, layers, mixer = row.get("d_model", 64), row.get("n_layers", 2), row.get("mixer", "mlp")
-    H, L, seg = row.get("H", 2), row.get("L", 3), row.get("max_segments", 8)
+    model = {**base["model"], **{k: row[k] for k in ("d_model", "n_layers", "mixer", "H", "L") if k in row}}
+    d, layers, mixer = model.get("d_model", 64), model.get("n_layers", 2), model.get("mixer", "mlp")
+    H, L = model.get("H", 2), model.get("L", 3)
+    seg = row.get("max_segments", base["train"].get("max_segments", 8))
     block = block_cost(d, cells + row.get("overrides", {}).get("model.puzzle_emb_len", PREFIX), mixer, layers)
-    train = row.get("steps", 700) * STEP_S * block * (H + 4) * (L + 1) / 24
+    train = row.get("steps", base["train"]["steps"]) * STEP_S * block * (H + 4) * (L + 1) / 24
     evaluate = 60 * H * seg * UPDATE_S * block * (L + 1) / 4 * row.get("limit", 256) / 256
     return train, evaluate
 
@@ -235,6 +242,15 @@ def connection_metrics(traj: dict, training_depth: int) -> dict:
             "solved_ever": float((traj["first_solve"] > 0).mean()), "puzzles": int(traj["correct"].shape[1])}
 
 
+def eval_args(run, row: dict) -> dict:
+    """A row's evaluation of a trained run: every update to 60x the training depth, on ``limit`` test puzzles
+    (default: the profile's), with notebook 02's prediction snapshots, so that a profile's depth trajectory
+    (960 = 60 x 16 updates, every update) is the same cache file and is read, not computed again."""
+    updates = 60 * run.training_depth
+    return {"updates": updates, "every": 1, "limit": row.get("limit"),
+            "snapshots": tuple(u for u in run.standard_snapshots() if u <= updates)}
+
+
 def run_model(name: str, row: dict, recipe: str, seed: int, root: Path | None = None,
               progress: bool = False) -> dict:
     """Train (or fetch from the cache) one connection of a row for one seed, evaluate it to 60x its
@@ -245,7 +261,7 @@ def run_model(name: str, row: dict, recipe: str, seed: int, root: Path | None = 
     fetch_s = time.time() - t0
     depth = run.training_depth
     t1 = time.time()
-    traj, path = run.evaluate(updates=60 * depth, every=1, limit=row.get("limit", 256), progress=progress)
+    traj, path = run.evaluate(**eval_args(run, row), progress=progress)
     eval_s = time.time() - t1
     summary = run.summary()
     final = summary.get("final") or {}

@@ -125,3 +125,25 @@ def test_command_line(tmp_path, data_root, capsys):
     assert calibration.START in doc.read_text()
     assert calibration.main(["nope", "--root", str(tmp_path), "--results", str(tmp_path), "--doc", str(doc)]) == 1
     assert "unknown calibration row 'nope'" in capsys.readouterr().err
+
+
+def test_a_profile_row_reads_the_profiles_own_runs_and_depth_trajectories(data_root, monkeypatch, tmp_path):
+    """A row that names a profile (``search-profile``) resolves to the runs its notebooks train, and its
+    evaluation is notebook 02's depth trajectory (same cache file) when the depths agree."""
+    from infiloop import manifest
+    from infiloop.experiments import get_run
+    from infiloop.recipes import PROFILES
+
+    monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
+    row = {"profile": "smoke"}
+    n = manifest.needs("02", "smoke", max_updates=60 * 8)  # smoke: training depth H x segments = 8
+    for recipe in calibration.CONNECTIONS:
+        run = get_run("sudoku", recipe, "smoke", calibration.row_overrides(row, 0), progress=False)
+        assert run.dir == n.runs[recipe].run.dir
+        _, _, path = run._evaluate_key(**calibration.eval_args(run, row))
+        assert str(path) == n.evals[f"depth/{recipe}"].key
+    # the estimate of a profile row takes that profile's steps
+    assert calibration.ROWS["search-profile"] == {"profile": "search", "seeds": [0, 1, 2]}
+    ratio = PROFILES["search"]["train"]["steps"] / PROFILES["tiny"]["train"]["steps"]
+    train, _ = calibration.estimated_seconds({"profile": "search"})
+    assert train == pytest.approx(ratio * calibration.estimated_seconds({"data": "search6"})[0])
