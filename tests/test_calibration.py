@@ -147,3 +147,12 @@ def test_a_profile_row_reads_the_profiles_own_runs_and_depth_trajectories(data_r
     ratio = PROFILES["search"]["train"]["steps"] / PROFILES["tiny"]["train"]["steps"]
     train, _ = calibration.estimated_seconds({"profile": "search"})
     assert train == pytest.approx(ratio * calibration.estimated_seconds({"data": "search6"})[0])
+
+
+def test_a_cached_evaluation_keeps_the_time_its_job_logged(tmp_path):
+    log = tmp_path / "eval-traj-abc.log"
+    assert calibration._logged_seconds(log) is None  # no log: the caller keeps its own measurement
+    log.write_text("progress ...\n/runs/sudoku/x/eval/traj-abc.npz in 736.6 s\n")
+    assert calibration._logged_seconds(log) == 736.6
+    log.write_text("progress ...\nTraceback (most recent call last):\n")
+    assert calibration._logged_seconds(log) is None
