@@ -247,14 +247,14 @@ text = (f"On {task} at profile **{profile}** ({n_puzzles} test puzzles, {seed_no
 # than sampling noise (the interval of peak − last excludes zero) while InfiLoop does not.
 falls = {r: intervals.verdict(drop[r]) is True for r in ("carry_last", "infiloop")}
 if falls["carry_last"] and not falls["infiloop"]:
-    contrast = (f"**The paper's contrast appears at this profile:** carry-last falls from its peak by "
+    contrast = (f"**The paper's contrast appears on {task} at this profile:** carry-last falls from its peak by "
                 f"{drop['carry_last'].pct()} and InfiLoop does not ({drop['infiloop'].pct()}).")
 elif falls["carry_last"]:
     contrast = (f"**Both connections fall from their peak** (carry-last {drop['carry_last'].pct()}, InfiLoop "
                 f"{drop['infiloop'].pct()}): the paper's contrast, a fall for carry-last only, does not appear.")
 else:
-    contrast = (f"**The paper's contrast does not appear at this profile:** carry-last does not fall from its "
-                f"peak by more than sampling noise (peak − last {drop['carry_last'].pct()}); it loses "
+    contrast = (f"**The paper's contrast does not appear on {task} at this profile:** carry-last does not fall "
+                f"from its peak by more than sampling noise (peak − last {drop['carry_last'].pct()}); it loses "
                 f"{lost['carry_last'].pct()} of its solved puzzles and its state changes by "
                 f"{change['carry_last'].pct(3)} per update after the solve, where the paper's TRM loses 15–20 % "
                 "and changes by about 10 %.")

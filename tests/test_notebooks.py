@@ -239,7 +239,7 @@ def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
                         kernel_name="python3", parameters={"profile": "smoke", **params}, cwd=str(ROOT),
                         progress_bar=False)
     summary = json.loads((paths.RESULTS / "smoke" / "summaries" / "02_depth_scaling.json").read_text())
-    assert "On maze at profile smoke" in summary["text"] and summary["claims"] == []
+    assert "On maze at profile **smoke**" in summary["text"] and summary["claims"] == []
     assert {Path(f["path"]).stem for f in summary["figures"]} == {"depth_scaling_maze", "depth_drift_maze",
                                                                   "depth_diagnosis_maze"}
     difficulty = next(t for t in summary["tables"] if t["title"].startswith("Difficulty"))
