@@ -74,7 +74,8 @@ PROFILES: dict[str, dict] = {
     # do not solve), trained longer, three training seeds for the main table and depth scaling, and only the
     # notebooks of the main contrast. 1,500 steps (between the calibration rows search6-700 and search6-2500 of
     # docs/calibration.md) so that the whole run fits two hours on two CPU cores: 9 models x 1,500 steps x
-    # about 0.5 s plus 9 depth evaluations of 256 puzzles to 960 updates x 0.47 s is about 1.6 h on two slots.
+    # about 0.5 s plus 9 depth evaluations of 256 puzzles to 960 updates x 0.47 s; measured 2026-11-30 from a
+    # fresh clone: 89 min of compute, 91 min for `./reproduce.sh --profile search` (README).
     "search": {
         "data": "search",
         "model": copy.deepcopy(_TINY["model"]),

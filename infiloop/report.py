@@ -307,11 +307,13 @@ def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], 
 
 
 def _profile_notebooks(profile: str) -> set[str]:
+    """The notebooks ``profile`` runs (every one for a profile without its own list, or an unknown one)."""
+    from .errors import UsageError
     from .manifest import profile_notebooks
 
     try:
         return set(profile_notebooks(profile))
-    except Exception:  # noqa: BLE001 - an unknown profile's report still lists every missing notebook
+    except UsageError:  # a list naming a notebook that does not exist: report every missing notebook
         return set(paper.NOTEBOOKS)
 
 
