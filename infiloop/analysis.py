@@ -231,11 +231,14 @@ def gamma_phases(traj: dict, axis: str = "outer", search: int = 6, settle: int =
     return out
 
 
-def score_terms(traj: dict, axis: str = "outer", of: str = "candidate") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def score_terms(traj: dict, axis: str = "outer", of: str = "candidate", bins: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-puzzle terms of the mean content score s_t by wrong cells (Fig. 3b): (wrong-cell counts [B],
-    score sums [B, P], samples [B, P]) over every recorded update; pairing as in :func:`score_by_wrong_cells`."""
+    score sums [B, P], samples [B, P]) over every recorded update; pairing as in :func:`score_by_wrong_cells`.
+    ``bins``: the wrong-cell counts to use (e.g. the union over several seeds; a count no update reaches has
+    zero samples); default, the counts that occur."""
     s, w = _score_pairs(traj, axis, of)
-    bins = np.unique(w)
+    bins = np.unique(w) if bins is None else np.asarray(bins)
     sums, counts = np.zeros((len(bins), s.shape[1])), np.zeros((len(bins), s.shape[1]), dtype=np.int64)
     for i, v in enumerate(bins):
         hit = w == v

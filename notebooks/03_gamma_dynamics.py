@@ -29,7 +29,7 @@
 # %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
 device = "cpu"  # torch device
-seed = 0  # training seed of the InfiLoop model
+seeds = ""  # training seeds of the InfiLoop model, e.g. "0,1,2" ("": the profile's; one at tiny, three at search)
 max_updates = 960  # outer updates evaluated (the same value as 02_depth_scaling shares its cached trajectory)
 limit = 0  # test puzzles (0: the profile's default)
 before = 6  # updates before the first solve shown (the "search" phase)
@@ -43,7 +43,8 @@ import numpy as np
 from infiloop import analysis, intervals, paper, plotting
 from infiloop.notebook import Notebook, check
 
-nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, seed)
+nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, 0)
+check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 for name, value in dict(max_updates=max_updates, before=before, after=after, settle=settle).items():
     check(name, value, int, lambda v: v >= 1, "an integer >= 1")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
@@ -52,27 +53,37 @@ plotting.use_style()
 
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
-run = need.run("infiloop", device)
-traj = need.result("depth/infiloop", device)
-beta = analysis.info(traj)["beta"]
-n_puzzles = traj["correct"].shape[1]
-solved = int((traj["first_solve"] > 0).sum())
-print(f"learned beta: outer {beta['outer']:.3f}, inner {beta['inner']:.3f}; {solved}/{n_puzzles} puzzles solved")
+seed_list = need.seeds
+by_seed = need.results("depth/infiloop", device)  # {seed: trajectory}
+betas = {s: analysis.info(t)["beta"] for s, t in by_seed.items()}
+n_puzzles = by_seed[seed_list[0]]["correct"].shape[1]
+solved = {s: int((t["first_solve"] > 0).sum()) for s, t in by_seed.items()}
+seed_note = (f"{len(seed_list)} training seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
+             else f"one training seed ({seed_list[0]})")
+for s in seed_list:
+    print(f"seed {s}: learned beta outer {betas[s]['outer']:.3f}, inner {betas[s]['inner']:.3f}; "
+          f"{solved[s]}/{n_puzzles} puzzles solved")
+# the equal-weight baseline 1 − β of each axis, averaged over the seeds (each seed learns its own β)
+baseline = {axis: float(np.mean([1 - b[axis] for b in betas.values()])) for axis in ("outer", "inner")}
 
 # %% [markdown]
 # ## γ aligned to the first solve
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
-phases = {}
 for ax, axis in zip(axes, ("outer", "inner")):
-    off, g, count = analysis.aligned_to_first_solve(traj, f"gamma_{axis}", before, after)
-    ax.plot(off, g, color=plotting.COLORS["infiloop"], marker=".", label="solved puzzles (mean)")
-    phases[axis] = analysis.gamma_phases(traj, axis, before, settle)
-    ax.axhline(1 - beta[axis], color="grey", ls="--", lw=1, label=f"equal-weight baseline 1 − β = {1 - beta[axis]:.2f}")
-    if phases[axis]["unsolved"] == phases[axis]["unsolved"]:
-        ax.axhline(phases[axis]["unsolved"], color=plotting.COLORS["carry_last"], ls=":",
-                   label=f"never-solved puzzles (mean {phases[axis]['unsolved']:.2f})")
+    for i, (s, t) in enumerate(by_seed.items()):
+        off, g, count = analysis.aligned_to_first_solve(t, f"gamma_{axis}", before, after)
+        label = "solved puzzles (mean" + (f", seed {s})" if len(by_seed) > 1 else ")")
+        ax.plot(off, g, color=plotting.COLORS["infiloop"], marker=".", alpha=1.0 if i == 0 else 0.5,
+                ls=("-", "--", ":", "-.")[i % 4], label=label)
+    ax.axhline(baseline[axis], color="grey", ls="--", lw=1,
+               label=f"equal-weight baseline 1 − β = {baseline[axis]:.2f}" + (" (mean)" if len(by_seed) > 1 else ""))
+    unsolved = [analysis.gamma_phases(t, axis, before, settle)["unsolved"] for t in by_seed.values()]
+    unsolved = float(np.nanmean(unsolved)) if any(u == u for u in unsolved) else float("nan")
+    if unsolved == unsolved:
+        ax.axhline(unsolved, color=plotting.COLORS["carry_last"], ls=":",
+                   label=f"never-solved puzzles (mean {unsolved:.2f})")
     ax.axvline(0, color="black", lw=0.5)
     ax.set(title=f"{axis} axis", xlabel="updates from the first solve", ylim=(0, 1))
     ax.legend(loc="lower right", fontsize=8)
@@ -82,16 +93,27 @@ fig.tight_layout()
 fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
 
 # %% [markdown]
-# Each phase's mean is pooled over the solved puzzles' updates in that phase; its 95 % interval is a bootstrap
-# over the test puzzles (`infiloop/intervals.py`; one training seed, so no seed variation). All phases are
-# resampled with the same puzzles, so differences between them (the claims below) are paired.
+# Each phase's mean is pooled over the solved puzzles' updates in that phase, then averaged over the training
+# seeds; its 95 % interval is a bootstrap over the seeds and then each seed's test puzzles (`infiloop/intervals.py`;
+# with one seed, over the puzzles only). All phases of a seed are resampled with the same puzzles, so differences
+# between them (the claims below) are paired. Each seed is compared with the baseline 1 − β of its own learned β.
 
 # %%
-phase_terms = {axis: analysis.gamma_phase_terms(traj, axis, before, settle) for axis in phases}
-PHASES = ("search", "solve", "after", "unsolved")
-phase_iv = {axis: {k: intervals.bootstrap([[t[k]]]) for k in PHASES} for axis, t in phase_terms.items()}
+AXES, PHASES = ("outer", "inner"), ("search", "solve", "after", "unsolved")
+
+
+def phase_quantities(t, axis):
+    """A seed's phase terms of one axis, then its baseline 1 − β as a constant ratio over the same puzzles."""
+    terms = analysis.gamma_phase_terms(t, axis, before, settle)
+    ones = np.ones(t["correct"].shape[1])
+    return [terms[k] for k in PHASES] + [((1 - analysis.info(t)["beta"][axis]) * ones, ones)]
+
+
+quantities = {axis: [phase_quantities(t, axis) for t in by_seed.values()] for axis in AXES}
+phase_iv = {axis: {k: intervals.bootstrap(q, combine=lambda r, i=i: r[i]) for i, k in enumerate(PHASES)}
+            for axis, q in quantities.items()}
 phase_cols = ["axis", "search", "at the solve", f"{settle} to {3 * settle} after", "never solved", "1 − β"]
-phase_rows = [[axis, *(phase_iv[axis][k].num(".2f") for k in PHASES), f"{1 - beta[axis]:.2f}"] for axis in phases]
+phase_rows = [[axis, *(phase_iv[axis][k].num(".2f") for k in PHASES), f"{baseline[axis]:.2f}"] for axis in AXES]
 phase_rows.append(["paper (outer)", f"{paper.GAMMA['search_mean']:.2f}", f"{paper.GAMMA['at_solve']:.2f}",
                    f"{paper.GAMMA['equal_weight_baseline']:.2f}", "suppressed",
                    f"{paper.GAMMA['equal_weight_baseline']:.2f}"])
@@ -103,11 +125,16 @@ print(*[" | ".join(map(str, x)) for x in [phase_cols, *phase_rows]], sep="\n")
 # %%
 # The score s_t belongs to the candidate z_t: pair it with the wrong cells of the candidate's own readout
 # (the state h_t may still hold an older board when the candidate was rejected).
-by_wrong = analysis.score_by_wrong_cells(traj, "outer", of="candidate")
-w = np.array(sorted(by_wrong))
-med = np.array([by_wrong[k][0] for k in w])
 fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.plot(w, med, marker="o", color=plotting.COLORS["infiloop"], label="this run (median over updates and puzzles)")
+for i, (s, t) in enumerate(by_seed.items()):
+    by_wrong = analysis.score_by_wrong_cells(t, "outer", of="candidate")
+    w = np.array(sorted(by_wrong))
+    med = np.array([by_wrong[k][0] for k in w])
+    if i == 0:
+        w0, med0 = w, med  # the first seed's, for the summary
+    ax.plot(w, med, marker="o", color=plotting.COLORS["infiloop"], alpha=1.0 if i == 0 else 0.5,
+            ls=("-", "--", ":", "-.")[i % 4],
+            label="this run (median over updates and puzzles" + (f", seed {s})" if len(by_seed) > 1 else ")"))
 pw = sorted(paper.GAMMA["content_score_median"].items())
 ax.plot([k for k, _ in pw], [v for _, v in pw], color=plotting.COLORS["paper"], label="paper (9x9)",
         **plotting.PAPER_STYLE)
@@ -123,15 +150,16 @@ fig_score = plotting.save_figure(fig, "content_score", profile)[0]
 # ## What this run shows
 
 # %%
-po = phases["outer"]
-base = 1 - beta["outer"]
-outer = [phase_terms["outer"][k] for k in PHASES]  # one draw of the puzzles for every phase: paired
-below = intervals.bootstrap([outer], combine=lambda q: base - q[0])
-jump = intervals.bootstrap([outer], combine=lambda q: q[1] - max(q[0], base))
+po = {k: phase_iv["outer"][k].value for k in PHASES}
+base = baseline["outer"]
+outer = quantities["outer"]  # per seed: the four phases and 1 − β, one draw of the puzzles for all: paired
+below = intervals.bootstrap(outer, combine=lambda q: q[4] - q[0])
+jump = intervals.bootstrap(outer, combine=lambda q: q[1] - max(q[0], q[4]))
 # The score falls with the wrong cells: the rank correlation of the mean score at each wrong-cell count with
-# that count, over bootstrap draws of the puzzles (counts no drawn puzzle reaches are left out).
-bins, sums, counts = analysis.score_terms(traj, "outer", of="candidate")
-falls = intervals.bootstrap([[(sums, counts)]], combine=lambda q: analysis.rank_correlation(bins.astype(float), q[0]))
+# that count, over bootstrap draws of the seeds and puzzles (counts no drawn puzzle reaches are left out).
+bins = np.unique(np.concatenate([analysis.score_terms(t, "outer", of="candidate")[0] for t in by_seed.values()]))
+score_q = [[analysis.score_terms(t, "outer", of="candidate", bins=bins)[1:]] for t in by_seed.values()]
+falls = intervals.bootstrap(score_q, combine=lambda q: analysis.rank_correlation(bins.astype(float), q[0]))
 
 
 def gamma_note(effect, what, side=+1):
@@ -141,21 +169,24 @@ def gamma_note(effect, what, side=+1):
 claims = [
     nb.claim("gamma.search_below_baseline", f"search {phase_iv['outer']['search'].num('.2f')} vs 1 − β = {base:.2f}",
              intervals.verdict(below), note=gamma_note(below, "1 − β − γ(search)")),
-    nb.claim("gamma.jump_at_solve", f"{po['search']:.2f} → {po['solve']:.2f} → {po['after']:.2f}",
+    nb.claim("gamma.jump_at_solve", f"{po['search']:.2f} → {po['solve']:.2f} → {po['after']:.2f} (mean over seeds)",
              intervals.verdict(jump), note=gamma_note(jump, "γ(solve) − max(γ(search), 1 − β)")),
     nb.claim("gamma.score_tracks_correctness",
-             f"median {med[0]:.2f} at {w[0]} wrong, {med[-1]:.2f} at {w[-1]} wrong (rank correlation of the mean "
+             f"median {med0[0]:.2f} at {w0[0]} wrong, {med0[-1]:.2f} at {w0[-1]} wrong (seed {seed_list[0]}; rank "
+             "correlation of the mean "
              f"score with the wrong cells {falls.num('.2f')})",
              intervals.verdict(falls, side=-1), note=gamma_note(falls, "rank correlation", -1)),
 ]
-text = (f"At profile **{profile}** ({n_puzzles} puzzles, {solved} solved), the outer-axis step size averages "
+text = (f"At profile **{profile}** ({n_puzzles} puzzles, {seed_note}; solved "
+        f"{' / '.join(str(solved[s]) for s in seed_list)}), the outer-axis step size averages "
         f"{po['search']:.2f} in the {before} updates before the first solve, {po['solve']:.2f} at the solving update "
         f"and {po['after']:.2f} from {settle} to {3 * settle} updates after it; the equal-weight baseline of the "
-        f"learned β is {base:.2f}; never-solved puzzles average {po['unsolved']:.2f}. The paper reports 0.40, 0.91 "
-        f"and 0.56 (baseline 0.56). The median content score is {med[0]:.2f} for right boards and {med[-1]:.2f} at "
-        f"{w[-1]} wrong cells; the mean score's rank correlation with the wrong cells is {falls.num('.2f')} (paper: "
-        "7.25 → −0.58 at 33 wrong cells of 9x9 boards). Intervals: 95 %, bootstrap over the test puzzles of one "
-        "training seed; a claim agrees only when the interval of its effect excludes zero on the paper's side.")
+        f"learned β is {base:.2f}; never-solved puzzles average {po['unsolved']:.2f} (means over seeds). The paper "
+        f"reports 0.40, 0.91 and 0.56 (baseline 0.56). The median content score is {med0[0]:.2f} for right boards and "
+        f"{med0[-1]:.2f} at {w0[-1]} wrong cells (seed {seed_list[0]}); the mean score's rank correlation with the "
+        f"wrong cells is {falls.num('.2f')} (paper: 7.25 → −0.58 at 33 wrong cells of 9x9 boards). Intervals: 95 %, "
+        f"{phase_iv['outer']['search'].method}; a claim agrees only when the interval of its effect excludes zero on "
+        "the paper's side.")
 print(text)
 nb.finish(text, figures=[{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
                          {"path": fig_score, "caption": "Median content score s_t against the wrong cells of the "

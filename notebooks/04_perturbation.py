@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
 device = "cpu"  # torch device
-seed = 0  # training seed of the models
+seeds = ""  # training seeds of the models, e.g. "0,1,2" ("": the profile's; one at tiny, three at search)
 eps = "0,1e-4,1e-3,1e-2,0.1,0.3"  # relative perturbation sizes, comma-separated (0 : the control)
 perturb_at = 0  # update at which the state is perturbed (0: 3/4 of the training depth, as the paper's 36 of 48)
 updates_after = 0  # updates run after the perturbation (0: as many as perturb_at, as the paper's 36)
@@ -38,11 +38,12 @@ perturbation_seed = 0  # seed of the perturbation directions
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, intervals, plotting
+from infiloop import intervals, plotting
 from infiloop.notebook import Notebook, ParameterError, check, pct
 from infiloop.recipes import MAIN_RECIPES
 
-nb = Notebook("04_perturbation", "Perturbation stability", profile, device, seed)
+nb = Notebook("04_perturbation", "Perturbation stability", profile, device, 0)
+check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 check("eps", eps, str, expected="comma-separated numbers, e.g. '0,1e-4,0.3'")
 try:
     eps_grid = tuple(float(x) for x in eps.split(",") if x.strip())
@@ -56,23 +57,39 @@ plotting.use_style()
 
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
-runs = {r: need.run(r, device) for r in MAIN_RECIPES}
+seed_list = need.seeds
 at, after = need.derived["at"], need.derived["after"]
-outs = {r: need.result(f"perturb/{r}", device) for r in MAIN_RECIPES}
+by_seed = {r: need.results(f"perturb/{r}", device) for r in MAIN_RECIPES}  # {recipe: {seed: result}}
+outs = {r: o[seed_list[0]] for r, o in by_seed.items()}  # the first seed: the distance panel
 n_puzzles = len(outs["infiloop"]["solved_at"])
-print(f"perturbing at update {at}, then {after} more updates; {n_puzzles} puzzles")
+seed_note = (f"{len(seed_list)} training seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
+             else f"one training seed ({seed_list[0]})")
+print(f"perturbing at update {at}, then {after} more updates; {n_puzzles} puzzles; {seed_note}")
+
+
+def kept(o):
+    """Per ε: (solved at the perturbation and right at the end, solved at the perturbation), per puzzle."""
+    return [(o["correct"][i, -1] & o["solved_at"], o["solved_at"]) for i in range(len(o["eps"]))]
+
+
+# retention per ε: the mean over seeds of each seed's ratio, with its 95 % interval over seeds and puzzles
+n_eps = len(eps_grid)
+retention_iv = {r: [intervals.bootstrap([kept(o) for o in by_seed[r].values()], combine=lambda q, i=i: q[i])
+                    for i in range(n_eps)] for r in MAIN_RECIPES}
 
 # %% [markdown]
 # ## Retention of solved puzzles, and distance to the unperturbed trajectory
 
 # %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
-retention = {r: analysis.perturbation_retention(o) for r, o in outs.items()}
+retention = {r: {e: iv.value for e, iv in zip(eps_grid, retention_iv[r])} for r in MAIN_RECIPES}
 positive = [e for e in eps_grid if e > 0]
 for r, o in outs.items():
-    xs = [e if e > 0 else min(positive or [1e-4]) / 3 for e in retention[r]]
-    ax1.plot(xs, [100 * v for v in retention[r].values()], marker="o", color=plotting.COLORS[r],
-             label=plotting.LABELS[r])
+    xs = [e if e > 0 else min(positive or [1e-4]) / 3 for e in eps_grid]
+    mean = np.array([100 * iv.value for iv in retention_iv[r]])
+    err = np.array([[100 * (iv.value - iv.lo), 100 * (iv.hi - iv.value)] for iv in retention_iv[r]]).T
+    ax1.errorbar(xs, mean, yerr=np.nan_to_num(err), marker="o", capsize=3, color=plotting.COLORS[r],
+                 label=plotting.LABELS[r])
     for e_i, e in enumerate(o["eps"]):
         if e in (min(positive, default=0), max(positive, default=0)) and e > 0:
             ls = "-" if e == min(positive) else "--"
@@ -80,7 +97,8 @@ for r, o in outs.items():
                      label=f"{plotting.LABELS[r]}, ε = {e:g}")
 ax1.set(xscale="log", xlabel="ε (the leftmost point is ε = 0)", ylabel="solved at the perturbation, still right (%)",
         ylim=(0, 101))
-ax2.set(yscale="log", xlabel=f"updates after the perturbation at {at}", ylabel="median ‖y^ε − y‖ / ‖y‖")
+ax2.set(yscale="log", xlabel=f"updates after the perturbation at {at}", ylabel="median ‖y^ε − y‖ / ‖y‖",
+        title=f"seed {seed_list[0]}")
 ax1.legend(fontsize=8)
 ax2.legend(fontsize=7)
 plotting.profile_note(ax2, profile, n_puzzles)
@@ -88,9 +106,10 @@ fig.tight_layout()
 fig_pert = plotting.save_figure(fig, "perturbation", profile)[0]
 
 # %%
-cols = ["model", "solved at the perturbation"] + [f"ε = {e:g}" for e in eps_grid]
-rows = [[plotting.LABELS[r], int(outs[r]["solved_at"].sum())] + [pct(v) for v in retention[r].values()]
-        for r in outs]
+cols = ["model", "solved at the perturbation" + (" (per seed)" if len(seed_list) > 1 else "")]
+cols += [f"ε = {e:g}" for e in eps_grid]
+rows = [[plotting.LABELS[r], " / ".join(str(int(o["solved_at"].sum())) for o in by_seed[r].values())]
+        + [iv.pct() for iv in retention_iv[r]] for r in MAIN_RECIPES]
 print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
 # %% [markdown]
@@ -100,14 +119,8 @@ print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 inf_min = min(retention["infiloop"].values())
 cl_min = min(retention["carry_last"].values())
 
-
-def kept(o):  # per ε: (solved at the perturbation and right at the end, solved at the perturbation) per puzzle
-    return [(o["correct"][i, -1] & o["solved_at"], o["solved_at"]) for i in range(len(o["eps"]))]
-
-
-# the lowest retention over ε, InfiLoop's minus carry-last's, on the same resampled test puzzles (one seed)
-n_eps = len(outs["infiloop"]["eps"])
-gap = intervals.bootstrap([kept(outs["infiloop"]) + kept(outs["carry_last"])],
+# the lowest retention over ε, InfiLoop's minus carry-last's, on the same resampled test puzzles of each seed
+gap = intervals.bootstrap([kept(by_seed["infiloop"][s]) + kept(by_seed["carry_last"][s]) for s in seed_list],
                           lambda q: np.nanmin(q[:n_eps]) - np.nanmin(q[n_eps:]))
 claims = [
     nb.claim("perturb.infiloop_retains", f"lowest retention over ε: {pct(inf_min)}", inf_min >= 0.99,
@@ -116,12 +129,14 @@ claims = [
              f"retention at ε = 0: {pct(retention['carry_last'].get(0.0, float('nan')))}; lowest {pct(cl_min)}",
              intervals.verdict(gap), note=intervals.verdict_note(gap, "lowest retention, InfiLoop − carry-last")),
 ]
-text = (f"At profile **{profile}** ({n_puzzles} puzzles; perturbation at update {at}, {after} more updates), "
+text = (f"At profile **{profile}** ({n_puzzles} puzzles, {seed_note}; perturbation at update {at}, {after} more "
+        "updates; retention is the mean over seeds), "
         f"InfiLoop keeps between {pct(inf_min)} and {pct(max(retention['infiloop'].values()))} of its solved puzzles "
         f"over ε ∈ {{{', '.join(f'{e:g}' for e in eps_grid)}}}; carry-last keeps between {pct(cl_min)} and "
         f"{pct(max(retention['carry_last'].values()))}. The paper: InfiLoop 100 % at every ε, TRM loses 15–20 % "
         "even at ε = 0.")
 print(text)
-nb.finish(text, figures=[{"path": fig_pert, "caption": "Retention of solved puzzles against ε, and the median "
-                          "relative distance to the unperturbed trajectory (solid: smallest ε, dashed: largest)."}],
+nb.finish(text, figures=[{"path": fig_pert, "caption": "Retention of solved puzzles against ε (mean over seeds, 95 % "
+                          "interval), and the median relative distance to the unperturbed trajectory of the first "
+                          "seed (solid: smallest ε, dashed: largest)."}],
           tables=[nb.table("Retention of solved puzzles", cols, rows)], claims=claims)

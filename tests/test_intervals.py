@@ -139,6 +139,42 @@ def test_score_terms_give_the_mean_score_at_each_count_of_wrong_cells():
     assert iv.value == pytest.approx(-1.0) and iv.hi < 0 and verdict(iv, side=-1) is True
 
 
+def test_score_terms_on_a_common_grid_of_wrong_cells_pool_several_seeds():
+    rng = np.random.default_rng(5)
+    seeds = []
+    for top in (3, 6):  # the second seed reaches more wrong cells than the first
+        seeds.append({"score_outer": rng.normal(size=(20, 15)), "wrong_cells_candidate": rng.integers(0, top, (20, 15)),
+                      "wrong_cells": np.zeros((20, 15), dtype=np.int64)})
+    bins = np.unique(np.concatenate([analysis.score_terms(t)[0] for t in seeds]))
+    assert list(bins) == [0, 1, 2, 3, 4, 5]
+    own, sums, counts = analysis.score_terms(seeds[0], bins=bins)
+    assert list(own) == list(bins) and counts[3:].sum() == 0  # counts the first seed never reaches: no samples
+    b0, s0, c0 = analysis.score_terms(seeds[0])
+    np.testing.assert_array_equal(sums[:3], s0)
+    np.testing.assert_array_equal(counts[:3], c0)
+    # the mean over seeds of each seed's mean score at a count (NaN where a seed has none is left out)
+    iv = bootstrap([[analysis.score_terms(t, bins=bins)[1:]] for t in seeds], replicates=1, combine=lambda q: q[0])
+    for i, v in enumerate(bins):
+        means = [t["score_outer"][t["wrong_cells_candidate"] == v].mean() for t in seeds
+                 if (t["wrong_cells_candidate"] == v).any()]
+        assert iv.value[i] == pytest.approx(np.mean(means), abs=1e-12)
+
+
+def test_a_constant_ratio_carries_a_per_seed_constant_through_the_bootstrap():
+    # notebook 03 compares each seed's gamma with its own baseline 1 - beta by passing the baseline as the
+    # ratio (c * ones, ones): every resampling of the puzzles leaves it exactly c
+    rng = np.random.default_rng(6)
+    per_seed = []
+    for c in (0.3, 0.5, 0.7):
+        g = rng.random(40)
+        per_seed.append([(g, np.ones(40)), (c * np.ones(40), np.ones(40))])
+    iv = bootstrap(per_seed, combine=lambda q: q[1] - q[0], replicates=200)
+    expected = np.mean([c - s[0][0].mean() for c, s in zip((0.3, 0.5, 0.7), per_seed)])
+    assert iv.value == pytest.approx(expected, abs=1e-12)
+    const = bootstrap(per_seed, combine=lambda q: q[1], replicates=200)
+    assert const.value == pytest.approx(0.5) and 0.3 <= const.lo <= const.hi <= 0.7 and const.seeds == 3
+
+
 def test_rank_correlation_against_hand_computed_values():
     assert analysis.rank_correlation(np.array([1.0, 2, 3, 4]), np.array([10.0, 20, 30, 40])) == pytest.approx(1.0)
     assert analysis.rank_correlation(np.array([1.0, 2, 3, 4]), np.array([4.0, 3, 2, 1])) == pytest.approx(-1.0)

@@ -222,6 +222,37 @@ def test_claims_and_tables_come_from_one_helper_that_checks_them():
         nb.table("T", ["a", "b"], [[1, 2], [3]])
 
 
+def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path):
+    """Notebooks 03 and 04 with ``seeds="0,1"``: the plan trains the second seed, and every interval and claim
+    is over seeds and puzzles. (Replaces the smoke run's 03 and 04 summaries.)"""
+    import papermill as pm
+
+    from infiloop import manifest, scheduler
+
+    params = {nb: {**SMOKE[nb], "seeds": "0,1"} for nb in ("03_gamma_dynamics", "04_perturbation")}
+    jobs = {j.id: j for nb, p in params.items() for j in manifest.jobs([nb], "smoke", p)}
+    assert {j.spec.overrides.get("train.seed") for j in jobs.values() if j.kind == "train"} == {0, 1}
+    report = scheduler.run_jobs(list(jobs.values()), "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    assert not report.failed and not report.skipped, report
+    for nb, p in params.items():
+        pm.execute_notebook(str(ROOT / "notebooks" / f"{nb}.ipynb"), str(tmp_path / f"{nb}.ipynb"),
+                            kernel_name="python3", parameters={"profile": "smoke", **p}, cwd=str(ROOT),
+                            progress_bar=False)
+    gamma = json.loads((paths.RESULTS / "smoke" / "summaries" / "03_gamma_dynamics.json").read_text())
+    assert "2 training seeds (0, 1)" in gamma["text"] and "over seeds and test puzzles" in gamma["text"]
+    # the smoke models solve few puzzles: a γ phase may be undefined, the score's rank correlation is not
+    score = next(c for c in gamma["claims"] if c["id"] == "gamma.score_tracks_correctness")
+    assert "over seeds and test puzzles; 2 seed(s)" in score["note"]
+    assert all("2 seed(s)" in c["note"] or "undefined" in c["note"] for c in gamma["claims"])
+    pert = json.loads((paths.RESULTS / "smoke" / "summaries" / "04_perturbation.json").read_text())
+    assert "2 training seeds (0, 1)" in pert["text"]
+    table = pert["tables"][0]
+    assert table["columns"][1] == "solved at the perturbation (per seed)"
+    assert all(len(r[1].split(" / ")) == 2 for r in table["rows"])
+    gap = next(c for c in pert["claims"] if c["id"] == "perturb.carry_last_loses")
+    assert "2 seed(s)" in gap["note"] or "undefined" in gap["note"]
+
+
 def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
     """Notebook 02 with ``task=maze``: the plan trains Maze models, the difficulty table is by path length, the
     figures do not replace the Sudoku ones, and no Sudoku claim is decided by a Maze run. (Last in this file:
