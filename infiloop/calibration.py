@@ -40,6 +40,7 @@ from .layers import swiglu_width
 from .recipes import PROFILES, resolve_config
 
 DOC = paths.DOCS / "calibration.md"
+RECORDED = paths.DOCS / "calibration-results"  # the rows run so far, kept with the code (docs/calibration.md)
 CONNECTIONS = ("carry_last", "infiloop")
 MULTIPLES = (0.5, 1, 4, 60)  # depths recorded, as multiples of the training depth
 
@@ -454,6 +455,43 @@ def render_table(results: Path | None = None, rows: dict[str, dict] | None = Non
     if len(lines) == 2:
         lines.append("| (no results yet: `python -m infiloop.calibration ROW`) |" + " |" * (head.count("|") - 2))
     return "\n".join(lines)
+
+
+def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = None
+                  ) -> tuple[list[str], list[list[str]], dict]:
+    """The evidence for or against the paper's contrast over every recorded row: for each row, each
+    connection's exact accuracy at the training depth and how far its accuracy at 60x lies below its own peak
+    (the drift the paper reports for TRM), and the share of solved puzzles lost by 60x; means over seeds,
+    the drop's worst seed in brackets. Returns (columns, table rows, facts): facts has ``rows`` (how many),
+    ``seeds`` (models per connection in all) and, per connection, ``max_drop`` (points) with its ``row``.
+    ``results``: a results folder (default :data:`RECORDED`, the rows kept in ``docs/calibration-results``)."""
+    rows = ROWS if rows is None else rows
+    results = RECORDED if results is None else Path(results)
+    files = {p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json"))}
+    order = [n for n in rows if n in files] + sorted(n for n in files if n not in rows)
+    columns = ["candidate", "what changes (over tiny)", "seeds"]
+    for recipe in CONNECTIONS:
+        name = {"carry_last": "carry-last", "infiloop": "InfiLoop"}[recipe]
+        columns += [f"{name} @1x (%)", f"{name} peak − @60x (points)", f"{name} solved, then lost (%)"]
+    table, facts = [], {"rows": 0, "seeds": 0, **{r: {"max_drop": 0.0, "row": None} for r in CONNECTIONS}}
+    for n in order:
+        r = files[n]
+        if not all(r["results"].get(recipe) for recipe in CONNECTIONS):
+            continue
+        settings = ", ".join(f"{k}={v}" for k, v in r["settings"].items() if k != "seeds") or "none"
+        line = [n, settings, str(min(len(r["results"][x]) for x in CONNECTIONS))]
+        for recipe in CONNECTIONS:
+            recs = list(r["results"][recipe].values())
+            drops = [100 * (x["peak"] - x["exact"]["60"]) for x in recs]
+            line += [_cell([x["exact"]["1"] for x in recs]),
+                     f"{np.mean(drops):.1f}" + (f" ({max(drops):.1f})" if len(drops) > 1 else ""),
+                     _cell([x["lost_after_solve"] for x in recs])]
+            if max(drops) > facts[recipe]["max_drop"] or facts[recipe]["row"] is None:
+                facts[recipe] = {"max_drop": max(drops), "row": n}
+        facts["rows"] += 1
+        facts["seeds"] += int(line[2])
+        table.append(line)
+    return columns, table, facts
 
 
 def render_candidates(rows: dict[str, dict] | None = None) -> str:

@@ -156,3 +156,47 @@ def test_a_cached_evaluation_keeps_the_time_its_job_logged(tmp_path):
     assert calibration._logged_seconds(log) == 736.6
     log.write_text("progress ...\nTraceback (most recent call last):\n")
     assert calibration._logged_seconds(log) is None
+
+
+def _record(recipe: str, seed: int, at1: float, at60: float, peak: float, lost: float | None) -> dict:
+    return {"recipe": recipe, "seed": seed, "training_depth": 16,
+            "exact": {"0.5": at1, "1": at1, "4": at60, "60": at60},
+            "peak": peak, "peak_update": 40, "lost_after_solve": lost, "state_change_after_solve": 0.001,
+            "train_seconds": 1.0, "eval_seconds": 1.0}
+
+
+def test_drift_summary_reads_every_recorded_row(tmp_path):
+    def write(name, settings, results):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"row": name, "settings": settings, "results": results}))
+
+    # two seeds: carry-last falls 5 and 1 points from its peak; InfiLoop never
+    write("search6-2500", {"data": "search6", "steps": 2500},
+          {"carry_last": {"0": _record("carry_last", 0, 0.80, 0.85, 0.90, 0.10),
+                          "1": _record("carry_last", 1, 0.70, 0.79, 0.80, 0.0)},
+           "infiloop": {"0": _record("infiloop", 0, 0.90, 0.95, 0.95, 0.0),
+                        "1": _record("infiloop", 1, 0.88, 0.93, 0.93, 0.0)}})
+    write("easy-700", {}, {"carry_last": {"0": _record("carry_last", 0, 0.99, 0.99, 0.995, None)},
+                           "infiloop": {"0": _record("infiloop", 0, 0.9, 0.93, 0.94, 0.02)}})
+    write("search6-H3", {"data": "search6", "H": 3}, {"carry_last": {"0": _record("carry_last", 0, 0.5, 0.5, 0.5, 0)}})
+    cols, rows, facts = calibration.drift_summary(tmp_path)
+    assert [r[0] for r in rows] == ["easy-700", "search6-2500"]  # the order of ROWS; a row without InfiLoop is left out
+    assert all(len(r) == len(cols) for r in rows)
+    easy, search = rows
+    assert easy[1] == "none" and search[1] == "data=search6, steps=2500" and search[2] == "2"
+    assert search[cols.index("carry-last peak − @60x (points)")] == "3.0 (5.0)"  # mean of 5 and 1, worst seed 5
+    assert search[cols.index("carry-last @1x (%)")] == "75.0 (70.0–80.0)"
+    assert search[cols.index("carry-last solved, then lost (%)")] == "5.0 (0.0–10.0)"
+    assert easy[cols.index("carry-last solved, then lost (%)")] == "–"  # nothing solved: no share to lose
+    assert easy[cols.index("InfiLoop peak − @60x (points)")] == "1.0"
+    assert facts["rows"] == 2 and facts["seeds"] == 3
+    assert facts["carry_last"]["row"] == "search6-2500" and facts["carry_last"]["max_drop"] == pytest.approx(5.0)
+    assert facts["infiloop"]["row"] == "easy-700" and facts["infiloop"]["max_drop"] == pytest.approx(1.0)
+    assert calibration.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, **{
+        r: {"max_drop": 0.0, "row": None} for r in calibration.CONNECTIONS}})
+
+
+def test_the_recorded_rows_are_read_by_notebook_02():
+    cols, rows, facts = calibration.drift_summary()
+    recorded = sorted(p.stem for p in calibration.RECORDED.glob("*.json"))
+    assert recorded and facts["rows"] == len(rows) <= len(recorded)
+    assert {r[0] for r in rows} <= set(recorded)
