@@ -98,6 +98,9 @@ ROWS: dict[str, dict] = {
     # supervision segments: training depth 8 and 32 (the cost of a step does not change)     8.3 + 0.8 / 3.2 min
     "search6-seg4": {"data": "search6", "steps": 2500, "max_segments": 4},
     "search6-seg16": {"data": "search6", "steps": 2500, "max_segments": 16},
+    # training depth 4: added after search6-seg4 moved carry-last towards the paper's picture (more state change
+    # after the solve, more solved puzzles lost than at 8 segments)                                8.3 + 0.4 min
+    "search6-seg2": {"data": "search6", "steps": 2500, "max_segments": 2},
     # block: attention (TRM's ARC and Maze block) instead of the token-mixing MLP                 8.4 + 1.6 min
     "search6-attn": {"data": "search6", "steps": 2500, "mixer": "attention"},
     # recursion per segment: three outer updates (depth 24)                                        9.7 + 2.4 min
