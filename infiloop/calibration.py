@@ -463,8 +463,9 @@ def render_table(results: Path | None = None, rows: dict[str, dict] | None = Non
 def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = None
                   ) -> tuple[list[str], list[list[str]], dict]:
     """The evidence for or against the paper's contrast over every recorded row: for each row, each
-    connection's exact accuracy at the training depth and how far its accuracy at 60x lies below its own peak
-    (the drift the paper reports for TRM), and the share of solved puzzles lost by 60x; means over seeds,
+    connection's exact accuracy at the training depth, how far its accuracy at 60x lies below its own peak
+    (the drift the paper reports for TRM), the share of solved puzzles lost by 60x and the relative state
+    change per update after the first solve (the paper's mechanism of the drift); means over seeds,
     the drop's worst seed in brackets. Returns (columns, table rows, facts): facts has ``rows`` (how many),
     ``seeds`` (models per connection in all) and, per connection, ``max_drop`` (points) with its ``row``.
     ``results``: a results folder (default :data:`RECORDED`, the rows kept in ``docs/calibration-results``)."""
@@ -475,7 +476,8 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
     columns = ["candidate", "what changes (over tiny)", "seeds"]
     for recipe in CONNECTIONS:
         name = {"carry_last": "carry-last", "infiloop": "InfiLoop"}[recipe]
-        columns += [f"{name} @1x (%)", f"{name} peak − @60x (points)", f"{name} solved, then lost (%)"]
+        columns += [f"{name} @1x (%)", f"{name} peak − @60x (points)", f"{name} solved, then lost (%)",
+                    f"{name} state change per update after the solve (%)"]
     table, facts = [], {"rows": 0, "seeds": 0, **{r: {"max_drop": 0.0, "row": None} for r in CONNECTIONS}}
     for n in order:
         r = files[n]
@@ -488,7 +490,8 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
             drops = [100 * (x["peak"] - x["exact"]["60"]) for x in recs]
             line += [_cell([x["exact"]["1"] for x in recs]),
                      f"{np.mean(drops):.1f}" + (f" ({max(drops):.1f})" if len(drops) > 1 else ""),
-                     _cell([x["lost_after_solve"] for x in recs])]
+                     _cell([x["lost_after_solve"] for x in recs]),
+                     _cell([x["state_change_after_solve"] for x in recs], 100, "{:.2g}")]
             if max(drops) > facts[recipe]["max_drop"] or facts[recipe]["row"] is None:
                 facts[recipe] = {"max_drop": max(drops), "row": n}
         facts["rows"] += 1

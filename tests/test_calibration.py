@@ -188,6 +188,7 @@ def test_drift_summary_reads_every_recorded_row(tmp_path):
     assert search[cols.index("carry-last solved, then lost (%)")] == "5.0 (0.0–10.0)"
     assert easy[cols.index("carry-last solved, then lost (%)")] == "–"  # nothing solved: no share to lose
     assert easy[cols.index("InfiLoop peak − @60x (points)")] == "1.0"
+    assert search[cols.index("carry-last state change per update after the solve (%)")] == "0.1 (0.1–0.1)"
     assert facts["rows"] == 2 and facts["seeds"] == 3
     assert facts["carry_last"]["row"] == "search6-2500" and facts["carry_last"]["max_drop"] == pytest.approx(5.0)
     assert facts["infiloop"]["row"] == "easy-700" and facts["infiloop"]["max_drop"] == pytest.approx(1.0)
