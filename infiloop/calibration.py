@@ -70,7 +70,7 @@ DATA_SETS: dict[str, dict] = {
     "search9": {"side": 9, "box": [3, 3], "blanks": [50, 60], "needs_search": True, "n_train": 600, "n_test": 256},
     # Mazes whose unique shortest path is near the longest the grid allows, as Maze-Hard keeps paths > 110 on
     # 30x30 (measured on 200 generated grids: the longest unique path from near one end has median 25 / 38 /
-    # 44 moves at 8x8 / 10x10 / 12x12, 10th percentile 21 / 34 / 26); tiny's own maze data asks for >= 24 at 12x12
+    # 44 moves at 8x8 / 10x10 / 12x12, 10th percentile 21 / 34 / 26); tiny's maze data is maze8 since row maze8-2500
     "maze8": {"task": "maze", "size": 8, "min_path": 20, "n_train": 1000, "n_test": 256},
     "maze10": {"task": "maze", "size": 10, "min_path": 32, "n_train": 1000, "n_test": 256},
     "maze12": {"task": "maze", "size": 12, "min_path": 36, "n_train": 1000, "n_test": 256},

@@ -54,7 +54,10 @@ _TINY: dict = {
     "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
               "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
     "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
-    "main_tasks": ["sudoku"],  # maze at tiny: -p tasks sudoku,maze (slow: about 16 min a model)
+    "main_tasks": ["sudoku"],  # maze at tiny: -p tasks sudoku,maze (slow: about 36 min a model, below)
+    # Maze trains 2,500 steps: the calibration row maze8-2500 (both connections about 94 % at the training depth,
+    # 36-39 min to train and 10-11 to evaluate to 960 updates on one core; docs/calibration.md)
+    "task_overrides": {"maze": {"train.steps": 2500}},
 }
 
 PROFILES: dict[str, dict] = {
