@@ -290,11 +290,17 @@ def _score_pairs(traj: dict, axis: str, of: str) -> tuple[np.ndarray, np.ndarray
             traj["wrong_cells_candidate" if of == "candidate" else "wrong_cells"])
 
 
+def perturbation_terms(out: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per eps, the per-puzzle terms of the retention (puzzle axis last): (solved at the perturbation and right
+    at the last update, solved at the perturbation); the retention is numerator.sum() / denominator.sum()."""
+    solved = out["solved_at"]
+    return [(out["correct"][i, -1] & solved, solved) for i in range(len(out["eps"]))]
+
+
 def perturbation_retention(out: dict) -> dict[float, float]:
     """Per eps: fraction of the puzzles solved at the perturbation still right at the last update."""
-    solved = out["solved_at"]
-    return {float(e): float((out["correct"][i, -1] & solved).sum() / max(1, solved.sum()))
-            for i, e in enumerate(out["eps"])}
+    return {float(e): float(num.sum() / max(1, den.sum()))
+            for e, (num, den) in zip(out["eps"], perturbation_terms(out))}
 
 
 # ARC pass@k needs the predictions themselves: the evaluation keeps a snapshot of them at each of these depths.

@@ -38,7 +38,7 @@ perturbation_seed = 0  # seed of the perturbation directions
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import intervals, plotting
+from infiloop import analysis, intervals, plotting
 from infiloop.notebook import Notebook, ParameterError, check, pct
 from infiloop.recipes import MAIN_RECIPES
 
@@ -65,12 +65,7 @@ n_puzzles = len(outs["infiloop"]["solved_at"])
 seed_note = (f"{len(seed_list)} training seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
              else f"one training seed ({seed_list[0]})")
 print(f"perturbing at update {at}, then {after} more updates; {n_puzzles} puzzles; {seed_note}")
-
-
-def kept(o):
-    """Per ε: (solved at the perturbation and right at the end, solved at the perturbation), per puzzle."""
-    return [(o["correct"][i, -1] & o["solved_at"], o["solved_at"]) for i in range(len(o["eps"]))]
-
+kept = analysis.perturbation_terms  # per ε: (solved at the perturbation and right at the end, solved at it)
 
 # retention per ε: the mean over seeds of each seed's ratio, with its 95 % interval over seeds and puzzles
 n_eps = len(eps_grid)

@@ -206,3 +206,16 @@ def test_paired_effect_resamples_every_model_with_the_same_puzzles():
     # identical models: exactly zero in every replicate, so undecided
     agrees, note = paired_effect({"a": a, "c": a.copy()}, ["a", "c"], lambda q: q[0] - q[1], "a − c")
     assert agrees is None and "+0.0 points [+0.0, +0.0]" in note
+
+
+def test_perturbation_terms_give_the_retention_of_each_eps():
+    rng = np.random.default_rng(7)
+    out = {"eps": np.array([0.0, 1e-3, 0.3]), "solved_at": rng.random(50) < 0.6,
+           "correct": rng.random((3, 10, 50)) < 0.8}
+    terms = analysis.perturbation_terms(out)
+    retention = analysis.perturbation_retention(out)
+    for i, e in enumerate(out["eps"]):
+        kept = [p for p in range(50) if out["solved_at"][p] and out["correct"][i, -1, p]]
+        expected = len(kept) / out["solved_at"].sum()
+        assert retention[float(e)] == pytest.approx(expected, abs=1e-12)
+        assert bootstrap([terms], combine=lambda q, i=i: q[i], replicates=1).value == pytest.approx(expected, abs=1e-12)
