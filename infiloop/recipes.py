@@ -177,7 +177,8 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
     overrides = {**prof.get("task_overrides", {}).get(task, {}), **parse_overrides(overrides)}
     data_defaults = tasks.profile_config(task, prof["data"])
     overrides = {k: _typed(k, v, data_defaults, prof["eval"]) for k, v in overrides.items()}
-    data_over = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("data.")}
+    data_over = tasks.changed_settings(task, prof["data"], {k.split(".", 1)[1]: v for k, v in overrides.items()
+                                                            if k.startswith("data.")})
     data_cfg = tasks.profile_config(task, prof["data"], data_over)
     model = _model_settings(_data_header(task, prof["data"], data_over), prof["model"])
     for k, v in RECIPES[recipe].items():

@@ -78,6 +78,20 @@ def test_overrides_are_checked_and_kept_apart(tmp_path):
     assert a["train"].parent != b["train"].parent and len(TaskData.load(a["train"])) == 5
 
 
+def test_an_override_equal_to_the_profile_is_the_profile(tmp_path):
+    """Setting a value the profile already has changes nothing: the same data folder and the same run
+    (a calibration row whose data became the profile's must not train its models a second time)."""
+    from infiloop.experiments import resolve
+
+    same = {"size": 8, "n_test": 64}  # smoke's own maze values
+    assert build("maze", "smoke", root=tmp_path, overrides=same, verbose=False)["test"] == \
+        build("maze", "smoke", root=tmp_path, verbose=False)["test"]
+    runs = {label: resolve("maze", "carry_last", "smoke", over, root=tmp_path / "runs").dir
+            for label, over in [("none", None), ("same", {f"data.{k}": v for k, v in same.items()}),
+                                ("other", {"data.size": 8, "data.n_test": 32})]}
+    assert runs["same"] == runs["none"] != runs["other"]
+
+
 def test_cli_build_reports_source(tmp_path, capsys):
     assert main(["build", "--task", "sudoku", "--profile", "smoke", "--root", str(tmp_path),
                  "--set", "n_train=10", "--set", "n_test=5"]) == 0

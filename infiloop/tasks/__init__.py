@@ -13,7 +13,7 @@
 import numpy as np
 
 from .base import IGNORE_LABEL_ID, PAD_ID, DataError, TaskData
-from .datasets import DATA_PROFILES, TASKS, build, info, load, profile_config
+from .datasets import DATA_PROFILES, TASKS, build, changed_settings, info, load, profile_config
 from .scoring import exact_accuracy, wrong_cells
 from .voting import Attempt, attempts_from_predictions, solutions_from_data, vote_pass_at_k, vote_pass_at_k_per_run
 
@@ -37,7 +37,7 @@ def cells_to_fill(task: str, inputs: np.ndarray) -> np.ndarray:
 
 __all__ = [
     "DATA_PROFILES", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
-    "TaskData", "attempts_from_predictions", "build", "cells_to_fill", "exact_accuracy", "info", "load",
-    "profile_config",
+    "TaskData", "attempts_from_predictions", "build", "cells_to_fill", "changed_settings", "exact_accuracy", "info",
+    "load", "profile_config",
     "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run", "wrong_cells",
 ]

@@ -123,8 +123,16 @@ def profile_config(task: str, profile: str, overrides: dict | None = None) -> di
     return cfg
 
 
+def changed_settings(task: str, profile: str, overrides: dict | None) -> dict:
+    """The overrides that change the profile's data: a key set to the profile's own value is dropped, so
+    that the same data (and the models trained on it) never sit in two caches under two names."""
+    base = {k: json.dumps(v, sort_keys=True) for k, v in DATA_PROFILES.get(profile, {}).get(task, {}).items()}
+    return {k: v for k, v in (overrides or {}).items() if base.get(k) != json.dumps(v, sort_keys=True)}
+
+
 def build_dir(task: str, profile: str, overrides: dict | None, root: Path) -> Path:
     name = profile
+    overrides = changed_settings(task, profile, overrides)
     if overrides:
         name += "-" + hashlib.sha1(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8]
     return Path(root) / task / name
