@@ -467,7 +467,9 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
     (the drift the paper reports for TRM), the share of solved puzzles lost by 60x and the relative state
     change per update after the first solve (the paper's mechanism of the drift); means over seeds,
     the drop's worst seed in brackets. Returns (columns, table rows, facts): facts has ``rows`` (how many),
-    ``seeds`` (models per connection in all) and, per connection, ``max_drop`` (points) with its ``row``.
+    ``seeds`` (models per connection in all) and, per connection, ``max_drop`` (points) with its ``row``,
+    ``max_lost`` (% of solved puzzles) with its ``lost_row`` and ``max_change`` (% per update after the
+    solve) with its ``change_row``, each the worst single model.
     ``results``: a results folder (default :data:`RECORDED`, the rows kept in ``docs/calibration-results``)."""
     rows = ROWS if rows is None else rows
     results = RECORDED if results is None else Path(results)
@@ -478,7 +480,8 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
         name = {"carry_last": "carry-last", "infiloop": "InfiLoop"}[recipe]
         columns += [f"{name} @1x (%)", f"{name} peak − @60x (points)", f"{name} solved, then lost (%)",
                     f"{name} state change per update after the solve (%)"]
-    table, facts = [], {"rows": 0, "seeds": 0, **{r: {"max_drop": 0.0, "row": None} for r in CONNECTIONS}}
+    worst = {"max_drop": 0.0, "row": None, "max_lost": 0.0, "lost_row": None, "max_change": 0.0, "change_row": None}
+    table, facts = [], {"rows": 0, "seeds": 0, **{r: dict(worst) for r in CONNECTIONS}}
     for n in order:
         r = files[n]
         if not all(r["results"].get(recipe) for recipe in CONNECTIONS):
@@ -492,8 +495,14 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
                      f"{np.mean(drops):.1f}" + (f" ({max(drops):.1f})" if len(drops) > 1 else ""),
                      _cell([x["lost_after_solve"] for x in recs]),
                      _cell([x["state_change_after_solve"] for x in recs], 100, "{:.2g}")]
-            if max(drops) > facts[recipe]["max_drop"] or facts[recipe]["row"] is None:
-                facts[recipe] = {"max_drop": max(drops), "row": n}
+            f = facts[recipe]
+            if max(drops) > f["max_drop"] or f["row"] is None:
+                f.update(max_drop=max(drops), row=n)
+            for key, row_key, field in (("max_lost", "lost_row", "lost_after_solve"),
+                                        ("max_change", "change_row", "state_change_after_solve")):
+                values = [100 * x[field] for x in recs if x.get(field) is not None]
+                if values and (max(values) > f[key] or f[row_key] is None):
+                    f.update({key: max(values), row_key: n})
         facts["rows"] += 1
         facts["seeds"] += int(line[2])
         table.append(line)

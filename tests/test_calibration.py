@@ -192,8 +192,12 @@ def test_drift_summary_reads_every_recorded_row(tmp_path):
     assert facts["rows"] == 2 and facts["seeds"] == 3
     assert facts["carry_last"]["row"] == "search6-2500" and facts["carry_last"]["max_drop"] == pytest.approx(5.0)
     assert facts["infiloop"]["row"] == "easy-700" and facts["infiloop"]["max_drop"] == pytest.approx(1.0)
+    assert facts["carry_last"]["lost_row"] == "search6-2500" and facts["carry_last"]["max_lost"] == pytest.approx(10.0)
+    assert facts["infiloop"]["lost_row"] == "easy-700" and facts["infiloop"]["max_lost"] == pytest.approx(2.0)
+    assert facts["carry_last"]["max_change"] == pytest.approx(0.1)
+    empty = {"max_drop": 0.0, "row": None, "max_lost": 0.0, "lost_row": None, "max_change": 0.0, "change_row": None}
     assert calibration.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, **{
-        r: {"max_drop": 0.0, "row": None} for r in calibration.CONNECTIONS}})
+        r: empty for r in calibration.CONNECTIONS}})
 
 
 def test_the_recorded_rows_are_read_by_notebook_02():
