@@ -376,6 +376,7 @@ class _Trainer:
         self.carry = model.initial_carry(b, self.device)
         self.step_ = 0
         self.window: list[dict] = []  # metrics since the last log line
+        self.elapsed_before = 0.0  # training seconds of the sessions before a resume, up to their last checkpoint
         self._resume()
 
         self.net: nn.Module = model
@@ -383,7 +384,7 @@ class _Trainer:
             self.net = nn.parallel.DistributedDataParallel(model)
         if train_cfg.compile == "on" or (train_cfg.compile == "auto" and on_cuda):
             self.net = torch.compile(self.net)
-        self.t_start = time.time()
+        self.t_start = time.time() - self.elapsed_before  # elapsed_s and train_seconds count every session
 
     def _resume(self) -> None:
         """Continue from the last readable checkpoint, exactly (every random state included), if there is one."""
@@ -406,6 +407,8 @@ class _Trainer:
         self.step_ = int(ck["step"])
         self.window = list(ck["window"])
         _truncate_metrics(self.run_dir / METRICS, self.step_)
+        # checkpoints written before elapsed_s was kept: the last log line at or before the checkpoint
+        self.elapsed_before = float(ck.get("elapsed_s", _last_metrics(self.run_dir / METRICS).get("elapsed_s", 0.0)))
 
     def refill(self) -> None:
         """Halted slots take the next puzzles of the stream (the same decision on every process)."""
@@ -509,6 +512,7 @@ class _Trainer:
             "torch_rng": torch.get_rng_state(), "slot_idx": self.slot_idx, "slot_seg": self.slot_seg,
             "halted": self.halted, "carry": full_carry,
             "window": self.window,  # metrics since the last log line, so that a resumed run logs the same
+            "elapsed_s": time.time() - self.t_start,
         }
         path = self.run_dir / CHECKPOINT
         if path.is_file():

@@ -184,8 +184,13 @@ def test_interrupted_run_resumes_exactly(tmp_path, recipe):
     full = get_run("sudoku", recipe, "smoke", root=tmp_path / "a", progress=False)
     part = get_run("sudoku", recipe, "smoke", root=tmp_path / "b", max_steps=13, progress=False)
     assert not part.done and (part.dir / "checkpoint.pt").is_file()
+    before = torch.load(part.dir / "checkpoint.pt", weights_only=True)["elapsed_s"]
     done = get_run("sudoku", recipe, "smoke", root=tmp_path / "b", progress=False)
     assert done.done
+    # the time of the first session counts: elapsed_s goes on from it, and train_seconds includes it
+    elapsed = [json.loads(x)["elapsed_s"] for x in (done.dir / "metrics.jsonl").read_text().splitlines()]
+    assert before > 0 and elapsed == sorted(elapsed) and elapsed[-1] >= round(before, 2)
+    assert json.loads((done.dir / "DONE.json").read_text())["train_seconds"] >= before
     wa, wb = load_weights(full.dir / "model.safetensors"), load_weights(done.dir / "model.safetensors")
     for k in wa:
         assert torch.allclose(wa[k], wb[k], atol=1e-6), k
