@@ -14,6 +14,8 @@ evaluated to 60x the training depth (H x max_segments outer updates). A row's re
     python -m infiloop.calibration search6-2500 easy-700     # run rows by name (cached runs are reused)
     python -m infiloop.calibration search6-2500 --seeds 0,1,2 --jobs 2
     python -m infiloop.calibration --render                  # only rewrite the table from the results
+    python -m infiloop.calibration --render --results docs/calibration-results --readme README.md
+                                                             # the recorded rows: docs and the README's table
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import analysis, paths, tasks
+from . import analysis, paper, paths, tasks
 from .experiments import get_run
 from .io import atomic_write_text
 from .layers import swiglu_width
@@ -43,6 +45,12 @@ DOC = paths.DOCS / "calibration.md"
 RECORDED = paths.DOCS / "calibration-results"  # the rows run so far, kept with the code (docs/calibration.md)
 CONNECTIONS = ("carry_last", "infiloop")
 MULTIPLES = (0.5, 1, 4, 60)  # depths recorded, as multiples of the training depth
+# The paper's TRM, against which the search is judged: its fall from the peak (Fig. 1a, points), the share of
+# solved puzzles it loses (%; 19.7 after update 36, "15-20 %" under perturbation) and its state change per
+# update after the solve (%).
+PAPER_FALL = paper.FIG1A[0].accuracy - paper.FIG1A[1].accuracy
+PAPER_LOST = 15.0
+PAPER_CHANGE = paper.CARRY_LAST_DIAGNOSTICS["state_change_after_pct"]["TRM"]
 
 # A row's settings, each optional (the base profile's value otherwise):
 #   profile    base profile (default "tiny")
@@ -512,6 +520,60 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
     return columns, table, facts
 
 
+def drift_statement(facts: dict) -> str:
+    """The search's evidence in one paragraph from :func:`drift_summary`'s facts: carry-last's largest fall
+    below its peak, loss of solved puzzles and state change after the solve, each with its row, against the
+    paper's TRM; it ends with the verdict in bold when no row reaches the paper's fall nor its loss (one seed
+    per row mostly, so the verdict rests on all rows together, not on an interval)."""
+    if not facts["rows"]:
+        return "No calibration row is recorded yet."
+    cl, il = facts["carry_last"], facts["infiloop"]
+    text = (f"The calibration search ({facts['rows']} candidate settings, {facts['seeds']} trained models per "
+            f"connection on the 2-core CPU; `docs/calibration.md`) found carry-last at most {cl['max_drop']:.1f} "
+            f"points below its own peak at 60x the training depth (row `{cl['row']}`; InfiLoop at most "
+            f"{il['max_drop']:.1f}, row `{il['row']}`), losing at most {cl['max_lost']:.1f} % of its solved puzzles "
+            f"(row `{cl['lost_row']}`; InfiLoop {il['max_lost']:.1f} %), its state changing by at most "
+            f"{cl['max_change']:.2f} % per update after the solve (row `{cl['change_row']}`; InfiLoop "
+            f"{il['max_change']:.2f} %); the paper's TRM: {PAPER_FALL:.1f} points, {PAPER_LOST:.0f}–20 %, about "
+            f"{PAPER_CHANGE:.0f} %.")
+    if contrast_absent(facts):
+        text += (" **In none of these settings does carry-last reach the paper's fall or its loss of solved "
+                 "puzzles: at this scale the paper's contrast did not appear.**")
+    return text
+
+
+def contrast_absent(facts: dict) -> bool:
+    """True when rows are recorded and no carry-last model reaches the paper's fall or its loss."""
+    cl = facts["carry_last"]
+    return bool(facts["rows"]) and cl["max_drop"] < PAPER_FALL and cl["max_lost"] < PAPER_LOST
+
+
+README_START, README_END = "<!-- calibration-drift: start -->", "<!-- calibration-drift: end -->"
+README_COLUMNS = ["candidate", "what changes (over `tiny`)", "seeds", "CL @1x", "CL peak − @60x", "CL lost",
+                  "CL state change", "IL @1x", "IL peak − @60x", "IL lost", "IL state change"]
+
+
+def render_drift(results: Path | None = None, rows: dict[str, dict] | None = None) -> str:
+    """The README's block: :func:`drift_summary`'s table with short headings (CL carry-last, IL InfiLoop)
+    and :func:`drift_statement`, between :data:`README_START` and :data:`README_END`."""
+    columns, table, facts = drift_summary(results, rows)
+    assert len(columns) == len(README_COLUMNS)
+    lines = ["| " + " | ".join(README_COLUMNS) + " |", "|" + "---|" * len(README_COLUMNS)]
+    lines += ["| " + " | ".join([f"`{r[0]}`", *r[1:]]) + " |" for r in table]
+    return f"{README_START}\n" + "\n".join(lines) + f"\n\n{drift_statement(facts)}\n{README_END}"
+
+
+def render_readme(readme: Path, results: Path | None = None, rows: dict[str, dict] | None = None) -> Path:
+    """Replace the block between the README's drift markers by :func:`render_drift`; the README must
+    already hold both markers (it is never appended to)."""
+    text = Path(readme).read_text() if Path(readme).is_file() else ""
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"{readme}: no '{README_START}' ... '{README_END}' block to fill")
+    block = render_drift(results, rows)
+    return atomic_write_text(readme, text[:text.index(README_START)] + block
+                             + text[text.index(README_END) + len(README_END):])
+
+
 def render_candidates(rows: dict[str, dict] | None = None) -> str:
     """The candidate rows as a table: settings and estimated cost (minutes per model, one thread), then
     the named data sets and the estimated total."""
@@ -577,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", type=Path, default=None, help=f"run cache (default {paths.RUNS})")
     p.add_argument("--results", type=Path, default=None, help=f"results folder (default {results_folder()})")
     p.add_argument("--doc", type=Path, default=DOC, help=f"document with the search table (default {DOC})")
+    p.add_argument("--readme", type=Path, default=None,
+                   help="also refill this README's drift block (between its calibration-drift markers)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.list:
         print(render_candidates(ROWS))
@@ -591,6 +655,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
     print(f"wrote {render(args.results, args.doc)}")
+    if args.readme is not None:
+        try:
+            print(f"wrote {render_readme(args.readme, args.results)}")
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

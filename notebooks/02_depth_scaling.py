@@ -229,18 +229,7 @@ print(*[" | ".join(map(str, x)) for x in [change_cols, *change_rows]], sep="\n")
 # %%
 cal_cols, cal_rows, cal = calibration.drift_summary()
 print(*[" | ".join(map(str, x)) for x in [cal_cols, *cal_rows]], sep="\n")
-worst = cal["carry_last"]
-cal_text = (f"The calibration search ({cal['rows']} candidate settings, {cal['seeds']} trained models per connection "
-            f"on the 2-core CPU; `docs/calibration.md`) found carry-last at most {worst['max_drop']:.1f} points "
-            f"below its own peak at 60x the training depth (row {worst['row']}; InfiLoop at most "
-            f"{cal['infiloop']['max_drop']:.1f}, row {cal['infiloop']['row']}), losing at most "
-            f"{worst['max_lost']:.1f} % of its solved puzzles (row {worst['lost_row']}), its state changing by at most "
-            f"{worst['max_change']:.2f} % per update after the solve (row {worst['change_row']}); the paper's TRM: "
-            "4.1 points, 15–20 %, about 10 %.") if cal["rows"] else "No calibration row is recorded yet."
-# The search's verdict against the paper's magnitudes (one seed per row mostly, so no interval decides a row)
-if cal["rows"] and worst["max_drop"] < 4.1 and worst["max_lost"] < 15:
-    cal_text += (" **In none of these settings does carry-last reach the paper's fall or its loss of solved "
-                 "puzzles: at this scale the paper's contrast did not appear.**")
+cal_text = calibration.drift_statement(cal)  # the search's verdict against the paper's magnitudes
 print(cal_text)
 
 # %% [markdown]

@@ -195,6 +195,14 @@ def test_drift_summary_reads_every_recorded_row(tmp_path):
     assert facts["carry_last"]["lost_row"] == "search6-2500" and facts["carry_last"]["max_lost"] == pytest.approx(10.0)
     assert facts["infiloop"]["lost_row"] == "easy-700" and facts["infiloop"]["max_lost"] == pytest.approx(2.0)
     assert facts["carry_last"]["max_change"] == pytest.approx(0.1)
+    # the statement: carry-last's 5-point fall reaches the paper's 4.1, so no verdict of absence
+    said = calibration.drift_statement(facts)
+    assert "at most 5.0 points below its own peak" in said and "row `search6-2500`" in said
+    assert "did not appear" not in said and not calibration.contrast_absent(facts)
+    small = {**facts, "carry_last": {**facts["carry_last"], "max_drop": 1.0, "max_lost": 10.0}}
+    assert calibration.contrast_absent(small) and "did not appear" in calibration.drift_statement(small)
+    lossy = {**facts, "carry_last": {**facts["carry_last"], "max_drop": 1.0, "max_lost": 19.7}}
+    assert not calibration.contrast_absent(lossy)
     empty = {"max_drop": 0.0, "row": None, "max_lost": 0.0, "lost_row": None, "max_change": 0.0, "change_row": None}
     assert calibration.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, **{
         r: empty for r in calibration.CONNECTIONS}})
@@ -205,3 +213,23 @@ def test_the_recorded_rows_are_read_by_notebook_02():
     recorded = sorted(p.stem for p in calibration.RECORDED.glob("*.json"))
     assert recorded and facts["rows"] == len(rows) <= len(recorded)
     assert {r[0] for r in rows} <= set(recorded)
+
+
+def test_the_readme_shows_every_recorded_row(tmp_path):
+    """The README's drift block is the rendering of docs/calibration-results: a row recorded without
+    re-rendering (``--render --results docs/calibration-results --readme README.md``) fails here."""
+    readme = (paths.ROOT / "README.md").read_text()
+    block = readme[readme.index(calibration.README_START):readme.index(calibration.README_END)
+                   + len(calibration.README_END)]
+    assert block == calibration.render_drift(calibration.RECORDED)
+    copy = tmp_path / "README.md"
+    copy.write_text("intro\n" + calibration.README_START + "\nold\n" + calibration.README_END + "\nrest\n")
+    assert calibration.main(["--render", "--results", str(calibration.RECORDED), "--doc", str(tmp_path / "c.md"),
+                             "--readme", str(copy)]) == 0
+    text = copy.read_text()
+    assert text.startswith("intro\n") and text.endswith("\nrest\n") and "old" not in text
+    assert all(f"| `{name}` |" in text for name in (p.stem for p in calibration.RECORDED.glob("*.json")))
+    bare = tmp_path / "bare.md"
+    bare.write_text("no markers\n")
+    assert calibration.main(["--render", "--doc", str(tmp_path / "c.md"), "--readme", str(bare)]) == 1
+    assert bare.read_text() == "no markers\n"
