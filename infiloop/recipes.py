@@ -54,10 +54,12 @@ _TINY: dict = {
     "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
               "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
     "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
-    "main_tasks": ["sudoku"],  # maze at tiny: -p tasks sudoku,maze (slow: about 36 min a model, below)
-    # Maze trains 2,500 steps: the calibration row maze8-2500 (both connections about 94 % at the training depth,
-    # 36-39 min to train and 10-11 to evaluate to 960 updates on one core; docs/calibration.md)
-    "task_overrides": {"maze": {"train.steps": 2500}},
+    # Table 1's four columns. Maze trains tiny's 700 steps like Sudoku: the calibration row maze8-700 (carry-last
+    # 78 %, InfiLoop 59 % at the training depth, 10.5-10.8 min a model on one core; 2,500 steps, row maze8-2500,
+    # reach about 94 % for both in 36-39 min); ARC on subsets of small grids (data profile tiny: 16 evaluation
+    # tasks of ARC-AGI-1 up to 10x10, 8 of ARC-AGI-2 up to 15x15), about 12 and 32 min a model.
+    # `-p tasks sudoku` gives the Sudoku-only table of about 80 minutes (README).
+    "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
 }
 
 PROFILES: dict[str, dict] = {
