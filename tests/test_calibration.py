@@ -233,3 +233,15 @@ def test_the_readme_shows_every_recorded_row(tmp_path):
     bare.write_text("no markers\n")
     assert calibration.main(["--render", "--doc", str(tmp_path / "c.md"), "--readme", str(bare)]) == 1
     assert bare.read_text() == "no markers\n"
+
+
+def test_tinys_maze_models_are_the_recorded_maze_row(tmp_path):
+    """The Maze column of `tiny`'s main table trains exactly the models of the recorded row maze8-700 (same
+    configuration, so the same run folder name): the calibration's evidence is about the profile's models."""
+    from infiloop.experiments import resolve
+
+    row = json.loads((calibration.RECORDED / "maze8-700.json").read_text())
+    assert "maze" in calibration.PROFILES["tiny"]["main_tasks"]
+    for recipe in calibration.CONNECTIONS:
+        recorded = row["results"][recipe]["0"]["run"].rsplit("/", 1)[-1]
+        assert resolve("maze", recipe, "tiny", root=tmp_path).dir.name == recorded
