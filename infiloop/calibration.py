@@ -567,11 +567,18 @@ def render_readme(readme: Path, results: Path | None = None, rows: dict[str, dic
     """Replace the block between the README's drift markers by :func:`render_drift`; the README must
     already hold both markers (it is never appended to)."""
     text = Path(readme).read_text() if Path(readme).is_file() else ""
-    if README_START not in text or README_END not in text:
+    filled = _fill_block(text, README_START, README_END, render_drift(results, rows))
+    if filled is None:
         raise ValueError(f"{readme}: no '{README_START}' ... '{README_END}' block to fill")
-    block = render_drift(results, rows)
-    return atomic_write_text(readme, text[:text.index(README_START)] + block
-                             + text[text.index(README_END) + len(README_END):])
+    return atomic_write_text(readme, filled)
+
+
+def _fill_block(text: str, start: str, end: str, block: str) -> str | None:
+    """``text`` with everything from ``start`` to ``end`` (markers included) replaced by ``block``, which
+    carries the markers itself; None when ``text`` lacks either marker."""
+    if start not in text or end not in text:
+        return None
+    return text[:text.index(start)] + block + text[text.index(end) + len(end):]
 
 
 def render_candidates(rows: dict[str, dict] | None = None) -> str:
@@ -617,11 +624,9 @@ def render(results: Path | None = None, doc: Path = DOC, rows: dict[str, dict] |
     text = Path(doc).read_text() if Path(doc).is_file() else ""
     table = (f"{START}\n{render_table(results, rows)}\n\nThe candidates (`python -m infiloop.calibration --list`):\n\n"
              f"{render_candidates(rows)}\n{END}")
-    if START in text and END in text:
-        text = text[:text.index(START)] + table + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + SECTION + "\n" + table + "\n"
-    return atomic_write_text(doc, text)
+    filled = _fill_block(text, START, END, table)
+    return atomic_write_text(doc, filled if filled is not None else
+                             text.rstrip("\n") + "\n\n" + SECTION + "\n" + table + "\n")
 
 
 # ------------------------------------------------------------------------------------------ command line

@@ -231,7 +231,8 @@ def test_the_readme_shows_every_recorded_row(tmp_path):
     assert all(f"| `{name}` |" in text for name in (p.stem for p in calibration.RECORDED.glob("*.json")))
     bare = tmp_path / "bare.md"
     bare.write_text("no markers\n")
-    assert calibration.main(["--render", "--doc", str(tmp_path / "c.md"), "--readme", str(bare)]) == 1
+    assert calibration.main(["--render", "--results", str(tmp_path / "none"), "--doc", str(tmp_path / "c.md"),
+                             "--readme", str(bare)]) == 1
     assert bare.read_text() == "no markers\n"
 
 
