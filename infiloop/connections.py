@@ -27,7 +27,16 @@ import torch
 from torch import Tensor, nn
 
 from .config import from_dict
-from .kernels import BACKENDS, content_score, infiloop_init, infiloop_step
+from .kernels import (
+    BACKENDS,
+    CLIP_MODES,
+    content_score,
+    infiloop_init,
+    infiloop_step,
+    raw_score,
+    rms_normalize,
+    score_slope,
+)
 
 State = dict[str, Tensor]
 
@@ -48,7 +57,7 @@ def _log_beta(beta: float | Tensor, like: Tensor) -> Tensor:
 
 
 def aggregate(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None = 8.0,
-              eps: float = 1e-6) -> Tensor:
+              eps: float = 1e-6, clip_mode: str = "hard") -> Tensor:
     """Eq. 2, computed explicitly: ``h_t = sum_{i<=t} alpha_{t,i} z_i``,
     ``alpha_{t,i} = softmax_i(s_i + (t - i) log beta)``, ``s_i = min(q^T RMSNorm(z_i), clip)``.
 
@@ -58,7 +67,7 @@ def aggregate(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | No
     T, d = z.shape[0], z.shape[-1]
     lead = z.shape[1:-1]
     zf = z.reshape(T, -1, d)  # [T, M, d]
-    s = content_score(zf, q, score_clip, eps)  # [T, M]
+    s = content_score(zf, q, score_clip, eps, clip_mode)  # [T, M]
     t = torch.arange(T, device=z.device)
     lag = (t[:, None] - t[None, :]).to(z.dtype)  # [t, i] = t - i
     logits = s[None, :, :] + (lag * _log_beta(beta, z))[:, :, None]  # [t, i, M]
@@ -69,7 +78,7 @@ def aggregate(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | No
 
 
 def stream(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None = 8.0,
-           eps: float = 1e-6) -> Tensor:
+           eps: float = 1e-6, clip_mode: str = "hard") -> Tensor:
     """Eq. 4 by the streaming recurrence ``N_t = beta N_{t-1} + e_t z_t``, ``D_t = beta D_{t-1} + e_t``,
     ``h_t = N_t / D_t``: O(d) state per token whatever T.
 
@@ -79,7 +88,7 @@ def stream(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None 
     """
     log_beta = _log_beta(beta, z)
     out = torch.empty_like(z)
-    s = content_score(z, q, score_clip, eps)  # [T, ...]
+    s = content_score(z, q, score_clip, eps, clip_mode)  # [T, ...]
     m = s[0]
     n_hat, d_hat = z[0].clone(), torch.ones_like(s[0])
     out[0] = z[0]
@@ -107,6 +116,14 @@ class ConnectionConfig:
     decay: InfiLoop's decay mode, one of ``DECAY_MODES``; ``uniform`` is beta = 1.
     content_score: InfiLoop's content score on (s_t = q^T RMSNorm(z_t)) or off (s_t = 0).
     score_clip: upper bound on s_t (the paper uses 8.0); ``None`` for no clip.
+    clip_mode: how the bound acts: ``hard`` (min(s, clip), the paper's) or ``soft`` (clip * tanh(s / clip)).
+    z0_candidate: the initial state is the candidate z_0 of eq. 2 (h_0 = z_0 with weight e_0; True) or holds
+        no weight (gamma_1 = 1; False).
+    history_grad: the gradient of log D_{t-1} with respect to q and lambda through the scores and ages of
+        the detached history (training only). Deep supervision detaches the state, so without it the
+        gradient treats the retained mass beta D_{t-1} as a constant; with it the derivative of gamma_t is
+        the one of eq. 2 with the old candidates held fixed. Costs a second O(d) vector per token in training
+        (``u``: the alpha-weighted mean of the normalised candidates) and a scalar (the mean age).
     eps: added to the mean square in RMSNorm.
     gamma: the fixed step size of ``ema``.
     n_queries: number of per-step queries of ``full_attnres`` (steps past it reuse the last query).
@@ -119,6 +136,9 @@ class ConnectionConfig:
     decay: str = "learned"
     content_score: bool = True
     score_clip: float | None = 8.0
+    clip_mode: str = "hard"
+    z0_candidate: bool = True
+    history_grad: bool = False
     eps: float = 1e-6
     gamma: float = 0.5
     n_queries: int = 64
@@ -141,8 +161,11 @@ class ConnectionConfig:
                 bad("beta", f"decay {self.decay!r} needs beta in (0, 1), got {self.beta}")
             if self.decay == "reverse" and not self.beta > 1.0:
                 bad("beta", f"decay 'reverse' needs beta > 1 (the paper uses 1.82), got {self.beta}")
-        if self.score_clip is not None and not math.isfinite(self.score_clip):
-            bad("score_clip", f"must be a finite number or None, got {self.score_clip}")
+        if self.score_clip is not None and not (math.isfinite(self.score_clip) and (
+                self.clip_mode == "hard" or self.score_clip > 0)):
+            bad("score_clip", f"must be a finite number (positive for the soft cap) or None, got {self.score_clip}")
+        if self.clip_mode not in CLIP_MODES:
+            bad("clip_mode", f"unknown clip mode {self.clip_mode!r}; valid choices: {', '.join(CLIP_MODES)}")
         if not self.eps > 0:
             bad("eps", f"must be positive, got {self.eps}")
         if self.name == "ema" and not 0.0 < self.gamma <= 1.0:
@@ -258,18 +281,67 @@ class InfiLoop(Connection):
         return float(self.log_beta().detach().exp())
 
     def init(self, z0):
-        h, log_d, _ = infiloop_init(z0, self.q, self.cfg.score_clip, self.cfg.eps, self.cfg.content_score)
-        return {"h": h, "log_d": log_d}
+        c = self.cfg
+        h, log_d, _ = infiloop_init(z0, self.q, c.score_clip, c.eps, c.content_score, c.clip_mode, c.z0_candidate)
+        state = {"h": h, "log_d": log_d}
+        if self._keeps_history():
+            with torch.no_grad():
+                u = self._score_direction(z0) if c.z0_candidate else torch.zeros_like(z0)
+            state.update(u=u, age=torch.zeros_like(log_d))
+        return state
+
+    def _keeps_history(self) -> bool:
+        """The history terms of the gradient are kept in training only (evaluation keeps (h, log D))."""
+        return self.cfg.history_grad and self.training and (self.cfg.content_score or self.cfg.decay == "learned")
+
+    def _score_direction(self, z: Tensor) -> Tensor:
+        """ds/dq of one candidate: its normalised direction times the slope of the clip (0 above a hard clip)."""
+        c = self.cfg
+        if not c.content_score:
+            return torch.zeros_like(z)
+        slope = score_slope(raw_score(z, self.q, c.eps), c.score_clip, c.clip_mode)
+        return rms_normalize(z, c.eps) * slope.unsqueeze(-1)
+
+    def _with_history_grad(self, state: State, log_beta: Tensor) -> Tensor:
+        """log D_{t-1} with the gradient of eq. 2's history attached, value unchanged.
+
+        log D_{t-1} = logsumexp_i (s_i + (t-1-i) log beta), so with the candidates held fixed
+        d log D_{t-1}/dq = sum_i alpha_{t-1,i} ds_i/dq = u and d log D_{t-1}/d log beta = sum_i alpha_{t-1,i}
+        (t-1-i) = age. Attached once, where the state enters the graph detached (the start of the segment's
+        gradient window); inside the window autograd carries it on through log D.
+        """
+        log_d = state["log_d"]
+        if log_d.requires_grad or not torch.is_grad_enabled():
+            return log_d
+        term = log_d.new_zeros(())
+        if self.cfg.content_score:
+            qu = state["u"] @ self.q.to(state["u"].dtype)
+            term = term + (qu - qu.detach())
+        if self.cfg.decay == "learned":
+            term = term + (log_beta - log_beta.detach()) * state["age"]
+        return log_d + term
 
     def step(self, state, z):
+        c = self.cfg
+        log_beta = self.log_beta()
+        history = "u" in state
+        log_d = self._with_history_grad(state, log_beta) if history else state["log_d"]
         h, log_d, gamma, s = infiloop_step(
-            z, state["h"], state["log_d"], self.q, self.log_beta(), self.cfg.score_clip, self.cfg.eps,
-            self.cfg.content_score, backend=self.cfg.backend,
+            z, state["h"], log_d, self.q, log_beta, c.score_clip, c.eps, c.content_score, backend=c.backend,
+            clip_mode=c.clip_mode,
         )
-        return {"h": h, "log_d": log_d}, h, {"gamma": gamma, "score": s}
+        new = {"h": h, "log_d": log_d}
+        if history:
+            with torch.no_grad():  # alpha_{t,t} = gamma_t, alpha_{t,i} = (1 - gamma_t) alpha_{t-1,i}
+                g = gamma.detach().unsqueeze(-1).to(z.dtype)
+                new["u"] = state["u"] + g * (self._score_direction(z.detach()) - state["u"])
+                new["age"] = (1 - gamma.detach()) * (state["age"] + 1)
+        return new, h, {"gamma": gamma, "score": s}
 
     def extra_repr(self):
-        return f"d={self.d}, decay={self.cfg.decay}, beta={self.beta:.4f}, content_score={self.cfg.content_score}"
+        c = self.cfg
+        return (f"d={self.d}, decay={c.decay}, beta={self.beta:.4f}, content_score={c.content_score}, "
+                f"clip={c.score_clip} ({c.clip_mode}), z0_candidate={c.z0_candidate}, history_grad={c.history_grad}")
 
 
 class FullAttnRes(Connection):

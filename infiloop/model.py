@@ -277,9 +277,10 @@ class LoopedReasoner(nn.Module):
                 t = self.cond.time(cond, horizon or self.cfg.cond.horizon)
                 mod = self.cond.modulation(t)
             y_in = self.cond.read(cond, y, x)
-        g_in, s_in = [], []
+        g_in, s_in, z_cand = [], [], None
         for _ in range(self.cfg.L):
-            z_state, _, diag = self.conn_inner.step(z_state, self.block(z_state["h"] + y_in + x, mod))
+            z_cand = self.block(z_state["h"] + y_in + x, mod)
+            z_state, _, diag = self.conn_inner.step(z_state, z_cand)
             g_in.append(diag["gamma"])
             s_in.append(diag["score"])
         y_cand = self.block(y_in + z_state["h"], mod)
@@ -291,6 +292,7 @@ class LoopedReasoner(nn.Module):
         if g_in:
             out["gamma_inner"] = torch.stack(g_in).mean(0)
             out["score_inner"] = torch.stack(s_in).mean(0)
+            out["candidate_inner"] = z_cand  # the last inner candidate
         new = {"y": y_state, "z": z_state}
         if self.cond is not None:
             new["cond"] = self.cond.advance(carry["cond"], y)

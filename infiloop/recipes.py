@@ -233,11 +233,27 @@ def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
     return json.loads(str(load_npz(files["train"], ["header"])["header"]))
 
 
+# Settings added after runs were cached, with the value that reproduces those runs: a run whose setting has
+# this value hashes as it did before the setting existed, so adding a switch retrains nothing.
+NEUTRAL_SETTINGS: dict[str, Any] = {
+    **{f"model.{axis}.{k}": v for axis in ("inner", "outer")
+       for k, v in (("clip_mode", "hard"), ("z0_candidate", True), ("history_grad", False))},
+    "train.candidate_loss": 0.0,
+}
+
+
 def config_hash(cfg: dict) -> str:
     """Hash of everything that defines the trained model, ``code_version`` included (not the evaluation
-    settings, not CPU threads)."""
-    keyed = {k: v for k, v in cfg.items() if k != "eval"}
-    keyed["train"] = {k: v for k, v in cfg["train"].items() if k != "threads"}
+    settings, not CPU threads, not a later-added setting at its neutral value: ``NEUTRAL_SETTINGS``)."""
+    keyed = copy.deepcopy({k: v for k, v in cfg.items() if k != "eval"})
+    keyed["train"].pop("threads", None)
+    for dotted, neutral in NEUTRAL_SETTINGS.items():
+        *path, last = dotted.split(".")
+        node = keyed
+        for k in path:
+            node = node.get(k, {})
+        if last in node and node[last] == neutral:
+            del node[last]
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
 
 

@@ -29,8 +29,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from .analysis import rank_correlation
 from .config import from_dict
+from .connections import InfiLoop
 from .io import atomic_write, atomic_write_text, save_weights
+from .kernels import raw_score
 from .model import Carry, LoopedReasoner, ModelConfig
 from .tasks.base import IGNORE_LABEL_ID, DataError, TaskData
 from .tasks.scoring import count_wrong
@@ -41,7 +44,7 @@ WEIGHTS = "model.safetensors"
 DONE = "DONE.json"
 METRICS = "metrics.jsonl"
 OPTIMIZERS = ("adamw", "adam_atan2")
-DECAY_GROUPS = ("all", "matrices")
+DECAY_GROUPS = ("all", "matrices", "no_connections")
 PUZZLE_EMB_OPTIMIZERS = ("sign_sgd", "main")
 SCHEDULES = ("constant", "cosine")
 
@@ -59,9 +62,13 @@ class TrainConfig:
     weight_decay: float = 1.0
     betas: tuple[float, float] = (0.9, 0.95)
     optimizer: str = "adamw"
-    # Which parameters weight decay acts on: "all" (TRM decays every parameter) or "matrices" (not the
-    # 1-D parameters and not the loop connections' q and rho, a common choice the paper does not state).
+    # Which parameters weight decay acts on: "all" (TRM decays every parameter), "matrices" (not the
+    # 1-D parameters and not the loop connections' q and rho, a common choice the paper does not state) or
+    # "no_connections" (every parameter but the loop connections' q, rho and queries).
     decay: str = "all"
+    # Weight w of the loss on the outer candidate z_t: the lm loss is (1 - w) CE(head(h_t)) + w CE(head(z_t)).
+    # 0 (TRM, the paper as stated): only the answer state h_t is supervised. Carry-last is unchanged by w.
+    candidate_loss: float = 0.0
     # The puzzle embedding: "sign_sgd" (TRM: its own sign-SGD on the rows of the batch's puzzles, at
     # puzzle_emb_lr with puzzle_emb_weight_decay; None = lr / weight_decay) or "main" (the main optimiser).
     puzzle_emb_optimizer: str = "sign_sgd"
@@ -105,6 +112,8 @@ class TrainConfig:
             bad("loss", f"unknown loss {self.loss!r}; valid choices: stablemax, softmax")
         if not 0 <= self.ema < 1:
             bad("ema", f"must be in [0, 1), got {self.ema}")
+        if not 0 <= self.candidate_loss <= 1:
+            bad("candidate_loss", f"must be in [0, 1], got {self.candidate_loss}")
         if not 0 <= self.halt_exploration <= 1:
             bad("halt_exploration", f"must be in [0, 1], got {self.halt_exploration}")
         if self.precision not in ("auto", "fp32", "bf16"):
@@ -209,12 +218,15 @@ def _split_puzzle_emb(model: nn.Module, cfg: TrainConfig) -> tuple[list, list]:
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """The main optimiser. Weight decay on every parameter (``decay="all"``, TRM) or only on matrices
-    (``"matrices"``: not on 1-D parameters and not on the loop connections' q and rho)."""
+    """The main optimiser. Weight decay on every parameter (``decay="all"``, TRM), only on matrices
+    (``"matrices"``: not on 1-D parameters and not on the loop connections' q and rho) or on every
+    parameter but the loop connections' (``"no_connections"``)."""
     main, _ = _split_puzzle_emb(model, cfg)
     decay, no_decay = [], []
     for name, p in main:
-        exempt = cfg.decay == "matrices" and (p.ndim < 2 or name.startswith(("conn_", "module.conn_")))
+        connection = name.startswith(("conn_", "module.conn_", "_orig_mod.conn_"))
+        exempt = (cfg.decay == "matrices" and (p.ndim < 2 or connection)) or (cfg.decay == "no_connections"
+                                                                               and connection)
         (no_decay if exempt else decay).append(p)
     groups = [g for g in ({"params": decay, "weight_decay": cfg.weight_decay},
                           {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
@@ -328,6 +340,45 @@ def _slice_carry(carry: Carry, sl: slice) -> Carry:
     return {a: {k: v[sl].clone() for k, v in st.items()} for a, st in carry.items()}
 
 
+# ------------------------------------------------------------------------------------------ the connection
+
+
+CONNECTION_STATS = ("q_norm", "beta", "score_mean", "score_sd_cells", "score_sd_boards", "at_clip", "gamma")
+
+
+@torch.no_grad()
+def connection_stats(model: LoopedReasoner, diag: dict[str, Tensor], labels: Tensor) -> dict[str, float]:
+    """What the InfiLoop connection of each axis has learned, from one training step's last outer update:
+    ``<axis>_q_norm`` (|q|), ``<axis>_beta``, the raw (unclipped) content score q^T RMSNorm(z_t) of the
+    step's candidates over the grid cells (``score_mean``; ``score_sd_cells``: its spread across the cells of
+    a board, averaged over boards; ``score_sd_boards``: the spread of the board means), ``at_clip``: the share
+    of raw scores at or above the clip, and ``gamma``: the mean step size. For the outer axis also
+    ``outer_score_wrong_corr``: the rank correlation across boards between the board-mean raw score of the
+    outer candidate and its wrong cells (negative when the score tells right from wrong). Axes whose
+    connection is not InfiLoop report nothing."""
+    out: dict[str, float] = {}
+    prefix = model.cfg.prefix
+    for axis, conn in (("inner", model.conn_inner), ("outer", model.conn_outer)):
+        cand = diag.get(f"candidate_{axis}")
+        if not isinstance(conn, InfiLoop) or cand is None:
+            continue
+        raw = raw_score(cand[:, prefix:].float(), conn.q.float(), conn.cfg.eps)  # [B, cells]
+        clip = conn.cfg.score_clip
+        board = raw.mean(-1)
+        out.update({
+            f"{axis}_q_norm": float(conn.q.norm()), f"{axis}_beta": conn.beta,
+            f"{axis}_score_mean": float(raw.mean()), f"{axis}_score_sd_cells": float(raw.std(-1).mean()),
+            f"{axis}_score_sd_boards": float(board.std()) if len(board) > 1 else 0.0,
+            f"{axis}_at_clip": float((raw >= clip).float().mean()) if clip is not None else 0.0,
+            f"{axis}_gamma": float(diag[f"gamma_{axis}"][:, prefix:].float().mean()),
+        })
+        if axis == "outer":
+            wrong = count_wrong(model.logits(cand).argmax(-1), labels)
+            corr = rank_correlation(board.cpu().numpy(), wrong.float().cpu().numpy())
+            out["outer_score_wrong_corr"] = None if np.isnan(corr) else float(corr)
+    return out
+
+
 # ------------------------------------------------------------------------------------------ training
 
 
@@ -376,6 +427,7 @@ class _Trainer:
         self.carry = model.initial_carry(b, self.device)
         self.step_ = 0
         self.window: list[dict] = []  # metrics since the last log line
+        self.conn_stats: dict[str, float] = {}  # the loop connections at the last log step (connection_stats)
         self.elapsed_before = 0.0  # training seconds of the sessions before a resume, up to their last checkpoint
         self._resume()
 
@@ -434,11 +486,15 @@ class _Trainer:
                 g["lr"] = lr_at(self.step_, cfg) / cfg.lr * (cfg.puzzle_emb_lr or cfg.lr)
 
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.autocast):
-            self.carry, logits, q_halt, _ = self.net(self.carry, inputs, pids)
-        ce = (stablemax_cross_entropy if cfg.loss == "stablemax" else softmax_cross_entropy)(logits, labels)
+            self.carry, logits, q_halt, diag = self.net(self.carry, inputs, pids)
+            cand_logits = self.model.logits(diag["candidate_outer"]) if cfg.candidate_loss > 0 else None
+        cross_entropy = stablemax_cross_entropy if cfg.loss == "stablemax" else softmax_cross_entropy
         mask = labels != IGNORE_LABEL_ID
         n_cells = mask.sum(-1).clamp_min(1)
-        lm_loss = (ce.float().sum(-1) / n_cells).mean()
+        lm_loss = (cross_entropy(logits, labels).float().sum(-1) / n_cells).mean()
+        if cand_logits is not None:
+            cand_loss = (cross_entropy(cand_logits, labels).float().sum(-1) / n_cells).mean()
+            lm_loss = (1 - cfg.candidate_loss) * lm_loss + cfg.candidate_loss * cand_loss
         with torch.no_grad():
             pred = logits.argmax(-1)
             cell_ok = (pred == labels) & mask
@@ -460,7 +516,12 @@ class _Trainer:
         with torch.no_grad():
             m = torch.stack([loss.detach().float(), lm_loss.detach(), q_loss.detach().float(),
                              cell_ok.sum().float() / mask.sum().clamp_min(1), seq_ok.float().mean()])
+            if self._logs_now():
+                self.conn_stats = connection_stats(self.model, diag, labels)
         return q_halt, m
+
+    def _logs_now(self) -> bool:
+        return self.step_ % self.cfg.log_every == 0 or self.step_ == self.cfg.steps
 
     @torch.no_grad()
     def halt(self, q_halt: Tensor) -> None:
@@ -492,6 +553,7 @@ class _Trainer:
         rec = {k: float(np.mean([w[k] for w in self.window])) for k in self.window[0]}
         rec.update(step=self.step_, lr=lr_at(self.step_ - 1, self.cfg), segments=float(self.slot_seg.float().mean()),
                    elapsed_s=round(time.time() - self.t_start, 2))
+        rec.update(self.conn_stats)
         self.window = []
         if self.rank == 0:
             with open(self.run_dir / METRICS, "a") as f:

@@ -13,12 +13,13 @@ import os
 
 from torch import Tensor
 
-from .reference import content_score, infiloop_init, rms_normalize
+from .reference import CLIP_MODES, bound_score, content_score, infiloop_init, raw_score, rms_normalize, score_slope
 from .reference import infiloop_step as eager_step
 
 BACKENDS = ("auto", "eager", "triton")
 
-__all__ = ["BACKENDS", "content_score", "infiloop_init", "infiloop_step", "rms_normalize", "triton_available"]
+__all__ = ["BACKENDS", "CLIP_MODES", "bound_score", "content_score", "infiloop_init", "infiloop_step", "raw_score",
+           "rms_normalize", "score_slope", "triton_available"]
 
 
 def _triton_module():
@@ -46,11 +47,19 @@ def infiloop_step(
     eps: float,
     content: bool = True,
     backend: str = "auto",
+    clip_mode: str = "hard",
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One InfiLoop step (eq. 5 in log space); see ``reference.infiloop_step`` for the contract."""
+    """One InfiLoop step (eq. 5 in log space); see ``reference.infiloop_step`` for the contract.
+
+    The fused kernel implements the paper's hard clip (or none); the soft cap of the connection study
+    (``clip_mode="soft"``) runs the eager reference under ``auto`` and is refused under ``triton``."""
     if backend not in BACKENDS:
         raise ValueError(f"kernel backend must be one of {BACKENDS}, got {backend!r}")
-    use_triton = backend == "triton" or (backend == "auto" and z.is_cuda and triton_available("cuda"))
+    soft = clip_mode == "soft" and score_clip is not None
+    if backend == "triton" and soft:
+        raise ValueError("backend='triton' implements the hard score clip only; use backend 'eager' or 'auto' "
+                         "for clip_mode='soft'")
+    use_triton = backend == "triton" or (backend == "auto" and not soft and z.is_cuda and triton_available("cuda"))
     if use_triton:
         if not triton_available(z.device.type):
             raise RuntimeError(
@@ -58,4 +67,4 @@ def infiloop_step(
                 "(or TRITON_INTERPRET=1 for CPU tensors)"
             )
         return _triton_module().fused_step(z, h, log_d, q, log_beta, score_clip, eps, content)
-    return eager_step(z, h, log_d, q, log_beta, score_clip, eps, content)
+    return eager_step(z, h, log_d, q, log_beta, score_clip, eps, content, clip_mode)

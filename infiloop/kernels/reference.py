@@ -24,22 +24,52 @@ def rms_normalize(z: Tensor, eps: float) -> Tensor:
     return z * torch.rsqrt(z.pow(2).mean(dim=-1, keepdim=True) + eps)
 
 
-def content_score(z: Tensor, q: Tensor, score_clip: float | None, eps: float) -> Tensor:
-    """s = q^T RMSNorm(z), clipped from above at ``score_clip`` (a hard upper bound), shape z[..., 0].
+CLIP_MODES = ("hard", "soft")
+
+
+def raw_score(z: Tensor, q: Tensor, eps: float) -> Tensor:
+    """The unclipped content score q^T RMSNorm(z), shape z[..., 0].
 
     Computed as (q^T z) / rms(z): the same number, without materialising the normalised candidate."""
     mean_square = torch.linalg.vector_norm(z, dim=-1).pow(2) / z.shape[-1]
-    s = (z @ q.to(z.dtype)) * torch.rsqrt(mean_square + eps)
-    if score_clip is not None:
-        s = s.clamp(max=score_clip)
-    return s
+    return (z @ q.to(z.dtype)) * torch.rsqrt(mean_square + eps)
+
+
+def bound_score(raw: Tensor, score_clip: float | None, clip_mode: str = "hard") -> Tensor:
+    """The bound on the score: ``min(raw, clip)`` (``hard``, the paper's clip from above at 8.0) or
+    ``clip * tanh(raw / clip)`` (``soft``: the same ceiling, reached smoothly, and a floor at -clip)."""
+    if score_clip is None:
+        return raw
+    if clip_mode == "soft":
+        return score_clip * torch.tanh(raw / score_clip)
+    return raw.clamp(max=score_clip)
+
+
+def score_slope(raw: Tensor, score_clip: float | None, clip_mode: str = "hard") -> Tensor:
+    """ds/d(raw) of :func:`bound_score`: 1 below a hard clip and 0 above it; 1 - tanh^2 for the soft cap."""
+    if score_clip is None:
+        return torch.ones_like(raw)
+    if clip_mode == "soft":
+        return 1 - torch.tanh(raw / score_clip).pow(2)
+    return (raw <= score_clip).to(raw.dtype)  # torch.clamp passes the gradient where raw <= max
+
+
+def content_score(z: Tensor, q: Tensor, score_clip: float | None, eps: float, clip_mode: str = "hard") -> Tensor:
+    """s = q^T RMSNorm(z), bounded by ``score_clip`` (:func:`bound_score`), shape z[..., 0]."""
+    return bound_score(raw_score(z, q, eps), score_clip, clip_mode)
 
 
 def infiloop_init(
-    z0: Tensor, q: Tensor, score_clip: float | None, eps: float, content: bool = True
+    z0: Tensor, q: Tensor, score_clip: float | None, eps: float, content: bool = True, clip_mode: str = "hard",
+    z0_candidate: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """State from the first candidate: h_0 = z_0, log D_0 = s_0 (N_0 = e_0 z_0, D_0 = e_0)."""
-    s0 = content_score(z0, q, score_clip, eps) if content else z0.new_zeros(z0.shape[:-1])
+    """State from the first candidate: h_0 = z_0, log D_0 = s_0 (N_0 = e_0 z_0, D_0 = e_0).
+
+    With ``z0_candidate=False`` the initial state is not a candidate: it holds no mass (log D_0 = -inf), so
+    gamma_1 = 1 and h_1 = z_1, and eq. 2's sums start at i = 1."""
+    s0 = content_score(z0, q, score_clip, eps, clip_mode) if content else z0.new_zeros(z0.shape[:-1])
+    if not z0_candidate:
+        return z0, torch.full_like(s0, float("-inf")), s0
     return z0, s0, s0
 
 
@@ -52,13 +82,15 @@ def infiloop_step(
     score_clip: float | None,
     eps: float,
     content: bool = True,
+    clip_mode: str = "hard",
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One streaming step (eq. 4/5, log space). Returns ``(h_t, log D_t, gamma_t, s_t)``.
 
     Shapes: ``z, h: [..., d]``, ``log_d: [...]``, ``q: [d]``, ``log_beta``: a 0-d tensor.
     With ``content=False`` the score is the constant 0, so gamma_t -> 1 - beta (equal weights).
+    A state with no mass yet (log D = -inf: the initial state is not a candidate) takes gamma_t = 1.
     """
-    s = content_score(z, q, score_clip, eps) if content else z.new_zeros(z.shape[:-1])
+    s = content_score(z, q, score_clip, eps, clip_mode) if content else z.new_zeros(z.shape[:-1])
     log_retained = log_beta.to(log_d.dtype) + log_d
     x = s - log_retained
     gamma = torch.sigmoid(x)
@@ -66,4 +98,6 @@ def infiloop_step(
     # logaddexp(log_retained, s) = log_retained + softplus(s - log_retained), reusing x; the threshold
     # (where softplus returns x itself) is far enough out that the difference is below 1e-21.
     log_d_new = log_retained + F.softplus(x, threshold=50.0)
+    # -inf + inf is NaN: a state without mass takes D_t = e_t (the branch's gradient is masked, not NaN)
+    log_d_new = torch.where(torch.isneginf(log_retained), s.to(log_d_new.dtype), log_d_new)
     return h_new, log_d_new, gamma, s

@@ -1,0 +1,331 @@
+"""Does InfiLoop's connection learn? The study of what is supervised and what carries gradient
+(docs/connection-study.md).
+
+The paper's learned connection rests on its content score s_t = q^T RMSNorm(z_t) rising for right
+boards and falling for wrong ones (median 7.25 at 0 wrong cells, -0.58 at 33) and on training with its
+own block (attention). Each *variant* below changes one thing about how the connection is trained;
+each is trained on the ``search`` profile's puzzles (6x6 Sudoku that needs search) with two blocks,
+TRM's token-mixing MLP for 1,500 steps (the ``search`` profile itself) and attention for 800 steps,
+for InfiLoop and, where the variant changes a setting carry-last shares, for carry-last too (settings
+that only InfiLoop has leave carry-last's run the same: the variant is compared with the baseline's
+carry-last). Every run goes through the run cache; each model is evaluated at its training depth.
+
+    python -m infiloop.connection_study --list                     # variants and their settings
+    python -m infiloop.connection_study baseline history_grad --seeds 0,1 --jobs 2
+    python -m infiloop.connection_study --render                   # the table of docs/connection-study.md
+    python -m infiloop.connection_study --render --results docs/connection-study-results   # the recorded one
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from . import analysis, paths
+from .experiments import get_run
+from .io import atomic_write_text
+
+DOC = paths.DOCS / "connection-study.md"
+RECORDED = paths.DOCS / "connection-study-results"
+PROFILE = "search"
+TASK = "sudoku"
+CONNECTIONS = ("carry_last", "infiloop")
+
+# The two blocks: TRM's Sudoku block for the search profile's 1,500 steps, and the paper's attention block
+# (that of the gpu and paper profiles) for 800; the training cell accuracy is read at these steps.
+BLOCKS: dict[str, dict] = {
+    "mlp": {"overrides": {"train.steps": 1500}, "read_at": (400, 800, 1200, 1500)},
+    "attention": {"overrides": {"train.steps": 800, "model.mixer": "attention"}, "read_at": (200, 400, 600, 800)},
+}
+
+
+def _both(key: str, value) -> dict:
+    return {f"model.inner.{key}": value, f"model.outer.{key}": value}
+
+
+# Each variant: a label, the overrides over the profile, and whether carry-last has the setting too ("shared":
+# its own carry-last runs are trained) or not (compared with the baseline's carry-last).
+VARIANTS: dict[str, dict] = {
+    "baseline": {"label": "as built (hard clip at 8, z_0 a candidate, history detached, loss on h_t)",
+                 "overrides": {}, "shared": True},
+    "history_grad": {"label": "gradient of log D_{t-1} through the history's scores and ages",
+                     "overrides": _both("history_grad", True), "shared": False},
+    "soft_cap": {"label": "soft cap 8 tanh(s / 8) instead of the hard clip",
+                 "overrides": _both("clip_mode", "soft"), "shared": False},
+    "no_clip": {"label": "no clip", "overrides": _both("score_clip", None), "shared": False},
+    "no_z0": {"label": "the initial state is not a candidate (gamma_1 = 1)",
+              "overrides": _both("z0_candidate", False), "shared": False},
+    "no_decay_conn": {"label": "no weight decay on q and rho", "overrides": {"train.decay": "no_connections"},
+                      "shared": False},
+    "candidate_loss": {"label": "loss on the candidate z_t as well (weight 0.5)",
+                       "overrides": {"train.candidate_loss": 0.5}, "shared": False},
+    "grad_outer_2": {"label": "gradients through both outer updates of a segment (grad_outer = H = 2)",
+                     "overrides": {"model.grad_outer": 2}, "shared": True},
+    "history_grad_soft": {"label": "history gradient and soft cap",
+                          "overrides": {**_both("history_grad", True), **_both("clip_mode", "soft")},
+                          "shared": False},
+}
+# carry-last has no content score, clip, initial-state weight or history gradient, and its candidate is its
+# state (the candidate loss is the same loss): such variants reuse the baseline's carry-last runs.
+
+
+def check_variant(name: str) -> dict:
+    if name not in VARIANTS:
+        raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
+    return VARIANTS[name]
+
+
+def overrides(variant: str, block: str, seed: int) -> dict:
+    """The run-cache overrides of one model of the study."""
+    return {**BLOCKS[block]["overrides"], **check_variant(variant)["overrides"], "train.seed": seed}
+
+
+def models(variant: str, block: str, seed: int) -> list[tuple[str, str]]:
+    """(recipe, variant whose run it is) for the two connections of a variant: carry-last of a variant
+    that carry-last does not share is the baseline's."""
+    own = "carry_last" if check_variant(variant)["shared"] else None
+    return [("carry_last", variant if own else "baseline"), ("infiloop", variant)]
+
+
+# ------------------------------------------------------------------------------------------ one model
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+
+
+def score_wrong_correlation(traj: dict) -> float:
+    """Rank correlation, over every (update, puzzle) of a trajectory, between the outer candidate's mean
+    content score and its wrong cells (negative: the score tells right boards from wrong ones)."""
+    s, w = traj["score_outer"].astype(np.float64), traj["wrong_cells_candidate"].astype(np.float64)
+    return analysis.rank_correlation(s.ravel(), w.ravel())
+
+
+def run_model(variant: str, block: str, recipe: str, seed: int, root: Path | None = None,
+              progress: bool = False) -> dict:
+    """Train (or fetch) one model of the study, evaluate it at its training depth, and return its record."""
+    t0 = time.time()
+    run = get_run(TASK, recipe, PROFILE, overrides(variant, block, seed), root=root, progress=progress)
+    depth = run.training_depth
+    traj, _ = run.evaluate(updates=depth, every=1, progress=progress)
+    log = read_metrics(run.dir)
+    by_step = {r["step"]: r for r in log}
+    final = log[-1] if log else {}
+    conn = {k: v for k, v in final.items() if k.startswith(("inner_", "outer_"))}
+    corr = score_wrong_correlation(traj) if recipe == "infiloop" else float("nan")
+    return {"variant": variant, "block": block, "recipe": recipe, "seed": seed, "run": run.dir.name,
+            "cell_acc": {str(s): by_step[s]["cell_acc"] for s in BLOCKS[block]["read_at"] if s in by_step},
+            "exact_at_depth": analysis.accuracy_at(traj, depth), "training_depth": depth,
+            "eval_score_wrong_corr": None if np.isnan(corr) else corr, "connection": conn,
+            "train_seconds": run.summary().get("train_seconds"), "seconds": round(time.time() - t0, 1)}
+
+
+def _init_worker(data: Path, runs: Path) -> None:
+    torch.set_num_threads(1)
+    paths.DATA, paths.RUNS = data, runs
+
+
+def _job(args) -> dict:
+    return run_model(*args)
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+def results_folder() -> Path:
+    return paths.RESULTS / "connection-study"
+
+
+def result_path(variant: str, block: str, results: Path | None = None) -> Path:
+    return Path(results_folder() if results is None else results) / f"{variant}-{block}.json"
+
+
+def _save(record: dict, results: Path) -> None:
+    """Add one model's record to its variant's results file (replacing an older record of the same model)."""
+    path = result_path(record["variant"], record["block"], results)
+    old = json.loads(path.read_text()) if path.is_file() else {"records": []}
+    keep = [r for r in old["records"] if (r["recipe"], r["seed"]) != (record["recipe"], record["seed"])]
+    out = {"variant": record["variant"], "block": record["block"],
+           "settings": {**BLOCKS[record["block"]]["overrides"], **VARIANTS[record["variant"]]["overrides"]},
+           "profile": PROFILE, "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+           "records": sorted(keep + [record], key=lambda r: (r["recipe"], r["seed"]))}
+    atomic_write_text(path, json.dumps(out, indent=1))
+
+
+def run_variants(names: list[str], blocks: list[str], seeds: list[int], jobs: int = 1, results: Path | None = None,
+                 root: Path | None = None) -> list[dict]:
+    """Train and evaluate every model of these variants (cached runs are reused); attention first."""
+    results = Path(results_folder() if results is None else results)
+    results.mkdir(parents=True, exist_ok=True)
+    todo, seen = [], set()
+    for block in blocks:
+        for seed in seeds:
+            for name in names:
+                for recipe, owner in models(name, block, seed):
+                    if (owner, block, recipe, seed) not in seen:
+                        seen.add((owner, block, recipe, seed))
+                        todo.append((owner, block, recipe, seed, root))
+    out = []
+    bar = tqdm(total=len(todo), desc="connection study", unit="model", dynamic_ncols=True)
+    if jobs <= 1:
+        for args in todo:
+            rec = run_model(*args)
+            _save(rec, results)
+            out.append(rec)
+            bar.update(1)
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(paths.DATA, paths.RUNS)) as pool:
+            futures = {pool.submit(_job, args): args for args in todo}
+            for fut in as_completed(futures):
+                rec = fut.result()
+                _save(rec, results)
+                out.append(rec)
+                bar.update(1)
+    bar.close()
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the table
+
+
+def _mean(values: list) -> str:
+    """Mean over seeds with the seeds' values: ``"0.61 (0.58, 0.64)"`` (two seeds give no useful interval)."""
+    vals = [v for v in values if v is not None and np.isfinite(v)]
+    if not vals:
+        return "–"
+    if len(vals) == 1:
+        return f"{vals[0]:.3g}"
+    return f"{np.mean(vals):.3g} ({', '.join(f'{v:.3g}' for v in vals)})"
+
+
+def _fmt(values: list, digits: int = 3) -> str:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "–"
+    return " / ".join(f"{v:.{digits}f}" for v in vals)
+
+
+def load_results(results: Path | None = None) -> dict[tuple[str, str], dict]:
+    folder = Path(results_folder() if results is None else results)
+    out = {}
+    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        d = json.loads(p.read_text())
+        out[(d["variant"], d["block"])] = d
+    return out
+
+
+def _records(res: dict, variant: str, block: str, recipe: str) -> list[dict]:
+    owner = variant if recipe == "infiloop" or VARIANTS.get(variant, {}).get("shared") else "baseline"
+    d = res.get((owner, block))
+    return [r for r in d["records"] if r["recipe"] == recipe] if d else []
+
+
+def render_table(results: Path | None = None) -> str:
+    """The study's table: per block and variant, both connections' training cell accuracy at the read steps
+    (one value per seed, mean of the last 25 steps), exact accuracy at the training depth, and what
+    InfiLoop's outer connection learned by the last step."""
+    res = load_results(results)
+    lines = []
+    for block, spec in BLOCKS.items():
+        steps = spec["read_at"]
+        lines += [f"**{block}** ({BLOCKS[block]['overrides']['train.steps']:,} steps). Training cell accuracy at "
+                  f"steps {' / '.join(f'{s:,}' for s in steps)} (per seed, separated by ' / ' between seeds: "
+                  "`;`), exact accuracy at the training depth (mean over seeds, 95 % interval where there are "
+                  "several), and InfiLoop's outer connection at the last step: |q|, β, raw score mean, its spread "
+                  "across cells and across boards, share of raw scores at or above the clip, mean γ, and the rank "
+                  "correlation of the candidate's score with its wrong cells in training and at evaluation (mean over "
+                  "seeds, each seed's value in brackets).", "",
+                  "| variant | carry-last cell acc | InfiLoop cell acc | exact @ depth carry-last | exact @ depth "
+                  "InfiLoop | \\|q\\| | β | score mean | sd cells | sd boards | at clip | γ | corr train | "
+                  "corr eval |", "|" + "---|" * 14]
+        for name in VARIANTS:
+            inf = _records(res, name, block, "infiloop")
+            if not inf:
+                continue
+            cl = _records(res, name, block, "carry_last")
+
+            def acc(recs, steps=steps):
+                return "; ".join(_fmt([r["cell_acc"].get(str(s)) for s in steps], 2) for r in recs) or "–"
+
+            def conn(key, inf=inf):
+                return _mean([r["connection"].get(f"outer_{key}") for r in inf])
+
+            lines.append("| " + " | ".join([
+                f"`{name}`: {VARIANTS[name]['label']}", acc(cl), acc(inf),
+                _mean([100 * r["exact_at_depth"] for r in cl]), _mean([100 * r["exact_at_depth"] for r in inf]),
+                conn("q_norm"), conn("beta"), conn("score_mean"), conn("score_sd_cells"), conn("score_sd_boards"),
+                conn("at_clip"), conn("gamma"), conn("score_wrong_corr"),
+                _mean([r.get("eval_score_wrong_corr") for r in inf])]) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _fill(text: str, block: str) -> str:
+    start, end = "<!-- connection-study: start -->", "<!-- connection-study: end -->"
+    if start not in text or end not in text:
+        raise ValueError(f"{DOC}: the markers {start} and {end} are missing")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}{end}{tail}"
+
+
+def render(results: Path | None = None, doc: Path = DOC) -> Path:
+    atomic_write_text(doc, _fill(doc.read_text(), render_table(results)))
+    return doc
+
+
+def list_variants() -> str:
+    lines = ["| variant | what changes | settings | carry-last |", "|---|---|---|---|"]
+    for name, v in VARIANTS.items():
+        sets = ", ".join(f"{k}={v2}" for k, v2 in v["overrides"].items()) or "–"
+        lines.append(f"| `{name}` | {v['label']} | {sets} | {'own runs' if v['shared'] else 'the baseline'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m infiloop.connection_study", description=__doc__.split("\n\n")[0])
+    ap.add_argument("variants", nargs="*", help=f"variants to run (known: {', '.join(VARIANTS)})")
+    ap.add_argument("--blocks", default="attention,mlp", help="comma-separated: attention, mlp")
+    ap.add_argument("--seeds", default="0,1", help="comma-separated training seeds")
+    ap.add_argument("--jobs", type=int, default=1, help="models trained at a time (one thread each)")
+    ap.add_argument("--results", type=Path, default=None, help="results folder (default results/connection-study)")
+    ap.add_argument("--render", action="store_true", help="write the table into docs/connection-study.md")
+    ap.add_argument("--list", action="store_true", help="print the variants")
+    a = ap.parse_args(argv)
+    try:
+        blocks = [b for b in a.blocks.split(",") if b]
+        for b in blocks:
+            if b not in BLOCKS:
+                raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(BLOCKS)}")
+        seeds = [int(s) for s in a.seeds.split(",") if s]
+        for v in a.variants:
+            check_variant(v)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.list:
+        print(list_variants())
+    if a.variants:
+        run_variants(a.variants, blocks, seeds, a.jobs, a.results)
+    if a.render:
+        print(f"wrote {render(a.results)}")
+    if not (a.list or a.variants or a.render):
+        ap.print_usage()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
