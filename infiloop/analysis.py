@@ -342,3 +342,22 @@ def arc_vote(traj: dict, test_data, update: int, k: int = 2):
 def arc_pass_by_depth(traj: dict, test_data, ks: tuple[int, ...] = (1, 2)) -> dict[int, dict]:
     """``{update: {k: PassAtK}}`` at every prediction snapshot of ``traj`` (:func:`arc_vote`)."""
     return {int(u): {k: arc_vote(traj, test_data, int(u), k) for k in ks} for u in traj["snapshot_updates"]}
+
+
+# ------------------------------------------------------------------------------------------ training dynamics
+
+CONNECTION_KEYS = ("q_norm", "beta", "score_mean", "score_sd_cells", "score_sd_boards", "at_clip", "gamma")
+
+
+def connection_dynamics(records: list[dict], axis: str = "outer") -> dict[str, np.ndarray]:
+    """The learned connection of one axis against training steps, from a run's training log (the lines of
+    ``metrics.jsonl``): ``{"step": [N], key: [N] for each of CONNECTION_KEYS and "score_wrong_corr"}``,
+    NaN where a line lacks the key (a log written before these statistics, or a connection that is not
+    InfiLoop: then every value is NaN)."""
+    def col(key):
+        return np.array([np.nan if r.get(key) is None else float(r[key]) for r in records], np.float64)
+
+    out = {"step": np.array([int(r["step"]) for r in records], np.int64)}
+    for k in (*CONNECTION_KEYS, "score_wrong_corr"):
+        out[k] = col(f"{axis}_{k}")
+    return out

@@ -71,6 +71,14 @@ VARIANTS: dict[str, dict] = {
                        "overrides": {"train.candidate_loss": 0.5}, "shared": False},
     "grad_outer_2": {"label": "gradients through both outer updates of a segment (grad_outer = H = 2)",
                      "overrides": {"model.grad_outer": 2}, "shared": True},
+    # where the block's learning stalls: InfiLoop on one axis only (the paper's axis ablation), and a fixed
+    # step size equal to InfiLoop's at initialisation (q = 0: gamma -> 1 - beta_0 = 0.45) on both axes
+    "outer_only": {"label": "InfiLoop on the outer axis only (inner: carry-last)",
+                   "overrides": {"model.inner.name": "carry_last"}, "shared": False},
+    "inner_only": {"label": "InfiLoop on the inner axis only (outer: carry-last)",
+                   "overrides": {"model.outer.name": "carry_last"}, "shared": False},
+    "fixed_step": {"label": "a fixed step size 0.45 on both axes (InfiLoop at initialisation, no learning)",
+                   "overrides": {**_both("name", "ema"), **_both("gamma", 0.45)}, "shared": False},
     "history_grad_soft": {"label": "history gradient and soft cap",
                           "overrides": {**_both("history_grad", True), **_both("clip_mode", "soft")},
                           "shared": False},
@@ -100,11 +108,6 @@ def models(variant: str, block: str, seed: int) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------------------------------ one model
 
 
-def read_metrics(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
-
-
 def score_wrong_correlation(traj: dict) -> float:
     """Rank correlation, over every (update, puzzle) of a trajectory, between the outer candidate's mean
     content score and its wrong cells (negative: the score tells right boards from wrong ones)."""
@@ -119,7 +122,7 @@ def run_model(variant: str, block: str, recipe: str, seed: int, root: Path | Non
     run = get_run(TASK, recipe, PROFILE, overrides(variant, block, seed), root=root, progress=progress)
     depth = run.training_depth
     traj, _ = run.evaluate(updates=depth, every=1, progress=progress)
-    log = read_metrics(run.dir)
+    log = run.metrics()
     by_step = {r["step"]: r for r in log}
     final = log[-1] if log else {}
     conn = {k: v for k, v in final.items() if k.startswith(("inner_", "outer_"))}
@@ -164,8 +167,9 @@ def _save(record: dict, results: Path) -> None:
 
 
 def run_variants(names: list[str], blocks: list[str], seeds: list[int], jobs: int = 1, results: Path | None = None,
-                 root: Path | None = None) -> list[dict]:
-    """Train and evaluate every model of these variants (cached runs are reused); attention first."""
+                 root: Path | None = None, connections: tuple[str, ...] = CONNECTIONS) -> list[dict]:
+    """Train and evaluate every model of these variants (cached runs are reused), block by block in the
+    order given; ``connections``: only these recipes' models."""
     results = Path(results_folder() if results is None else results)
     results.mkdir(parents=True, exist_ok=True)
     todo, seen = [], set()
@@ -173,7 +177,7 @@ def run_variants(names: list[str], blocks: list[str], seeds: list[int], jobs: in
         for seed in seeds:
             for name in names:
                 for recipe, owner in models(name, block, seed):
-                    if (owner, block, recipe, seed) not in seen:
+                    if recipe in connections and (owner, block, recipe, seed) not in seen:
                         seen.add((owner, block, recipe, seed))
                         todo.append((owner, block, recipe, seed, root))
     out = []
@@ -300,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("variants", nargs="*", help=f"variants to run (known: {', '.join(VARIANTS)})")
     ap.add_argument("--blocks", default="attention,mlp", help="comma-separated: attention, mlp")
     ap.add_argument("--seeds", default="0,1", help="comma-separated training seeds")
+    ap.add_argument("--connections", default=",".join(CONNECTIONS),
+                    help="comma-separated recipes to train (default both: carry_last,infiloop)")
     ap.add_argument("--jobs", type=int, default=1, help="models trained at a time (one thread each)")
     ap.add_argument("--results", type=Path, default=None, help="results folder (default results/connection-study)")
     ap.add_argument("--render", action="store_true", help="write the table into docs/connection-study.md")
@@ -311,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
             if b not in BLOCKS:
                 raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(BLOCKS)}")
         seeds = [int(s) for s in a.seeds.split(",") if s]
+        connections = tuple(c for c in a.connections.split(",") if c)
+        for c in connections:
+            if c not in CONNECTIONS:
+                raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
         for v in a.variants:
             check_variant(v)
     except ValueError as e:
@@ -319,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.list:
         print(list_variants())
     if a.variants:
-        run_variants(a.variants, blocks, seeds, a.jobs, a.results)
+        run_variants(a.variants, blocks, seeds, a.jobs, a.results, connections=connections)
     if a.render:
         print(f"wrote {render(a.results)}")
     if not (a.list or a.variants or a.render):

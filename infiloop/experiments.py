@@ -27,7 +27,7 @@ from .io import atomic_write_text, load_weights, locked, remove_stale_temps
 from .model import LoopedReasoner, ModelConfig
 from .recipes import config_hash, resolve_config
 from .tasks.base import DataError, TaskData
-from .training import DONE, WEIGHTS, TrainConfig, train
+from .training import DONE, METRICS, WEIGHTS, TrainConfig, train
 
 
 @dataclass
@@ -70,6 +70,12 @@ class Run:
 
     def summary(self) -> dict:
         return json.loads((self.dir / DONE).read_text())
+
+    def metrics(self) -> list[dict]:
+        """The training log (``metrics.jsonl``): one record per logged step, the connection statistics of
+        ``training.connection_stats`` included."""
+        path = self.dir / METRICS
+        return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
 
     def load_model(self, device: str = "cpu") -> LoopedReasoner:
         """The trained model with its EMA weights, in evaluation mode (safetensors: no pickle)."""

@@ -147,6 +147,57 @@ fig.tight_layout()
 fig_score = plotting.save_figure(fig, "content_score", profile)[0]
 
 # %% [markdown]
+# ## How the connection learned
+#
+# The phases above are only as alive as the content score behind them. The training log records, at every
+# logged step, what each axis's connection has learned: |q|, β, the raw score `qᵀ RMSNorm(z_t)` of the step's
+# candidates (mean, spread across a board's cells and across boards), the share of raw scores at or above the
+# clip (where a hard clip passes no gradient), the mean γ and, on the outer axis, the rank correlation across
+# boards of the candidate's score with its wrong cells (negative when the score tells right from wrong).
+
+# %%
+logs = {s: need.run("infiloop", device, seed=s).metrics() for s in seed_list}  # training logs, per seed
+dynamics = {s: {axis: analysis.connection_dynamics(log, axis) for axis in ("outer", "inner")}
+            for s, log in logs.items()}
+logged = any(np.isfinite(d["outer"]["q_norm"]).any() for d in dynamics.values())
+if not logged:
+    print("this run's training log predates the connection statistics: train it again to see them")
+else:
+    fig, axes = plt.subplots(2, 3, figsize=(14, 7), sharex=True)
+    panels = [("q_norm", "|q|"), ("beta", "β"), ("gamma", "mean γ_t"),
+              ("score_mean", "raw score (mean ± sd over cells)"), ("at_clip", "share of raw scores ≥ clip"),
+              ("score_wrong_corr", "rank corr. score vs wrong cells")]
+    for ax, (key, title) in zip(axes.ravel(), panels):
+        for i, (s, by_axis) in enumerate(dynamics.items()):
+            for axis, color in (("outer", plotting.COLORS["infiloop"]), ("inner", plotting.COLORS["fprm"])):
+                d = by_axis[axis]
+                if not np.isfinite(d[key]).any():
+                    continue
+                ls = ("-", "--", ":", "-.")[i % 4]
+                label = axis + (f", seed {s}" if len(dynamics) > 1 else "")
+                ax.plot(d["step"], d[key], color=color, ls=ls, label=label)
+                if key == "score_mean":
+                    ax.fill_between(d["step"], d[key] - d["score_sd_cells"], d[key] + d["score_sd_cells"],
+                                    color=color, alpha=0.15)
+        if key == "score_mean":
+            ax.axhline(8.0, color="grey", ls=":", lw=1)
+        if key == "score_wrong_corr":
+            ax.axhline(0.0, color="grey", lw=0.5)
+        ax.set(title=title)
+    for ax in axes[1]:
+        ax.set_xlabel("training step")
+    axes[0, 0].legend(fontsize=8)
+    plotting.profile_note(fig, profile)
+    fig.tight_layout()
+    fig_train = plotting.save_figure(fig, "connection_training", profile)[0]
+    last = {s: {k: float(by_axis["outer"][k][-1]) for k in ("q_norm", "beta", "score_sd_cells", "score_sd_boards",
+                                                             "at_clip")} for s, by_axis in dynamics.items()}
+    for s, v in last.items():
+        print(f"seed {s}, outer axis at the last step: |q| {v['q_norm']:.2f}, β {v['beta']:.3f}, score spread "
+              f"{v['score_sd_cells']:.2f} across cells / {v['score_sd_boards']:.2f} across boards, "
+              f"{100 * v['at_clip']:.0f} % at the clip")
+
+# %% [markdown]
 # ## What this run shows
 
 # %%
@@ -188,7 +239,12 @@ text = (f"At profile **{profile}** ({n_puzzles} puzzles, {seed_note}; solved "
         f"{phase_iv['outer']['search'].method}; a claim agrees only when the interval of its effect excludes zero on "
         "the paper's side.")
 print(text)
-nb.finish(text, figures=[{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
-                         {"path": fig_score, "caption": "Median content score s_t against the wrong cells of the "
-                          "candidate z_t it scores."}],
+figures = [{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
+           {"path": fig_score, "caption": "Median content score s_t against the wrong cells of the candidate z_t it "
+            "scores."}]
+if logged:
+    figures.append({"path": fig_train, "caption": "The connection during training (training log): |q|, β, mean γ, "
+                    "the raw content score with its spread over cells, the share at the clip and the score's rank "
+                    "correlation with the candidate's wrong cells."})
+nb.finish(text, figures=figures,
           tables=[nb.table("Mean γ by phase", phase_cols, phase_rows)], claims=claims)

@@ -1,0 +1,65 @@
+"""The connection study (infiloop/connection_study.py): its models go through the run cache, carry-last is
+trained only for variants that change its settings, the records hold what the table needs, and the table
+is rendered from the result files (docs/connection-study.md)."""
+
+import json
+
+import pytest
+
+from infiloop import connection_study as cs
+
+
+@pytest.fixture
+def small(monkeypatch, tmp_path):
+    """The study on the smoke profile with a four-step block, in temporary folders."""
+    monkeypatch.setattr(cs, "PROFILE", "smoke")
+    monkeypatch.setattr(cs, "BLOCKS", {"mini": {"overrides": {"train.steps": 4, "train.log_every": 2},
+                                                "read_at": (2, 4)}})
+    return tmp_path
+
+
+def test_models_share_carry_last_only_where_it_has_the_setting():
+    assert cs.models("history_grad", "mlp", 0) == [("carry_last", "baseline"), ("infiloop", "history_grad")]
+    assert cs.models("grad_outer_2", "mlp", 0) == [("carry_last", "grad_outer_2"), ("infiloop", "grad_outer_2")]
+    with pytest.raises(ValueError, match="unknown variant"):
+        cs.check_variant("nope")
+    for name, v in cs.VARIANTS.items():  # every variant's settings resolve to a valid configuration
+        from infiloop.recipes import resolve_config
+
+        for recipe in cs.CONNECTIONS:
+            resolve_config("sudoku", recipe, "smoke", {**v["overrides"], "train.steps": 2})
+
+
+def test_study_trains_records_and_renders(small):
+    root, results = small / "runs", small / "results"
+    recs = cs.run_variants(["baseline", "history_grad"], ["mini"], [0], results=results, root=root)
+    assert sorted((r["variant"], r["recipe"]) for r in recs) == [
+        ("baseline", "carry_last"), ("baseline", "infiloop"), ("history_grad", "infiloop")]
+    inf = next(r for r in recs if r["variant"] == "history_grad")
+    assert set(inf["cell_acc"]) == {"2", "4"} and 0 <= inf["exact_at_depth"] <= 1
+    assert inf["connection"]["outer_q_norm"] > 0 and "outer_at_clip" in inf["connection"]
+    assert not next(r for r in recs if r["recipe"] == "carry_last")["connection"]
+    saved = json.loads((results / "history_grad-mini.json").read_text())
+    assert saved["settings"]["model.outer.history_grad"] is True and len(saved["records"]) == 1
+    # a second call trains nothing (the run cache) and replaces the records rather than adding to them
+    cs.run_variants(["history_grad"], ["mini"], [0], results=results, root=root, connections=("infiloop",))
+    assert len(json.loads((results / "history_grad-mini.json").read_text())["records"]) == 1
+    table = cs.render_table(results)
+    rows = [ln for ln in table.splitlines() if ln.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ["baseline", "history_grad"]
+    baseline_cl = next(r for r in recs if r["recipe"] == "carry_last")["cell_acc"]
+    assert f"{baseline_cl['2']:.2f} / {baseline_cl['4']:.2f}" in rows[1]  # history_grad's carry-last is the baseline's
+    doc = small / "doc.md"
+    doc.write_text("head\n<!-- connection-study: start -->\nold\n<!-- connection-study: end -->\ntail\n")
+    cs.render(results, doc)
+    text = doc.read_text()
+    assert "old" not in text and "`history_grad`" in text and text.startswith("head") and text.endswith("tail\n")
+
+
+def test_cli_refuses_unknown_names(capsys):
+    assert cs.main(["nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown variant 'nope'")
+    assert cs.main(["baseline", "--blocks", "cnn"]) == 2
+    assert "error: --blocks: unknown block 'cnn'" in capsys.readouterr().err
+    assert cs.main(["--list"]) == 0
+    assert "`history_grad`" in capsys.readouterr().out
