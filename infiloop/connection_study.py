@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import analysis, paths
+from . import analysis, intervals, paths
 from .experiments import get_run
 from .io import atomic_write_text
 
@@ -79,6 +79,14 @@ VARIANTS: dict[str, dict] = {
                    "overrides": {"model.outer.name": "carry_last"}, "shared": False},
     "fixed_step": {"label": "a fixed step size 0.45 on both axes (InfiLoop at initialisation, no learning)",
                    "overrides": {**_both("name", "ema"), **_both("gamma", 0.45)}, "shared": False},
+    # combinations of the single changes
+    "no_z0_history": {"label": "z_0 not a candidate + history gradient",
+                      "overrides": {**_both("z0_candidate", False), **_both("history_grad", True)}, "shared": False},
+    "no_z0_cand": {"label": "z_0 not a candidate + candidate loss",
+                   "overrides": {**_both("z0_candidate", False), "train.candidate_loss": 0.5}, "shared": False},
+    "no_z0_history_cand": {"label": "z_0 not a candidate + history gradient + candidate loss",
+                           "overrides": {**_both("z0_candidate", False), **_both("history_grad", True),
+                                         "train.candidate_loss": 0.5}, "shared": False},
     "history_grad_soft": {"label": "history gradient and soft cap",
                           "overrides": {**_both("history_grad", True), **_both("clip_mode", "soft")},
                           "shared": False},
@@ -132,6 +140,44 @@ def run_model(variant: str, block: str, recipe: str, seed: int, root: Path | Non
             "exact_at_depth": analysis.accuracy_at(traj, depth), "training_depth": depth,
             "eval_score_wrong_corr": None if np.isnan(corr) else corr, "connection": conn,
             "train_seconds": run.summary().get("train_seconds"), "seconds": round(time.time() - t0, 1)}
+
+
+def score_quantities(traj: dict, bins: np.ndarray, clip: float | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per-puzzle terms (numerator, denominator) of one seed's score verdict, from a per-token trajectory:
+    the mean outer score at each wrong-cell count of the candidate (notebook 03's claim
+    ``gamma.score_tracks_correctness``), then the share of the candidates' cell scores at the clip on wrong
+    boards and on right ones."""
+    _, sums, counts = analysis.score_terms(traj, "outer", of="candidate", bins=bins)
+    tok = traj["score_outer_tok"].astype(np.float64)  # [K, P, cells]
+    wrong = traj["wrong_cells_candidate"] > 0  # [K, P]
+    at = (tok >= clip - 1e-3).mean(-1) if clip is not None else np.zeros(wrong.shape)
+    return [(sums, counts), ((at * wrong).sum(0), wrong.sum(0).astype(np.float64)),
+            ((at * ~wrong).sum(0), (~wrong).sum(0).astype(np.float64))]
+
+
+def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None = None) -> dict:
+    """Does the outer content score tell right boards from wrong ones, over these seeds' trained InfiLoop
+    models (trained first if need be), each evaluated per token at its training depth? The rank correlation
+    of the mean score with the candidate's wrong cells and the share of scores at the clip on wrong and on
+    right boards, each with its 95 % interval over seeds and puzzles (``infiloop/intervals.py``)."""
+    trajs, clip = [], None
+    for seed in seeds:
+        run = get_run(TASK, "infiloop", PROFILE, overrides(variant, block, seed), root=root, progress=False)
+        traj, _ = run.evaluate(updates=run.training_depth, every=1, per_token=True, progress=False)
+        trajs.append(traj)
+        clip = run.model_config().outer.score_clip
+    bins = np.unique(np.concatenate([analysis.score_terms(t, "outer", of="candidate")[0] for t in trajs]))
+    per_seed = [score_quantities(t, bins, clip) for t in trajs]
+    corr = intervals.bootstrap(per_seed, combine=lambda q: analysis.rank_correlation(bins.astype(float), q[0]))
+    at_wrong = intervals.bootstrap(per_seed, combine=lambda q: q[1])
+    at_right = intervals.bootstrap(per_seed, combine=lambda q: q[2])
+
+    def iv(x):
+        return {"value": x.value, "lo": x.lo, "hi": x.hi}
+
+    return {"variant": variant, "block": block, "seeds": seeds, "profile": PROFILE, "method": corr.method,
+            "rank_correlation": iv(corr), "at_clip_wrong": iv(at_wrong), "at_clip_right": iv(at_right),
+            "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
 
 def _init_worker(data: Path, runs: Path) -> None:
@@ -226,9 +272,38 @@ def load_results(results: Path | None = None) -> dict[tuple[str, str], dict]:
     folder = Path(results_folder() if results is None else results)
     out = {}
     for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        d = json.loads(p.read_text())
-        out[(d["variant"], d["block"])] = d
+        if not p.name.startswith("verdict-"):
+            d = json.loads(p.read_text())
+            out[(d["variant"], d["block"])] = d
     return out
+
+
+def verdict_path(variant: str, block: str, results: Path | None = None) -> Path:
+    return Path(results_folder() if results is None else results) / f"verdict-{variant}-{block}.json"
+
+
+def render_verdicts(results: Path | None = None) -> str:
+    """The score verdicts (:func:`score_verdict`) recorded in the results folder, one row each."""
+    folder = Path(results_folder() if results is None else results)
+    files = sorted(folder.glob("verdict-*.json")) if folder.is_dir() else []
+    if not files:
+        return ""
+
+    def iv(d, scale=1.0, digits=2):
+        return f"{scale * d['value']:.{digits}f} [{scale * d['lo']:.{digits}f}, {scale * d['hi']:.{digits}f}]"
+
+    lines = ["**Does the outer score tell right from wrong?** InfiLoop's models evaluated per token at the training "
+             "depth: the rank correlation of the mean outer score with the candidate's wrong cells (notebook 03's "
+             "claim; negative: the score falls as boards get worse) and the share of cell scores at the clip on "
+             "wrong and on right candidates (%), with 95 % intervals over seeds and puzzles.", "",
+             "| variant | block | seeds | rank correlation | at the clip, wrong boards | at the clip, right boards |",
+             "|---|---|---|---|---|---|"]
+    for p in files:
+        d = json.loads(p.read_text())
+        lines.append(f"| `{d['variant']}` | {d['block']} | {', '.join(map(str, d['seeds']))} | "
+                     f"{iv(d['rank_correlation'])} | {iv(d['at_clip_wrong'], 100, 1)} | "
+                     f"{iv(d['at_clip_right'], 100, 1)} |")
+    return "\n".join(lines) + "\n"
 
 
 def _records(res: dict, variant: str, block: str, recipe: str) -> list[dict]:
@@ -274,7 +349,8 @@ def render_table(results: Path | None = None) -> str:
                 conn("at_clip"), conn("gamma"), conn("score_wrong_corr"),
                 _mean([r.get("eval_score_wrong_corr") for r in inf])]) + " |")
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    verdicts = render_verdicts(results)
+    return "\n".join(lines).rstrip() + "\n" + ("\n" + verdicts if verdicts else "")
 
 
 def _fill(text: str, block: str) -> str:
@@ -308,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated recipes to train (default both: carry_last,infiloop)")
     ap.add_argument("--jobs", type=int, default=1, help="models trained at a time (one thread each)")
     ap.add_argument("--results", type=Path, default=None, help="results folder (default results/connection-study)")
+    ap.add_argument("--verdict", metavar="VARIANT:BLOCK", action="append", default=[],
+                    help="score verdict of a variant's InfiLoop models over --seeds (trains what is missing)")
     ap.add_argument("--render", action="store_true", help="write the table into docs/connection-study.md")
     ap.add_argument("--list", action="store_true", help="print the variants")
     a = ap.parse_args(argv)
@@ -323,6 +401,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
         for v in a.variants:
             check_variant(v)
+        verdicts = []
+        for item in a.verdict:
+            name, _, block = item.partition(":")
+            check_variant(name)
+            if block not in BLOCKS:
+                raise ValueError(f"--verdict {item!r}: expected VARIANT:BLOCK with a block among {', '.join(BLOCKS)}")
+            verdicts.append((name, block))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -330,9 +415,14 @@ def main(argv: list[str] | None = None) -> int:
         print(list_variants())
     if a.variants:
         run_variants(a.variants, blocks, seeds, a.jobs, a.results, connections=connections)
+    for name, block in verdicts:
+        path = verdict_path(name, block, a.results)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(score_verdict(name, block, seeds), indent=1))
+        print(f"wrote {path}")
     if a.render:
         print(f"wrote {render(a.results)}")
-    if not (a.list or a.variants or a.render):
+    if not (a.list or a.variants or a.render or verdicts):
         ap.print_usage()
     return 0
 

@@ -23,9 +23,9 @@ def test_models_share_carry_last_only_where_it_has_the_setting():
     assert cs.models("grad_outer_2", "mlp", 0) == [("carry_last", "grad_outer_2"), ("infiloop", "grad_outer_2")]
     with pytest.raises(ValueError, match="unknown variant"):
         cs.check_variant("nope")
-    for name, v in cs.VARIANTS.items():  # every variant's settings resolve to a valid configuration
-        from infiloop.recipes import resolve_config
+    from infiloop.recipes import resolve_config
 
+    for v in cs.VARIANTS.values():  # every variant's settings resolve to a valid configuration
         for recipe in cs.CONNECTIONS:
             resolve_config("sudoku", recipe, "smoke", {**v["overrides"], "train.steps": 2})
 
@@ -49,6 +49,12 @@ def test_study_trains_records_and_renders(small):
     assert [r.split("`")[1] for r in rows] == ["baseline", "history_grad"]
     baseline_cl = next(r for r in recs if r["recipe"] == "carry_last")["cell_acc"]
     assert f"{baseline_cl['2']:.2f} / {baseline_cl['4']:.2f}" in rows[1]  # history_grad's carry-last is the baseline's
+    v = cs.score_verdict("history_grad", "mini", [0], root=root)  # the runs are cached: nothing trains
+    assert -1 <= v["rank_correlation"]["value"] <= 1 or v["rank_correlation"]["value"] != v["rank_correlation"]["value"]
+    for k in ("at_clip_wrong", "at_clip_right"):
+        assert v[k]["lo"] <= v[k]["value"] <= v[k]["hi"] or v[k]["value"] != v[k]["value"]
+    cs.verdict_path("history_grad", "mini", results).write_text(json.dumps(v))
+    assert "| `history_grad` | mini | 0 |" in cs.render_table(results)
     doc = small / "doc.md"
     doc.write_text("head\n<!-- connection-study: start -->\nold\n<!-- connection-study: end -->\ntail\n")
     cs.render(results, doc)
@@ -63,3 +69,21 @@ def test_cli_refuses_unknown_names(capsys):
     assert "error: --blocks: unknown block 'cnn'" in capsys.readouterr().err
     assert cs.main(["--list"]) == 0
     assert "`history_grad`" in capsys.readouterr().out
+
+
+def test_score_quantities_count_the_clip_by_board():
+    """Two updates of three puzzles: the share of cell scores at the clip is split by wrong and right boards."""
+    import numpy as np
+
+    from infiloop.intervals import _ratio
+
+    tok = np.array([[[8, 8], [8, 1], [0, 0]], [[8, 8], [2, 2], [8, 0]]], np.float16)  # [K=2, P=3, cells=2]
+    wrong = np.array([[0, 3, 5], [0, 2, 1]], np.int16)
+    traj = {"score_outer_tok": tok, "wrong_cells_candidate": wrong, "score_outer": tok.mean(-1).astype(np.float32)}
+    bins = np.unique(wrong)
+    (sums, counts), at_wrong, at_right = cs.score_quantities(traj, bins, 8.0)
+    assert float(_ratio(*at_right)) == 1.0  # puzzle 0 is right at both updates, every cell at the clip
+    assert float(_ratio(*at_wrong)) == (0.5 + 0 + 0 + 0.5) / 4
+    assert sums.shape == counts.shape == (len(bins), 3) and counts.sum() == 6
+    _, _, none = cs.score_quantities(traj, bins, None)
+    assert float(_ratio(*none)) == 0.0
