@@ -53,8 +53,12 @@ def _both(key: str, value) -> dict:
     return {f"model.inner.{key}": value, f"model.outer.{key}": value}
 
 
-# Each variant: a label, the overrides over the profile, and whether carry-last has the setting too ("shared":
-# its own carry-last runs are trained) or not (compared with the baseline's carry-last).
+# The connection as it was built before this study: every variant states all three switches, so that its runs
+# do not change when the recipes' defaults do (the recipes now train the study's choice, `no_z0_history_cand`).
+AS_BUILT = {**_both("z0_candidate", True), **_both("history_grad", False), "train.candidate_loss": 0.0}
+
+# Each variant: a label, the overrides over the profile (over AS_BUILT), and whether carry-last has the setting
+# too ("shared": its own carry-last runs are trained) or not (compared with the baseline's carry-last).
 VARIANTS: dict[str, dict] = {
     "baseline": {"label": "as built (hard clip at 8, z_0 a candidate, history detached, loss on h_t)",
                  "overrides": {}, "shared": True},
@@ -102,8 +106,8 @@ def check_variant(name: str) -> dict:
 
 
 def overrides(variant: str, block: str, seed: int) -> dict:
-    """The run-cache overrides of one model of the study."""
-    return {**BLOCKS[block]["overrides"], **check_variant(variant)["overrides"], "train.seed": seed}
+    """The run-cache overrides of one model of the study: the block's, the as-built switches, the variant's."""
+    return {**BLOCKS[block]["overrides"], **AS_BUILT, **check_variant(variant)["overrides"], "train.seed": seed}
 
 
 def models(variant: str, block: str, seed: int) -> list[tuple[str, str]]:
@@ -206,7 +210,7 @@ def _save(record: dict, results: Path) -> None:
     old = json.loads(path.read_text()) if path.is_file() else {"records": []}
     keep = [r for r in old["records"] if (r["recipe"], r["seed"]) != (record["recipe"], record["seed"])]
     out = {"variant": record["variant"], "block": record["block"],
-           "settings": {**BLOCKS[record["block"]]["overrides"], **VARIANTS[record["variant"]]["overrides"]},
+           "settings": {**BLOCKS[record["block"]]["overrides"], **AS_BUILT, **VARIANTS[record["variant"]]["overrides"]},
            "profile": PROFILE, "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
            "records": sorted(keep + [record], key=lambda r: (r["recipe"], r["seed"]))}
     atomic_write_text(path, json.dumps(out, indent=1))

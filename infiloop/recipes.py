@@ -26,7 +26,10 @@ from .training import TrainConfig
 # Connection recipes: the experiment-level names of SPEC sections 6 and 8, as model settings.
 RECIPES: dict[str, dict] = {
     "carry_last": {"inner": {"name": "carry_last"}, "outer": {"name": "carry_last"}},
-    "infiloop": {"inner": {"name": "infiloop"}, "outer": {"name": "infiloop"}},
+    # InfiLoop as trained here (docs/connection-study.md): the initial state is not a candidate (candidates are
+    # the block's outputs, eq. 1) and q and lambda get eq. 2's gradient through the detached history
+    "infiloop": {"inner": {"name": "infiloop", "z0_candidate": False, "history_grad": True},
+                 "outer": {"name": "infiloop", "z0_candidate": False, "history_grad": True}},
     # FPRM: pre-norm block with learned residual scales and the damped fixed-point update (SPEC section 6).
     "fprm": {"norm": "pre", "residual_scale": True, "inner": {"name": "fprm"}, "outer": {"name": "fprm"}},
     "full_attnres": {"inner": {"name": "full_attnres"}, "outer": {"name": "full_attnres"}},
@@ -182,9 +185,7 @@ def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list 
     data_over = tasks.changed_settings(task, prof["data"], {k.split(".", 1)[1]: v for k, v in overrides.items()
                                                             if k.startswith("data.")})
     data_cfg = tasks.profile_config(task, prof["data"], data_over)
-    model = _model_settings(_data_header(task, prof["data"], data_over), prof["model"])
-    for k, v in RECIPES[recipe].items():
-        model[k] = {**model[k], **v} if isinstance(v, dict) else v
+    model = with_recipe(_model_settings(_data_header(task, prof["data"], data_over), prof["model"]), recipe)
     cfg = {"code_version": CODE_VERSION, "task": task, "recipe": recipe, "profile": profile, "data": data_cfg,
            "data_profile": prof["data"],
            "data_overrides": data_over, "model": model, "train": {**TrainConfig().to_dict(), **prof["train"]},
@@ -224,7 +225,14 @@ def profile_model(profile: str) -> ModelConfig:
     side = data["side"]
     header = {"vocab_size": tasks.VOCAB["sudoku"](side), "grid": [side, side], "box": data["box"],
               "n_puzzles": 1}  # Sudoku has one puzzle identifier (tasks/sudoku.py)
-    return ModelConfig.from_dict(_model_settings(header, prof["model"]))
+    return ModelConfig.from_dict(with_recipe(_model_settings(header, prof["model"]), "infiloop"))
+
+
+def with_recipe(model: dict, recipe: str) -> dict:
+    """Model settings (plain data, every field present) with a connection recipe's settings applied."""
+    for k, v in RECIPES[recipe].items():
+        model[k] = {**model[k], **v} if isinstance(v, dict) else v
+    return model
 
 
 def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
@@ -240,18 +248,35 @@ NEUTRAL_SETTINGS: dict[str, Any] = {
        for k, v in (("clip_mode", "hard"), ("z0_candidate", True), ("history_grad", False))},
     "train.candidate_loss": 0.0,
 }
+# Settings that do nothing for some models, left out of those models' hashes: InfiLoop's own switches on an
+# axis whose connection is not InfiLoop, and the candidate loss where the outer connection is carry-last (its
+# candidate is its state: the loss is the same number, and carry-last's cached runs stay valid).
+INFILOOP_ONLY = ("clip_mode", "z0_candidate", "history_grad")
+
+
+def _drop(node: dict, dotted: str) -> dict:
+    *path, last = dotted.split(".")
+    for k in path:
+        node = node.get(k, {})
+    return node, last
 
 
 def config_hash(cfg: dict) -> str:
     """Hash of everything that defines the trained model, ``code_version`` included (not the evaluation
-    settings, not CPU threads, not a later-added setting at its neutral value: ``NEUTRAL_SETTINGS``)."""
+    settings, not CPU threads, not a later-added setting at its neutral value (``NEUTRAL_SETTINGS``) or where
+    it does nothing (``INFILOOP_ONLY``, the candidate loss of carry-last))."""
     keyed = copy.deepcopy({k: v for k, v in cfg.items() if k != "eval"})
     keyed["train"].pop("threads", None)
+    model = keyed.get("model", {})
+    for axis in ("inner", "outer"):
+        conn = model.get(axis, {})
+        if conn.get("name") != "infiloop":
+            for k in INFILOOP_ONLY:
+                conn.pop(k, None)
+    if model.get("outer", {}).get("name") == "carry_last":
+        keyed["train"].pop("candidate_loss", None)
     for dotted, neutral in NEUTRAL_SETTINGS.items():
-        *path, last = dotted.split(".")
-        node = keyed
-        for k in path:
-            node = node.get(k, {})
+        node, last = _drop(keyed, dotted)
         if last in node and node[last] == neutral:
             del node[last]
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]

@@ -67,8 +67,10 @@ class TrainConfig:
     # "no_connections" (every parameter but the loop connections' q, rho and queries).
     decay: str = "all"
     # Weight w of the loss on the outer candidate z_t: the lm loss is (1 - w) CE(head(h_t)) + w CE(head(z_t)).
-    # 0 (TRM, the paper as stated): only the answer state h_t is supervised. Carry-last is unchanged by w.
-    candidate_loss: float = 0.0
+    # 0: only the answer state h_t is supervised (TRM; the paper states no loss on the candidate). 0.5, this
+    # project's choice for every model (docs/connection-study.md): the block is trained on what it proposes, the
+    # connection on what it keeps. Carry-last's loss is the same number whatever w (its candidate is its state).
+    candidate_loss: float = 0.5
     # The puzzle embedding: "sign_sgd" (TRM: its own sign-SGD on the rows of the batch's puzzles, at
     # puzzle_emb_lr with puzzle_emb_weight_decay; None = lr / weight_decay) or "main" (the main optimiser).
     puzzle_emb_optimizer: str = "sign_sgd"

@@ -303,13 +303,33 @@ def test_connection_stats_measure_the_clip():
     assert st["outer_score_sd_boards"] == pytest.approx(d * 2 / 3 ** 0.5, rel=1e-3)  # board means d, -d, d
 
 
-def test_neutral_settings_keep_the_run_hash():
-    """A setting added later hashes as before at its neutral value (no cached run is trained again) and
-    changes the hash otherwise."""
-    from infiloop.recipes import NEUTRAL_SETTINGS, config_hash, resolve_config
+# Run hashes of the `tiny` and `search` profiles before the study's switches existed (commit 6c6896c).
+HASHES_BEFORE = {("carry_last", "tiny"): "649c294a1d", ("carry_last", "search"): "b42f67c9b6",
+                 ("infiloop", "tiny"): "5e171e9215", ("infiloop", "search"): "f791ab8eff",
+                 ("fprm", "tiny"): "5857733083", ("fprm", "search"): "78a3f7d2c9"}
 
-    base = config_hash(resolve_config("sudoku", "infiloop", "smoke"))
-    for dotted, neutral in NEUTRAL_SETTINGS.items():
-        assert config_hash(resolve_config("sudoku", "infiloop", "smoke", {dotted: neutral})) == base
-    assert config_hash(resolve_config("sudoku", "infiloop", "smoke", {"model.outer.history_grad": True})) != base
-    assert config_hash(resolve_config("sudoku", "infiloop", "smoke", {"train.candidate_loss": 0.5})) != base
+
+def test_runs_cached_before_the_switches_keep_their_names():
+    """Carry-last's runs keep their hashes (the study's choice does not change its loss); InfiLoop's and
+    FPRM's change, and with the switches set to their earlier values they hash as before."""
+    from infiloop.connection_study import AS_BUILT
+    from infiloop.recipes import config_hash, resolve_config
+
+    for (recipe, profile), before in HASHES_BEFORE.items():
+        now = config_hash(resolve_config("sudoku", recipe, profile))
+        assert (now == before) == (recipe == "carry_last")
+        old = AS_BUILT if recipe == "infiloop" else {"train.candidate_loss": 0.0}
+        assert config_hash(resolve_config("sudoku", recipe, profile, old)) == before
+
+
+def test_settings_without_effect_leave_the_hash():
+    from infiloop.recipes import config_hash, resolve_config
+
+    base = config_hash(resolve_config("sudoku", "carry_last", "smoke"))
+    for over in ({"model.outer.history_grad": True}, {"model.inner.z0_candidate": False},
+                 {"train.candidate_loss": 0.0}, {"model.outer.clip_mode": "soft"}):
+        assert config_hash(resolve_config("sudoku", "carry_last", "smoke", over)) == base
+    inf = config_hash(resolve_config("sudoku", "infiloop", "smoke"))
+    for over in ({"model.outer.history_grad": False}, {"model.inner.z0_candidate": True},
+                 {"train.candidate_loss": 0.0}, {"model.outer.clip_mode": "soft"}):
+        assert config_hash(resolve_config("sudoku", "infiloop", "smoke", over)) != inf

@@ -6,7 +6,7 @@ import torch
 from infiloop.connections import ConnectionConfig
 from infiloop.layers import swiglu_width
 from infiloop.model import LoopedReasoner, ModelConfig
-from infiloop.recipes import profile_model, resolve_config
+from infiloop.recipes import profile_model, resolve_config, with_recipe
 
 CARRY_LAST = ConnectionConfig(name="carry_last")
 
@@ -71,7 +71,8 @@ def test_a_profiles_model_is_its_runs_model():
     """``profile_model`` (``info --preset``) reads the profile: the model of its Sudoku run, without building data."""
     for profile in ("smoke", "tiny"):
         assert profile_model(profile) == ModelConfig.from_dict(resolve_config("sudoku", "infiloop", profile)["model"])
-    assert profile_model("gpu") == profile_model("paper") == ModelConfig(n_puzzles=1)  # 9x9, the paper's model
+    paper_model = ModelConfig.from_dict(with_recipe(ModelConfig(n_puzzles=1).to_dict(), "infiloop"))
+    assert profile_model("gpu") == profile_model("paper") == paper_model  # 9x9, the paper's model
     with pytest.raises(ValueError, match="unknown profile 'huge'"):
         profile_model("huge")
 
