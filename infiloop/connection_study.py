@@ -99,6 +99,10 @@ VARIANTS: dict[str, dict] = {
 # state (the candidate loss is the same loss): such variants reuse the baseline's carry-last runs.
 
 
+# The outer connection's statistics kept per logged step in a record (for the figure of --figure).
+LOGGED = ("q_norm", "beta", "score_mean", "score_sd_cells", "at_clip", "gamma", "score_wrong_corr")
+
+
 def check_variant(name: str) -> dict:
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
@@ -141,6 +145,8 @@ def run_model(variant: str, block: str, recipe: str, seed: int, root: Path | Non
     corr = score_wrong_correlation(traj) if recipe == "infiloop" else float("nan")
     return {"variant": variant, "block": block, "recipe": recipe, "seed": seed, "run": run.dir.name,
             "cell_acc": {str(s): by_step[s]["cell_acc"] for s in BLOCKS[block]["read_at"] if s in by_step},
+            "log": [{k: r[k] for k in ("step", "cell_acc", *(f"outer_{c}" for c in LOGGED)) if r.get(k) is not None}
+                    for r in log],
             "exact_at_depth": analysis.accuracy_at(traj, depth), "training_depth": depth,
             "eval_score_wrong_corr": None if np.isnan(corr) else corr, "connection": conn,
             "train_seconds": run.summary().get("train_seconds"), "seconds": round(time.time() - t0, 1)}
@@ -357,6 +363,49 @@ def render_table(results: Path | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n" + ("\n" + verdicts if verdicts else "")
 
 
+FIGURE_PANELS = (("cell_acc", "training cell accuracy"), ("outer_q_norm", "|q| (outer)"),
+                 ("outer_at_clip", "share of raw scores ≥ clip"), ("outer_score_wrong_corr",
+                                                                    "rank corr. score vs wrong cells"))
+
+
+def plot_dynamics(variants: list[str], results: Path | None = None, path: Path | None = None) -> Path:
+    """The recorded training logs of these variants, both blocks, every seed: training cell accuracy (carry-last
+    dashed), |q|, the share of raw scores at the clip and the score's correlation with wrong cells, against
+    the training step (``docs/connection-study-dynamics.png`` by default)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .io import atomic_write
+    from .plotting import profile_note, use_style
+
+    use_style()
+    res = load_results(results)
+    fig, axes = plt.subplots(len(BLOCKS), len(FIGURE_PANELS), figsize=(15, 3.6 * len(BLOCKS)), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for row, block in zip(axes, BLOCKS):
+        for ax, (key, title) in zip(row, FIGURE_PANELS):
+            for i, name in enumerate(variants):
+                for j, rec in enumerate(_records(res, name, block, "infiloop")):
+                    log = [r for r in rec.get("log", []) if key in r]
+                    ax.plot([r["step"] for r in log], [r[key] for r in log], color=colors[i % len(colors)],
+                            alpha=1.0 if j == 0 else 0.6, label=f"{name}" if j == 0 else None)
+            if key == "cell_acc":
+                for j, rec in enumerate(_records(res, "baseline", block, "carry_last")):
+                    log = rec.get("log", [])
+                    ax.plot([r["step"] for r in log], [r["cell_acc"] for r in log], color="black", ls="--",
+                            alpha=1.0 if j == 0 else 0.6, label="carry-last" if j == 0 else None)
+            ax.set(title=f"{block}: {title}", xlabel="training step")
+        row[0].legend(fontsize=7)
+    profile_note(fig, PROFILE)
+    fig.tight_layout()
+    path = Path(paths.DOCS / "connection-study-dynamics.png" if path is None else path)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
+    plt.close(fig)
+    return path
+
+
 def _fill(text: str, block: str) -> str:
     start, end = "<!-- connection-study: start -->", "<!-- connection-study: end -->"
     if start not in text or end not in text:
@@ -390,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=None, help="results folder (default results/connection-study)")
     ap.add_argument("--verdict", metavar="VARIANT:BLOCK", action="append", default=[],
                     help="score verdict of a variant's InfiLoop models over --seeds (trains what is missing)")
+    ap.add_argument("--figure", metavar="VARIANTS", default="",
+                    help="comma-separated variants: draw their recorded training logs "
+                         "(docs/connection-study-dynamics.png)")
     ap.add_argument("--render", action="store_true", help="write the table into docs/connection-study.md")
     ap.add_argument("--list", action="store_true", help="print the variants")
     a = ap.parse_args(argv)
@@ -403,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in connections:
             if c not in CONNECTIONS:
                 raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
-        for v in a.variants:
+        for v in [*a.variants, *(v for v in a.figure.split(",") if v)]:
             check_variant(v)
         verdicts = []
         for item in a.verdict:
@@ -426,7 +478,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path}")
     if a.render:
         print(f"wrote {render(a.results)}")
-    if not (a.list or a.variants or a.render or verdicts):
+    if a.figure:
+        print(f"wrote {plot_dynamics([v for v in a.figure.split(',') if v], a.results)}")
+    if not (a.list or a.variants or a.render or verdicts or a.figure):
         ap.print_usage()
     return 0
 

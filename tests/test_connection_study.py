@@ -55,6 +55,9 @@ def test_study_trains_records_and_renders(small):
         assert v[k]["lo"] <= v[k]["value"] <= v[k]["hi"] or v[k]["value"] != v[k]["value"]
     cs.verdict_path("history_grad", "mini", results).write_text(json.dumps(v))
     assert "| `history_grad` | mini | 0 |" in cs.render_table(results)
+    assert [r["step"] for r in inf["log"]] == [2, 4] and "outer_q_norm" in inf["log"][-1]
+    png = cs.plot_dynamics(["baseline", "history_grad"], results, small / "dyn.png")
+    assert png.stat().st_size > 10_000
     doc = small / "doc.md"
     doc.write_text("head\n<!-- connection-study: start -->\nold\n<!-- connection-study: end -->\ntail\n")
     cs.render(results, doc)
@@ -87,3 +90,17 @@ def test_score_quantities_count_the_clip_by_board():
     assert sums.shape == counts.shape == (len(bins), 3) and counts.sum() == 6
     _, _, none = cs.score_quantities(traj, bins, None)
     assert float(_ratio(*none)) == 0.0
+
+
+def test_the_docs_table_is_the_recorded_results():
+    """docs/connection-study.md shows what `--render --results docs/connection-study-results` writes: the
+    table is current with the recorded result files (re-render after adding results)."""
+    assert any(cs.RECORDED.glob("*.json")), "no recorded results in docs/connection-study-results"
+    text = cs.DOC.read_text()
+    block = text.split("<!-- connection-study: start -->\n", 1)[1].split("<!-- connection-study: end -->", 1)[0]
+    assert block == cs.render_table(cs.RECORDED), (
+        "docs/connection-study.md is stale: run python -m infiloop.connection_study --render --results "
+        "docs/connection-study-results")
+    for p in cs.RECORDED.glob("*.json"):  # every recorded file is one the study can read back
+        d = json.loads(p.read_text())
+        assert p.name.startswith("verdict-") or (d["variant"] in cs.VARIANTS and d["block"] in cs.BLOCKS)
