@@ -165,15 +165,18 @@ def score_quantities(traj: dict, bins: np.ndarray, clip: float | None) -> list[t
             ((at * ~wrong).sum(0), (~wrong).sum(0).astype(np.float64))]
 
 
-def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None = None) -> dict:
+def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None = None,
+                  updates: int | None = None) -> dict:
     """Does the outer content score tell right boards from wrong ones, over these seeds' trained InfiLoop
-    models (trained first if need be), each evaluated per token at its training depth? The rank correlation
-    of the mean score with the candidate's wrong cells and the share of scores at the clip on wrong and on
-    right boards, each with its 95 % interval over seeds and puzzles (``infiloop/intervals.py``)."""
+    models (trained first if need be), each evaluated per token at every update to ``updates`` (default the
+    profile's evaluation depth, 960 at `search`, as notebook 03 pools them)? The rank correlation of the mean
+    score with the candidate's wrong cells and the share of scores at the clip on wrong and on right boards,
+    each with its 95 % interval over seeds and puzzles (``infiloop/intervals.py``)."""
     trajs, clip = [], None
     for seed in seeds:
         run = get_run(TASK, "infiloop", PROFILE, overrides(variant, block, seed), root=root, progress=False)
-        traj, _ = run.evaluate(updates=run.training_depth, every=1, per_token=True, progress=False)
+        n = run.config["eval"]["updates"] if updates is None else updates
+        traj, _ = run.evaluate(updates=n, every=1, per_token=True, progress=False)
         trajs.append(traj)
         clip = run.model_config().outer.score_clip
     bins = np.unique(np.concatenate([analysis.score_terms(t, "outer", of="candidate")[0] for t in trajs]))
@@ -186,6 +189,7 @@ def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None 
         return {"value": x.value, "lo": x.lo, "hi": x.hi}
 
     return {"variant": variant, "block": block, "seeds": seeds, "profile": PROFILE, "method": corr.method,
+            "updates": int(trajs[0]["updates"][-1]),
             "rank_correlation": iv(corr), "at_clip_wrong": iv(at_wrong), "at_clip_right": iv(at_right),
             "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
@@ -302,15 +306,16 @@ def render_verdicts(results: Path | None = None) -> str:
     def iv(d, scale=1.0, digits=2):
         return f"{scale * d['value']:.{digits}f} [{scale * d['lo']:.{digits}f}, {scale * d['hi']:.{digits}f}]"
 
-    lines = ["**Does the outer score tell right from wrong?** InfiLoop's models evaluated per token at the training "
-             "depth: the rank correlation of the mean outer score with the candidate's wrong cells (notebook 03's "
-             "claim; negative: the score falls as boards get worse) and the share of cell scores at the clip on "
-             "wrong and on right candidates (%), with 95 % intervals over seeds and puzzles.", "",
-             "| variant | block | seeds | rank correlation | at the clip, wrong boards | at the clip, right boards |",
-             "|---|---|---|---|---|---|"]
+    lines = ["**Does the outer score tell right from wrong?** InfiLoop's models evaluated per token at every "
+             "update to the depth given: the rank correlation of the mean outer score with the candidate's wrong "
+             "cells (notebook 03's claim; negative: the score falls as boards get worse) and the share of cell "
+             "scores at the clip on wrong and on right candidates (%), with 95 % intervals over seeds and puzzles.",
+             "",
+             "| variant | block | seeds | updates | rank correlation | at the clip, wrong boards | at the clip, right "
+             "boards |", "|---|---|---|---|---|---|---|"]
     for p in files:
         d = json.loads(p.read_text())
-        lines.append(f"| `{d['variant']}` | {d['block']} | {', '.join(map(str, d['seeds']))} | "
+        lines.append(f"| `{d['variant']}` | {d['block']} | {', '.join(map(str, d['seeds']))} | {d['updates']} | "
                      f"{iv(d['rank_correlation'])} | {iv(d['at_clip_wrong'], 100, 1)} | "
                      f"{iv(d['at_clip_right'], 100, 1)} |")
     return "\n".join(lines) + "\n"
@@ -439,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=None, help="results folder (default results/connection-study)")
     ap.add_argument("--verdict", metavar="VARIANT:BLOCK", action="append", default=[],
                     help="score verdict of a variant's InfiLoop models over --seeds (trains what is missing)")
+    ap.add_argument("--updates", type=int, default=None,
+                    help="evaluation depth of --verdict (default: the profile's, 960 outer updates)")
     ap.add_argument("--figure", metavar="VARIANTS", default="",
                     help="comma-separated variants: draw their recorded training logs "
                          "(docs/connection-study-dynamics.png)")
@@ -474,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, block in verdicts:
         path = verdict_path(name, block, a.results)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(score_verdict(name, block, seeds), indent=1))
+        atomic_write_text(path, json.dumps(score_verdict(name, block, seeds, updates=a.updates), indent=1))
         print(f"wrote {path}")
     if a.render:
         print(f"wrote {render(a.results)}")

@@ -54,7 +54,7 @@ def test_study_trains_records_and_renders(small):
     for k in ("at_clip_wrong", "at_clip_right"):
         assert v[k]["lo"] <= v[k]["value"] <= v[k]["hi"] or v[k]["value"] != v[k]["value"]
     cs.verdict_path("history_grad", "mini", results).write_text(json.dumps(v))
-    assert "| `history_grad` | mini | 0 |" in cs.render_table(results)
+    assert "| `history_grad` | mini | 0 | 24 |" in cs.render_table(results)  # smoke's evaluation depth
     assert [r["step"] for r in inf["log"]] == [2, 4] and "outer_q_norm" in inf["log"][-1]
     png = cs.plot_dynamics(["baseline", "history_grad"], results, small / "dyn.png")
     assert png.stat().st_size > 10_000
