@@ -474,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    torch.set_num_threads(1)  # one thread per model, as the recorded times were measured
     if a.list:
         print(list_variants())
     if a.variants:
