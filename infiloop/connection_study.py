@@ -336,9 +336,9 @@ def render_table(results: Path | None = None) -> str:
     for block, spec in BLOCKS.items():
         steps = spec["read_at"]
         lines += [f"**{block}** ({BLOCKS[block]['overrides']['train.steps']:,} steps). Training cell accuracy at "
-                  f"steps {' / '.join(f'{s:,}' for s in steps)} (per seed, separated by ' / ' between seeds: "
-                  "`;`), exact accuracy at the training depth (mean over seeds, 95 % interval where there are "
-                  "several), and InfiLoop's outer connection at the last step: |q|, β, raw score mean, its spread "
+                  f"steps {' / '.join(f'{s:,}' for s in steps)} (one group per seed, groups "
+                  "separated by `;`), exact accuracy (%) at the training depth, and InfiLoop's outer connection "
+                  "at the last step: |q|, β, raw score mean, its spread "
                   "across cells and across boards, share of raw scores at or above the clip, mean γ, and the rank "
                   "correlation of the candidate's score with its wrong cells in training and at evaluation (mean over "
                   "seeds, each seed's value in brackets).", "",
