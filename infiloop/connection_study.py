@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import analysis, intervals, paths
+from .calibration import _fill_block
 from .experiments import get_run
 from .io import atomic_write_text
 
@@ -413,11 +414,10 @@ def plot_dynamics(variants: list[str], results: Path | None = None, path: Path |
 
 def _fill(text: str, block: str) -> str:
     start, end = "<!-- connection-study: start -->", "<!-- connection-study: end -->"
-    if start not in text or end not in text:
+    out = _fill_block(text, start, end, f"{start}\n{block}{end}")
+    if out is None:
         raise ValueError(f"{DOC}: the markers {start} and {end} are missing")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{block}{end}{tail}"
+    return out
 
 
 def render(results: Path | None = None, doc: Path = DOC) -> Path:

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .analysis import rank_correlation
+from .analysis import CONNECTION_KEYS, rank_correlation
 from .config import from_dict
 from .connections import InfiLoop
 from .io import atomic_write, atomic_write_text, save_weights
@@ -345,7 +345,7 @@ def _slice_carry(carry: Carry, sl: slice) -> Carry:
 # ------------------------------------------------------------------------------------------ the connection
 
 
-CONNECTION_STATS = ("q_norm", "beta", "score_mean", "score_sd_cells", "score_sd_boards", "at_clip", "gamma")
+CONNECTION_STATS = CONNECTION_KEYS  # what connection_stats logs per axis (analysis.connection_dynamics reads it)
 
 
 @torch.no_grad()
