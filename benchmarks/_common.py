@@ -171,7 +171,7 @@ def copy_bandwidth(nbytes: int, device, reps: int) -> float:
 
 def step_variants(device, with_compile: bool, with_triton: bool) -> dict[str, Callable]:
     """The implementations of one step compared by benchmark 1: name -> fn(z, h, log_d, q, log_beta)."""
-    from infiloop.kernels.reference import infiloop_step
+    from infiloop.model.kernels.reference import infiloop_step
 
     clip, eps = 8.0, 1e-6
     variants: dict[str, Callable] = {
@@ -181,7 +181,7 @@ def step_variants(device, with_compile: bool, with_triton: bool) -> dict[str, Ca
         compiled = torch.compile(infiloop_step, dynamic=False)
         variants["torch.compile"] = lambda z, h, ld, q, lb: compiled(z, h, ld, q, lb, clip, eps, True)
     if with_triton:
-        from infiloop.kernels.triton_step import fused_step
+        from infiloop.model.kernels.triton_step import fused_step
 
         variants["triton"] = lambda z, h, ld, q, lb: fused_step(z, h, ld, q, lb, clip, eps, True)
     return variants
@@ -243,9 +243,9 @@ def public(rows: list[dict]) -> list[dict]:
 
 def model_pair(preset: str, device, backend: str = "auto", seed: int = 0):
     """The same model (same weights) with InfiLoop on both axes and with carry-last on both axes."""
-    from infiloop.connections import ConnectionConfig
+    from infiloop.experiments.recipes import profile_model
     from infiloop.model import LoopedReasoner
-    from infiloop.recipes import profile_model
+    from infiloop.model.connections import ConnectionConfig
 
     base = profile_model(preset)
     models = {}

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     print(C.header("Benchmark 1: one InfiLoop connection step"))
     with_triton = False
     if cuda:
-        from infiloop.kernels.triton_step import HAS_TRITON
+        from infiloop.model.kernels.triton_step import HAS_TRITON
 
         with_triton = HAS_TRITON
     else:

@@ -22,9 +22,9 @@ import time
 import _common as C
 import torch
 
-from infiloop.connections import ConnectionConfig
+from infiloop.experiments.recipes import profile_model
 from infiloop.model import LoopedReasoner
-from infiloop.recipes import profile_model
+from infiloop.model.connections import ConnectionConfig
 
 CPU_BATCH = {"tiny": 8, "paper": 1, "smoke": 8}
 CUDA_BATCH = {"tiny": 256, "paper": 768, "smoke": 256}

@@ -70,8 +70,8 @@ def _clip_between_scores(raw: torch.Tensor, mode: str) -> float | None:
 
 
 def check_case(case, device) -> list[dict]:
-    from infiloop.kernels.reference import infiloop_step as ref_step
-    from infiloop.kernels.triton_step import fused_step
+    from infiloop.model.kernels.reference import infiloop_step as ref_step
+    from infiloop.model.kernels.triton_step import fused_step
 
     name, lead, d, zdt, sdt, content, clip_mode = case
     zdt_, sdt_ = getattr(torch, zdt), getattr(torch, sdt)
@@ -159,7 +159,7 @@ def speed(device, reps: int, with_compile: bool, rows_n: int = 768 * 81, d: int 
 
 def block_sweep(device, reps: int, bw: float, rows_n: int, d: int) -> dict:
     """Forward time of the kernel for several rows-per-program (BLOCK_R) values, float32."""
-    from infiloop.kernels import triton_step as ts
+    from infiloop.model.kernels import triton_step as ts
 
     z, h, ld, q, rho = C.step_inputs(rows_n, d, torch.float32, device)
     lb = -torch.nn.functional.softplus(rho)
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     else:
         device, cases = "cuda", CASES_FULL
-    from infiloop.kernels.triton_step import HAS_TRITON
+    from infiloop.model.kernels.triton_step import HAS_TRITON
 
     if not HAS_TRITON:
         print("triton is not installed: cannot check the fused kernel")

@@ -25,7 +25,7 @@ import time
 import _common as C
 import torch
 
-from infiloop.connections import ConnectionConfig, build_connection
+from infiloop.model.connections import ConnectionConfig, build_connection
 
 
 def storage_bytes(state: dict[str, torch.Tensor]) -> int:

@@ -4,7 +4,7 @@ The mathematical contract of the paper lives at the top level:
 ``infiloop.aggregate`` (eq. 2, explicit) and ``infiloop.stream`` (eq. 4, streaming).
 """
 
-from .connections import CONNECTIONS, ConnectionConfig, aggregate, build_connection, stream
+from .model.connections import CONNECTIONS, ConnectionConfig, aggregate, build_connection, stream
 
 __version__ = "0.1.0"
 

@@ -8,6 +8,10 @@
     reproduce   the whole pipeline (what ``./reproduce.sh`` runs)
     plan        every run and evaluation of a profile's notebooks, with an estimate of their time here
     runs        trained runs that travel: export, import, pull (from the hub), list
+    manifest    the runs and evaluations each notebook reads, as JSON lines
+    contrasts   the search for the paper's contrast at CPU scale (docs/calibration.md)
+    connection-study   the study of the learned connection (docs/connection-study.md)
+    envcheck    check environment.yml against conda-forge's metadata
 
 A bad input gets one line ``error: ...`` on stderr and exit status 2 (a bad argument or setting) or 1 (a
 missing, malformed or damaged file); ``--debug`` (anywhere) or INFILOOP_DEBUG=1 also shows the traceback.
@@ -66,13 +70,12 @@ def _check_device(device: str) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .connections import ConnectionConfig
-    from .model import LoopedReasoner
-    from .recipes import PROFILES, profile_model
+    from .experiments import profiles
+    from .experiments.recipes import profile_model
+    from .model.connections import ConnectionConfig
+    from .model.reasoner import LoopedReasoner
 
-    if args.preset not in PROFILES:
-        raise UsageError(f"--preset {args.preset}: unknown model preset {args.preset!r}; valid choices: "
-                         f"{', '.join(PROFILES)} (the profiles)")
+    profiles.check(args.preset, "--preset")
     cfg = profile_model(args.preset)
     model = LoopedReasoner(cfg)
     trm = LoopedReasoner(cfg.replace(inner=ConnectionConfig(name="carry_last"),
@@ -89,7 +92,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
-    from .experiments import get_run
+    from .experiments.cache import get_run
 
     _check_device(args.device)
     if args.threads:
@@ -141,7 +144,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import torch
 
     from .evaluation import accuracy_by_depth
-    from .experiments import load_run
+    from .experiments.cache import load_run
 
     budgets = _budgets(args.budgets) if args.budgets is not None else None
     eps = _floats(args.eps) if args.perturb_at is not None else None
@@ -192,7 +195,7 @@ def _arc_plan(run, updates: int | None, every: int | None, limit: int | None):
     """An ARC evaluation: (limit, prediction snapshot depths, evaluated test rows). By default every test row
     (pass@k is over whole tasks, as notebook 01 scores them); snapshots at the depths of
     ``analysis.pass_depths``, so that pass@k by depth is read from the cached evaluation."""
-    from .analysis import pass_depths
+    from .analysis.trajectories import pass_depths
     from .tasks import solutions_from_data
 
     limit = limit or len(run.test_data())
@@ -204,7 +207,7 @@ def _arc_plan(run, updates: int | None, every: int | None, limit: int | None):
 def _print_arc(traj: dict, test, run, layers: int) -> None:
     """Exact accuracy by depth, pass@1 and pass@2 at the snapshot depths, and the tasks pass@2 solves at the
     last of them."""
-    from .analysis import arc_pass_by_depth
+    from .analysis.trajectories import arc_pass_by_depth
     from .evaluation import accuracy_by_depth
     from .tasks import solutions_from_data
 
@@ -251,62 +254,128 @@ RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
 """
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
-    from . import runs
+def cmd_runs_list(args: argparse.Namespace) -> int:
+    from .experiments import archives
 
-    if args.runs_command == "list":
-        rows = runs.list_runs(args.root)
-        root = runs.runs_root(args.root)
-        if not rows:
-            print(f"# no runs in {root}")
-            return 0
-        n_stale = sum(bool(r["stale"]) for r in rows)
-        print(f"# {len(rows)} run folders in {root}" + (f"; {n_stale} stale (`runs prune` removes them)" if n_stale
-                                                           else ""))
-        print(f"{'task':7s} {'recipe':13s} {'profile':8s} {'code':>4s} {'done':4s} {'size':>9s}  folder")
-        for r in rows:
-            print(f"{r['task']:7s} {r['recipe']:13s} {r['profile']:8s} {r['code_version']!s:>4s} "
-                  f"{'yes' if r['done'] else 'no':4s} {runs.human_size(r['bytes']):>9s}  {r['name']}"
-                  + (f"  STALE: {r['stale']}" if r["stale"] else ""))
+    rows = archives.list_runs(args.root)
+    root = archives.runs_root(args.root)
+    if not rows:
+        print(f"# no runs in {root}")
         return 0
-    if args.runs_command == "prune":
-        stale = runs.prune(args.root, dry_run=not args.yes)
-        for r in stale:
-            print(f"{'removed' if args.yes else 'stale':8s} {r['path']}  ({r['stale']}, {runs.human_size(r['bytes'])})")
-        if not stale:
-            print(f"# no stale runs in {runs.runs_root(args.root)}")
-        elif not args.yes:
-            print(f"# {len(stale)} stale run folder(s); run again with --yes to remove them", file=sys.stderr)
-        return 0
-    if args.runs_command == "export":
-        path, entries = runs.export_runs(args.run_dirs, args.output)
-        n_files = sum(len(e["files"]) for e in entries)
-        print(f"# {len(entries)} run(s), {n_files} files, {runs.human_size(path.stat().st_size)}", file=sys.stderr)
-        print(path)
-        return 0
-    if args.runs_command == "import":
-        results = runs.import_runs(args.archive, args.root)
-    else:
-        results = runs.pull(args.repo_id, args.revision, args.root, args.cache_dir)
+    n_stale = sum(bool(r["stale"]) for r in rows)
+    print(f"# {len(rows)} run folders in {root}" + (f"; {n_stale} stale (`runs prune` removes them)" if n_stale
+                                                       else ""))
+    print(f"{'task':7s} {'recipe':13s} {'profile':8s} {'code':>4s} {'done':4s} {'size':>9s}  folder")
+    for r in rows:
+        print(f"{r['task']:7s} {r['recipe']:13s} {r['profile']:8s} {r['code_version']!s:>4s} "
+              f"{'yes' if r['done'] else 'no':4s} {archives.human_size(r['bytes']):>9s}  {r['name']}"
+              + (f"  STALE: {r['stale']}" if r["stale"] else ""))
+    return 0
+
+
+def cmd_runs_prune(args: argparse.Namespace) -> int:
+    from .experiments import archives
+
+    stale = archives.prune(args.root, dry_run=not args.yes)
+    for r in stale:
+        print(f"{'removed' if args.yes else 'stale':8s} {r['path']}  ({r['stale']}, {archives.human_size(r['bytes'])})")
+    if not stale:
+        print(f"# no stale runs in {archives.runs_root(args.root)}")
+    elif not args.yes:
+        print(f"# {len(stale)} stale run folder(s); run again with --yes to remove them", file=sys.stderr)
+    return 0
+
+
+def cmd_runs_export(args: argparse.Namespace) -> int:
+    from .experiments import archives
+
+    path, entries = archives.export_runs(args.run_dirs, args.output)
+    n_files = sum(len(e["files"]) for e in entries)
+    print(f"# {len(entries)} run(s), {n_files} files, {archives.human_size(path.stat().st_size)}", file=sys.stderr)
+    print(path)
+    return 0
+
+
+def _print_imported(results) -> int:
     for dest, status in results:
         print(f"{status:15s} {dest}")
     return 0
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from .plan import main as plan_main
-    from .recipes import PROFILES
+def cmd_runs_import(args: argparse.Namespace) -> int:
+    from .experiments import archives
 
-    if args.profile not in PROFILES:
-        raise UsageError(f"--profile {args.profile}: unknown profile; valid choices: {', '.join(PROFILES)}")
+    return _print_imported(archives.import_runs(args.archive, args.root))
+
+
+def cmd_runs_pull(args: argparse.Namespace) -> int:
+    from .experiments import archives
+
+    return _print_imported(archives.pull(args.repo_id, args.revision, args.root, args.cache_dir))
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .experiments import profiles
+    from .experiments.cost import main as plan_main
+
+    profiles.check(args.profile, "--profile")
     _check_device(args.device)
     return plan_main(args)
 
 
+# Commands that own their whole argument list: python -m infiloop <command> ARGS -> <module>.main(ARGS).
 def cmd_data(argv: list[str]) -> int:
+    from .experiments import profiles
     from .tasks.cli import main as data_main
 
-    return data_main(argv)
+    return data_main(argv, {name: profiles.data_profile(name) for name in profiles.DATA_PROFILES})
+
+
+def cmd_report(argv: list[str]) -> int:
+    from .experiments.report import main as report_main
+
+    return report_main(argv)
+
+
+def cmd_reproduce(argv: list[str]) -> int:
+    from .experiments.pipeline import main as reproduce_main
+
+    return reproduce_main(argv)
+
+
+def cmd_manifest(argv: list[str]) -> int:
+    from .experiments.jobs import main as manifest_main
+
+    return manifest_main(argv)
+
+
+def cmd_contrasts(argv: list[str]) -> int:
+    from .experiments.contrasts import main as contrasts_main
+
+    return contrasts_main(argv)
+
+
+def cmd_connection_study(argv: list[str]) -> int:
+    from .experiments.connection_study import main as study_main
+
+    return study_main(argv)
+
+
+def cmd_envcheck(argv: list[str]) -> int:
+    from .experiments.envcheck import main as envcheck_main
+
+    return envcheck_main(argv)
+
+
+PASS_THROUGH = {
+    "data": (cmd_data, "datasets: generate, validate, build (see `data -h`)"),
+    "report": (cmd_report, "compile results/<profile>/report.html from the notebook summaries"),
+    "reproduce": (cmd_reproduce, "run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)"),
+    "manifest": (cmd_manifest, "the runs and evaluations each notebook reads, as JSON lines (`manifest -h`)"),
+    "contrasts": (cmd_contrasts, "the search for the paper's contrast at CPU scale (docs/calibration.md)"),
+    "connection-study": (cmd_connection_study, "the study of the learned connection (docs/connection-study.md)"),
+    "envcheck": (cmd_envcheck, "check environment.yml against conda-forge's metadata (cached in the package)"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,35 +384,41 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    if argv and argv[0] == "data":  # the data, report and reproduce commands own their whole argument list
-        return cmd_data(argv[1:])
-    if argv and argv[0] == "report":
-        from .report import main as report_main
+    if argv and argv[0] in PASS_THROUGH:
+        return PASS_THROUGH[argv[0]][0](argv[1:])
+    args = parser().parse_args(argv)
+    return args.func(args)
 
-        return report_main(argv[1:])
-    if argv and argv[0] == "reproduce":
-        from .reproduce import main as reproduce_main
 
-        return reproduce_main(argv[1:])
-    if argv and argv[0] == "manifest":
-        from .manifest import main as manifest_main
+def parser() -> argparse.ArgumentParser:
+    """The command line: each command's arguments are added by one ``_add_<command>`` function."""
+    p = Parser(prog="python -m infiloop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--debug", action="store_true", help="on an error, also show its traceback")
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_info(sub)
+    _add_train(sub)
+    _add_eval(sub)
+    _add_plan(sub)
+    _add_runs(sub)
+    for name, (_, help_) in PASS_THROUGH.items():
+        sub.add_parser(name, help=help_)
+    return p
 
-        return manifest_main(argv[1:])
-    parser = Parser(prog="python -m infiloop", description=__doc__,
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--debug", action="store_true", help="on an error, also show its traceback")
-    sub = parser.add_subparsers(dest="command", required=True)
+
+def _add_info(sub) -> None:
     p = sub.add_parser("info", help="a profile's model: parameter count, depth unit")
     p.add_argument("--preset", default="paper",
-                   help="the profile whose model (on its Sudoku data) to describe: smoke, tiny, search, gpu or paper "
-                        "(default paper)")
+                   help="the profile whose model (on its Sudoku data) to describe (default paper)")
     p.add_argument("--json", action="store_true", help="also print the full configuration as JSON")
     p.set_defaults(func=cmd_info)
-    sub.add_parser("data", help="datasets: generate, validate, build (see `data -h`)")
-    sub.add_parser("report", help="compile results/<profile>/report.html from the notebook summaries")
+
+
+def _add_train(sub) -> None:
+    from .experiments import profiles
+
     p = sub.add_parser("train", help="train (or resume, or return) the run of a profile", epilog=TRAIN_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), search, gpu or paper")
+    p.add_argument("--profile", default=profiles.DEFAULT, help=profiles.choices())
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
     p.add_argument("--recipe", "--connection", dest="recipe", default="infiloop",
                    help="connection recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last "
@@ -358,6 +433,9 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--threads", type=_threads, default=0, help="torch CPU threads (0: default)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
+
+
+def _add_eval(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a run to any depth; perturbation with --perturb-at", epilog=EVAL_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="the run folder printed by `train`")
@@ -378,13 +456,16 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--threads", type=_threads, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
-    sub.add_parser("reproduce", help="run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)")
-    sub.add_parser("manifest", help="the runs and evaluations each notebook reads, as JSON lines (`manifest -h`)")
+
+
+def _add_plan(sub) -> None:
+    from .experiments import profiles
+
     p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
                        description="List every training run and evaluation the notebooks of a profile execute "
                                    "(with their default parameters) and estimate their time on this device from a "
                                    "short measured calibration (cached in runs/.plan-calibration.json).")
-    p.add_argument("--profile", default="tiny", help="smoke, tiny (default), search, gpu or paper")
+    p.add_argument("--profile", default=profiles.DEFAULT, help=profiles.choices())
     p.add_argument("--device", default="cpu", help="the device the runs will use (cpu, cuda, cuda:1, ...)")
     p.add_argument("--calibrate", action="store_true",
                    help="measure again, ignoring the cached calibration of this device")
@@ -393,6 +474,9 @@ def _main(argv: list[str]) -> int:
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
     p.set_defaults(func=cmd_plan)
+
+
+def _add_runs(sub) -> None:
     p = sub.add_parser("runs", help="trained runs that travel: export, import, pull; list and prune the cache",
                        epilog=RUNS_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -400,21 +484,27 @@ def _main(argv: list[str]) -> int:
     r = rsub.add_parser("list", help="the run folders of the run cache: task, recipe, profile, code version, "
                                      "done or not, size")
     r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
+    r.set_defaults(func=cmd_runs_list)
+
     r = rsub.add_parser("prune", help="remove the run folders this code can never use (another code version, "
                                       "a diverged training, a damaged configuration); without --yes only list them")
     r.add_argument("--yes", action="store_true", help="remove them (default: only list)")
     r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
+    r.set_defaults(func=cmd_runs_prune)
+
     r = rsub.add_parser("export", help="write finished runs into a .tar or .zip archive")
     r.add_argument("run_dirs", nargs="+", metavar="RUN", help="run folders (as printed by `train`)")
     r.add_argument("-o", "--output", required=True, help="the archive to write (.tar or .zip)")
+    r.set_defaults(func=cmd_runs_export)
+
     r = rsub.add_parser("import", help="verify an archive and add its runs to the run cache")
     r.add_argument("archive", help="a .tar or .zip written by `runs export`")
     r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
+    r.set_defaults(func=cmd_runs_import)
+
     r = rsub.add_parser("pull", help="download runs published on the Hugging Face hub and import them")
     r.add_argument("repo_id", help="hub repository (user/name) in the layout of an unpacked archive")
     r.add_argument("--revision", default=None, help="branch, tag or commit (default: main)")
     r.add_argument("--root", default=None, help="run cache (default: runs/ of this checkout)")
     r.add_argument("--cache-dir", default=None, help="hub cache folder (default: huggingface_hub's)")
-    p.set_defaults(func=cmd_runs)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    r.set_defaults(func=cmd_runs_pull)

@@ -7,7 +7,7 @@ the command line) or the environment variable ``INFILOOP_DEBUG=1``.
 
     UsageError   a bad argument, option or ``--set`` value (exit status 2); configuration checks that
                  raise a plain ``ValueError`` count as usage errors too
-    DataError    malformed or damaged data (exit status 1); defined in ``tasks/base.py``, re-exported here
+    DataError    malformed or damaged data (exit status 1): the message names the file, the line and the fault
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from .tasks.base import DataError
-
 __all__ = ["DataError", "Parser", "UsageError", "exit_status", "message", "run_command"]
 
 USAGE_STATUS, DATA_STATUS, INTERRUPTED_STATUS = 2, 1, 130
 _debug_active = False  # set while an outer run_command runs with --debug, so nested entry points see it
+
+
+class DataError(ValueError):
+    """Malformed or inconsistent data; the message names the file, the line and the fault."""
 
 
 class UsageError(ValueError):

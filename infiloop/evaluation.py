@@ -42,7 +42,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .io import load_npz, save_npz
-from .model import Carry, LoopedReasoner
+from .model.reasoner import Carry, LoopedReasoner
 from .tasks.base import IGNORE_LABEL_ID, TaskData
 from .tasks.scoring import count_wrong
 

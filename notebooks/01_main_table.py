@@ -22,11 +22,11 @@
 # (TRM's rule), FPRM and InfiLoop, trained and evaluated at the chosen profile. Every cell says where it
 # comes from. At small profiles the tasks are smaller versions of the benchmarks (see `data/README.md`): their
 # numbers sit in their own columns, never in the paper's. Each measured cell is a mean over training seeds
-# with its 95 % interval (`infiloop/intervals.py`: a bootstrap over seeds and test puzzles or ARC tasks; with
+# with its 95 % interval (`infiloop/analysis/intervals.py`: a bootstrap over seeds and test puzzles or ARC tasks; with
 # one seed, over puzzles only).
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the measured models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 tasks = ""  # comma-separated tasks to measure (sudoku, maze, arc1, arc2); empty: the profile's main tasks
@@ -37,10 +37,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from infiloop import analysis, intervals, paper
-from infiloop.notebook import Notebook, check
-from infiloop.plotting import LABELS
-from infiloop.recipes import MAIN_RECIPES
+from infiloop.analysis import intervals, paper
+from infiloop.analysis import trajectories as analysis
+from infiloop.analysis.plotting import LABELS
+from infiloop.experiments.notebook import Notebook, check
+from infiloop.experiments.recipes import MAIN_RECIPES
 
 nb = Notebook("01_main_table", "Main table", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
@@ -48,7 +49,7 @@ check("tasks", tasks, str, expected="comma-separated task names")
 check("tasks", [t.strip() for t in tasks.split(",") if t.strip()], list,
       lambda v: set(v) <= {"sudoku", "maze", "arc1", "arc2"}, "names among sudoku, maze, arc1, arc2")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
 task_list = need.derived["tasks"]
 seed_list = need.seeds
 

@@ -26,11 +26,11 @@
 # This notebook trains (or takes from the run cache) carry-last, FPRM and InfiLoop at the chosen profile,
 # once per training seed, evaluates each to `max_updates` outer updates, and draws exact accuracy against
 # depth, the difficulty breakdown, and the carry-last diagnosis of Fig. 1. Every curve and headline number
-# is a mean over the seeds with a 95 % interval (`infiloop/intervals.py`: a bootstrap over seeds and test
+# is a mean over the seeds with a 95 % interval (`infiloop/analysis/intervals.py`: a bootstrap over seeds and test
 # puzzles; with one seed, over puzzles only), and the claims are decided by those intervals.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper: data, model and training sizes (infiloop/recipes.py)
+profile = "tiny"  # smoke | tiny | search | gpu | paper: data, model and training sizes (experiments/profiles.py)
 task = "sudoku"  # sudoku | maze (the paper's depth figure is Sudoku-Extreme's; Maze runs the same analyses)
 device = "cpu"  # torch device for training and evaluation
 seeds = ""  # training seeds of the three models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
@@ -44,9 +44,12 @@ retention_window = 36  # updates after the first solve shown in the retention pa
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, calibration, intervals, paper, plotting, tasks
-from infiloop.notebook import Notebook, check, pct
-from infiloop.recipes import MAIN_RECIPES
+from infiloop import tasks
+from infiloop.analysis import intervals, paper, plotting
+from infiloop.analysis import trajectories as analysis
+from infiloop.experiments import contrasts as calibration
+from infiloop.experiments.notebook import Notebook, check, pct
+from infiloop.experiments.recipes import MAIN_RECIPES
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
@@ -62,7 +65,7 @@ plotting.use_style()
 # Trained once per configuration and cached under `runs/`; re-running this notebook reuses them.
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
 seed_list = need.seeds
 runs = {r: need.run(r, device) for r in MAIN_RECIPES}  # the first seed's (the others differ only in train.seed)
 depth = runs["infiloop"].training_depth
@@ -81,7 +84,7 @@ seed_note = (f"{len(seed_list)} seeds ({', '.join(map(str, seed_list))})" if len
 
 
 def interval(r, terms, combine=lambda q: q[0]):
-    """Mean over seeds of a statistic of model r, with its 95 % interval (infiloop/intervals.py)."""
+    """Mean over seeds of a statistic of model r, with its 95 % interval (infiloop/analysis/intervals.py)."""
     return intervals.bootstrap([[terms(t)] for t in by_seed[r].values()], combine)
 
 
@@ -218,7 +221,7 @@ print(*[" | ".join(map(str, x)) for x in [change_cols, *change_rows]], sep="\n")
 # %% [markdown]
 # ## Where else the contrast was looked for: the calibration search
 #
-# One profile is one setting. The calibration search (`docs/calibration.md`, `python -m infiloop.calibration`)
+# One profile is one setting. The calibration search (`docs/calibration.md`, `python -m infiloop contrasts`)
 # trains both connections with identical settings over difficulty, recursion per segment, supervision segments,
 # width, block and training length on this 2-core CPU, and evaluates each model to 60x its training depth. The
 # table reads the rows recorded in `docs/calibration-results/`: the same measures as above for every row (peak −

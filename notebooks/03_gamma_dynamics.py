@@ -27,7 +27,7 @@
 # the first solve, for both axes, and the content score against the number of wrong cells.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the InfiLoop model, e.g. "0,1,2" ("": the profile's; one at tiny, three at search)
 max_updates = 960  # outer updates evaluated (the same value as 02_depth_scaling shares its cached trajectory)
@@ -40,8 +40,9 @@ settle = 6  # updates after the solve from which the "after" phase is averaged (
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, intervals, paper, plotting
-from infiloop.notebook import Notebook, check
+from infiloop.analysis import intervals, paper, plotting
+from infiloop.analysis import trajectories as analysis
+from infiloop.experiments.notebook import Notebook, check
 
 nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
@@ -52,7 +53,7 @@ check("settle", settle, int, lambda v: v <= after, f"an integer <= after={after}
 plotting.use_style()
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
 seed_list = need.seeds
 by_seed = need.results("depth/infiloop", device)  # {seed: trajectory}
 betas = {s: analysis.info(t)["beta"] for s, t in by_seed.items()}
@@ -94,7 +95,7 @@ fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
 
 # %% [markdown]
 # Each phase's mean is pooled over the solved puzzles' updates in that phase, then averaged over the training
-# seeds; its 95 % interval is a bootstrap over the seeds and then each seed's test puzzles (`infiloop/intervals.py`;
+# seeds; its 95 % interval is a bootstrap over the seeds and then each seed's test puzzles (`analysis/intervals.py`;
 # with one seed, over the puzzles only). All phases of a seed are resampled with the same puzzles, so differences
 # between them (the claims below) are paired. Each seed is compared with the baseline 1 − β of its own learned β.
 

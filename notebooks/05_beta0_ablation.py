@@ -22,12 +22,12 @@
 # 63.3 %. InfiLoop on both axes (82.1 / 89.7) beats the inner axis only (72.6 / 79.4) and the outer axis only
 # (75.1 / 80.0). Removing the content score costs 6–7 points.
 #
-# Each variant below is one InfiLoop model trained at the chosen profile (`infiloop/recipes.py`,
+# Each variant below is one InfiLoop model trained at the chosen profile (`infiloop/experiments/recipes.py`,
 # `ABLATIONS`), evaluated at a short budget (the training depth, as H3 L6 is the paper's training budget) and
 # a long one (about ten times more outer updates, as H32 against H3).
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of every variant
 budget_short = 0  # outer updates of the short budget (0: the training depth)
@@ -38,9 +38,10 @@ limit = 0  # test puzzles (0: the profile's default)
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop import analysis, intervals, paper, plotting
-from infiloop.notebook import Notebook, check, pct
-from infiloop.recipes import ABLATIONS
+from infiloop.analysis import intervals, paper, plotting
+from infiloop.analysis import trajectories as analysis
+from infiloop.experiments.notebook import Notebook, check, pct
+from infiloop.experiments.recipes import ABLATIONS
 
 nb = Notebook("05_beta0_ablation", "Ablations: β₀, decay, axes, content score", profile, device, seed)
 for name, value in dict(budget_short=budget_short, budget_long=budget_long, limit=limit).items():
@@ -48,7 +49,7 @@ for name, value in dict(budget_short=budget_short, budget_long=budget_long, limi
 plotting.use_style()
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
 short, long = need.derived["short"], need.derived["long"]
 label = {key: a["label"] for key, a in ABLATIONS.items()}
 acc = {}  # ablation id (recipes.ABLATIONS) -> accuracy @ short, @ long, learned beta
@@ -103,7 +104,7 @@ fig_abl = plotting.save_figure(fig, "ablations", profile)[0]
 
 # %% [markdown]
 # Each claim is decided by the 95 % interval of its effect: a bootstrap over the test puzzles, the same draw
-# for every variant (they are evaluated on the same puzzles), `infiloop/intervals.py`. One seed per variant:
+# for every variant (they are evaluated on the same puzzles), `infiloop/analysis/intervals.py`. One seed per variant:
 # the interval covers the sampling of the test puzzles, not the variation between training runs.
 
 # %%

@@ -31,11 +31,11 @@
 #
 # InfiLoop changes the loop connection itself. Here every mechanism is trained in the same harness, on the
 # same task and budget, and each model is run past its training depth. In this harness the loop is the
-# **outer axis** (`infiloop/conditioning.py`): h_ℓ is the answer state after ℓ outer updates, h₀ the
+# **outer axis** (`infiloop/model/conditioning.py`): h_ℓ is the answer state after ℓ outer updates, h₀ the
 # embedded puzzle, and a timestep-conditioned model is told each test budget as its L_infer.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device for training and evaluation
 seed = 0  # training seed of every model
 max_budget = 960  # the longest test budget, in outer updates
@@ -48,10 +48,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from infiloop import intervals, plotting
-from infiloop.conditioning import HISTORY_MAPS
-from infiloop.notebook import Notebook, check, pct
-from infiloop.recipes import CONDITIONING_RECIPES
+from infiloop.analysis import intervals, plotting
+from infiloop.experiments.notebook import Notebook, check, pct
+from infiloop.experiments.recipes import CONDITIONING_RECIPES
+from infiloop.model.conditioning import HISTORY_MAPS
 
 nb = Notebook("06_conditioning", "Conditioning the loop: the looped-LM study beside InfiLoop", profile, device, seed)
 check("max_budget", max_budget, int, lambda v: v >= 1, "an integer >= 1")
@@ -66,7 +66,7 @@ plotting.use_style()
 # InfiLoop. Each starts as the unconditioned model (the conditioners are the identity at initialisation).
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
 runs = {r: need.run(r, device) for r in CONDITIONING_RECIPES}
 depth = runs["carry_last"].training_depth
 models = {r: run.load_model(device) for r, run in runs.items()}

@@ -33,7 +33,7 @@
 # (each frame says so), at most `max_frames` whatever the depth.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/recipes.py)
+profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of the models (the main table's)
 task = "sudoku"  # sudoku | maze: the task of the puzzle and race animations
@@ -48,9 +48,9 @@ arc_task = ""  # ARC task id to animate ("": the test input InfiLoop gets closes
 # %%
 from IPython.display import display
 
-from infiloop import animation, plotting
-from infiloop.notebook import Notebook, check, pct
-from infiloop.recipes import MAIN_RECIPES
+from infiloop.analysis import animation, plotting
+from infiloop.experiments.notebook import Notebook, check, find_arc_runs, pct
+from infiloop.experiments.recipes import MAIN_RECIPES
 
 nb = Notebook("07_watch_the_loop", "Watch the loop", profile, device, seed)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
@@ -67,7 +67,7 @@ figs = plotting.figure_dir(profile)
 # ## The models and their recorded trajectories
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/manifest.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
 runs = {r: need.run(r, device) for r in MAIN_RECIPES}
 depth = runs["infiloop"].training_depth
 trajs = {r: need.result(f"depth/{r}", device) for r in MAIN_RECIPES}  # notebook 02's when the parameters agree
@@ -117,7 +117,7 @@ display(animation.show(anim_race))
 
 # %%
 anim_arc = None
-arc_set, arc_runs, arc_note = animation.find_arc_runs(profile, seed, arc)
+arc_set, arc_runs, arc_note = find_arc_runs(profile, seed, arc)
 if arc_set:
     arc_test = arc_runs["infiloop"].test_data()
     arc_depth = arc_runs["infiloop"].training_depth

@@ -1,4 +1,4 @@
-"""Animations of measured trajectories (infiloop.animation, notebook 07), at the smoke profile.
+"""Animations of measured trajectories (infiloop.analysis.animation, notebook 07), at the smoke profile.
 
 Every frame of each written GIF is decoded with Pillow; the frame count must be the number of frame updates,
 and the boards of the first and the last frame, read back from the cells' pixels, must be the boards the
@@ -8,8 +8,9 @@ trajectory recorded at those updates. Runs, evaluations and animations are writt
 import numpy as np
 import pytest
 
-from infiloop import animation as A
-from infiloop.experiments import get_run
+from infiloop.analysis import animation as A
+from infiloop.experiments.cache import get_run
+from infiloop.experiments.notebook import find_arc_runs
 
 LAST, MAX_FRAMES, LIMIT = 48, 20, 16
 
@@ -109,9 +110,9 @@ def test_race_animation(sudoku, tmp_path):
 
 def test_arc_animation_shows_the_recorded_grids(tmp_path_factory, tmp_path):
     root = tmp_path_factory.mktemp("arc_runs")
-    assert A.find_arc_runs("smoke", 0, "auto", root=root)[0] == ""  # trains nothing
+    assert find_arc_runs("smoke", 0, "auto", root=root)[0] == ""  # trains nothing
     run = get_run("arc1", "infiloop", "smoke", root=root, progress=False)
-    name, found, _ = A.find_arc_runs("smoke", 0, "auto", root=root)
+    name, found, _ = find_arc_runs("smoke", 0, "auto", root=root)
     assert name == "arc1" and set(found) == {"infiloop"}
     test, depth = run.test_data(), run.training_depth
     at_depth, _ = run.evaluate(updates=depth, every=depth, limit=len(test), snapshots=(depth,), progress=False)
@@ -130,7 +131,7 @@ def test_arc_animation_shows_the_recorded_grids(tmp_path_factory, tmp_path):
 
 
 def test_notebook_07_reuses_the_main_tables_runs_and_notebook_02s_trajectories():
-    from infiloop import manifest
+    from infiloop.experiments import jobs as manifest
 
     n07 = manifest.needs("07", "smoke")
     assert {s.recipe for s in n07.runs.values()} == {"carry_last", "fprm", "infiloop"}

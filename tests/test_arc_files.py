@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from infiloop.cli import cmd_data as data_main
+from infiloop.experiments.profiles import data_profile
 from infiloop.tasks import DataError, TaskData, build
 from infiloop.tasks import arc_files as F
-from infiloop.tasks.cli import main as data_main
 
 TASK = {"train": [{"input": [[1, 2]], "output": [[2, 1]]}], "test": [{"input": [[3, 4]]}]}
 SOLUTION = [[[4, 3]]]
@@ -139,9 +140,9 @@ def test_the_public_ids_of_each_version():
 
 def test_a_build_made_before_the_version_check_is_made_again(tmp_path):
     d = kaggle(kaggle(tmp_path / "combined", ids("1")), ids("2"), two="2")
-    paths = build("arc2", "smoke", root=tmp_path / "data", overrides={"path": str(d)}, verbose=False)
+    paths = build("arc2", data_profile("smoke"), root=tmp_path / "data", overrides={"path": str(d)}, verbose=False)
     m = json.loads(paths["manifest"].read_text())
     del m["summary"]["user_files"]  # what the code before this check wrote
     paths["manifest"].write_text(json.dumps(m))
-    paths = build("arc2", "smoke", root=tmp_path / "data", overrides={"path": str(d)}, verbose=False)
+    paths = build("arc2", data_profile("smoke"), root=tmp_path / "data", overrides={"path": str(d)}, verbose=False)
     assert "user_files" in json.loads(paths["manifest"].read_text())["summary"]

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from infiloop.conditioning import ConditionConfig, Conditioner, time_features
-from infiloop.connections import Connection, ConnectionConfig
 from infiloop.evaluation import evaluate_budgets
+from infiloop.experiments.recipes import CODE_VERSION, RECIPES, config_hash, profile_model, resolve_config
 from infiloop.model import LoopedReasoner, ModelConfig
-from infiloop.recipes import CODE_VERSION, RECIPES, config_hash, profile_model, resolve_config
+from infiloop.model.conditioning import ConditionConfig, Conditioner, time_features
+from infiloop.model.connections import Connection, ConnectionConfig
 from infiloop.tasks.base import TaskData
 
 D, LAYERS = 32, 1

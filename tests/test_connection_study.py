@@ -1,4 +1,4 @@
-"""The connection study (infiloop/connection_study.py): its models go through the run cache, carry-last is
+"""The connection study (infiloop/experiments/connection_study.py): its models go through the run cache, carry-last is
 trained only for variants that change its settings, the records hold what the table needs, and the table
 is rendered from the result files (docs/connection-study.md)."""
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infiloop import connection_study as cs
+from infiloop.experiments import connection_study as cs
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def test_models_share_carry_last_only_where_it_has_the_setting():
     assert cs.models("grad_outer_2", "mlp", 0) == [("carry_last", "grad_outer_2"), ("infiloop", "grad_outer_2")]
     with pytest.raises(ValueError, match="unknown variant"):
         cs.check_variant("nope")
-    from infiloop.recipes import resolve_config
+    from infiloop.experiments.recipes import resolve_config
 
     for v in cs.VARIANTS.values():  # every variant's settings resolve to a valid configuration
         for recipe in cs.CONNECTIONS:
@@ -78,7 +78,7 @@ def test_score_quantities_count_the_clip_by_board():
     """Two updates of three puzzles: the share of cell scores at the clip is split by wrong and right boards."""
     import numpy as np
 
-    from infiloop.intervals import _ratio
+    from infiloop.analysis.intervals import _ratio
 
     tok = np.array([[[8, 8], [8, 1], [0, 0]], [[8, 8], [2, 2], [8, 0]]], np.float16)  # [K=2, P=3, cells=2]
     wrong = np.array([[0, 3, 5], [0, 2, 1]], np.int16)
@@ -99,7 +99,7 @@ def test_the_docs_table_is_the_recorded_results():
     text = cs.DOC.read_text()
     block = text.split("<!-- connection-study: start -->\n", 1)[1].split("<!-- connection-study: end -->", 1)[0]
     assert block == cs.render_table(cs.RECORDED), (
-        "docs/connection-study.md is stale: run python -m infiloop.connection_study --render --results "
+        "docs/connection-study.md is stale: run python -m infiloop connection-study --render --results "
         "docs/connection-study-results")
     for p in cs.RECORDED.glob("*.json"):  # every recorded file is one the study can read back
         d = json.loads(p.read_text())

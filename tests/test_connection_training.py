@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import infiloop
-from infiloop.connections import ConnectionConfig, build_connection
-from infiloop.kernels import content_score
+from infiloop.model.connections import ConnectionConfig, build_connection
+from infiloop.model.kernels import content_score
 
 F64 = torch.float64
 
@@ -176,7 +176,7 @@ def test_soft_cap_explicit_equals_streaming(gen, T):
 
 
 def test_soft_cap_on_the_triton_backend_is_refused():
-    from infiloop.kernels import infiloop_step
+    from infiloop.model.kernels import infiloop_step
 
     z = torch.randn(2, 4)
     with pytest.raises(ValueError, match="hard score clip only"):
@@ -199,8 +199,8 @@ def test_triton_kernel_takes_a_state_without_mass():
                            env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
         return
-    from infiloop.kernels import infiloop_step
-    from infiloop.kernels.reference import infiloop_step as ref
+    from infiloop.model.kernels import infiloop_step
+    from infiloop.model.kernels.reference import infiloop_step as ref
 
     g = torch.Generator().manual_seed(0)
     z = torch.randn(6, 16, generator=g, requires_grad=True)
@@ -222,8 +222,8 @@ def test_triton_kernel_takes_a_state_without_mass():
 
 
 def _configs(recipe, **train):
+    from infiloop.experiments.recipes import resolve_config
     from infiloop.model import ModelConfig
-    from infiloop.recipes import resolve_config
     from infiloop.training import TrainConfig
 
     cfg = resolve_config("sudoku", recipe, "smoke", {f"train.{k}": v for k, v in train.items()})
@@ -238,7 +238,7 @@ def _model(recipe, **train):
 
 
 def test_no_connections_decay_group_exempts_q_and_rho():
-    from infiloop.training import make_optimizer
+    from infiloop.optim import make_optimizer
 
     model, tc = _model("infiloop", decay="no_connections")
     opt = make_optimizer(model, tc)
@@ -249,10 +249,11 @@ def test_no_connections_decay_group_exempts_q_and_rho():
 
 def test_candidate_loss_is_carry_last_s_own_loss(tmp_path):
     """For carry-last the candidate is the state: the mixed loss is the same number; InfiLoop's differs."""
+    from infiloop.experiments.profiles import data_profile
     from infiloop.tasks import load
     from infiloop.training import train
 
-    data = load("sudoku", "smoke", "train")
+    data = load("sudoku", data_profile("smoke"), "train")
     finals = {}
     for recipe in ("carry_last", "infiloop"):
         for w in (0.0, 0.5):
@@ -264,10 +265,11 @@ def test_candidate_loss_is_carry_last_s_own_loss(tmp_path):
 
 
 def test_training_log_records_the_connection(tmp_path):
+    from infiloop.experiments.profiles import data_profile
     from infiloop.tasks import load
     from infiloop.training import CONNECTION_STATS, train
 
-    data = load("sudoku", "smoke", "train")
+    data = load("sudoku", data_profile("smoke"), "train")
     model_cfg, tc = _configs("infiloop", steps=4, log_every=2, checkpoint_every=100)
     train(model_cfg, tc, data, tmp_path / "run", progress=False)
     recs = [json.loads(ln) for ln in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -312,8 +314,8 @@ HASHES_BEFORE = {("carry_last", "tiny"): "649c294a1d", ("carry_last", "search"):
 def test_runs_cached_before_the_switches_keep_their_names():
     """Carry-last's runs keep their hashes (the study's choice does not change its loss); InfiLoop's and
     FPRM's change, and with the switches set to their earlier values they hash as before."""
-    from infiloop.connection_study import AS_BUILT
-    from infiloop.recipes import config_hash, resolve_config
+    from infiloop.experiments.connection_study import AS_BUILT
+    from infiloop.experiments.recipes import config_hash, resolve_config
 
     for (recipe, profile), before in HASHES_BEFORE.items():
         now = config_hash(resolve_config("sudoku", recipe, profile))
@@ -323,7 +325,7 @@ def test_runs_cached_before_the_switches_keep_their_names():
 
 
 def test_settings_without_effect_leave_the_hash():
-    from infiloop.recipes import config_hash, resolve_config
+    from infiloop.experiments.recipes import config_hash, resolve_config
 
     base = config_hash(resolve_config("sudoku", "carry_last", "smoke"))
     for over in ({"model.outer.history_grad": True}, {"model.inner.z0_candidate": False},

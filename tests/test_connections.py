@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import infiloop
-from infiloop.connections import CONNECTIONS, ConnectionConfig, build_connection
+from infiloop.model.connections import CONNECTIONS, ConnectionConfig, build_connection
 
 F64 = torch.float64
 

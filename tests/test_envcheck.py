@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from infiloop import envcheck
+from infiloop.experiments import envcheck
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_environment_names_exist_in_the_channel_cache(env):
 
 def test_what_the_cache_cannot_check(env):
     """Skipped, with the list, while the cache (written by hand from documentation) cannot vouch for a name;
-    `python -m infiloop.envcheck --fetch` where anaconda.org is reachable makes this pass."""
+    `python -m infiloop envcheck --fetch` where anaconda.org is reachable makes this pass."""
     _, _, unverifiable = envcheck.check(env, envcheck.load_cache())
     if unverifiable:
         pytest.skip(f"not checked against conda-forge's metadata ({len(unverifiable)}): "

@@ -5,9 +5,10 @@ Sudoku and Maze keep their table (infiloop/cli.py, analysis.pass_depths / arc_pa
 import numpy as np
 import pytest
 
-from infiloop import analysis, experiments
+from infiloop.analysis import trajectories as analysis
 from infiloop.cli import main
 from infiloop.evaluation import load_trajectory, save_trajectory
+from infiloop.experiments import cache as experiments
 from infiloop.tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from infiloop.evaluation import accuracy_by_depth, evaluate, load_trajectory, perturb
-from infiloop.experiments import load_run
+from infiloop.experiments.cache import load_run
 from infiloop.paths import ROOT
 
 
@@ -69,7 +69,7 @@ def test_candidate_wrong_cells_and_changes_summed_over_updates(run):
     assert differs  # InfiLoop's state is not its candidate: the two readouts differ somewhere
     summed = sum((preds[k] != preds[k - 1]).sum(-1) for k in range(a, b))  # updates a+1 .. b
     assert np.array_equal(traj["changes"], summed)
-    from infiloop import analysis
+    from infiloop.analysis import trajectories as analysis
 
     ch = analysis.changes_between(traj)
     assert ch["changed_per_puzzle"] == pytest.approx(summed.mean())
@@ -78,7 +78,7 @@ def test_candidate_wrong_cells_and_changes_summed_over_updates(run):
 
 
 def test_score_is_paired_with_the_candidates_wrong_cells():
-    from infiloop import analysis
+    from infiloop.analysis import trajectories as analysis
 
     traj = {"score_outer": np.array([[7.0, -1.0]]), "wrong_cells": np.array([[0, 0]]),
             "wrong_cells_candidate": np.array([[0, 9]])}
@@ -138,7 +138,7 @@ def test_bad_evaluation_arguments(run):
 def test_evaluation_is_cached(run, monkeypatch):
     traj, path = run.evaluate(updates=6, every=2, limit=8, progress=False)
     assert path.is_file() and path.parent == run.dir / "eval"
-    import infiloop.experiments as ex
+    import infiloop.experiments.cache as ex
 
     monkeypatch.setattr(ex, "evaluate", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     again, path2 = run.evaluate(updates=6, every=2, limit=8, progress=False)
@@ -173,7 +173,7 @@ def test_cli_train_and_eval_on_a_public_format_file(tmp_path, run):
 
 def test_budgets_reuse_a_cached_trajectory_and_agree_with_a_direct_run(run, monkeypatch):
     traj, _ = run.evaluate(updates=12, every=2, limit=10, snapshots=(4, 8), progress=False)
-    import infiloop.experiments as ex
+    import infiloop.experiments.cache as ex
 
     monkeypatch.setattr(ex, "evaluate_budgets", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     out, path = run.budgets((4, 12, 6), limit=10)
@@ -189,7 +189,7 @@ def test_budgets_reuse_a_cached_trajectory_and_agree_with_a_direct_run(run, monk
 
 
 def test_difficulty_breakdown_by_given_values_and_in_ranges():
-    from infiloop import analysis
+    from infiloop.analysis import trajectories as analysis
 
     rng = np.random.default_rng(0)
     values = np.repeat(np.arange(20, 40), 5)  # 20 distinct path lengths, 5 puzzles each

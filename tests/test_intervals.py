@@ -1,10 +1,10 @@
-"""Intervals over seeds and puzzles (infiloop/intervals.py) and the per-puzzle terms they resample."""
+"""Intervals over seeds and puzzles (infiloop/analysis/intervals.py) and the per-puzzle terms they resample."""
 
 import numpy as np
 import pytest
 
-from infiloop import analysis
-from infiloop.intervals import Interval, bootstrap, verdict, verdict_note
+from infiloop.analysis import trajectories as analysis
+from infiloop.analysis.intervals import Interval, bootstrap, verdict, verdict_note
 
 
 def trajectory(rng, k=40, p=120, solve_rate=0.7, lose_rate=0.2):
@@ -195,7 +195,7 @@ def test_verdict_note_reads_the_paper_side_and_the_precision_asked_for():
 
 
 def test_paired_effect_resamples_every_model_with_the_same_puzzles():
-    from infiloop.intervals import paired_effect
+    from infiloop.analysis.intervals import paired_effect
 
     rng = np.random.default_rng(5)
     a = rng.random(200) < 0.8

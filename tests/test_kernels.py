@@ -1,4 +1,4 @@
-"""The fused Triton InfiLoop step (``infiloop/kernels/triton_step.py``) against the eager reference.
+"""The fused Triton InfiLoop step (``infiloop/model/kernels/triton_step.py``) against the eager reference.
 
 The kernels run on the CPU under Triton's interpreter. ``TRITON_INTERPRET=1`` has to be in the
 environment before the kernel module is imported (Triton decides at decoration time), and other tests
@@ -67,8 +67,8 @@ OUT_NAMES = ("h", "log_d", "gamma", "s")
 def _run_case(case) -> dict:
     import torch
 
-    from infiloop.kernels import infiloop_step as dispatch_step
-    from infiloop.kernels.reference import infiloop_step as ref_step
+    from infiloop.model.kernels import infiloop_step as dispatch_step
+    from infiloop.model.kernels.reference import infiloop_step as ref_step
 
     cid, d, lead, dtype_name, content, clip_mode, ld_scale, grads_of = case
     z_name, _, state_name = dtype_name.partition("+")
@@ -164,7 +164,7 @@ def _run_module_check() -> dict:
     """The InfiLoop connection with backend='triton' vs 'eager' over several steps (state carried)."""
     import torch
 
-    from infiloop.connections import ConnectionConfig, build_connection
+    from infiloop.model.connections import ConnectionConfig, build_connection
 
     torch.manual_seed(0)
     d, lead = 24, (2, 5)
@@ -271,7 +271,7 @@ def test_connection_module_uses_kernel_and_matches_eager():
 def test_forcing_triton_on_cpu_without_interpreter_fails_clearly():
     import torch
 
-    from infiloop.kernels import infiloop_step
+    from infiloop.model.kernels import infiloop_step
 
     z = torch.randn(2, 4)
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
@@ -281,8 +281,8 @@ def test_forcing_triton_on_cpu_without_interpreter_fails_clearly():
 def test_auto_backend_on_cpu_is_the_reference():
     import torch
 
-    from infiloop.kernels import infiloop_step
-    from infiloop.kernels.reference import infiloop_step as ref
+    from infiloop.model.kernels import infiloop_step
+    from infiloop.model.kernels.reference import infiloop_step as ref
 
     z, h = torch.randn(3, 5), torch.randn(3, 5)
     args = (z, h, torch.randn(3), torch.randn(5), torch.tensor(-0.6), 1.0, 1e-6)

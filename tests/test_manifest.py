@@ -1,4 +1,4 @@
-"""The experiment plan as data (infiloop/manifest.py): each notebook's runs and evaluations, declared once,
+"""The experiment plan as data (infiloop/experiments/jobs.py): each notebook's runs and evaluations, declared once,
 deduplicated by cache key, in the order the scheduler needs."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from infiloop import manifest, paths, recipes
+from infiloop import paths
 from infiloop.cli import main
+from infiloop.experiments import jobs as manifest
+from infiloop.experiments import profiles, recipes
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +102,8 @@ def test_a_seeds_parameter_declares_every_run_and_evaluation_once_per_seed():
 
 
 def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
-    from infiloop import reproduce
     from infiloop.errors import UsageError
+    from infiloop.experiments import pipeline as reproduce
 
     names = reproduce.notebooks()
     assert manifest.profile_notebooks("tiny") == list(manifest.DECLARATIONS) == names
@@ -113,18 +115,17 @@ def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
     with pytest.raises(UsageError, match=r"unknown notebook\(s\) \['99'\]"):
         reproduce.select(names, ["99"], "search")
     # the plan and the manifest command follow the same list
-    monkeypatch.setitem(recipes.PROFILES["smoke"], "notebooks", ["03"])
+    monkeypatch.setitem(profiles.PROFILES["smoke"], "notebooks", ["03"])
     assert {nb for j in manifest.jobs(manifest.profile_notebooks("smoke"), "smoke") for nb in j.notebooks} == {
         "03_gamma_dynamics"}
 
 
 def test_the_search_profile_is_tiny_on_puzzles_that_need_search_with_three_seeds():
-    from infiloop import tasks
 
-    search, tiny = recipes.PROFILES["search"], recipes.PROFILES["tiny"]
+    search, tiny = profiles.PROFILES["search"], profiles.PROFILES["tiny"]
     assert search["model"] == tiny["model"] and search["seeds"] == [0, 1, 2]
     assert {k: v for k, v in search["train"].items() if k != "steps"} == {
         k: v for k, v in tiny["train"].items() if k != "steps"}
-    data = tasks.DATA_PROFILES["search"]["sudoku"]
+    data = profiles.DATA_PROFILES["search"]["sudoku"]
     assert data["needs_search"] is True and data["blanks"] == [22, 28] and data["side"] == 6
     assert manifest.Needs("02_depth_scaling", "search", {"seeds": ""}).seeds == [0, 1, 2]  # no data built

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from infiloop.connections import ConnectionConfig
-from infiloop.layers import swiglu_width
+from infiloop.experiments.recipes import profile_model, resolve_config, with_recipe
 from infiloop.model import LoopedReasoner, ModelConfig
-from infiloop.recipes import profile_model, resolve_config, with_recipe
+from infiloop.model.connections import ConnectionConfig
+from infiloop.model.layers import swiglu_width
 
 CARRY_LAST = ConnectionConfig(name="carry_last")
 
@@ -231,7 +231,7 @@ def test_token_mixing_block_is_trms_mlp_t():
 def test_truncated_normal_init_has_the_requested_std():
     """TRM's trunc_normal_init_: the standard deviation is the one asked for (torch's own truncation at
     +-2 sigma leaves 0.88 sigma), and samples lie within +-2 of the pre-truncation scale."""
-    from infiloop.layers import Linear, trunc_normal_, truncated_std_factor
+    from infiloop.model.layers import Linear, trunc_normal_, truncated_std_factor
 
     assert truncated_std_factor(2.0) == pytest.approx(0.87962566, abs=1e-7)
     w = trunc_normal_(torch.empty(1_000_000, dtype=torch.float64), 0.5, generator=torch.Generator().manual_seed(0))

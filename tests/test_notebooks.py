@@ -25,7 +25,7 @@ SMOKE = {
 
 
 def test_every_experiment_has_a_notebook():
-    from infiloop.paper import NOTEBOOKS as EXPECTED
+    from infiloop.analysis.paper import NOTEBOOKS as EXPECTED
 
     assert [p.stem for p in NOTEBOOKS] == list(EXPECTED)
 
@@ -58,7 +58,8 @@ def executed(tmp_path_factory):
     subprocesses, two at a time), then every notebook through papermill."""
     import papermill as pm
 
-    from infiloop import manifest, scheduler
+    from infiloop.experiments import jobs as manifest
+    from infiloop.experiments import scheduler
 
     jobs = {}  # each notebook's plan at its own smoke parameters, shared jobs once
     for name in manifest.DECLARATIONS:
@@ -119,7 +120,7 @@ def test_bad_parameter_is_named(tmp_path):
 
 
 def test_report_of_the_smoke_run(executed, tmp_path):
-    from infiloop.report import build_report
+    from infiloop.experiments.report import build_report
 
     failures = executed[1]
     assert not failures
@@ -180,7 +181,7 @@ def test_unknown_parameter_is_refused(tmp_path):
 
 
 def test_injected_parameters_are_checked_against_the_parameters_cell():
-    from infiloop.notebook import ParameterError, reject_unknown_parameters
+    from infiloop.experiments.notebook import ParameterError, reject_unknown_parameters
 
     params = 'profile = "tiny"  # knob\nlimit: int = 0\n'
     reject_unknown_parameters(["", params, "# Parameters\nprofile = \"smoke\"\nlimit = 3\nPM_INPUT_PATH = 'x'\n"])
@@ -202,8 +203,8 @@ def test_reproduce_refuses_a_parameter_no_selected_notebook_declares(capsys):
 def test_claims_and_tables_come_from_one_helper_that_checks_them():
     import numpy as np
 
-    from infiloop import paper
-    from infiloop.notebook import Notebook
+    from infiloop.analysis import paper
+    from infiloop.experiments.notebook import Notebook
 
     nb = Notebook("04_perturbation", "Perturbation", "smoke", "cpu", 0)
     c = nb.claim("perturb.infiloop_retains", "lowest 100.0 %", np.bool_(True))
@@ -227,7 +228,8 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
     is over seeds and puzzles. (Replaces the smoke run's 03 and 04 summaries.)"""
     import papermill as pm
 
-    from infiloop import manifest, scheduler
+    from infiloop.experiments import jobs as manifest
+    from infiloop.experiments import scheduler
 
     params = {nb: {**SMOKE[nb], "seeds": "0,1"} for nb in ("03_gamma_dynamics", "04_perturbation")}
     jobs = {j.id: j for nb, p in params.items() for j in manifest.jobs([nb], "smoke", p)}
@@ -259,7 +261,8 @@ def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
     it replaces the smoke run's notebook-02 summary.)"""
     import papermill as pm
 
-    from infiloop import manifest, scheduler
+    from infiloop.experiments import jobs as manifest
+    from infiloop.experiments import scheduler
 
     params = {**SMOKE["02_depth_scaling"], "task": "maze"}
     jobs = manifest.jobs(["02_depth_scaling"], "smoke", params)

@@ -1,4 +1,4 @@
-"""The paper's numbers (infiloop.paper) checked against the sources they were typed from: the paper's
+"""The paper's numbers (infiloop.analysis.paper) checked against the sources they were typed from: the paper's
 summaries in ``../shared/seeds/`` and SPEC.md's Table 1 (read when present, else skipped), and structure."""
 
 import re
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infiloop import paper
+from infiloop.analysis import paper
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SEEDS = sorted((SHARED / "seeds").glob("*.txt")) if (SHARED / "seeds").is_dir() else []

@@ -9,9 +9,12 @@ import re
 
 import pytest
 
-from infiloop import paths, plan, recipes, runs
+from infiloop import paths
+from infiloop.experiments import archives as runs
+from infiloop.experiments import cost as plan
+from infiloop.experiments import profiles, recipes
+from infiloop.experiments.cost import Timing
 from infiloop.model import ModelConfig
-from infiloop.plan import Timing
 
 STEP_S, START_S, UPDATE_S = 0.5, 2.0, 0.25
 
@@ -48,7 +51,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     p = plan.make_plan("smoke")
     specs, evals = p.runs, p.evals
     assert f"{len(specs)} training runs, {len(evals)} evaluations" in text
-    steps = recipes.PROFILES["smoke"]["train"]["steps"]
+    steps = profiles.PROFILES["smoke"]["train"]["steps"]
     run_lines = [ln for ln in text.splitlines() if re.match(r"sudoku\s+\w+\s+\d+ x ", ln)]
     assert len(run_lines) == len(specs)
     for ln in run_lines:
@@ -143,7 +146,7 @@ def test_calibration_batch_is_reduced_for_a_large_step():
 
 def _gpu_model(recipe):
     d = ModelConfig().to_dict()  # the defaults are 9x9 Sudoku (vocabulary 11, 81 cells)
-    d.update(recipes.PROFILES["gpu"]["model"])
+    d.update(profiles.PROFILES["gpu"]["model"])
     for k, v in recipes.RECIPES[recipe].items():
         d[k] = {**d[k], **v} if isinstance(v, dict) else v
     return ModelConfig.from_dict(d)
@@ -151,10 +154,10 @@ def _gpu_model(recipe):
 
 @pytest.mark.parametrize("recipe", recipes.MAIN_RECIPES)
 def test_gpu_profile_is_about_one_gpu_hour_per_model(recipe):
-    train = recipes.PROFILES["gpu"]["train"]
+    train = profiles.PROFILES["gpu"]["train"]
     hours = plan.gpu_hours_estimate(_gpu_model(recipe), train["steps"], train["batch_size"])
     assert 0.8 < hours < 1.25, hours
-    assert recipes.PROFILES["gpu"]["eval"]["updates"] == 960
+    assert profiles.PROFILES["gpu"]["eval"]["updates"] == 960
 
 
 def test_flops_per_token_counts_the_paper_block():
@@ -168,18 +171,19 @@ def test_flops_per_token_counts_the_paper_block():
 
 
 def test_gpu_data_profile_falls_back_to_the_generator_offline(tmp_path, monkeypatch):
-    from infiloop.tasks import DATA_PROFILES, build, info
+    from infiloop.experiments.profiles import DATA_PROFILES, data_profile
+    from infiloop.tasks import build, info
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = DATA_PROFILES["gpu"]["sudoku"]
     assert cfg["source"] == "hub" and cfg["side"] == 9 and cfg["blanks"] == [50, 60]
     ov = {"n_train": 3, "augment": 1, "n_test": 4}
-    build("sudoku", "gpu", root=tmp_path, overrides=ov, verbose=False)
-    m = info("sudoku", "gpu", root=tmp_path, overrides=ov)
+    build("sudoku", data_profile("gpu"), root=tmp_path, overrides=ov, verbose=False)
+    m = info("sudoku", data_profile("gpu"), root=tmp_path, overrides=ov)
     assert m["source"].startswith("generated offline (9x9, blanks 50-60)") and "HF_HUB_OFFLINE is set" in m["source"]
     assert m["summary"]["test_rows"] == 4 and 50 <= m["summary"]["test_blanks"][0]
     with pytest.raises(ValueError, match="data profile 'gpu' has no maze data"):
-        build("maze", "gpu", root=tmp_path)
+        build("maze", data_profile("gpu"), root=tmp_path)
 
 
 def test_bad_arguments_are_one_line(capsys):
@@ -191,8 +195,8 @@ def test_bad_arguments_are_one_line(capsys):
 
 
 def test_every_notebook_is_planned():
-    """A new notebook must be declared in infiloop/manifest.py (or its cost is silently missing)."""
-    from infiloop import manifest
+    """A new notebook must be declared in infiloop/experiments/jobs.py (or its cost is silently missing)."""
+    from infiloop.experiments import jobs as manifest
 
     assert manifest.undeclared_notebooks() == []
 

@@ -7,7 +7,7 @@ from importlib import metadata
 
 import torch
 
-from infiloop import report
+from infiloop.experiments import report
 
 
 def _fake_nvidia_smi(folder, out):

@@ -1,4 +1,5 @@
-"""The reporting layer: figure style and saving (infiloop.plotting) and the HTML report (infiloop.report).
+"""The reporting layer: figure style and saving (infiloop.analysis.plotting) and the HTML report
+(infiloop.experiments.report).
 
 The report is built in a temporary root from summary JSON files constructed here and a PNG rendered
 here with matplotlib: this tests the report builder, not any experiment.
@@ -15,8 +16,9 @@ import matplotlib as mpl
 import pytest
 from matplotlib.figure import Figure
 
-from infiloop import paper, plotting, report
-from infiloop.notebook import write_summary
+from infiloop.analysis import paper, plotting
+from infiloop.experiments import report
+from infiloop.experiments.notebook import write_summary
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = '<script>alert("x")</script> & <b>'

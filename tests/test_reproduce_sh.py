@@ -117,7 +117,7 @@ def test_no_offer_without_a_gpu(box):
 def test_reproduce_runs_gpu_profiles_on_cuda_where_there_is_one(monkeypatch):
     import torch
 
-    from infiloop.reproduce import default_device
+    from infiloop.experiments.pipeline import default_device
 
     assert default_device("gpu") == ("cuda" if torch.cuda.is_available() else "cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -11,8 +11,10 @@ import zipfile
 
 import pytest
 
-from infiloop import experiments, recipes, runs
 from infiloop.cli import main
+from infiloop.experiments import archives as runs
+from infiloop.experiments import cache as experiments
+from infiloop.experiments import recipes
 
 
 @pytest.fixture(params=["tar", "zip"])

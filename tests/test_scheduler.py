@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from infiloop import scheduler
-from infiloop.manifest import Job
+from infiloop.experiments import scheduler
+from infiloop.experiments.jobs import Job
 
 
 def fake_job(jid: str, kind: str = "eval", after=(), tmp: Path = Path("/tmp")) -> Job:

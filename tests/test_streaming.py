@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import infiloop
-from infiloop.connections import ConnectionConfig, build_connection
+from infiloop.model.connections import ConnectionConfig, build_connection
 
 F64 = torch.float64
 

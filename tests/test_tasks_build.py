@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from infiloop import paths
-from infiloop.tasks import DATA_PROFILES, TASKS, DataError, TaskData, build, info, load
-from infiloop.tasks.cli import main
+from infiloop.cli import cmd_data as main
+from infiloop.experiments.profiles import DATA_PROFILES, data_profile
+from infiloop.tasks import TASKS, DataError, TaskData, build, info, load
 from infiloop.tasks.datasets import describe
 
 
@@ -41,17 +42,17 @@ def test_smoke_builds_offline_and_caches(tmp_path, task):
 
 def test_tiny_sudoku_profile_shape(tmp_path):
     cfg = DATA_PROFILES["tiny"]["sudoku"]
-    d = load("sudoku", "tiny", "test", root=tmp_path, overrides={"n_train": 50, "n_test": 40})
+    d = load("sudoku", data_profile("tiny"), "test", root=tmp_path, overrides={"n_train": 50, "n_test": 40})
     assert d.grid == (6, 6) and d.box == (2, 3) and d.vocab_size == 8 and len(d) == 40
     assert cfg["blanks"][0] <= d.meta["blanks"].min() and d.meta["blanks"].max() <= cfg["blanks"][1]
-    tr = load("sudoku", "tiny", "train", root=tmp_path, overrides={"n_train": 50, "n_test": 40})
+    tr = load("sudoku", data_profile("tiny"), "train", root=tmp_path, overrides={"n_train": 50, "n_test": 40})
     assert len(tr) == 50 * (1 + cfg["augment"]) and set(tr.meta["aug"]) == set(range(1 + cfg["augment"]))
 
 
 def test_paper_sudoku_falls_back_to_generator_and_says_so(tmp_path, capsys):
     ov = {"n_train": 4, "augment": 2, "fallback_n_test": 3, "blanks": [55, 60]}
-    paths = build("sudoku", "paper", root=tmp_path, overrides=ov)
-    m = info("sudoku", "paper", root=tmp_path, overrides=ov)
+    paths = build("sudoku", data_profile("paper"), root=tmp_path, overrides=ov)
+    m = info("sudoku", data_profile("paper"), root=tmp_path, overrides=ov)
     assert m["source"].startswith("generated offline (9x9, blanks 55-60, singles do not solve)")
     assert "HF_HUB_OFFLINE is set" in m["source"]
     assert "generating offline instead" in capsys.readouterr().err
@@ -64,28 +65,28 @@ def test_paper_sudoku_falls_back_to_generator_and_says_so(tmp_path, capsys):
 
 def test_paper_maze_falls_back(tmp_path):
     ov = {"n_train": 2, "n_test": 2}
-    paths = build("maze", "paper", root=tmp_path, overrides=ov, verbose=False)
+    paths = build("maze", data_profile("paper"), root=tmp_path, overrides=ov, verbose=False)
     d = TaskData.load(paths["test"])
     assert d.grid == (30, 30) and (d.meta["path_length"] >= 111).all()
-    assert "HF_HUB_OFFLINE is set" in info("maze", "paper", root=tmp_path, overrides=ov)["source"]
+    assert "HF_HUB_OFFLINE is set" in info("maze", data_profile("paper"), root=tmp_path, overrides=ov)["source"]
 
 
 def test_overrides_are_checked_and_kept_apart(tmp_path):
     with pytest.raises(ValueError, match="unknown data setting 'nope'"):
-        build("maze", "smoke", root=tmp_path, overrides={"nope": 1})
-    a = build("maze", "smoke", root=tmp_path, overrides={"n_train": 5}, verbose=False)
-    b = build("maze", "smoke", root=tmp_path, verbose=False)
+        build("maze", data_profile("smoke"), root=tmp_path, overrides={"nope": 1})
+    a = build("maze", data_profile("smoke"), root=tmp_path, overrides={"n_train": 5}, verbose=False)
+    b = build("maze", data_profile("smoke"), root=tmp_path, verbose=False)
     assert a["train"].parent != b["train"].parent and len(TaskData.load(a["train"])) == 5
 
 
 def test_an_override_equal_to_the_profile_is_the_profile(tmp_path):
     """Setting a value the profile already has changes nothing: the same data folder and the same run
     (a calibration row whose data became the profile's must not train its models a second time)."""
-    from infiloop.experiments import resolve
+    from infiloop.experiments.cache import resolve
 
     same = {"size": 8, "n_test": 64}  # smoke's own maze values
-    assert build("maze", "smoke", root=tmp_path, overrides=same, verbose=False)["test"] == \
-        build("maze", "smoke", root=tmp_path, verbose=False)["test"]
+    assert build("maze", data_profile("smoke"), root=tmp_path, overrides=same, verbose=False)["test"] == \
+        build("maze", data_profile("smoke"), root=tmp_path, verbose=False)["test"]
     runs = {label: resolve("maze", "carry_last", "smoke", over, root=tmp_path / "runs").dir
             for label, over in [("none", None), ("same", {f"data.{k}": v for k, v in same.items()}),
                                 ("other", {"data.size": 8, "data.n_test": 32})]}
@@ -106,7 +107,8 @@ def test_user_arc_json(tmp_path):
     for split in ("training", "evaluation"):
         (tmp_path / "arc" / split).mkdir(parents=True)
         (tmp_path / "arc" / split / f"{split[:4]}1.json").write_text(json.dumps(task))
-    paths = build("arc2", "smoke", root=tmp_path / "data", overrides={"path": str(tmp_path / "arc")}, verbose=False)
+    paths = build("arc2", data_profile("smoke"), root=tmp_path / "data", overrides={"path": str(tmp_path / "arc")},
+                  verbose=False)
     te = TaskData.load(paths["test"])
     assert te.info["tasks"] == ["trai1", "eval1"] and len(te) == 2  # 1 test pair x 2 views
 
@@ -118,35 +120,35 @@ SMOKE_SUDOKU_TEST_SHA = "8e527e3d0f1f167e"
 def test_profiles_without_selection_keep_their_data(tmp_path):
     """New settings enter a config only when set: the data of existing profiles (and so their cached
     builds and run hashes) stay as they were."""
-    paths = build("sudoku", "smoke", root=tmp_path, verbose=False)
-    m = info("sudoku", "smoke", root=tmp_path)
+    paths = build("sudoku", data_profile("smoke"), root=tmp_path, verbose=False)
+    m = info("sudoku", data_profile("smoke"), root=tmp_path)
     assert m["config"] == DATA_PROFILES["smoke"]["sudoku"] and "accepted_fraction" not in m["summary"]
     assert sorted(TaskData.load(paths["test"]).meta) == ["blanks", "rating"]
     assert hashlib.sha256(paths["test_csv"].read_bytes()).hexdigest()[:16] == SMOKE_SUDOKU_TEST_SHA
-    assert sorted(TaskData.load(build("maze", "smoke", root=tmp_path, verbose=False)["test"]).meta) == [
+    assert sorted(TaskData.load(build("maze", data_profile("smoke"), root=tmp_path, verbose=False)["test"]).meta) == [
         "base", "path_length", "view"]
 
 
 def test_selection_per_split(tmp_path):
     ov = {"blanks": {"train": [20, 24], "test": [22, 28]}, "needs_search": {"train": False, "test": True},
           "n_train": 6, "n_test": 4, "augment": 1}
-    paths = build("sudoku", "tiny", root=tmp_path, overrides=ov, verbose=False)
+    paths = build("sudoku", data_profile("tiny"), root=tmp_path, overrides=ov, verbose=False)
     tr, te = TaskData.load(paths["train"]), TaskData.load(paths["test"])
     assert tr.meta["singles"].all() and not te.meta["singles"].any() and len(tr) == 12
     assert tr.meta["blanks"].max() <= 24 and te.meta["blanks"].min() >= 22
-    m = info("sudoku", "tiny", root=tmp_path, overrides=ov)
+    m = info("sudoku", data_profile("tiny"), root=tmp_path, overrides=ov)
     assert "train blanks 20-24, singles solve; test blanks 22-28, singles do not solve" in m["source"]
     assert 0 < m["summary"]["accepted_fraction"]["test"] < 1
     with pytest.raises(DataError, match="needs_search must be"):
-        build("sudoku", "smoke", root=tmp_path, overrides={"needs_search": "yes"}, verbose=False)
+        build("sudoku", data_profile("smoke"), root=tmp_path, overrides={"needs_search": "yes"}, verbose=False)
     with pytest.raises(DataError, match="per-split value"):
-        build("sudoku", "smoke", root=tmp_path, overrides={"min_rating": {"val": 1}}, verbose=False)
+        build("sudoku", data_profile("smoke"), root=tmp_path, overrides={"min_rating": {"val": 1}}, verbose=False)
     with pytest.raises(ValueError, match="unknown data setting 'min_dead_ends' for sudoku"):
-        build("sudoku", "smoke", root=tmp_path, overrides={"min_dead_ends": 1}, verbose=False)
+        build("sudoku", data_profile("smoke"), root=tmp_path, overrides={"min_dead_ends": 1}, verbose=False)
 
 
 def test_describe_reports_difficulty(tmp_path, capsys):
-    row = describe("sudoku", "smoke", root=tmp_path)
+    row = describe("sudoku", data_profile("smoke"), root=tmp_path)
     assert row["train"]["puzzles"] == DATA_PROFILES["smoke"]["sudoku"]["n_train"]  # base puzzles
     assert row["test"]["puzzles"] == 64 and 0 <= row["test"]["singles"] <= 1 and row["test"]["blanks"][0] >= 6
     assert main(["describe", "--task", "maze", "--profile", "smoke", "--root", str(tmp_path)]) == 0

@@ -4,9 +4,9 @@ by an independent numpy distance relaxation), CSV validation errors, tokens (SPE
 import numpy as np
 import pytest
 
+from infiloop.cli import cmd_data as main
 from infiloop.tasks import DataError
 from infiloop.tasks import maze as M
-from infiloop.tasks.cli import main
 
 
 def relax_distances(open_mask: np.ndarray, src: tuple[int, int]) -> np.ndarray:

@@ -6,9 +6,9 @@ import random
 import numpy as np
 import pytest
 
+from infiloop.cli import cmd_data as main
 from infiloop.tasks import DataError, TaskData, exact_accuracy, wrong_cells
 from infiloop.tasks import sudoku as S
-from infiloop.tasks.cli import main
 from infiloop.tasks.sudoku_solver import count_solutions, geometry, propagate, rating, singles_solve
 
 

@@ -11,11 +11,12 @@ import time
 import pytest
 import torch
 
-from infiloop.experiments import get_run, resolve
+from infiloop.experiments.cache import get_run, resolve
+from infiloop.experiments.recipes import resolve_config
 from infiloop.io import load_weights
+from infiloop.optim import AdamATan2, lr_at
 from infiloop.paths import ROOT
-from infiloop.recipes import resolve_config
-from infiloop.training import AdamATan2, TrainConfig, lr_at, stablemax_cross_entropy
+from infiloop.training import TrainConfig, stablemax_cross_entropy
 
 
 def test_stablemax_cross_entropy_by_hand(gen):
@@ -88,8 +89,8 @@ def _tiny_model(**kw):
 
 def test_weight_decay_groups():
     """TRM decays every parameter ("all"); "matrices" exempts 1-D parameters and the connections' q, rho."""
-    from infiloop.connections import ConnectionConfig
-    from infiloop.training import make_optimizer
+    from infiloop.model.connections import ConnectionConfig
+    from infiloop.optim import make_optimizer
 
     inf = ConnectionConfig(name="infiloop")
     model = _tiny_model(inner=inf, outer=inf, puzzle_emb_len=0)
@@ -108,7 +109,7 @@ def test_weight_decay_groups():
 
 def test_weight_ema_rate_is_fixed_as_in_trm():
     """TRM's EMA: shadow <- rate shadow + (1 - rate) w from the first update; the warm-up is a setting."""
-    from infiloop.training import WeightEMA
+    from infiloop.optim import WeightEMA
 
     model = _tiny_model(puzzle_emb_len=0)
     w0 = model.lm_head.weight.detach().clone()
@@ -124,7 +125,7 @@ def test_weight_ema_rate_is_fixed_as_in_trm():
 def test_puzzle_embedding_sign_sgd_updates_only_the_batch_rows():
     """TRM's sparse sign-SGD: rows of the batch's puzzles move by -lr sign(g) with decay lr wd; other rows
     stay, even with weight decay; the main optimiser does not see the table."""
-    from infiloop.training import make_optimizer, make_puzzle_emb_optimizer
+    from infiloop.optim import make_optimizer, make_puzzle_emb_optimizer
 
     model = _tiny_model(puzzle_emb_len=1, n_puzzles=4)
     cfg = TrainConfig(lr=0.1, weight_decay=0.5, puzzle_emb_lr=0.01, puzzle_emb_weight_decay=0.2)
@@ -237,7 +238,7 @@ DDP_SCRIPT = r"""
 import os, sys, torch, torch.distributed as dist
 from safetensors.torch import save_file
 sys.path.insert(0, {root!r})
-from infiloop.experiments import resolve
+from infiloop.experiments.cache import resolve
 from infiloop.training import train
 torch.set_num_threads(1)
 world = int(os.environ.get("WORLD_SIZE", "1"))

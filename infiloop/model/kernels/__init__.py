@@ -24,7 +24,7 @@ __all__ = ["BACKENDS", "CLIP_MODES", "bound_score", "content_score", "infiloop_i
 
 def _triton_module():
     try:
-        return importlib.import_module("infiloop.kernels.triton_step")
+        return importlib.import_module(".triton_step", __package__)
     except ImportError:
         return None
 

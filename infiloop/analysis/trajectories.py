@@ -126,7 +126,7 @@ def state_change_after_solve(traj: dict) -> float:
 
 
 # Per-puzzle terms (numerator, denominator; the puzzle axis last) of the statistics above, for intervals over
-# seeds and puzzles (infiloop/intervals.py): each statistic is numerator.sum(-1) / denominator.sum(-1).
+# seeds and puzzles (infiloop/analysis/intervals.py): each statistic is numerator.sum(-1) / denominator.sum(-1).
 
 def accuracy_terms(traj: dict) -> tuple[np.ndarray, np.ndarray]:
     """Exact accuracy at every recorded update ([K, P] terms; :func:`exact_by_depth`)."""
@@ -328,7 +328,7 @@ def arc_vote(traj: dict, test_data, update: int, k: int = 2):
     over the views of each test input, ranked by vote count then mean halting confidence (sigmoid of
     q_halt at that update; SPEC section 9); a task scores the fraction of its test inputs one of the k
     best candidates solves."""
-    from .tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
+    from ..tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
 
     snaps = [int(u) for u in traj["snapshot_updates"]]
     if update not in snaps:

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
+from ..config import from_dict
 from .conditioning import ConditionConfig, Conditioner
-from .config import from_dict
 from .connections import Connection, ConnectionConfig, build_connection
 from .layers import (
     Attention,

@@ -1,7 +1,7 @@
 """Check ``environment.yml`` against the conda channel it names, offline, from a small cache in the repository.
 
-    python -m infiloop.envcheck            check environment.yml against infiloop/envcheck_cache.json
-    python -m infiloop.envcheck --fetch    refresh the cache from the channel's repodata (needs the network)
+    python -m infiloop envcheck            check environment.yml against infiloop/envcheck_cache.json
+    python -m infiloop envcheck --fetch    refresh the cache from the channel's repodata (needs the network)
 
 ``--fetch`` downloads ``repodata.json.bz2`` of ``linux-64`` and ``noarch`` from the channel, keeps the
 names, versions, subdirs and CUDA build flavours of the packages the environment file names (a few kB) and
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from .paths import ROOT
+from ..paths import ROOT
 
 ENVIRONMENT = ROOT / "environment.yml"
 CACHE = Path(__file__).resolve().parent / "envcheck_cache.json"
@@ -120,7 +120,7 @@ def check(env: dict, cache: dict) -> tuple[list[str], list[str], list[str]]:
         elif name in missing:
             unverifiable.append(f"{name}: {missing[name]}")
         else:
-            problems.append(f"{name}: not in {CACHE.name}; run `python -m infiloop.envcheck --fetch` (online) "
+            problems.append(f"{name}: not in {CACHE.name}; run `python -m infiloop envcheck --fetch` (online) "
                             f"or list it under not_verified with the reason")
     cuda = env["conda"].get("cuda-version", "")
     flavours = packages.get("pytorch", {}).get("cuda_builds", [])
@@ -160,7 +160,7 @@ def fetch(env: dict, channel: str, url: str = CHANNEL_URL) -> dict:
                   **({"cuda_builds": sorted(e["cuda_builds"])} if e["cuda_builds"] else {})}
            for name, e in sorted(packages.items())}
     return {"channel": channel, "subdirs": list(SUBDIRS), "written": date.today().isoformat(),
-            "how": f"fetched from {url.format(channel=channel, subdir='<subdir>')} by `python -m infiloop.envcheck "
+            "how": f"fetched from {url.format(channel=channel, subdir='<subdir>')} by `python -m infiloop envcheck "
                    f"--fetch`; regenerate the same way",
             "packages": out,
             "not_verified": {n: "not in the channel's linux-64 or noarch repodata" for n in sorted(names - set(out))}}
@@ -170,7 +170,7 @@ def fetch(env: dict, channel: str, url: str = CHANNEL_URL) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infiloop.envcheck", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m infiloop envcheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("--environment", default=str(ENVIRONMENT), help="the environment file (default environment.yml)")
     ap.add_argument("--cache", default=str(CACHE), help="the channel cache (default infiloop/envcheck_cache.json)")
     ap.add_argument("--fetch", action="store_true", help="refresh the cache from the channel (needs the network)")

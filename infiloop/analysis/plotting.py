@@ -17,8 +17,8 @@ from pathlib import Path
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
-from . import paths
-from .io import atomic_write
+from .. import paths
+from ..io import atomic_write
 
 PNG_DPI = 150
 

@@ -3,7 +3,7 @@
     python -m infiloop reproduce [--profile tiny] [--only NAME] [-p KEY VALUE ...] [--jobs N]
 
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
-``infiloop/manifest.py``, each once, on every core or GPU (``infiloop/scheduler.py``); the notebooks then
+``jobs.py``, each once, on every core or GPU (``scheduler.py``); the notebooks then
 only load, analyse and plot.
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
@@ -22,10 +22,11 @@ from pathlib import Path
 
 import yaml
 
-from . import manifest, paths
-from .errors import Parser, UsageError
-from .io import atomic_write_text
-from .recipes import PROFILES
+from .. import paths
+from ..errors import Parser, UsageError
+from ..io import atomic_write_text
+from . import jobs as manifest
+from . import profiles
 
 
 def notebooks() -> list[str]:
@@ -34,7 +35,7 @@ def notebooks() -> list[str]:
 
 def select(names: list[str], only: list[str], profile: str) -> list[str]:
     """The notebooks to run: those ``only`` names ("02_depth_scaling", "02" or "depth_scaling"), else the
-    profile's own list (``PROFILES[profile]["notebooks"]``; every notebook when it has none)."""
+    profile's own list (``profiles.notebooks``; every notebook when it has none)."""
     def matches(name: str, wanted: str) -> bool:
         return name == wanted or name[:2] == wanted or name[3:] == wanted
 
@@ -95,17 +96,17 @@ class Stages:
 
 def _build_data(jobs) -> None:
     """Build (or find cached) the data sets of every run the notebooks read."""
-    from . import tasks
+    from .. import tasks
 
     for task, data, over in sorted({(j.spec.task, j.spec.run.config["data_profile"],
                                      json.dumps(j.spec.run.config["data_overrides"] or {}, sort_keys=True))
                                     for j in jobs if j.kind == "train"}):
-        tasks.build(task, data, overrides=json.loads(over) or None)
+        tasks.build(task, profiles.data_profile(data), overrides=json.loads(over) or None)
 
 
 def _compute(jobs, profile: str, workers: int | None, device: str, gpus_per_run: int) -> dict:
     """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine."""
-    from .plan import flops_per_step, flops_per_update
+    from .cost import flops_per_step, flops_per_update
     from .scheduler import run_jobs, slots_for
 
     slots = slots_for(device, workers)
@@ -147,13 +148,13 @@ def default_device(profile: str) -> str:
     """``cuda`` for the GPU profiles on a machine with CUDA, else ``cpu`` (``tiny`` is made for the CPU)."""
     import torch
 
-    return "cuda" if profile in ("gpu", "paper") and torch.cuda.is_available() else "cpu"
+    return "cuda" if profiles.device(profile) == "cuda" and torch.cuda.is_available() else "cpu"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m infiloop reproduce", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="tiny", help=f"one of {', '.join(PROFILES)} (default tiny)")
+    ap.add_argument("--profile", default=profiles.DEFAULT, help=f"one of {profiles.choices()}")
     ap.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a papermill parameter for the notebooks (value read as YAML)")
@@ -166,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compute", "--no-train", action="store_true",
                     help="skip the compute stage (the notebooks compute what they miss, one at a time)")
     args = ap.parse_args(argv)
-    if args.profile not in PROFILES:
-        ap.error(f"unknown profile {args.profile!r}; valid choices: {', '.join(PROFILES)}")
+    profiles.check(args.profile, "--profile")
     if args.device is None:
         args.device = default_device(args.profile)
     if not args.no_compute:  # refused before any data is built

@@ -35,11 +35,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from . import experiments, paths, recipes
-from .errors import UsageError
-from .io import atomic_write
-from .tasks.base import DataError
-from .training import DONE, METRICS, WEIGHTS
+from .. import paths
+from ..errors import UsageError
+from ..io import atomic_write
+from ..tasks.base import DataError
+from ..training import DONE, METRICS, WEIGHTS
+from . import cache as experiments
+from . import recipes
 
 FORMAT = "infiloop-runs"
 FORMAT_VERSION = 1
@@ -394,7 +396,7 @@ def pull(repo_id: str, revision: str | None = None, root: str | os.PathLike | No
     the hub cache is used."""
     from huggingface_hub import snapshot_download
 
-    from .tasks.hub import offline_reason, reachable
+    from ..tasks.hub import offline_reason, reachable
 
     reason = offline_reason() or reachable()
     try:

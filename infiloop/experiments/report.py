@@ -38,9 +38,11 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from . import paper, paths
-from .io import atomic_write_text
-from .machine import cpu_name
+from .. import paths
+from ..analysis import paper
+from ..io import atomic_write_text
+from ..machine import cpu_name
+from . import profiles
 
 MAIN_NOTEBOOK = "01_main_table"
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
@@ -308,11 +310,11 @@ def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], 
 
 def _profile_notebooks(profile: str) -> set[str]:
     """The notebooks ``profile`` runs (every one for a profile without its own list, or an unknown one)."""
-    from .errors import UsageError
-    from .manifest import profile_notebooks
+    from ..errors import UsageError
+    from .jobs import profile_notebooks
 
     try:
-        return set(profile_notebooks(profile))
+        return set(profile_notebooks(profiles.check(profile)))
     except UsageError:  # a list naming a notebook that does not exist: report every missing notebook
         return set(paper.NOTEBOOKS)
 
@@ -442,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m infiloop report --profile P [--root DIR]``: build the report and print its path."""
     parser = argparse.ArgumentParser(prog="python -m infiloop report",
                                      description="Compile results/<profile>/report.html from the notebook summaries.")
-    parser.add_argument("--profile", default="tiny", help="profile whose results to report (default tiny)")
+    parser.add_argument("--profile", default=profiles.DEFAULT,
+                        help=f"profile whose results to report: {profiles.choices()}")
     parser.add_argument("--root", default=None,
                         help=f"repository root whose results/ to report (default: {paths.RESULTS})")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

@@ -10,10 +10,10 @@ for InfiLoop and, where the variant changes a setting carry-last shares, for car
 that only InfiLoop has leave carry-last's run the same: the variant is compared with the baseline's
 carry-last). Every run goes through the run cache; each model is evaluated at its training depth.
 
-    python -m infiloop.connection_study --list                     # variants and their settings
-    python -m infiloop.connection_study baseline history_grad --seeds 0,1 --jobs 2
-    python -m infiloop.connection_study --render                   # the table of docs/connection-study.md
-    python -m infiloop.connection_study --render --results docs/connection-study-results   # the recorded one
+    python -m infiloop connection-study --list                     # variants and their settings
+    python -m infiloop connection-study baseline history_grad --seeds 0,1 --jobs 2
+    python -m infiloop connection-study --render                   # the table of docs/connection-study.md
+    python -m infiloop connection-study --render --results docs/connection-study-results   # the recorded one
 """
 
 from __future__ import annotations
@@ -31,10 +31,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import analysis, intervals, paths
-from .calibration import _fill_block
-from .experiments import get_run
-from .io import atomic_write_text
+from .. import paths
+from ..analysis import intervals
+from ..analysis import trajectories as analysis
+from ..io import atomic_write_text
+from .cache import get_run
+from .contrasts import _fill_block
 
 DOC = paths.DOCS / "connection-study.md"
 RECORDED = paths.DOCS / "connection-study-results"
@@ -172,7 +174,7 @@ def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None 
     models (trained first if need be), each evaluated per token at every update to ``updates`` (default the
     profile's evaluation depth, 960 at `search`, as notebook 03 pools them)? The rank correlation of the mean
     score with the candidate's wrong cells and the share of scores at the clip on wrong and on right boards,
-    each with its 95 % interval over seeds and puzzles (``infiloop/intervals.py``)."""
+    each with its 95 % interval over seeds and puzzles (``infiloop/analysis/intervals.py``)."""
     trajs, clip = [], None
     for seed in seeds:
         run = get_run(TASK, "infiloop", PROFILE, overrides(variant, block, seed), root=root, progress=False)
@@ -383,8 +385,8 @@ def plot_dynamics(variants: list[str], results: Path | None = None, path: Path |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .io import atomic_write
-    from .plotting import profile_note, use_style
+    from ..analysis.plotting import profile_note, use_style
+    from ..io import atomic_write
 
     use_style()
     res = load_results(results)
@@ -434,7 +436,7 @@ def list_variants() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infiloop.connection_study", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m infiloop connection-study", description=__doc__.split("\n\n")[0])
     ap.add_argument("variants", nargs="*", help=f"variants to run (known: {', '.join(VARIANTS)})")
     ap.add_argument("--blocks", default="attention,mlp", help="comma-separated: attention, mlp")
     ap.add_argument("--seeds", default="0,1", help="comma-separated training seeds")

@@ -10,11 +10,11 @@ evaluated to 60x the training depth (H x max_segments outer updates). A row's re
 ``results/calibration/<row>.json`` (:func:`results_folder`); :func:`render` writes the search table of
 ``docs/calibration.md`` from those files.
 
-    python -m infiloop.calibration --list                    # the rows, their settings and cost
-    python -m infiloop.calibration search6-2500 easy-700     # run rows by name (cached runs are reused)
-    python -m infiloop.calibration search6-2500 --seeds 0,1,2 --jobs 2
-    python -m infiloop.calibration --render                  # only rewrite the table from the results
-    python -m infiloop.calibration --render --results docs/calibration-results --readme README.md
+    python -m infiloop contrasts --list                    # the rows, their settings and cost
+    python -m infiloop contrasts search6-2500 easy-700     # run rows by name (cached runs are reused)
+    python -m infiloop contrasts search6-2500 --seeds 0,1,2 --jobs 2
+    python -m infiloop contrasts --render                  # only rewrite the table from the results
+    python -m infiloop contrasts --render --results docs/calibration-results --readme README.md
                                                              # the recorded rows: docs and the README's table
 """
 
@@ -35,11 +35,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import analysis, paper, paths, tasks
-from .experiments import get_run
-from .io import atomic_write_text
-from .layers import swiglu_width
-from .recipes import PROFILES, resolve_config
+from .. import paths, tasks
+from ..analysis import paper
+from ..analysis import trajectories as analysis
+from ..io import atomic_write_text
+from ..model.layers import swiglu_width
+from . import profiles
+from .cache import get_run
+from .recipes import resolve_config
 
 DOC = paths.DOCS / "calibration.md"
 RECORDED = paths.DOCS / "calibration-results"  # the rows run so far, kept with the code (docs/calibration.md)
@@ -66,6 +69,7 @@ ROW_KEYS = {"d_model": "model.d_model", "n_heads": "model.n_heads", "n_layers": 
             "steps": "train.steps"}
 SETTINGS = {"profile", "task", "data", "overrides", "limit", "seeds", *ROW_KEYS}
 TASKS = ("sudoku", "maze")
+BASE_PROFILE = "tiny"  # the profile every row changes unless it names another
 
 # Data sets a row names (or a row gives its own data overrides). Scaled-down analogues of Sudoku-Extreme:
 # puzzles that naked and hidden singles do not solve (about 3 % of 6x6 candidates at 22-28 blanks, about
@@ -87,7 +91,7 @@ DATA_SETS: dict[str, dict] = {
 # The candidate rows, cheapest first. Base: the tiny model (d = 64, token-mixing MLP, 2 layers, H = 2, L = 3,
 # 8 segments: training depth 16, 700 steps). The minutes per model in the comments below (training +
 # evaluation of 256 puzzles to 60x the training depth, one thread) predate TRM's 16-position prefix; with it
-# a step costs about 2.5 times as much: `python -m infiloop.calibration --list` prints today's estimates
+# a step costs about 2.5 times as much: `python -m infiloop contrasts --list` prints today's estimates
 # (`estimated_seconds`), about 36 CPU hours for the whole list, one seed, both connections.
 ROWS: dict[str, dict] = {
     # difficulty at the tiny budget: the tiny profile itself (singles solve every puzzle), puzzles that need
@@ -163,6 +167,11 @@ def _named(row: dict) -> dict:
     return data
 
 
+def row_profile(row: dict) -> str:
+    """The profile a row's settings change (``BASE_PROFILE`` unless the row names one)."""
+    return row.get("profile", BASE_PROFILE)
+
+
 def row_task(row: dict) -> str:
     """A row's task: its own ``task``, else its named data set's, else Sudoku."""
     return row.get("task") or _named(row).get("task", "sudoku")
@@ -184,7 +193,7 @@ def row_overrides(row: dict, seed: int = 0) -> dict:
 
 def row_config(row: dict) -> dict:
     """The resolved configuration of a row's carry-last run (builds the row's data if needed)."""
-    return resolve_config(row_task(row), "carry_last", row.get("profile", "tiny"), row_overrides(row))
+    return resolve_config(row_task(row), "carry_last", row_profile(row), row_overrides(row))
 
 
 def depths(training_depth: int) -> dict[str, int]:
@@ -224,8 +233,8 @@ def estimated_seconds(row: dict) -> tuple[float, float]:
     """(training, evaluation) seconds per connection and seed with one thread: a training step runs one
     segment (H (L + 1) block applications) and back-propagates through its last outer update (counted as
     4 (L + 1)); an evaluation runs 60 H x segments outer updates of L + 1 applications."""
-    base = PROFILES[row.get("profile", "tiny")]
-    data = {**tasks.DATA_PROFILES[base["data"]].get(row_task(row), {}), **row_data(row)}
+    base = profiles.profile(row_profile(row))
+    data = {**profiles.data_of(row_profile(row)).tasks.get(row_task(row), {}), **row_data(row)}
     cells = data.get("size", 12) ** 2 if row_task(row) == "maze" else data.get("side", 6) ** 2
     model = {**base["model"], **{k: row[k] for k in ("d_model", "n_layers", "mixer", "H", "L") if k in row}}
     d, layers, mixer = model.get("d_model", 64), model.get("n_layers", 2), model.get("mixer", "mlp")
@@ -271,7 +280,7 @@ def run_model(name: str, row: dict, recipe: str, seed: int, root: Path | None = 
               progress: bool = False) -> dict:
     """Train (or fetch from the cache) one connection of a row for one seed, evaluate it to 60x its
     training depth on the test set and return its metrics and wall times."""
-    profile = row.get("profile", "tiny")
+    profile = row_profile(row)
     t0 = time.time()
     run = get_run(row_task(row), recipe, profile, row_overrides(row, seed), root=root, progress=progress)
     fetch_s = time.time() - t0
@@ -336,7 +345,7 @@ def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
             rec = {**rec, "eval_seconds": prev["eval_seconds"]}
         seeds[str(rec["seed"])] = rec
     cfg = row_config(row)
-    out = {"row": name, "settings": row, "task": row_task(row), "profile": row.get("profile", "tiny"),
+    out = {"row": name, "settings": row, "task": row_task(row), "profile": row_profile(row),
            "data": cfg["data"], "model": {k: cfg["model"][k] for k in ("d_model", "n_layers", "mixer", "H", "L")},
            "train": {k: cfg["train"][k] for k in ("steps", "max_segments", "batch_size", "lr")},
            "results": by, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
@@ -360,8 +369,7 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
             raise ValueError(f"unknown calibration row {n!r}; rows: {', '.join(rows)}")
         check_row(n, rows[n])
     for n in names:  # build every row's data first (generation uses every CPU by itself)
-        profile = rows[n].get("profile", "tiny")
-        tasks.build(row_task(rows[n]), PROFILES[profile]["data"], overrides=row_data(rows[n]) or None,
+        tasks.build(row_task(rows[n]), profiles.data_of(row_profile(rows[n])), overrides=row_data(rows[n]) or None,
                     verbose=progress)
     work = [(n, rows[n], recipe, s, Path(root), False) for n in names
             for s in (seeds if seeds is not None else rows[n].get("seeds", [0])) for recipe in CONNECTIONS]
@@ -467,7 +475,7 @@ def render_table(results: Path | None = None, rows: dict[str, dict] | None = Non
                 f"| {' | '.join(acc)} | {peak} | {change} "
                 f"| {_cell([x['lost_after_solve'] for x in recs])} | {minutes} |")
     if len(lines) == 2:
-        lines.append("| (no results yet: `python -m infiloop.calibration ROW`) |" + " |" * (head.count("|") - 2))
+        lines.append("| (no results yet: `python -m infiloop contrasts ROW`) |" + " |" * (head.count("|") - 2))
     return "\n".join(lines)
 
 
@@ -597,7 +605,7 @@ def render_candidates(rows: dict[str, dict] | None = None) -> str:
               "| data set | puzzles | training (base x views) / test |", "|---|---|---|"]
     for n in DATA_SETS:
         task = row_task({"data": n})
-        cfg = {**tasks.DATA_PROFILES["tiny"][task], **row_data({"data": n})}
+        cfg = {**profiles.data_of(BASE_PROFILE).tasks[task], **row_data({"data": n})}
         views = 1 + cfg.get("augment", 0)
         lines.append(f"| {n} | {_difficulty(cfg, task)} | {cfg['n_train']:,} x {views} / {cfg['n_test']:,} |")
     return "\n".join(lines)
@@ -606,10 +614,10 @@ def render_candidates(rows: dict[str, dict] | None = None) -> str:
 
 
 START, END = "<!-- calibration-search: start -->", "<!-- calibration-search: end -->"
-SECTION = """## The search for the paper's contrast (`python -m infiloop.calibration`)
+SECTION = """## The search for the paper's contrast (`python -m infiloop contrasts`)
 
-Generated by `python -m infiloop.calibration --render` from `results/calibration/*.json`; re-run a row with
-`python -m infiloop.calibration ROW`. Base: the `tiny` profile; every row trains carry-last and InfiLoop
+Generated by `python -m infiloop contrasts --render` from `results/calibration/*.json`; re-run a row with
+`python -m infiloop contrasts ROW`. Base: the `tiny` profile; every row trains carry-last and InfiLoop
 with identical settings. All numbers are percentages. "@kx": exact accuracy on the test puzzles after k
 times the training depth (H x segments outer updates); peak: the best recorded accuracy and the update
 where it occurs (per seed); state change: mean relative change of the answer state per update after a
@@ -622,7 +630,7 @@ def render(results: Path | None = None, doc: Path = DOC, rows: dict[str, dict] |
     """Write the search table into ``doc`` between its markers (appended with a heading the first time);
     the text above it is kept as it is."""
     text = Path(doc).read_text() if Path(doc).is_file() else ""
-    table = (f"{START}\n{render_table(results, rows)}\n\nThe candidates (`python -m infiloop.calibration --list`):\n\n"
+    table = (f"{START}\n{render_table(results, rows)}\n\nThe candidates (`python -m infiloop contrasts --list`):\n\n"
              f"{render_candidates(rows)}\n{END}")
     filled = _fill_block(text, START, END, table)
     return atomic_write_text(doc, filled if filled is not None else
@@ -633,7 +641,7 @@ def render(results: Path | None = None, doc: Path = DOC, rows: dict[str, dict] |
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m infiloop.calibration", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m infiloop contrasts", description=__doc__.split("\n\n")[0])
     p.add_argument("rows", nargs="*", metavar="ROW", help="candidate rows to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the rows with their settings and estimated cost")
     p.add_argument("--all", action="store_true", help="run every row")

@@ -1,6 +1,6 @@
 """The run cache (DESIGN.md, "Data flow").
 
-A *run* is (task, connection recipe, profile, overrides), resolved by ``infiloop/recipes.py``; it lives in
+A *run* is (task, connection recipe, profile, overrides), resolved by ``infiloop/experiments/recipes.py``; it lives in
 ``runs/<task>/<recipe>-<profile>-<hash of the full configuration>/`` with ``config.json``, checkpoints,
 ``metrics.jsonl``, the final EMA weights (``model.safetensors``) and ``DONE.json``. Asking for a run
 that is complete returns it; a partial one resumes; a new one trains. Evaluations are cached in the
@@ -20,14 +20,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import paths, recipes, tasks
-from .errors import UsageError
-from .evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
-from .io import atomic_write_text, load_weights, locked, remove_stale_temps
-from .model import LoopedReasoner, ModelConfig
+from .. import paths, tasks
+from ..errors import UsageError
+from ..evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
+from ..io import atomic_write_text, load_weights, locked, remove_stale_temps
+from ..model.reasoner import LoopedReasoner, ModelConfig
+from ..tasks.base import DataError, TaskData
+from ..training import DONE, METRICS, WEIGHTS, TrainConfig, train
+from . import profiles, recipes
 from .recipes import config_hash, resolve_config
-from .tasks.base import DataError, TaskData
-from .training import DONE, METRICS, WEIGHTS, TrainConfig, train
 
 
 @dataclass
@@ -61,11 +62,11 @@ class Run:
         return TrainConfig.from_dict(self.config["train"])
 
     def train_data(self) -> TaskData:
-        return tasks.load(self.config["task"], self.config["data_profile"], "train",
+        return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), "train",
                           overrides=self.config["data_overrides"] or None)
 
     def test_data(self) -> TaskData:
-        return tasks.load(self.config["task"], self.config["data_profile"], "test",
+        return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), "test",
                           overrides=self.config["data_overrides"] or None)
 
     def summary(self) -> dict:
@@ -200,7 +201,7 @@ class Run:
     def eval_key(self, kind: str, args: dict) -> tuple[dict, TaskData, Path]:
         """What ``getattr(self, kind)(**args)`` computes, without computing it (kind: evaluate, perturb or
         budgets): its arguments with the profile's defaults filled in, the puzzles it runs on and its cache
-        file. How the experiment plan (infiloop/manifest.py) deduplicates, plans and orders evaluations."""
+        file. How the experiment plan (infiloop/experiments/jobs.py) deduplicates, plans and orders evaluations."""
         keys = {"evaluate": self._evaluate_key, "perturb": self._perturb_key, "budgets": self._budgets_key}
         if kind not in keys:
             raise ValueError(f"evaluation kind {kind!r}: expected one of {', '.join(keys)}")
@@ -259,7 +260,7 @@ def run_dir_for(cfg: dict, root: Path | None = None) -> Path:
     return Path(root) / cfg["task"] / f"{cfg['recipe']}-{cfg['profile']}-{config_hash(cfg)}"
 
 
-def resolve(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
+def resolve(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: dict | list | None = None,
             root: Path | None = None, run_dir: str | Path | None = None) -> Run:
     """The run for this configuration (trained or not); ``root`` defaults to ``paths.RUNS``."""
     cfg = resolve_config(task, recipe, profile, overrides)
@@ -288,7 +289,7 @@ def _check_same_config(run: Run) -> None:
         raise UsageError(f"{run.dir}: holds a run with a different configuration; choose another --run-dir")
 
 
-def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
+def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: dict | list | None = None,
             root: Path | None = None, run_dir: str | Path | None = None, device: str = "cpu",
             max_steps: int | None = None, progress: bool = True) -> Run:
     """The trained run: from the cache, resumed from its last checkpoint, or trained now."""
@@ -313,7 +314,7 @@ def get_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | lis
     return run
 
 
-def trained_run(task: str, recipe: str, profile: str = "tiny", overrides: dict | list | None = None,
+def trained_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: dict | list | None = None,
                 root: Path | None = None) -> Run | None:
     """The run for this configuration if it has finished training, else ``None``. Trains nothing, and
     builds no data unless a finished run of this task, recipe and profile exists."""
@@ -360,8 +361,8 @@ def _cached(path: Path) -> dict | None:
 
 def _user_data(task: str, cfg: ModelConfig, path: str | Path) -> TaskData:
     """A user's test file for a model of ``cfg``, refused with both sizes when it does not fit the model."""
-    from .tasks import maze, sudoku
-    from .tasks.csvio import grid_side
+    from ..tasks import maze, sudoku
+    from ..tasks.csvio import grid_side
 
     if task not in ("sudoku", "maze"):
         raise UsageError(f"--data: a test file in the public CSV format is for sudoku and maze runs; "

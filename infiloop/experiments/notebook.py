@@ -4,7 +4,8 @@ A notebook calls ``nb = Notebook("02_depth_scaling", "Depth scaling", profile=..
 ``parameters`` cell; every parameter is checked there with a message that names it, and a parameter that
 papermill injects but the notebook does not declare (a typo such as ``-p max_update 480``) is refused. At the end,
 ``nb.finish(text=..., figures=..., tables=..., claims=...)`` writes ``results/<profile>/summaries/<name>.json``
-for the report; its claims are built by ``nb.claim(id, ours, agrees)`` (the paper's side from infiloop/paper.py)
+for the report; its claims are built by ``nb.claim(id, ours, agrees)`` (the paper's side from
+``infiloop/analysis/paper.py``)
 and its tables by ``nb.table(title, columns, rows)``.
 """
 
@@ -18,9 +19,12 @@ from pathlib import Path
 
 import torch
 
-from . import paper, paths
-from .io import atomic_write_text
-from .recipes import PROFILES
+from .. import paths
+from ..analysis import paper
+from ..errors import UsageError
+from ..io import atomic_write_text
+from . import profiles
+from .cache import trained_run
 
 
 def _plain(value, root: Path):
@@ -46,7 +50,7 @@ def write_summary(summary: dict, root: Path | None = None) -> Path:
     required. Figure paths may be ``Path`` objects (as returned by ``plotting.save_figure``): they
     are stored relative to the repository root (absolute when outside it, e.g. ``INFILOOP_FIGURES``
     elsewhere). Unknown ``agrees`` values are refused. ``root``: another checkout (its ``results/``);
-    infiloop/report.py only reads these files and renders them.
+    infiloop/experiments/report.py only reads these files and renders them.
     """
     checkout, results = (paths.ROOT, paths.RESULTS) if root is None else (Path(root), Path(root) / "results")
     missing = [k for k in ("notebook", "profile") if not summary.get(k)]
@@ -123,7 +127,10 @@ def reject_unknown_parameters(inputs: list[str] | None = None) -> None:
 class Notebook:
     def __init__(self, name: str, title: str, profile: str, device: str, seed: int):
         reject_unknown_parameters()
-        check("profile", profile, str, lambda v: v in PROFILES, f"one of {', '.join(PROFILES)}")
+        try:
+            profiles.check(profile, "parameter profile")
+        except UsageError as e:
+            raise ParameterError(str(e)) from None
         check("device", device, str, _device_ok, "'cpu' or an available CUDA device such as 'cuda'")
         check("seed", seed, int, lambda v: v >= 0, "an integer >= 0")
         self.name, self.title, self.profile, self.device, self.seed = name, title, profile, device, seed
@@ -132,19 +139,19 @@ class Notebook:
 
     def needs(self, namespace: dict):
         """What this notebook reads at the parameters in ``namespace`` (its ``globals()``), as declared in
-        infiloop/manifest.py: ``need.run(id)`` and ``need.result(id)`` load them, computing what is missing."""
-        from .manifest import needs, notebook_defaults
+        infiloop/experiments/jobs.py: ``need.run(id)`` and ``need.result(id)`` load them, computing what is missing."""
+        from .jobs import needs, notebook_defaults
 
         return needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
 
     def claim(self, cid: str, ours: str, agrees, note: str | None = None) -> dict:
-        """One of the paper's claims (infiloop/paper.py, ``CLAIMS``) checked by this notebook: the claim and the
+        """One of the paper's claims (``analysis/paper.py``, ``CLAIMS``) checked by this notebook: the claim and the
         paper's number come from there, ``ours`` is what this run measured, ``agrees`` the verdict (``None``:
         not decided)."""
         c = paper.CLAIMS_BY_ID.get(cid)
         if c is None or c.notebook != self.name:
             mine = ", ".join(c.id for c in paper.claims_for(self.name))
-            raise KeyError(f"{cid!r} is not a claim of {self.name} (infiloop/paper.py); its claims: {mine}")
+            raise KeyError(f"{cid!r} is not a claim of {self.name} (infiloop/analysis/paper.py); its claims: {mine}")
         out = {"id": c.id, "claim": c.claim, "paper": c.paper, "ours": ours,
                "agrees": None if agrees is None else bool(agrees)}
         if note:
@@ -181,3 +188,19 @@ def _device_ok(device: str) -> bool:
 
 def pct(x: float) -> str:
     return "–" if x != x else f"{100 * x:.1f} %"
+
+
+def find_arc_runs(profile: str, seed: int, which: str = "auto", root=None) -> tuple[str, dict, str]:
+    """The trained carry-last and InfiLoop ARC models of the first set in ``which`` (arc1, arc2, auto: arc1
+    then arc2, none) that has a trained InfiLoop model; trains nothing. Returns (set, {recipe: run}, why not),
+    with an empty set name and the reason when there is none."""
+    names = {"auto": ["arc1", "arc2"], "none": []}.get(which, [which])
+    for name in names:
+        found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root)
+                 for r in ("carry_last", "infiloop")}
+        if found["infiloop"] is not None:
+            return name, {r: run for r, run in found.items() if run is not None}, ""
+    if not names:
+        return "", {}, "the arc parameter is 'none'"
+    return "", {}, (f"no trained ARC InfiLoop model ({' or '.join(names)}) at profile {profile}, seed {seed}; "
+                    "notebook 01 with -p tasks sudoku,arc1 trains one")

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from .config import from_dict
+from ..config import from_dict
 from .kernels import (
     BACKENDS,
     CLIP_MODES,

@@ -45,9 +45,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
-from .io import atomic_write
+from ..io import atomic_write
+from ..tasks.base import IGNORE_LABEL_ID
 from .plotting import COLORS, LABELS
-from .tasks.base import IGNORE_LABEL_ID
 
 DPI = 80  # pixels per inch of every frame; figure sizes below are whole multiples of 1/DPI inch
 MAX_FRAMES = 100
@@ -197,24 +197,6 @@ def choose_arc_row(traj: dict, test, task_id: str = "") -> tuple[int, str, str]:
     done = "solved" if wrong[k] == 0 else f"{int(wrong[k])} wrong cells"
     return int(rows[k]), ids[k], (f"of the {len(rows)} test inputs, the one InfiLoop gets closest to at update "
                                   f"{int(traj['updates'][-1])} ({done})")
-
-
-def find_arc_runs(profile: str, seed: int, which: str = "auto", root=None) -> tuple[str, dict, str]:
-    """The trained carry-last and InfiLoop ARC models of the first set in ``which`` (arc1, arc2, auto: arc1
-    then arc2, none) that has a trained InfiLoop model; trains nothing. Returns (set, {recipe: run}, why not),
-    with an empty set name and the reason when there is none."""
-    from .experiments import trained_run
-
-    names = {"auto": ["arc1", "arc2"], "none": []}.get(which, [which])
-    for name in names:
-        found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root)
-                 for r in ("carry_last", "infiloop")}
-        if found["infiloop"] is not None:
-            return name, {r: run for r, run in found.items() if run is not None}, ""
-    if not names:
-        return "", {}, "the arc parameter is 'none'"
-    return "", {}, (f"no trained ARC InfiLoop model ({' or '.join(names)}) at profile {profile}, seed {seed}; "
-                    "notebook 01 with -p tasks sudoku,arc1 trains one")
 
 
 def event_text(first: int, lost: list[int]) -> str:
@@ -435,6 +417,64 @@ def _texts_seen(task: str, boards: dict[str, dict]) -> set[str]:
     return {str(t) for b in boards.values() for t in np.unique(_cell_texts(task, b["pred_snapshots"]))}
 
 
+def _board_panels(fig: Figure, gs, boards: dict[str, dict], grid: tuple[int, int], box, task: str):
+    """The top row of :func:`render_puzzle`: a board per connection with its status line below it. Returns the
+    animated artists, the boards, the status texts and each connection's (first solve, losses)."""
+    texts = _texts_seen(task, boards)
+    live, board, status, ev = [], {}, {}, {}
+    for j, r in enumerate(boards):
+        ax = fig.add_subplot(gs[0, j])
+        board[r] = _Board(ax, tuple(grid), CLASS_COLORS, box, texts)
+        ax.set_title(LABELS.get(r, r), color=COLORS.get(r, "black"), fontsize=11, fontweight="bold")
+        status[r] = ax.text(0.5, -0.03, "", transform=ax.transAxes, ha="center", va="top", fontsize=9,
+                            linespacing=1.5)
+        ev[r] = events(boards[r])
+        live += [board[r], status[r]]
+    return live, board, status, ev
+
+
+def _trace_axes(fig: Figure, gs, boards: dict[str, dict], info: dict, depth: int, last: int):
+    """The two lower panels of :func:`render_puzzle`: gamma_t and the content score s_t of the outer axis
+    against outer updates, the training depth marked. Returns the axes, per connection (gamma, score or None,
+    and its four animated lines), and the animated artists."""
+    ax_g = fig.add_subplot(gs[1, :])
+    ax_s = fig.add_subplot(gs[2, :], sharex=ax_g)
+    for ax in (ax_g, ax_s):
+        ax.axvline(depth, color="#AAAAAA", ls="--", lw=0.8)
+        _log_axis(ax, last)
+        ax.tick_params(labelsize=8)
+    traces, live = {}, []
+    for r, t in boards.items():
+        c = COLORS.get(r, "black")
+        has_score = info[r].get("outer") == "infiloop"
+        line_g, = ax_g.plot([], [], color=c, lw=1.2, label=LABELS.get(r, r))
+        line_s = ax_s.plot([], [], color=c, lw=1.2)[0] if has_score else None
+        solved, = ax_g.plot([], [], "o", color=c, ms=6, mec="black", mew=0.6)
+        loss, = ax_g.plot([], [], "x", color="#C00000", ms=7, mew=1.8)
+        traces[r] = (t["gamma_outer"][:, 0], t["score_outer"][:, 0] if has_score else None, line_g, line_s,
+                     solved, loss)
+        live += [x for x in (line_g, line_s, solved, loss) if x is not None]
+        beta = info[r].get("beta", {}).get("outer")
+        if beta is not None and has_score:
+            ax_g.axhline(1 - beta, color=c, ls=":", lw=0.8)
+    ax_g.set_ylim(0, 1.05)
+    ax_g.set_ylabel("γ_t (outer)", fontsize=9)
+    ax_g.text(depth, 1.0, " training depth", fontsize=7, color="#888888", va="top")
+    ax_g.legend(loc="lower left", fontsize=7, ncol=len(boards), handlelength=1.2)
+    scored = [tr[1] for tr in traces.values() if tr[1] is not None]
+    if scored:
+        lo, hi = min(float(v.min()) for v in scored), max(float(v.max()) for v in scored)
+        pad = 0.1 * (hi - lo) + 0.05
+        ax_s.set_ylim(lo - pad, hi + pad)
+    ax_s.set_ylabel("score s_t", fontsize=9)
+    ax_s.set_xlabel("outer updates", fontsize=9)
+    no_score = [LABELS.get(r, r) for r, tr in traces.items() if tr[1] is None]
+    if no_score:
+        ax_s.text(0.99, 0.9, f"{', '.join(no_score)}: no content score", transform=ax_s.transAxes, ha="right",
+                  va="top", fontsize=7, color="#777777")
+    return ax_g, ax_s, traces, live
+
+
 def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, grid: tuple[int, int],
                   box: tuple[int, int] | None, task: str, depth: int, path: str | Path, fps: float = 8,
                   profile: str = "", title: str = "", video: bool | None = None) -> Animation:
@@ -455,51 +495,9 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
     fig = _figure(max(640, 40 + 300 * len(names)), 560)
     gs = fig.add_gridspec(3, len(names), left=0.09, right=0.97, top=0.88, bottom=0.1, hspace=0.6,
                           height_ratios=[3.3, 1, 1])
-    texts = _texts_seen(task, boards)
-    live, board, status, ev = [], {}, {}, {}
-    for j, r in enumerate(names):
-        ax = fig.add_subplot(gs[0, j])
-        board[r] = _Board(ax, (h, w), CLASS_COLORS, box, texts)
-        ax.set_title(LABELS.get(r, r), color=COLORS.get(r, "black"), fontsize=11, fontweight="bold")
-        status[r] = ax.text(0.5, -0.03, "", transform=ax.transAxes, ha="center", va="top", fontsize=9,
-                            linespacing=1.5)
-        ev[r] = events(boards[r])
-        live += [board[r], status[r]]
-    ax_g = fig.add_subplot(gs[1, :])
-    ax_s = fig.add_subplot(gs[2, :], sharex=ax_g)
-    for ax in (ax_g, ax_s):
-        ax.axvline(depth, color="#AAAAAA", ls="--", lw=0.8)
-        _log_axis(ax, last)
-        ax.tick_params(labelsize=8)
-    traces = {}
-    for r, t in boards.items():
-        c = COLORS.get(r, "black")
-        has_score = info[r].get("outer") == "infiloop"
-        line_g, = ax_g.plot([], [], color=c, lw=1.2, label=LABELS.get(r, r))
-        line_s = ax_s.plot([], [], color=c, lw=1.2)[0] if has_score else None
-        solved, = ax_g.plot([], [], "o", color=c, ms=6, mec="black", mew=0.6)
-        loss, = ax_g.plot([], [], "x", color="#C00000", ms=7, mew=1.8)
-        traces[r] = (t["gamma_outer"][:, 0], t["score_outer"][:, 0] if has_score else None, line_g, line_s,
-                     solved, loss)
-        live += [x for x in (line_g, line_s, solved, loss) if x is not None]
-        beta = info[r].get("beta", {}).get("outer")
-        if beta is not None and has_score:
-            ax_g.axhline(1 - beta, color=c, ls=":", lw=0.8)
-    ax_g.set_ylim(0, 1.05)
-    ax_g.set_ylabel("γ_t (outer)", fontsize=9)
-    ax_g.text(depth, 1.0, " training depth", fontsize=7, color="#888888", va="top")
-    ax_g.legend(loc="lower left", fontsize=7, ncol=len(names), handlelength=1.2)
-    scored = [tr[1] for tr in traces.values() if tr[1] is not None]
-    if scored:
-        lo, hi = min(float(v.min()) for v in scored), max(float(v.max()) for v in scored)
-        pad = 0.1 * (hi - lo) + 0.05
-        ax_s.set_ylim(lo - pad, hi + pad)
-    ax_s.set_ylabel("score s_t", fontsize=9)
-    ax_s.set_xlabel("outer updates", fontsize=9)
-    no_score = [LABELS.get(r, r) for r, tr in traces.items() if tr[1] is None]
-    if no_score:
-        ax_s.text(0.99, 0.9, f"{', '.join(no_score)}: no content score", transform=ax_s.transAxes, ha="right",
-                  va="top", fontsize=7, color="#777777")
+    live, board, status, ev = _board_panels(fig, gs, boards, grid, box, task)
+    ax_g, ax_s, traces, lines = _trace_axes(fig, gs, boards, info, depth, last)
+    live += lines
     fig.legend([Patch(facecolor=CLASS_COLORS[k], edgecolor="#999999") for k in (GIVEN, CORRECT, WRONG)],
                [CLASS_NAMES[k] for k in (GIVEN, CORRECT, WRONG)], loc="upper left", fontsize=8, ncol=1,
                frameon=False, handlelength=1, bbox_to_anchor=(0.0, 1.0))
@@ -613,7 +611,7 @@ def render_arc(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, 
     target, then each connection's predicted output at each frame's update, on the target's rows and columns
     with its end-of-grid border (ARC colours; pad white, border dark grey; wrong cells outlined in red), with
     the grid that decodes from it, its wrong cells, and its first solve and losses."""
-    from .tasks.arc import decode_grid
+    from ..tasks.arc import decode_grid
 
     names = list(boards)
     frames = boards[names[0]]["snapshot_updates"]

@@ -8,16 +8,16 @@ A notebook's needs are declared once, here, as a function of its papermill param
   each run once per training seed (the first seed under the plain id, the others as ``id@seed``), and each
   of its evaluations once per seed;
 - an **evaluation** is (run, kind, arguments) with a stable id such as ``depth/carry_last``; ``kind`` is
-  the :class:`~infiloop.experiments.Run` method that computes and caches it (``evaluate``, ``perturb``,
+  the :class:`~infiloop.experiments.cache.Run` method that computes and caches it (``evaluate``, ``perturb``,
   ``budgets``).
 
 Three readers use the same declaration, so they cannot disagree:
 
 - ``./reproduce.sh`` (:func:`jobs`) computes every run and evaluation of the selected notebooks once,
-  shared ones deduplicated by their cache key, on every core or GPU (:mod:`infiloop.scheduler`);
+  shared ones deduplicated by their cache key, on every core or GPU (:mod:`infiloop.experiments.scheduler`);
 - the notebooks (:func:`needs`) only read them: ``need.run(id)``, ``need.result(id)``; opened
   interactively with new parameters, a notebook computes what is missing (same code path);
-- ``python -m infiloop plan`` (:mod:`infiloop.plan`) lists and times them before anything runs.
+- ``python -m infiloop plan`` (:mod:`infiloop.experiments.cost`) lists and times them before anything runs.
 
     python -m infiloop manifest --profile tiny            # every job of every notebook, as JSON lines
     python -m infiloop manifest --profile smoke 02 -p max_updates 48
@@ -33,10 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import experiments, paths
-from .errors import UsageError
-from .experiments import Run
-from .recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, PROFILES
+from .. import paths
+from ..errors import UsageError
+from . import cache as experiments
+from . import profiles
+from .cache import Run
+from .recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
 
 KINDS = ("evaluate", "perturb", "budgets")
 
@@ -93,7 +95,7 @@ class Needs:
         if "seeds" not in self.params:
             return [int(self.params["seed"])]
         text = str(self.params["seeds"]).strip()
-        seeds = _ints(text, "seeds") if text else list(PROFILES[self.profile].get("seeds", [0]))
+        seeds = _ints(text, "seeds") if text else profiles.seeds(self.profile)
         if not seeds or min(seeds) < 0:
             raise UsageError(f"parameter seeds={text!r}: expected training seeds >= 0 separated by commas")
         return seeds
@@ -155,7 +157,7 @@ def _ints(text: str, name: str) -> list[int]:
 def main_table(n: Needs, p: dict) -> None:
     """Notebook 01: each main connection on each task at its training depth (ARC: every test input, with
     a snapshot of the predictions for pass@2 voting)."""
-    tasks = [t.strip() for t in p["tasks"].split(",") if t.strip()] or PROFILES[n.profile]["main_tasks"]
+    tasks = [t.strip() for t in p["tasks"].split(",") if t.strip()] or profiles.main_tasks(n.profile)
     for task in tasks:
         for r in MAIN_RECIPES:
             run = n.add_run(f"{task}/{r}", task, r)
@@ -187,7 +189,7 @@ def depth_scaling(n: Needs, p: dict) -> None:
 
 def gamma_dynamics(n: Needs, p: dict) -> None:
     """Notebook 03: InfiLoop's trajectory (γ, content score, wrong cells), notebook 02's by default."""
-    run = n.add_run("infiloop", "sudoku", "infiloop")
+    run = n.add_run("infiloop", profiles.task(n.profile), "infiloop")
     n.add_eval("depth/infiloop", run, "evaluate", updates=p["max_updates"], every=1, limit=p["limit"] or None,
                snapshots=run.run.standard_snapshots())
 
@@ -195,7 +197,7 @@ def gamma_dynamics(n: Needs, p: dict) -> None:
 def perturbation(n: Needs, p: dict) -> None:
     """Notebook 04: a relative perturbation of the state at ``perturb_at``, each size, every main model."""
     for r in MAIN_RECIPES:
-        n.add_run(r, "sudoku", r)
+        n.add_run(r, profiles.task(n.profile), r)
     try:
         eps = tuple(float(e) for e in p["eps"].split(",") if e.strip())
     except ValueError as e:
@@ -211,7 +213,7 @@ def perturbation(n: Needs, p: dict) -> None:
 def beta0_ablation(n: Needs, p: dict) -> None:
     """Notebook 05: every ablation variant of InfiLoop (``recipes.ABLATIONS``) to the long budget."""
     for key, abl in ABLATIONS.items():
-        n.add_run(f"ablation/{key}", "sudoku", "infiloop", abl["overrides"])
+        n.add_run(f"ablation/{key}", profiles.task(n.profile), "infiloop", abl["overrides"])
     short = p["budget_short"] or n.runs[f"ablation/{next(iter(ABLATIONS))}"].run.training_depth
     long = p["budget_long"] or round(short * 32 / 3)
     if long <= short:
@@ -225,7 +227,8 @@ def beta0_ablation(n: Needs, p: dict) -> None:
 def conditioning(n: Needs, p: dict) -> None:
     """Notebook 06: the conditioners of the looped-LM study, exact accuracy after exactly N updates."""
     for r in CONDITIONING_RECIPES:
-        n.add_run(r, "sudoku", r, {"model.cond.history": p["history_map"]} if r.startswith("history") else {})
+        over = {"model.cond.history": p["history_map"]} if r.startswith("history") else {}
+        n.add_run(r, profiles.task(n.profile), r, over)
     depth = n.runs["carry_last"].run.training_depth
     if p["budgets"].strip():
         grid = _ints(p["budgets"], "budgets")
@@ -288,7 +291,7 @@ def notebook_defaults(name: str) -> dict:
 
 def profile_notebooks(profile: str) -> list[str]:
     """The notebooks a profile runs by default: its ``notebooks`` list (numbers or names), else every one."""
-    wanted = PROFILES.get(profile, {}).get("notebooks")
+    wanted = profiles.notebooks(profile)
     return [notebook_name(str(x)) for x in wanted] if wanted else list(DECLARATIONS)
 
 
@@ -305,8 +308,7 @@ def needs(notebook: str, profile: str | None = None, **params) -> Needs:
     p.update({k: v for k, v in params.items() if k in p})
     if profile is not None:
         p["profile"] = profile
-    if p["profile"] not in PROFILES:
-        raise UsageError(f"unknown profile {p['profile']!r}; valid choices: {', '.join(PROFILES)}")
+    profiles.check(p["profile"])
     n = Needs(name, p["profile"], p)
     DECLARATIONS[name](n, p)
     return n
@@ -356,11 +358,11 @@ def jobs(notebooks: list[str], profile: str, params: dict | None = None) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import Parser
+    from ..errors import Parser
 
     ap = Parser(prog="python -m infiloop manifest", description=__doc__.split("\n\n")[0])
     ap.add_argument("notebooks", nargs="*", help="notebooks (default: all)")
-    ap.add_argument("--profile", default="tiny")
+    ap.add_argument("--profile", default=profiles.DEFAULT, help=profiles.choices())
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a notebook parameter (value read as YAML)")
     args = ap.parse_args(argv)
@@ -374,6 +376,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from .errors import run_command
+    from ..errors import run_command
 
     sys.exit(run_command(main, sys.argv[1:]))

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from .config import from_dict
+from ..config import from_dict
 
 INJECTIONS = ("none", "scalar", "channel", "residual", "dense")
 HISTORY_MAPS = ("none", "scalar", "channel", "dense")

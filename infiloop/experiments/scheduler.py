@@ -1,4 +1,4 @@
-"""Run the experiment plan's jobs (infiloop/manifest.py) on every core or GPU of this machine.
+"""Run the experiment plan's jobs (infiloop/experiments/jobs.py) on every core or GPU of this machine.
 
 - **Slots.** On CPU, ``workers`` processes with ``threads`` torch threads each (default: one single-
   threaded worker per core, the faster split on this project's workloads by ``benchmarks/workers.py``).
@@ -11,7 +11,8 @@
 - **Logs.** Each job writes its output to ``<run folder>/logs/<job>.log``; one progress line covers the
   whole stage (jobs done / total, time left from the jobs' estimated costs).
 
-    python -m infiloop.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1   # one job (used internally)
+    python -m infiloop.experiments.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1
+                                                  # one job (used internally)
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
-from .machine import usable_cpus
-from .manifest import Job
+from ..errors import UsageError
+from ..machine import usable_cpus
+from .jobs import Job
 
 # Workers per core on CPU: 1.0 means one single-threaded process per core (benchmarks/workers.py measured
 # 2 x 1 thread against 1 x 2 threads on this project's 2-core reference machine; see benchmarks/RESULTS.md).
@@ -122,7 +123,8 @@ def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]
             return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                     f"--nproc_per_node={len(slots)}", *args[1:]], env
         return [sys.executable, *args], env
-    return [sys.executable, "-m", "infiloop.scheduler", "job", json.dumps(job.to_json(profile), default=list),
+    return [sys.executable, "-m", "infiloop.experiments.scheduler", "job",
+            json.dumps(job.to_json(profile), default=list),
             "--device", slots[0].device, "--threads", str(slots[0].threads)], env
 
 
@@ -235,7 +237,7 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
     """Execute one job description (``Job.to_json``) in this process."""
     import torch
 
-    from . import experiments
+    from . import cache as experiments
 
     if threads:
         torch.set_num_threads(threads)
@@ -250,12 +252,12 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import run_command
+    from ..errors import run_command
 
     def _main(argv):
-        ap = argparse.ArgumentParser(prog="python -m infiloop.scheduler")
+        ap = argparse.ArgumentParser(prog="python -m infiloop.experiments.scheduler")
         sub = ap.add_subparsers(dest="cmd", required=True)
-        j = sub.add_parser("job", help="run one job of the plan (JSON as printed by python -m infiloop.manifest)")
+        j = sub.add_parser("job", help="run one job of the plan (JSON as printed by python -m infiloop manifest)")
         j.add_argument("spec")
         j.add_argument("--device", default="cpu")
         j.add_argument("--threads", type=int, default=0)

@@ -37,9 +37,11 @@ from typing import Protocol
 
 import numpy as np
 
-from . import experiments, manifest, paths
-from .io import atomic_write_text
-from .machine import cpu_name, threads_per_job, usable_cpus
+from .. import paths
+from ..io import atomic_write_text
+from ..machine import cpu_name, threads_per_job, usable_cpus
+from . import cache as experiments
+from . import jobs as manifest
 
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
@@ -60,8 +62,8 @@ def flops_per_token(model_cfg) -> float:
     Channel weights (and the depthwise convolution) count 2 x their size per position; TRM's token-mixing
     weights act along the sequence (2 x size x d / S per position); attention adds 4 x S x d per layer
     (scores and weighted sum). Element-wise work (norms, the loop connections) is not counted."""
-    from .layers import Attention, TokenMixMLP
-    from .model import LoopedReasoner
+    from ..model.layers import Attention, TokenMixMLP
+    from ..model.reasoner import LoopedReasoner
 
     model = LoopedReasoner(model_cfg)
     S, d = model_cfg.seq_len + model_cfg.prefix, model_cfg.d_model
@@ -182,7 +184,7 @@ def _read_from_trajectory(job: manifest.Job, jobs: list[manifest.Job]) -> bool:
 
 def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
               notebooks: list[str] | None = None, params: dict | None = None) -> Plan:
-    """The runs and evaluations that ``profile``'s notebooks read (infiloop/manifest.py), not yet timed."""
+    """The runs and evaluations that ``profile``'s notebooks read (infiloop/experiments/jobs.py), not yet timed."""
     from .scheduler import slots_for
 
     if not jobs:
@@ -232,7 +234,7 @@ class MeasuredTimer:
     def _train(self, run, b, threads, device):
         import torch
 
-        from .training import METRICS, train
+        from ..training import METRICS, train
 
         cfg = copy.copy(run.train_config())
         cfg.batch_size, cfg.log_every, cfg.checkpoint_every = b, 1, 10**9
@@ -249,8 +251,8 @@ class MeasuredTimer:
         return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
 
     def eval_update(self, run, batch, device):
-        from .evaluation import evaluate
-        from .model import LoopedReasoner
+        from ..evaluation import evaluate
+        from ..model.reasoner import LoopedReasoner
 
         b = _calibration_batch(flops_per_update(run.model_config(), batch), batch, device)
         data = run.test_data()
@@ -398,7 +400,7 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
 
 
 def training_wall(plan: Plan) -> float:
-    """Wall time of the training jobs alone, scheduled as reproduce schedules them (infiloop/scheduler.py)."""
+    """Wall time of the training jobs alone, scheduled as reproduce schedules them (``scheduler.py``)."""
     from .scheduler import simulate
 
     return simulate({str(r.run.dir): r.seconds for r in plan.runs}, {}, plan.jobs)
@@ -406,7 +408,7 @@ def training_wall(plan: Plan) -> float:
 
 def wall(plan: Plan) -> float:
     """Wall time of the compute stage: every training and evaluation job on ``plan.jobs`` slots (cores, or
-    GPUs), each evaluation after its run's training, the costliest ready job first (infiloop/scheduler.py)."""
+    GPUs), each evaluation after its run's training, the costliest ready job first (``scheduler.py``)."""
     from .scheduler import simulate
 
     seconds = {str(r.run.dir): r.seconds for r in plan.runs}
@@ -472,7 +474,8 @@ def render(plan: Plan, calibration: Calibration) -> str:
     eval_total = sum(e.seconds for e in plan.evals)
     out.append(f"per evaluation: ceil(puzzles / batch) x updates x s/update; evaluations: {_fmt_s(eval_total)}")
     for name in manifest.undeclared_notebooks():
-        out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in infiloop/manifest.py)")
+        out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
+                   "infiloop/experiments/jobs.py)")
     floor = (train_total + eval_total) / plan.jobs
     out.append(f"\nestimate: training {_fmt_s(train_total)} + evaluations {_fmt_s(eval_total)} of jobs on {plan.jobs} "
                f"slot(s) -> {_fmt_s(wall(plan))} wall (the floor, every slot busy: {_fmt_s(floor)}) on "

@@ -1,9 +1,10 @@
-"""Connection recipes, profiles and the configuration of a run (DESIGN.md, "Profiles").
+"""Connection recipes and the configuration of a run.
 
-A *recipe* names the loop connections (and conditioners) of a model (SPEC sections 6 to 8); a *profile* is
-data: the data profile, the model settings and the training and evaluation settings. A run's configuration
-is (task, recipe, profile, overrides) resolved to plain data by :func:`resolve_config`; its hash names the
-run's folder in the run cache (``infiloop/experiments.py``).
+A *recipe* names the loop connections (and conditioners) of a model: InfiLoop and the paper's baselines (its
+§6 comparison: carry-last as in TRM, FPRM, full attention residuals) and the conditioners of the looped-LM study;
+a *profile* (``profiles.py``) is the data, model, training and evaluation settings. A run's configuration is
+(task, recipe, profile, overrides) resolved to plain data by :func:`resolve_config`; its hash names the run's
+folder in the run cache (``cache.py``).
 
 Overrides are dotted keys: ``model.outer.beta=0.1``, ``train.lr=3e-4``, ``data.n_train=500``,
 ``eval.updates=960``.
@@ -16,27 +17,28 @@ import hashlib
 import json
 from typing import Any
 
-from . import tasks
-from .config import coerce, field_type, parse_setting, type_of_default
-from .errors import UsageError
-from .io import load_npz
-from .model import ModelConfig
-from .training import TrainConfig
+from .. import tasks
+from ..config import coerce, field_type, parse_setting, type_of_default
+from ..errors import UsageError
+from ..io import load_npz
+from ..model.reasoner import ModelConfig
+from ..training import TrainConfig
+from . import profiles
 
-# Connection recipes: the experiment-level names of SPEC sections 6 and 8, as model settings.
+# Connection recipes: the experiment-level names of the compared connections, as model settings.
 RECIPES: dict[str, dict] = {
     "carry_last": {"inner": {"name": "carry_last"}, "outer": {"name": "carry_last"}},
     # InfiLoop as trained here (docs/connection-study.md): the initial state is not a candidate (candidates are
     # the block's outputs, eq. 1) and q and lambda get eq. 2's gradient through the detached history
     "infiloop": {"inner": {"name": "infiloop", "z0_candidate": False, "history_grad": True},
                  "outer": {"name": "infiloop", "z0_candidate": False, "history_grad": True}},
-    # FPRM: pre-norm block with learned residual scales and the damped fixed-point update (SPEC section 6).
+    # FPRM: pre-norm block with learned residual scales and the damped fixed-point update.
     "fprm": {"norm": "pre", "residual_scale": True, "inner": {"name": "fprm"}, "outer": {"name": "fprm"}},
     "full_attnres": {"inner": {"name": "full_attnres"}, "outer": {"name": "full_attnres"}},
 }
-# Conditioners of the looped-LM study (SPEC section 7) on the carry-last model: its rescue setting for
-# history injection (dense B_j, w = 1; w = 2 for the window study), loop gating, their pair, and the dense
-# initial-state injection that the study finds to collapse.
+# Conditioners of the looped-LM study (test-time recurrence in looped language models) on the carry-last model:
+# its rescue setting for history injection (dense B_j, w = 1; w = 2 for the window study), loop gating, their
+# pair, and the dense initial-state injection that the study finds to collapse.
 _CARRY_LAST = RECIPES["carry_last"]
 RECIPES.update({
     "history_w1": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1}},
@@ -46,82 +48,6 @@ RECIPES.update({
     "inject_dense": {**_CARRY_LAST, "cond": {"inject": "dense"}},
 })
 
-# The quick CPU profile (the calibration behind it: docs/calibration.md).
-_TINY: dict = {
-    "data": "tiny",
-    # TRM's token mixer (normalised over the sequence axis) with its hidden width not rounded up to 256
-    # (that would double the block's cost at 36 cells); TRM's 16-position puzzle-embedding prefix, which
-    # measured better than none for both connections (docs/calibration.md).
-    "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "mixer": "mlp", "pos": "grid",
-              "conv": False, "H": 2, "L": 3, "token_mix_multiple": 1},
-    "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
-              "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
-    "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
-    # Table 1's four columns. Maze trains tiny's 700 steps like Sudoku: the calibration row maze8-700 (carry-last
-    # 78 %, InfiLoop 59 % at the training depth, 10.5-10.8 min a model on one core; 2,500 steps, row maze8-2500,
-    # reach about 94 % for both in 36-39 min); ARC on subsets of small grids (data profile tiny: 16 evaluation
-    # tasks of ARC-AGI-1 up to 10x10, 8 of ARC-AGI-2 up to 15x15), about 12 and 32 min a model.
-    # `-p tasks sudoku` gives the Sudoku-only table of about 80 minutes (README).
-    "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
-}
-
-PROFILES: dict[str, dict] = {
-    "smoke": {
-        "data": "smoke",
-        "model": {"d_model": 32, "n_heads": 2, "n_layers": 1, "ffn_multiple": 16, "pos": "grid", "conv": False,
-                  "H": 2, "L": 2, "puzzle_emb_len": 0},
-        "train": {"steps": 30, "batch_size": 32, "lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1, "ema": 0.9,
-                  "max_segments": 4, "checkpoint_every": 10, "log_every": 5},
-        "eval": {"updates": 24, "every": 1, "limit": 64, "batch_size": 64},
-        "main_tasks": ["sudoku"],
-        # no prefix for speed, except the one position ARC's per-task-view embeddings need
-        "task_overrides": {"arc1": {"model.puzzle_emb_len": 1}, "arc2": {"model.puzzle_emb_len": 1}},
-    },
-    "tiny": _TINY,
-    # `search`: the tiny model on puzzles that need search (data profile `search`: 6x6, 22-28 blanks, singles
-    # do not solve), trained longer, three training seeds for the main table and depth scaling, and only the
-    # notebooks of the main contrast. 1,500 steps (between the calibration rows search6-700 and search6-2500 of
-    # docs/calibration.md) so that the whole run fits two hours on two CPU cores: 9 models x 1,500 steps x
-    # about 0.5 s plus 9 depth evaluations of 256 puzzles to 960 updates x 0.47 s; measured 2026-11-30 from a
-    # fresh clone: 89 min of compute, 91 min for `./reproduce.sh --profile search` (README).
-    "search": {
-        "data": "search",
-        "model": copy.deepcopy(_TINY["model"]),
-        "train": {**_TINY["train"], "steps": 1500},
-        "eval": dict(_TINY["eval"]),
-        "main_tasks": ["sudoku"],
-        "seeds": [0, 1, 2],
-        "notebooks": ["01", "02", "03", "04", "07"],
-    },
-    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/plan.py
-    # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of
-    # 100,000, and the depth evaluation to 960 updates on 4,096 test puzzles.
-    "gpu": {
-        "data": "gpu",
-        "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)
-        "train": {"steps": 20_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
-                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 1000, "log_every": 100},
-        "eval": {"updates": 960, "every": 1, "limit": 4096, "batch_size": 1024},
-        "main_tasks": ["sudoku"],
-    },
-    "paper": {
-        "data": "paper",
-        "model": {},  # ModelConfig defaults are the paper's (SPEC section 2)
-        # SPEC section 3. The number of steps is not given by the paper: 100,000 is this project's choice.
-        "train": {"steps": 100_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
-                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 2000, "log_every": 100},
-        "eval": {"updates": 960, "every": 1, "limit": 32768, "batch_size": 1024},
-        "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
-        # per-task settings (SPEC section 3: peak lr 3e-4 for Maze and ARC)
-        # TRM trains ARC's puzzle embeddings by sign-SGD at 1e-2 with weight decay 0.1 (its default config);
-        # its Sudoku and Maze commands give them the main lr and weight decay (the defaults here).
-        "task_overrides": {
-            "maze": {"train.lr": 3e-4},
-            **{arc: {"train.lr": 3e-4, "train.puzzle_emb_lr": 1e-2, "train.puzzle_emb_weight_decay": 0.1}
-               for arc in ("arc1", "arc2")},
-        },
-    },
-}
 SECTIONS = ("data", "model", "train", "eval")
 # Version of the code and formats that produce a run: part of every run's hash, so a run trained by an
 # older model or training code is never reused silently. Raise it when a change alters trained weights.
@@ -172,20 +98,19 @@ def _set(tree: dict, dotted: str, value: Any, valid: dict) -> None:
 
 def resolve_config(task: str, recipe: str, profile: str, overrides: dict | list | None = None) -> dict:
     """The full configuration of a run, as plain data (this is what the run's hash covers)."""
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
+    prof = profiles.profile(profile)
     if recipe not in RECIPES:
         raise UsageError(f"unknown connection recipe {recipe!r}; valid choices: {', '.join(RECIPES)}")
     if task not in tasks.TASKS:
         raise UsageError(f"unknown task {task!r}; valid choices: {', '.join(tasks.TASKS)}")
-    prof = copy.deepcopy(PROFILES[profile])
+    data = profiles.data_profile(prof["data"])
     overrides = {**prof.get("task_overrides", {}).get(task, {}), **parse_overrides(overrides)}
-    data_defaults = tasks.profile_config(task, prof["data"])
+    data_defaults = tasks.profile_config(task, data)
     overrides = {k: _typed(k, v, data_defaults, prof["eval"]) for k, v in overrides.items()}
-    data_over = tasks.changed_settings(task, prof["data"], {k.split(".", 1)[1]: v for k, v in overrides.items()
-                                                            if k.startswith("data.")})
-    data_cfg = tasks.profile_config(task, prof["data"], data_over)
-    model = with_recipe(_model_settings(_data_header(task, prof["data"], data_over), prof["model"]), recipe)
+    data_over = tasks.changed_settings(task, data, {k.split(".", 1)[1]: v for k, v in overrides.items()
+                                                    if k.startswith("data.")})
+    data_cfg = tasks.profile_config(task, data, data_over)
+    model = with_recipe(_model_settings(_data_header(task, data, data_over), prof["model"]), recipe)
     cfg = {"code_version": CODE_VERSION, "task": task, "recipe": recipe, "profile": profile, "data": data_cfg,
            "data_profile": prof["data"],
            "data_overrides": data_over, "model": model, "train": {**TrainConfig().to_dict(), **prof["train"]},
@@ -218,14 +143,11 @@ def profile_model(profile: str) -> ModelConfig:
     """The model of ``profile`` on its Sudoku data (InfiLoop on both axes, no overrides), without building any
     data: the grid and box come from the data profile's settings. What ``python -m infiloop info --preset``
     describes; equal to the model of ``resolve_config("sudoku", "infiloop", profile)``."""
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; valid choices: {', '.join(PROFILES)}")
-    prof = copy.deepcopy(PROFILES[profile])
-    data = tasks.profile_config("sudoku", prof["data"])
+    data = tasks.profile_config("sudoku", profiles.data_of(profile))
     side = data["side"]
     header = {"vocab_size": tasks.VOCAB["sudoku"](side), "grid": [side, side], "box": data["box"],
               "n_puzzles": 1}  # Sudoku has one puzzle identifier (tasks/sudoku.py)
-    return ModelConfig.from_dict(with_recipe(_model_settings(header, prof["model"]), "infiloop"))
+    return ModelConfig.from_dict(with_recipe(_model_settings(header, profiles.profile(profile)["model"]), "infiloop"))
 
 
 def with_recipe(model: dict, recipe: str) -> dict:
@@ -235,9 +157,13 @@ def with_recipe(model: dict, recipe: str) -> dict:
     return model
 
 
-def _data_header(task: str, data_profile: str, data_over: dict) -> dict:
-    """Grid, box, vocabulary and puzzle count of a built training set (builds it if needed)."""
-    files = tasks.build(task, data_profile, overrides=data_over or None, verbose=False)
+def _data_header(task: str, data: tasks.DataProfile, data_over: dict) -> dict:
+    """Grid, box, vocabulary and puzzle count of a training set: from its settings where they tell
+    (``tasks.header``), else from the built set (ARC, your own files; built here if needed)."""
+    known = tasks.header(task, tasks.profile_config(task, data, data_over))
+    if known is not None:
+        return known
+    files = tasks.build(task, data, overrides=data_over or None, verbose=False)
     return json.loads(str(load_npz(files["train"], ["header"])["header"]))
 
 
@@ -288,7 +214,7 @@ MAIN_RECIPES = ("carry_last", "fprm", "infiloop")
 
 # SPEC section 5 ablations of InfiLoop (both axes unless stated), under stable ids: ``label`` is what the
 # notebook prints, ``overrides`` the model settings over the InfiLoop recipe, ``paper`` the row of the paper's
-# ablation tables it corresponds to (infiloop/paper.py: ("decay", decay, beta0) in ABLATION_DECAY,
+# ablation tables it corresponds to (infiloop/analysis/paper.py: ("decay", decay, beta0) in ABLATION_DECAY,
 # ("axes", axis) in ABLATION_AXES; None where the paper has no such row).
 ABLATIONS: dict[str, dict] = {
     "beta0_0.55": {"label": "learned β₀=0.55", "overrides": {}, "paper": ("decay", "learned", 0.55)},

