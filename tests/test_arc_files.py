@@ -62,7 +62,7 @@ def test_combined_folder_both_versions_side_by_side(tmp_path):
     [e2] = F.load_user_arc(d, "arc2")[1]
     assert e2.test[0][1].tolist() == [[4, 3]]
     for task, want in (("arc1", ["t1", "e1"]), ("arc2", ["t2", "e2"])):
-        paths = build(task, "smoke", root=tmp_path / "data", overrides={"path": str(d)}, verbose=False)
+        paths = build(task, data_profile("smoke"), root=tmp_path / "data", overrides={"path": str(d)}, verbose=False)
         assert TaskData.load(paths["test"]).info["tasks"] == want
         summary = json.loads(paths["manifest"].read_text())["summary"]
         assert summary["user_files"].startswith(F.VERSION_NAMES[task])

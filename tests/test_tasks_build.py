@@ -28,16 +28,17 @@ def test_profiles_are_plain_data_for_every_task():
 
 @pytest.mark.parametrize("task", TASKS)
 def test_smoke_builds_offline_and_caches(tmp_path, task):
-    paths = build(task, "smoke", root=tmp_path, verbose=False)
+    paths = build(task, data_profile("smoke"), root=tmp_path, verbose=False)
     assert paths["train"].is_file() and paths["test"].is_file()
-    tr, te = load(task, "smoke", "train", root=tmp_path), load(task, "smoke", "test", root=tmp_path)
+    smoke = data_profile("smoke")
+    tr, te = load(task, smoke, "train", root=tmp_path), load(task, smoke, "test", root=tmp_path)
     assert isinstance(tr, TaskData) and len(tr) > 0 and len(te) > 0
     assert tr.inputs.dtype == np.int32 and tr.inputs.max() < tr.vocab_size and tr.labels.max() < tr.vocab_size
     mtime = paths["train"].stat().st_mtime_ns
-    again = build(task, "smoke", root=tmp_path, verbose=False)
+    again = build(task, data_profile("smoke"), root=tmp_path, verbose=False)
     assert again["train"].stat().st_mtime_ns == mtime  # cached, not rebuilt
     if task.startswith("arc"):
-        assert "SUBSET" in info(task, "smoke", root=tmp_path)["source"] and tr.info["subset"]
+        assert "SUBSET" in info(task, data_profile("smoke"), root=tmp_path)["source"] and tr.info["subset"]
 
 
 def test_tiny_sudoku_profile_shape(tmp_path):

@@ -20,23 +20,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .. import paths
 from ..analysis import intervals
 from ..analysis import trajectories as analysis
 from ..io import atomic_write_text
-from .cache import get_run
+from .cache import get_run, resolve
 from .contrasts import _fill_block
+from .jobs import EvalSpec, RunSpec, jobs_for
+from .scheduler import run_planned
 
 DOC = paths.DOCS / "connection-study.md"
 RECORDED = paths.DOCS / "connection-study-results"
@@ -197,15 +196,6 @@ def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None 
             "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
 
-def _init_worker(data: Path, runs: Path) -> None:
-    torch.set_num_threads(1)
-    paths.DATA, paths.RUNS = data, runs
-
-
-def _job(args) -> dict:
-    return run_model(*args)
-
-
 # ------------------------------------------------------------------------------------------ results
 
 
@@ -243,25 +233,21 @@ def run_variants(names: list[str], blocks: list[str], seeds: list[int], jobs: in
                     if recipe in connections and (owner, block, recipe, seed) not in seen:
                         seen.add((owner, block, recipe, seed))
                         todo.append((owner, block, recipe, seed, root))
+    declared = []
+    for owner, block, recipe, seed, where in todo:
+        over = overrides(owner, block, seed)
+        run = resolve(TASK, recipe, PROFILE, over, root=where)
+        spec = RunSpec(f"{owner}/{block}/{recipe}", TASK, recipe, over, run, seed)
+        declared.append(EvalSpec(spec.id, spec, "evaluate", {"updates": run.training_depth, "every": 1}))
+    report = run_planned(list(jobs_for(declared, "connection-study").values()), jobs)
+    if report.failed or report.skipped:
+        raise RuntimeError(f"{len(report.failed)} job(s) failed: " + "; ".join(report.failed)
+                           + " (their logs are in each run folder's logs/)")
     out = []
-    bar = tqdm(total=len(todo), desc="connection study", unit="model", dynamic_ncols=True)
-    if jobs <= 1:
-        for args in todo:
-            rec = run_model(*args)
-            _save(rec, results)
-            out.append(rec)
-            bar.update(1)
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(paths.DATA, paths.RUNS)) as pool:
-            futures = {pool.submit(_job, args): args for args in todo}
-            for fut in as_completed(futures):
-                rec = fut.result()
-                _save(rec, results)
-                out.append(rec)
-                bar.update(1)
-    bar.close()
+    for args in todo:  # every model is trained and evaluated now: its record reads the caches
+        rec = run_model(*args)
+        _save(rec, results)
+        out.append(rec)
     return out
 
 

@@ -23,17 +23,12 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import multiprocessing
 import re
 import sys
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import torch
-from tqdm.auto import tqdm
 
 from .. import paths, tasks
 from ..analysis import paper
@@ -41,8 +36,10 @@ from ..analysis import trajectories as analysis
 from ..io import atomic_write_text
 from ..model.layers import swiglu_width
 from . import profiles
-from .cache import get_run
+from .cache import resolve
+from .jobs import EvalSpec, Job, RunSpec, jobs_for
 from .recipes import resolve_config
+from .scheduler import job_name
 
 DOC = paths.DOCS / "calibration.md"
 RECORDED = paths.DOCS / "calibration-results"  # the rows run so far, kept with the code (docs/calibration.md)
@@ -276,28 +273,18 @@ def eval_args(run, row: dict) -> dict:
             "snapshots": tuple(u for u in run.standard_snapshots() if u <= updates)}
 
 
-def run_model(name: str, row: dict, recipe: str, seed: int, root: Path | None = None,
-              progress: bool = False) -> dict:
-    """Train (or fetch from the cache) one connection of a row for one seed, evaluate it to 60x its
-    training depth on the test set and return its metrics and wall times."""
-    profile = row_profile(row)
-    t0 = time.time()
-    run = get_run(row_task(row), recipe, profile, row_overrides(row, seed), root=root, progress=progress)
-    fetch_s = time.time() - t0
-    depth = run.training_depth
-    t1 = time.time()
-    traj, path = run.evaluate(**eval_args(run, row), progress=progress)
-    eval_s = time.time() - t1
-    cached = path.stat().st_mtime < t1
-    if cached:  # computed before (e.g. by a profile's notebook 02): the time its job logged, when it did
-        eval_s = _logged_seconds(run.dir / "logs" / f"eval-{path.stem}.log") or eval_s
+def model_record(name: str, recipe: str, seed: int, job: Job) -> dict:
+    """One trained and evaluated model of a row (its scheduler jobs done): its metrics and wall times."""
+    run = job.spec.run
+    traj, path = run.evaluate(**job.eval.args, progress=False)  # the cache file the eval job wrote
+    eval_s = _logged_seconds(run.dir / "logs" / f"{job_name(job)}.log")
     summary = run.summary()
     final = summary.get("final") or {}
     return {"row": name, "recipe": recipe, "seed": seed, "run": str(run.dir), "trajectory": path.name,
-            **connection_metrics(traj, depth),
+            **connection_metrics(traj, run.training_depth),
             "layers_per_update": run.model_config().layers_per_outer_update,
-            "train_exact": final.get("exact_acc"), "train_seconds": summary.get("train_seconds", round(fetch_s, 2)),
-            "eval_seconds": round(eval_s, 2), "eval_cached": cached}
+            "train_exact": final.get("exact_acc"), "train_seconds": summary.get("train_seconds"),
+            "eval_seconds": eval_s, "eval_cached": job.done}
 
 
 def _logged_seconds(log: Path) -> float | None:
@@ -308,16 +295,6 @@ def _logged_seconds(log: Path) -> float | None:
         return None
     m = re.search(r" in ([0-9.]+) s$", last)
     return float(m.group(1)) if m else None
-
-
-def _init_worker(data: Path) -> None:
-    """A worker process: one torch thread, and the parent's data folder (``paths.DATA``)."""
-    torch.set_num_threads(1)
-    paths.DATA = data
-
-
-def _job(args) -> dict:
-    return run_model(*args)
 
 
 # ------------------------------------------------------------------------------------------ rows and files
@@ -353,14 +330,42 @@ def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
     return out
 
 
+def row_jobs(names: list[str], rows: dict[str, dict], seeds: list[int] | None, root: Path
+             ) -> tuple[list[Job], list[tuple[str, str, int, Job]], list[str]]:
+    """The rows as declarations of the plan: for each row, seed and connection, the training of its run and
+    the evaluation of its depth trajectory (:func:`eval_args`), each once (``jobs.jobs_for``: a run two rows
+    share, or a profile's notebook 02 trajectory, is one job). Returns the jobs, (row, recipe, seed, evaluation
+    job) of every model, and the models whose settings do not resolve (``"row recipe seed s: error"``)."""
+    declared, failed = [], []
+    for n in names:
+        row = rows[n]
+        for seed in seeds if seeds is not None else row.get("seeds", [0]):
+            for recipe in CONNECTIONS:
+                over = row_overrides(row, seed)
+                try:
+                    run = resolve(row_task(row), recipe, row_profile(row), over, root=root)
+                except ValueError as e:
+                    failed.append(f"{n} {recipe} seed {seed}: {type(e).__name__}: {e}")
+                    continue
+                spec = RunSpec(f"{n}/{recipe}", row_task(row), recipe, over, run, seed)
+                declared.append((n, recipe, seed, EvalSpec(f"{n}/{recipe}", spec, "evaluate", eval_args(run, row))))
+    planned = jobs_for([e for *_, e in declared], "contrasts")
+    models = [(n, recipe, seed, planned[f"eval {e.run.run.dir.name} {Path(e.key).name}"])
+              for n, recipe, seed, e in declared]
+    return list(planned.values()), models, failed
+
+
 def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[int] | None = None,
              jobs: int = 1, root: Path | None = None, results: Path | None = None,
              progress: bool = True) -> dict[str, dict]:
-    """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list), ``jobs``
-    models at a time in separate processes with one torch thread each. Writes each row's results file as
-    soon as its models are done and returns {row: results}; a model that fails is reported and the others
-    go on (RuntimeError at the end, naming the failures). ``root``: the run cache (default ``paths.RUNS``);
+    """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list) as jobs of the
+    plan: the scheduler of ``./reproduce.sh`` trains and evaluates them, ``jobs`` at a time with one torch
+    thread each, ordered and weighed by the plan's cost model (``cost.job_seconds``). Writes each row's
+    results file and returns {row: results}; a model that fails is reported and the others go on
+    (RuntimeError at the end, naming the failures). ``root``: the run cache (default ``paths.RUNS``);
     ``results``: the results folder (default :func:`results_folder`)."""
+    from .scheduler import log_path, run_planned
+
     rows = ROWS if rows is None else rows
     root = paths.RUNS if root is None else Path(root)
     results = results_folder() if results is None else Path(results)
@@ -371,54 +376,21 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
     for n in names:  # build every row's data first (generation uses every CPU by itself)
         tasks.build(row_task(rows[n]), profiles.data_of(row_profile(rows[n])), overrides=row_data(rows[n]) or None,
                     verbose=progress)
-    work = [(n, rows[n], recipe, s, Path(root), False) for n in names
-            for s in (seeds if seeds is not None else rows[n].get("seeds", [0])) for recipe in CONNECTIONS]
-    cost = {id(w): sum(estimated_seconds(w[1])) for w in work}
-    left = {n: sum(1 for w in work if w[0] == n) for n in names}
-    done: dict[str, list[dict]] = {n: [] for n in names}
-    out, failed = {}, []
-    bar = tqdm(total=round(sum(cost.values())), unit="s", desc="calibration (estimated CPU seconds)",
-               disable=not progress, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]")
-
-    def finished(w, rec: dict | None, error: BaseException | None = None):
-        if error is not None:
-            failed.append(f"{w[0]} {w[2]} seed {w[3]}: {type(error).__name__}: {error}")
-            tqdm.write(f"failed: {failed[-1]}")
-        else:
-            done[w[0]].append(rec)
-            bar.set_postfix_str(f"{w[0]} {w[2]} seed {w[3]}: {100 * rec['exact']['60']:.1f} % at 60x")
-        left[w[0]] -= 1
-        bar.update(round(cost[id(w)]))
-        if left[w[0]] == 0 and done[w[0]]:
-            out[w[0]] = _merge(w[0], rows[w[0]], done[w[0]], Path(results))
-
-    if jobs <= 1:
-        old = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for w in work:
-                try:
-                    rec = _job(w)
-                except Exception as e:  # one failed model does not stop the others
-                    finished(w, None, e)
-                else:
-                    finished(w, rec)
-        finally:
-            torch.set_num_threads(old)
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(paths.DATA,)) as ex:
-            futures = {ex.submit(_job, w): w for w in work}
-            for f in as_completed(futures):
-                finished(futures[f], None if f.exception() else f.result(), f.exception())
-    bar.close()
+    planned, models, failed = row_jobs(names, rows, seeds, root)
+    total = len(models) + len(failed)
+    report = run_planned(planned, jobs, progress)
+    lost = set(report.failed) | set(report.skipped)
+    done: dict[str, list[dict]] = {}
+    for n, recipe, seed, job in models:
+        if job.id in lost or job.after[0] in lost:
+            why = job.after[0] if job.after[0] in report.failed else job.id
+            failed.append(f"{n} {recipe} seed {seed}: see {log_path(next(j for j in planned if j.id == why))}")
+            continue
+        done.setdefault(n, []).append(model_record(n, recipe, seed, job))
+    out = {n: _merge(n, rows[n], records, results) for n, records in done.items()}
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(work)} models failed:\n" + "\n".join(failed))
+        raise RuntimeError(f"{len(failed)} of {total} models failed:\n" + "\n".join(failed))
     return out
-
-
-# ------------------------------------------------------------------------------------------ the table
 
 
 def _difficulty(data: dict, task: str = "sudoku") -> str:

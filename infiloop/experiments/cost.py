@@ -192,8 +192,14 @@ def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
             jobs = len(slots_for(device))  # as reproduce's scheduler: a slot per core, or per visible GPU
         except RuntimeError:  # planning a CUDA run on a machine without one
             jobs = 1
-    plan = Plan(profile, device, jobs)
     planned = manifest.jobs(notebooks or manifest.profile_notebooks(profile), profile, params)
+    return plan_of(planned, profile, device, jobs)
+
+
+def plan_of(planned: list[manifest.Job], profile: str, device: str, jobs: int) -> Plan:
+    """The plan of these scheduler jobs (any declaration's: the notebooks', the contrast search's), not yet
+    timed."""
+    plan = Plan(profile, device, jobs)
     for job in planned:
         if job.kind == "train":
             cfg = job.spec.run.train_config()
@@ -202,6 +208,20 @@ def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
         elif not _read_from_trajectory(job, planned):
             plan.evals.append(_eval_item(job))
     return plan
+
+
+def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibration: Calibration | None = None
+                ) -> dict[str, float]:
+    """Estimated seconds of each job (by id) from the plan's calibration on this device: how the scheduler
+    orders and the progress bar weighs jobs that no notebook declares."""
+    calibration = calibration or Calibration(device)
+    plan = estimate(plan_of(planned, "", device, slots), calibration)
+    if calibration.measured:  # kept for the next plan of the same shapes
+        calibration.save()
+    by_run = {str(r.run.dir): r.seconds for r in plan.runs}
+    by_key = {e.key: e.seconds for e in plan.evals}
+    return {j.id: by_run.get(str(j.spec.run.dir), 0.0) if j.kind == "train" else by_key.get(j.eval.key, 0.0)
+            for j in planned}
 
 
 # ------------------------------------------------------------------------------------------ calibration

@@ -327,8 +327,11 @@ class Job:
     done: bool = False  # already cached
 
     def to_json(self, profile: str) -> dict:
+        """What ``scheduler.run_one`` needs: the run (its own profile where it has one, and its folder, which
+        may lie in another run cache than the default) and the evaluation."""
+        profile = getattr(self.spec.run, "config", {}).get("profile", profile)
         d = {"kind": self.kind, "task": self.spec.task, "recipe": self.spec.recipe, "profile": profile,
-             "overrides": self.spec.overrides}
+             "overrides": self.spec.overrides, "run_dir": str(self.spec.run.dir)}
         if self.eval is not None:
             d.update(method=self.eval.kind, args=self.eval.args)
         return d
@@ -355,6 +358,19 @@ def jobs(notebooks: list[str], profile: str, params: dict | None = None) -> list
             job.after += [j.id for j in out.values() if j.kind == "eval" and j.eval.kind == "evaluate"
                           and j.spec.run.dir == job.spec.run.dir]
     return list(out.values())
+
+
+def jobs_for(evals: list[EvalSpec], who: str) -> dict[str, Job]:
+    """The jobs of evaluations declared outside the notebooks (the contrast search, the connection study): each
+    evaluation and its run's training, each once, keyed by id as :func:`jobs` keys them."""
+    out: dict[str, Job] = {}
+    for e in evals:
+        run = e.run.run
+        train_id, eval_id = f"train {run.dir.name}", f"eval {run.dir.name} {Path(e.key).name}"
+        out.setdefault(train_id, Job(train_id, "train", e.run, done=run.done, notebooks=[who]))
+        out.setdefault(eval_id, Job(eval_id, "eval", e.run, e, after=[train_id], done=Path(e.key).is_file(),
+                                    notebooks=[who]))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

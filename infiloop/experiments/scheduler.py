@@ -115,8 +115,10 @@ def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]
     if slots[0].gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(s.gpu for s in slots)
     if job.kind == "train":
-        args = ["-m", "infiloop", "train", "--profile", profile, "--task", job.spec.task, "--recipe",
-                job.spec.recipe, "--device", slots[0].device, "--threads", str(slots[0].threads), "--quiet"]
+        spec = job.to_json(profile)
+        args = ["-m", "infiloop", "train", "--profile", spec["profile"], "--task", job.spec.task, "--recipe",
+                job.spec.recipe, "--run-dir", spec["run_dir"], "--device", slots[0].device, "--threads",
+                str(slots[0].threads), "--quiet"]
         for k, v in job.spec.overrides.items():
             args += ["--set", f"{k}={json.dumps(v)}"]
         if len(slots) > 1:
@@ -209,6 +211,16 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
     return report
 
 
+def run_planned(jobs: list[Job], workers: int, progress: bool = True) -> Report:
+    """Run jobs declared outside the notebooks on ``workers`` CPU slots of one thread each, the costliest ready
+    job first by the plan's cost model (``cost.job_seconds``; without progress, in the given order)."""
+    from .cost import job_seconds
+
+    slots = cpu_slots(workers=max(1, workers), threads=1)
+    costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
+    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress)
+
+
 def simulate(seconds: dict[str, float], after: dict[str, list[str]], slots: int) -> float:
     """Wall time of :func:`run_jobs`'s order (ready jobs, costliest first, on ``slots`` slots) for jobs that
     take ``seconds[id]`` and wait for ``after[id]``: how ``plan`` turns job estimates into a stage's time."""
@@ -241,11 +253,12 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
 
     if threads:
         torch.set_num_threads(threads)
+    where = spec.get("run_dir")
     if spec["kind"] == "train":
-        experiments.get_run(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], device=device,
-                            progress=False)
+        experiments.get_run(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where,
+                            device=device, progress=False)
         return
-    run = experiments.resolve(spec["task"], spec["recipe"], spec["profile"], spec["overrides"])
+    run = experiments.resolve(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where)
     t0 = time.time()
     _, path = getattr(run, spec["method"])(**spec["args"], device=device, progress=False)
     print(f"{path} in {time.time() - t0:.1f} s", flush=True)
