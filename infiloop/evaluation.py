@@ -1,4 +1,4 @@
-"""Evaluation to any depth, with every step recorded, and perturbation of the state (SPEC sections 5, 8).
+"""Evaluation to any depth, with every step recorded, and perturbation of the state (the paper's depth analyses).
 
 ``evaluate`` runs a trained model for N outer updates without gradients (the carry is all that is kept,
 so state memory does not grow with N) and returns a *trajectory*: a dict of numpy arrays, saved as a

@@ -1,4 +1,4 @@
-"""Training with deep supervision and adaptive halting, as in TRM (SPEC sections 2, 3, 9).
+"""Training with deep supervision and adaptive halting, as in TRM (the paper's training protocol).
 
 One optimiser step runs one supervision segment (H outer updates, gradients through the last) for
 every slot of the global batch. A slot holds one puzzle and its carried state; it halts when its
@@ -51,7 +51,7 @@ SCHEDULES = ("constant", "cosine")
 
 @dataclass
 class TrainConfig:
-    """Training hyper-parameters (SPEC section 3 gives the paper's)."""
+    """Training hyper-parameters (the paper's protocol gives its values; see the `paper` profile)."""
 
     steps: int = 2000  # optimiser steps; each runs one supervision segment for the whole global batch
     batch_size: int = 768  # global batch, whatever the number of processes
@@ -344,7 +344,7 @@ class _Trainer:
             self.carry = self.model.reset_carry(self.carry, self.halted[self.mine].to(self.device))
 
     def step(self) -> tuple[Tensor, Tensor]:
-        """One supervision segment of every slot and one optimiser step (SPEC section 3): the loss is the
+        """One supervision segment of every slot and one optimiser step (the paper's protocol): the loss is the
         stable-max cross-entropy of the answer plus the halting head's binary cross-entropy against exact
         correctness. Returns the halting logits and the step's metrics (loss, lm loss, q loss, cell and
         exact accuracy)."""
@@ -398,7 +398,7 @@ class _Trainer:
 
     @torch.no_grad()
     def halt(self, q_halt: Tensor) -> None:
-        """Halting (SPEC section 9): a slot halts when q_halt > 0 after its exploration minimum of segments,
+        """Halting (TRM's rule): a slot halts when q_halt > 0 after its exploration minimum of segments,
         or at the last segment."""
         cfg = self.cfg
         self.slot_seg += 1

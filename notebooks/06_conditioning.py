@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Conditioning the loop: the looped-LM study's mechanisms beside InfiLoop
 #
-# A study of looped language models (SPEC section 7) keeps the carry-last loop and changes what the shared
+# A study of looped language models (test-time recurrence) keeps the carry-last loop and changes what the shared
 # core reads at each loop instead: **initial-state injection** (scalar, channel-wise, residual or dense mixing
 # of the embedded input h₀ into the state), **history-state injection**
 # `h_{ℓ+1} = F(h_ℓ + Σ_{j≤m} B_j (h_{ℓ−j} − h_ℓ))` over a window w of past states, and **timestep

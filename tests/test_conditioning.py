@@ -1,4 +1,4 @@
-"""Conditioners of the looped-LM study (SPEC section 7): shapes, parameter counts, exact reduction to the
+"""Conditioners of the looped-LM study: shapes, parameter counts, exact reduction to the
 unconditioned model at initialisation, the history window, the timestep, and their place in the harness."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The nested looped reasoner (SPEC section 2): TRM's rule, parameter count, memory, configuration errors."""
+"""The nested looped reasoner (the paper's architecture): TRM's rule, parameter count, memory, configuration errors."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The mathematical contract of SPEC section 1: eq. 2 (explicit) == eq. 4 (streaming) == eq. 5
+"""The mathematical contract of the paper's method: eq. 2 (explicit) == eq. 4 (streaming) == eq. 5
 (the connection module, log space), in float64, plus the properties the paper states."""
 
 import math

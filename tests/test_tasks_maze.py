@@ -1,5 +1,5 @@
 """Maze data layer: generated mazes have a unique shortest path of the requested length (checked
-by an independent numpy distance relaxation), CSV validation errors, tokens (SPEC §4, §9)."""
+by an independent numpy distance relaxation), CSV validation errors, tokens (the paper's benchmarks; TRM's format)."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """Sudoku data layer: generator validity and uniqueness (checked by an independent exact-cover
-solver), augmentations, tokens, CSV validation errors, TaskData files, scoring (SPEC §4, §9)."""
+solver), augmentations, tokens, CSV validation errors, TaskData files, scoring (TRM's format)."""
 
 import random
 

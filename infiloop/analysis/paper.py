@@ -1,4 +1,4 @@
-"""The paper's reported numbers (SPEC.md section 5), typed in for side-by-side tables and overlays.
+"""The paper's reported numbers (its tables and figures), typed in for side-by-side tables and overlays.
 
 Every number here is the paper's ("Scaling to Tens of Thousands of Test-Time Iterations with
 Loop-Native Attention Residuals", arXiv 2610.11570); cite them with ``SOURCE``. Nothing is derived
@@ -9,7 +9,7 @@ companion compares depths with the paper in outer updates only, never in layers.
 
 ``CLAIMS`` lists the paper's qualitative claims that the companion's notebooks check; each notebook
 reports, per claim id, what it measured and whether it agrees. The claims with ids ``study.*`` are the
-findings of the related looped-language-model study (SPEC section 7, seed 004), which notebook 06 checks
+findings of the related looped-language-model study (test-time recurrence), which notebook 06 checks
 in this harness; their "paper" column quotes that study, marked ``STUDY``.
 """
 
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 SOURCE = "paper"
 PAPER_LAYERS_PER_UPDATE = 26
 
-# The companion's notebooks, in report order: the experiments (SPEC.md section 8; 06 the looped-LM study's
+# The companion's notebooks, in report order: the experiments (06 the looped-LM study's
 # conditioners), then the animations of measured trajectories, which show and check no claim.
 NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation",
              "06_conditioning", "07_watch_the_loop")
 ILLUSTRATIONS = ("07_watch_the_loop",)
-STUDY = "looped-LM study"  # seed 004: conditioning of looped language models (SPEC section 7)
+STUDY = "looped-LM study"  # conditioning of looped language models (test-time recurrence in looped LMs)
 
 
 def updates_from_layers(layers: int) -> int:

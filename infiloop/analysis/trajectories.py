@@ -326,7 +326,7 @@ def arc_vote(traj: dict, test_data, update: int, k: int = 2):
     """ARC pass@k at ``update`` (a prediction snapshot of ``test_data``'s rows), as
     :class:`infiloop.tasks.voting.PassAtK`: each view's prediction mapped back to the task's frame, votes
     over the views of each test input, ranked by vote count then mean halting confidence (sigmoid of
-    q_halt at that update; SPEC section 9); a task scores the fraction of its test inputs one of the k
+    q_halt at that update, as TRM votes); a task scores the fraction of its test inputs one of the k
     best candidates solves."""
     from ..tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
 

@@ -1,4 +1,4 @@
-"""The run cache (DESIGN.md, "Data flow").
+"""The run cache: a run trained, resumed or loaded; its evaluations computed once and cached.
 
 A *run* is (task, connection recipe, profile, overrides), resolved by ``infiloop/experiments/recipes.py``; it lives in
 ``runs/<task>/<recipe>-<profile>-<hash of the full configuration>/`` with ``config.json``, checkpoints,

@@ -2,7 +2,7 @@
 
 The paper's phenomenon: on puzzles that need search, carry-last (TRM) peaks and then loses solved
 boards as it runs past its training depth, its state still changing by about 10 % per update after the
-solve, while InfiLoop keeps rising and freezes once solved (SPEC section 5, Fig. 1). Each candidate
+solve, while InfiLoop keeps rising and freezes once solved (the paper's Fig. 1). Each candidate
 row below is a setting under which that contrast might appear on a CPU: task and difficulty, width,
 block, recursion per segment (H, L), supervision segments, training length. For each row both
 connections are trained with identical settings (nothing tuned for one), through the run cache, and

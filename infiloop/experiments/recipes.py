@@ -212,7 +212,7 @@ def config_hash(cfg: dict) -> str:
 
 MAIN_RECIPES = ("carry_last", "fprm", "infiloop")
 
-# SPEC section 5 ablations of InfiLoop (both axes unless stated), under stable ids: ``label`` is what the
+# The paper's ablations of InfiLoop (decay and axes; both axes unless stated), under stable ids: ``label`` is what the
 # notebook prints, ``overrides`` the model settings over the InfiLoop recipe, ``paper`` the row of the paper's
 # ablation tables it corresponds to (infiloop/analysis/paper.py: ("decay", decay, beta0) in ABLATION_DECAY,
 # ("axes", axis) in ABLATION_AXES; None where the paper has no such row).

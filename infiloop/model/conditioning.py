@@ -1,4 +1,4 @@
-"""Conditioners of the recurrent core between loops (SPEC section 7; seed 004, the looped-LM study).
+"""Conditioners of the recurrent core between loops (the looped-LM study).
 
 The study writes a looped model as ``h_{l+1} = F(h_l; c_l)`` with a conditioning signal ``c_l``. Here the
 loop is the **outer axis**: ``h_l`` is the answer state y after ``l`` outer updates (counted per sample from

@@ -1,9 +1,9 @@
-"""Building blocks of the shared block f_theta (SPEC section 2): TRM-style Transformer layers.
+"""Building blocks of the shared block f_theta (the paper's architecture): TRM-style Transformer layers.
 
 Post-norm RMSNorm without a learned gain (as in TRM), bidirectional attention through
 ``scaled_dot_product_attention`` (or TRM's token-mixing MLP), SwiGLU, an optional depthwise 3x3
 convolution over the grid, and position information (RoPE, learned, factored grid, or none).
-A pre-norm variant with learned residual scales serves the FPRM baseline (SPEC section 6).
+A pre-norm variant with learned residual scales serves the FPRM baseline of the paper's comparison.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The nested looped reasoner of the paper (SPEC section 2), in the style of TRM.
+"""The nested looped reasoner of the paper (its architecture: TRM's nesting), in the style of TRM.
 
 Answer state y (z_H) and latent z (z_L), one shared block f (``n_layers`` Transformer layers).
 One *outer update* is L inner updates of the latent and one update of the answer:
@@ -87,7 +87,7 @@ class ModelConfig:
     grad_outer: int = 1
     inner: ConnectionConfig = field(default_factory=ConnectionConfig)
     outer: ConnectionConfig = field(default_factory=ConnectionConfig)
-    # conditioners of the looped-LM study (SPEC section 7); all "none" by default
+    # conditioners of the looped-LM study (test-time recurrence in looped language models); all "none" by default
     cond: ConditionConfig = field(default_factory=ConditionConfig)
 
     @property

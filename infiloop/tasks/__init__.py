@@ -1,4 +1,4 @@
-"""Tasks and data: Sudoku-Extreme, Maze-Hard, ARC-AGI-1/2 (SPEC §4, §9).
+"""Tasks and data: Sudoku-Extreme, Maze-Hard, ARC-AGI-1/2 (the paper's benchmarks; TRM's format).
 
 - :mod:`.base` — :class:`TaskData` (token grids + per-row meta, .npz save/load), :class:`DataError`.
 - :mod:`.sudoku` / :mod:`.sudoku_solver` — CSV, validation, generator, augmentations, tokens.
@@ -18,7 +18,7 @@ from .datasets import TASKS, DataProfile, build, changed_settings, header, info,
 from .scoring import exact_accuracy, wrong_cells
 from .voting import Attempt, attempts_from_predictions, solutions_from_data, vote_pass_at_k, vote_pass_at_k_per_run
 
-# Token vocabulary per task (SPEC §9); Sudoku's depends on the side n: n + 2.
+# Token vocabulary per task (TRM's); Sudoku's depends on the side n: n + 2.
 VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "arc1": 12, "arc2": 12}
 
 

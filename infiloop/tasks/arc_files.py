@@ -1,4 +1,4 @@
-"""Your own ARC files (``--set path=DIR``) and which version of ARC they hold (SPEC §4; data/README.md).
+"""Your own ARC files (``--set path=DIR``) and which version of ARC they hold (data/README.md).
 
 Layouts of ``DIR``:
 

@@ -1,13 +1,13 @@
-"""The common in-memory dataset record of every task (SPEC §4, §9).
+"""The common in-memory dataset record of every task (the paper's benchmarks; TRM's format).
 
 A :class:`TaskData` holds token grids in TRM's layout: one row per example, ``inputs`` and
 ``labels`` of shape ``[N, L]`` with ``L = rows * cols`` of the token grid. Token id 0 is the pad
 token everywhere, and in ``labels`` it is also the *ignored* label (``IGNORE_LABEL_ID``): a position
 whose label is 0 carries no loss and is not scored. Task token schemes:
 
-- Sudoku (SPEC §9): 0 pad, 1 blank, digit ``v`` -> ``v + 1``; vocabulary ``n + 2`` (11 for 9x9).
-- Maze (SPEC §9): TRM's charset ``"# SGo"`` -> 1..5, 0 pad; vocabulary 6.
-- ARC (SPEC §9): 0 pad, 1 end-of-grid border, colour ``c`` -> ``c + 2``; vocabulary 12.
+- Sudoku (TRM's tokens): 0 pad, 1 blank, digit ``v`` -> ``v + 1``; vocabulary ``n + 2`` (11 for 9x9).
+- Maze (TRM's): TRM's charset ``"# SGo"`` -> 1..5, 0 pad; vocabulary 6.
+- ARC (TRM's): 0 pad, 1 end-of-grid border, colour ``c`` -> ``c + 2``; vocabulary 12.
 
 Files are compressed ``.npz`` archives read with ``allow_pickle=False``, written atomically.
 """
@@ -169,7 +169,7 @@ class TaskData:
         )
 
 
-# The 8 dihedral transforms of a grid (TRM's numbering, SPEC §9) and their inverses.
+# The 8 dihedral transforms of a grid (TRM's numbering) and their inverses.
 DIHEDRAL_INVERSE = (0, 3, 2, 1, 4, 5, 6, 7)
 
 

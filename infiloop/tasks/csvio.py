@@ -1,4 +1,4 @@
-"""The public puzzle CSV format shared by Sudoku-Extreme and Maze-Hard (SPEC §4, §9).
+"""The public puzzle CSV format shared by Sudoku-Extreme and Maze-Hard (the paper's benchmarks; TRM's format).
 
 Header ``source,question,answer,rating``; one puzzle per row; a grid of side ``n`` is a string of
 ``n * n`` characters, row-major. Files are UTF-8 text (a byte-order mark is accepted). Reading returns

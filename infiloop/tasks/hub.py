@@ -1,4 +1,4 @@
-"""Public datasets from the Hugging Face hub, with a short timeout and an offline answer (SPEC §4).
+"""Public datasets from the Hugging Face hub, with a short timeout and an offline answer (the paper's benchmarks).
 
 ``fetch`` returns the local path of a dataset file (downloaded into ``<data>/hub`` or found in that
 cache) or raises :class:`HubUnavailable` with the reason, so that callers fall back to the

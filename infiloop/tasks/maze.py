@@ -1,4 +1,4 @@
-"""Maze-Hard: public CSV, validation, offline generator, tokens (SPEC §4, §9).
+"""Maze-Hard: public CSV, validation, offline generator, tokens (the paper's benchmarks; TRM's format).
 
 A maze of side K is K*K characters: ``#`` wall, space open, ``S`` start, ``G`` goal; the answer
 adds ``o`` on the cells of a shortest S->G path (4-neighbour moves). Path length = number of moves

@@ -1,4 +1,4 @@
-"""Exact accuracy and wrong-cell counts (SPEC §5 "exact accuracy", §8 diagnostics).
+"""Exact accuracy and wrong-cell counts (the paper's metric, exact accuracy, and the wrong-cell diagnostics).
 
 A *wrong cell* is a scored position predicted differently from its label (:func:`wrong_mask`, the one
 definition); positions whose label is ``IGNORE_LABEL_ID`` (0) are never scored. A row is *exactly right*

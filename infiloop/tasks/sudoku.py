@@ -1,9 +1,9 @@
-"""Sudoku-Extreme: public CSV, validation, offline generator, augmentations, tokens (SPEC §4, §9).
+"""Sudoku-Extreme: public CSV, validation, offline generator, augmentations, tokens (TRM's format).
 
 Grids are ``[N, n*n]`` int8 arrays, 0 = blank, digits 1..n, boxes ``br x bc`` (``n = br * bc``;
 4x4 with 2x2, 6x6 with 2x3, 9x9 with 3x3). In the CSV a grid of side n is n^2 characters, ``.`` or
-``0`` for a blank. Tokens (SPEC §9): 0 pad, 1 blank, digit ``v`` -> ``v + 1``; vocabulary ``n + 2``.
-Augmentations (TRM's, SPEC §4): digit permutation, transpose (square boxes only), band/stack
+``0`` for a blank. Tokens (TRM's): 0 pad, 1 blank, digit ``v`` -> ``v + 1``; vocabulary ``n + 2``.
+Augmentations (TRM's): digit permutation, transpose (square boxes only), band/stack
 permutation and row/column permutation within bands/stacks; each maps valid puzzles to valid ones.
 """
 
@@ -299,7 +299,7 @@ def augment_tokens(inputs: np.ndarray, labels: np.ndarray, box: tuple[int, int],
 
 
 def encode(grids: np.ndarray) -> np.ndarray:
-    """Values (0 blank, 1..n) -> tokens (1 blank, v + 1); SPEC §9."""
+    """Values (0 blank, 1..n) -> tokens (1 blank, v + 1), as TRM encodes them."""
     return grids.astype(np.int32) + 1
 
 

@@ -1,4 +1,4 @@
-"""The project's Sudoku solver and puzzle generator (offline path of SPEC §4 "Sudoku-Extreme").
+"""The project's Sudoku solver and puzzle generator (the offline path to a Sudoku-Extreme-like set).
 
 Grids are flat lists of ``n * n`` ints (0 = blank, 1..n digits) with rectangular boxes of
 ``br x bc`` cells (``n = br * bc``): 4x4 with 2x2, 6x6 with 2x3, 9x9 with 3x3.
@@ -6,7 +6,7 @@ Grids are flat lists of ``n * n`` ints (0 = blank, 1..n digits) with rectangular
 Solver: depth-first search on bitmasks (row, column, box), always branching on the blank cell
 with the fewest candidates (a cell with one candidate is filled without branching). It counts
 solutions up to a cap (2 decides uniqueness) and reports its *backtracks* (dead ends reached), the
-project's difficulty rating, in the spirit of the dataset's tdoku backtrack count (SPEC §9).
+project's difficulty rating, in the spirit of the dataset's tdoku backtrack count.
 
 Generator: a random full grid (randomised search), then cells are blanked in random order, each
 removal kept only if the solution stays unique; it stops at a target number of blanks drawn from

@@ -1,4 +1,4 @@
-"""ARC pass@K by voting over augmented views (SPEC §4, §9).
+"""ARC pass@K by voting over augmented views (the paper's benchmarks; TRM's format).
 
 Each prediction on a view of a test input is mapped back through the inverse view, predictions are
 grouped by the grid they predict, groups are ranked by (vote count, mean halting confidence), and
@@ -6,7 +6,7 @@ the K best are the attempts. A test input is solved when one attempt equals its 
 scores the fraction of its test inputs solved; the score is the mean over tasks.
 
 Votes belong to one evaluation run. Attempts that carry several ``run`` labels are refused unless
-``pool_runs=True`` says on purpose that they should be pooled (TRM users' pitfall, SPEC §9).
+``pool_runs=True`` says on purpose that they should be pooled (TRM users' pitfall).
 """
 
 from __future__ import annotations
