@@ -44,7 +44,9 @@ SLOW = {
 SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices",
         "python -m infiloop plan --profile gpu --device cuda": "needs a CUDA device",
         "python -m infiloop runs pull": "needs the Hugging Face hub (tests/test_runs.py pulls from a local hub cache "
-                                        "offline)"}
+                                        "offline)",
+        "python -m infiloop contrasts --render --results docs/calibration-results --readme README.md":
+            "rewrites the repository's README block (tests/test_calibration.py checks that the block is current)"}
 
 
 def _code_lines(text: str) -> list[str]:
