@@ -11,6 +11,7 @@
     manifest    the runs and evaluations each notebook reads, as JSON lines
     contrasts   the search for the paper's contrast at CPU scale (docs/calibration.md)
     connection-study   the study of the learned connection (docs/connection-study.md)
+    results     the README's results table, from the summaries recorded in docs/results/
     envcheck    check environment.yml against conda-forge's metadata
 
 A bad input gets one line ``error: ...`` on stderr and exit status 2 (a bad argument or setting) or 1 (a
@@ -361,6 +362,12 @@ def cmd_connection_study(argv: list[str]) -> int:
     return study_main(argv)
 
 
+def cmd_results(argv: list[str]) -> int:
+    from .experiments.results import main as results_main
+
+    return results_main(argv)
+
+
 def cmd_envcheck(argv: list[str]) -> int:
     from .experiments.envcheck import main as envcheck_main
 
@@ -374,6 +381,7 @@ PASS_THROUGH = {
     "manifest": (cmd_manifest, "the runs and evaluations each notebook reads, as JSON lines (`manifest -h`)"),
     "contrasts": (cmd_contrasts, "the search for the paper's contrast at CPU scale (docs/calibration.md)"),
     "connection-study": (cmd_connection_study, "the study of the learned connection (docs/connection-study.md)"),
+    "results": (cmd_results, "the README's results table from the recorded summaries (docs/results/)"),
     "envcheck": (cmd_envcheck, "check environment.yml against conda-forge's metadata (cached in the package)"),
 }
 

@@ -133,3 +133,12 @@ def locked(path: str | os.PathLike):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(str(path))
+
+
+def fill_block(text: str, start: str, end: str, block: str) -> str | None:
+    """``text`` with everything from ``start`` to ``end`` (markers included) replaced by ``block``, which
+    carries the markers itself; None when ``text`` lacks either marker (how the generated tables of the README
+    and ``docs/`` are kept between their markers)."""
+    if start not in text or end not in text:
+        return None
+    return text[:text.index(start)] + block + text[text.index(end) + len(end):]

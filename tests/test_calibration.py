@@ -218,10 +218,10 @@ def test_the_recorded_rows_are_read_by_notebook_02():
     assert {r[0] for r in rows} <= set(recorded)
 
 
-def test_the_readme_shows_every_recorded_row(tmp_path):
-    """The README's drift block is the rendering of docs/calibration-results: a row recorded without
-    re-rendering (``--render --results docs/calibration-results --readme README.md``) fails here."""
-    readme = (paths.ROOT / "README.md").read_text()
+def test_the_results_page_shows_every_recorded_row(tmp_path):
+    """docs/results.md's drift block is the rendering of docs/calibration-results: a row recorded without
+    re-rendering (``--render --results docs/calibration-results --readme docs/results.md``) fails here."""
+    readme = (paths.DOCS / "results.md").read_text()
     block = readme[readme.index(calibration.README_START):readme.index(calibration.README_END)
                    + len(calibration.README_END)]
     assert block == calibration.render_drift(calibration.RECORDED)

@@ -1,4 +1,5 @@
-"""Every ``python -m infiloop`` command that README.md shows, and every example of ``--help``, runs as written.
+"""Every ``python -m infiloop`` command that README.md and docs/*.md show, and every example of ``--help``, runs
+as written.
 
 The commands are read from the README's code blocks and inline code and from the examples printed by
 ``train --help`` and ``eval --help``; each runs in this process on the session's smoke run, with the run
@@ -38,6 +39,13 @@ SLOW = {
                                                 "about a minute) and times its model shapes",
     "python -m infiloop plan --profile tiny -p seeds 0,1,2": "the same with three seeds (tests/test_plan.py plans "
                                                              "`-p seeds 0,1,2` at smoke in the suite)",
+    **{f"python -m infiloop train --profile search --recipe {r} --set model.mixer=attention{more} --max-steps 600":
+       "600 steps of the search model with attention (docs/calibration.md's diagnosis): minutes"
+       for r, more in (("carry_last", ""), ("infiloop", ""), ("infiloop", " --set model.outer.name=carry_last"),
+                       ("infiloop", " --set model.inner.name=carry_last"), ("infiloop", " --set train.decay=matrices"),
+                       ("infiloop", " --set model.inner.content_score=false --set model.outer.content_score=false"),
+                       ("infiloop", " --set model.inner.beta=0.1 --set model.outer.beta=0.1"),
+                       ("carry_last", " --set model.inner.name=ema --set model.outer.name=ema"))},
     "python -m infiloop manifest --profile tiny": "builds the tiny data to resolve the runs (`manifest --profile "
                                                   "smoke 02 ...` runs the same form in the suite)",
 }
@@ -45,8 +53,17 @@ SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices",
         "python -m infiloop plan --profile gpu --device cuda": "needs a CUDA device",
         "python -m infiloop runs pull": "needs the Hugging Face hub (tests/test_runs.py pulls from a local hub cache "
                                         "offline)",
-        "python -m infiloop contrasts --render --results docs/calibration-results --readme README.md":
-            "rewrites the repository's README block (tests/test_calibration.py checks that the block is current)"}
+        "python -m infiloop contrasts ROW": "trains a row of the contrast search (tests/test_calibration.py runs rows "
+                                             "at smoke)",
+        "python -m infiloop results": "rewrites the README's results block (tests/test_results.py checks that it is "
+                                      "current)",
+        "python -m infiloop connection-study --render": "rewrites docs/connection-study.md's table "
+                                                       "(tests/test_connection_study.py checks that it is current)",
+        "python -m infiloop connection-study --figure": "redraws docs/connection-study-dynamics.png from the "
+                                                       "recorded results",
+        "python -m infiloop contrasts --render":
+            "rewrites docs/calibration.md's table and docs/results.md's block (tests/test_calibration.py checks that "
+            "both are current)"}
 
 
 def _code_lines(text: str) -> list[str]:
@@ -61,8 +78,10 @@ def _code_lines(text: str) -> list[str]:
 
 
 def readme_commands() -> list[str]:
-    """Every ``python -m infiloop`` (or torchrun) command of README.md, without its trailing comment."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Every ``python -m infiloop`` (or torchrun) command of README.md and of the pages of docs/, without its
+    trailing comment."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in pages)
     found = [re.sub(r"\s+#.*$", "", ln) for ln in _code_lines(text)
              if ln.startswith(PREFIX) or (ln.startswith("torchrun") and "-m infiloop" in ln)]
     found += [" ".join(m.group(1).split()) for m in re.finditer(r"`(python -m infiloop [^`]*)`", text)]

@@ -31,9 +31,8 @@ import torch
 from .. import paths
 from ..analysis import intervals
 from ..analysis import trajectories as analysis
-from ..io import atomic_write_text
+from ..io import atomic_write_text, fill_block
 from .cache import get_run, resolve
-from .contrasts import _fill_block
 from .jobs import EvalSpec, RunSpec, jobs_for
 from .scheduler import run_planned
 
@@ -402,7 +401,7 @@ def plot_dynamics(variants: list[str], results: Path | None = None, path: Path |
 
 def _fill(text: str, block: str) -> str:
     start, end = "<!-- connection-study: start -->", "<!-- connection-study: end -->"
-    out = _fill_block(text, start, end, f"{start}\n{block}{end}")
+    out = fill_block(text, start, end, f"{start}\n{block}{end}")
     if out is None:
         raise ValueError(f"{DOC}: the markers {start} and {end} are missing")
     return out

@@ -1,0 +1,111 @@
+"""The README's results table, rendered from recorded notebook summaries.
+
+A finished run's summaries (``results/<profile>/summaries/*.json``, one per notebook) are not committed; the
+ones behind the README's numbers are recorded under ``docs/results/<profile>/`` (``--record PROFILE``), and the
+table between the README's ``results`` markers is rendered from those (``--render``). A test renders it again and
+fails when the README is stale, so a number in the table is always one a recorded run measured.
+
+    python -m infiloop results --record search --readme README.md   # record search's summaries, then render
+    python -m infiloop results --readme README.md                   # only render from the recorded ones
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import paths
+from ..analysis import paper
+from ..errors import DataError, UsageError
+from ..io import atomic_write_text, fill_block
+from . import profiles
+
+RECORDED = paths.DOCS / "results"
+START, END = "<!-- results: start -->", "<!-- results: end -->"
+VERDICT = {True: "agrees", False: "differs", None: "undecided"}
+
+
+def record(profile: str, results: Path | None = None, recorded: Path | None = None) -> list[Path]:
+    """Copy ``profile``'s summaries from the results folder into ``docs/results/<profile>/`` (replacing the
+    recorded ones, so that a notebook the run dropped does not linger)."""
+    profiles.check(profile)
+    src = (paths.RESULTS if results is None else Path(results)) / profile / "summaries"
+    files = sorted(src.glob("*.json"))
+    if not files:
+        raise DataError(f"{src}: no summaries to record (run ./reproduce.sh --profile {profile} first)")
+    dest = (RECORDED if recorded is None else Path(recorded)) / profile
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("*.json"):
+        if old.name not in {f.name for f in files}:
+            old.unlink()
+    out = []
+    for f in files:
+        json.loads(f.read_text(encoding="utf-8"))  # a damaged summary is refused before anything is replaced
+        out.append(dest / f.name)
+        atomic_write_text(out[-1], f.read_text(encoding="utf-8"))
+    return out
+
+
+def recorded_claims(recorded: Path | None = None) -> list[dict]:
+    """Every claim of the recorded summaries, the profiles in their defining order, notebooks in report order."""
+    root = RECORDED if recorded is None else Path(recorded)
+    claims = []
+    for profile in profiles.PROFILES:
+        folder = root / profile
+        by_name = {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+        for name in [n for n in paper.NOTEBOOKS if n in by_name] + sorted(set(by_name) - set(paper.NOTEBOOKS)):
+            s = json.loads(by_name[name].read_text(encoding="utf-8"))
+            for c in s.get("claims", []):
+                claims.append({**c, "profile": s.get("profile", profile), "notebook": name,
+                               "created": s.get("created", "")[:10]})
+    return claims
+
+
+def _cell(text) -> str:
+    return " ".join(str(text or "–").split()).replace("|", "\\|")
+
+
+def render_table(recorded: Path | None = None) -> str:
+    """The markdown table: each claim the recorded runs checked, the paper's number, ours, the verdict."""
+    claims = recorded_claims(recorded)
+    if not claims:
+        return "(no recorded results: `python -m infiloop results --record PROFILE`)"
+    lines = ["| notebook | the paper's claim | the paper | ours | verdict |", "|---|---|---|---|---|"]
+    for c in claims:
+        measured = bool(c.get("ours"))
+        verdict = VERDICT[c.get("agrees")] if measured else "not measured"
+        lines.append(f"| {c['notebook'][:2]} | {_cell(c.get('claim'))} | {_cell(c.get('paper'))} "
+                     f"| {_cell(c.get('ours'))} | {verdict} |")
+    runs = sorted({(c["profile"], c["created"]) for c in claims})
+    counts = {v: sum((VERDICT[c.get("agrees")] if c.get("ours") else "not measured") == v for c in claims)
+              for v in ("agrees", "differs", "undecided", "not measured")}
+    lines += ["", "Measured at " + ", ".join(f"`{p}` ({d})" for p, d in runs) + "; "
+              + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". A verdict is decided by the 95 % interval of "
+              "the effect (undecided: the interval contains zero)."]
+    return "\n".join(lines)
+
+
+def render_readme(readme: Path, recorded: Path | None = None) -> Path:
+    """Fill the README's results block from the recorded summaries."""
+    text = Path(readme).read_text(encoding="utf-8")
+    filled = fill_block(text, START, END, f"{START}\n{render_table(recorded)}\n{END}")
+    if filled is None:
+        raise UsageError(f"{readme}: no '{START}' ... '{END}' block to fill")
+    atomic_write_text(Path(readme), filled)
+    return Path(readme)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m infiloop results", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--record", metavar="PROFILE", default=None,
+                    help="first copy results/PROFILE/summaries into docs/results/PROFILE")
+    ap.add_argument("--readme", type=Path, default=paths.ROOT / "README.md",
+                    help="the README whose results block to fill (default: this checkout's)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.record:
+        for p in record(args.record):
+            print(f"recorded {p}")
+    print(f"wrote {render_readme(args.readme)}")
+    return 0

@@ -1,0 +1,63 @@
+"""The README's results table: rendered from the recorded summaries, and stale when they change."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infiloop import paths
+from infiloop.errors import DataError, UsageError
+from infiloop.experiments import results
+
+
+def summary(notebook: str, profile: str, claims: list[dict]) -> dict:
+    return {"notebook": notebook, "title": notebook, "profile": profile, "created": "2026-12-01T12:00:00Z",
+            "claims": claims}
+
+
+def test_the_readme_table_is_the_rendering_of_the_recorded_summaries():
+    """A summary recorded without re-rendering (``python -m infiloop results``) fails here."""
+    text = (paths.ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index(results.START):text.index(results.END) + len(results.END)]
+    assert block == f"{results.START}\n{results.render_table()}\n{results.END}"
+    assert len(text.splitlines()) <= 200, "the README is the front door: at most 200 lines"
+
+
+def test_record_and_render(tmp_path):
+    res, rec = tmp_path / "results", tmp_path / "recorded"
+    folder = res / "smoke" / "summaries"
+    folder.mkdir(parents=True)
+    claims = [{"id": "a", "claim": "InfiLoop beats | carry-last", "paper": "97.9 vs 74.7 %", "ours": "90 vs 80 %",
+               "agrees": True},
+              {"id": "b", "claim": "it keeps rising", "paper": "+6", "ours": "+0.1 [−0.2, +0.3]", "agrees": None},
+              {"id": "c", "claim": "not at this profile", "paper": "x", "ours": "", "agrees": None}]
+    (folder / "01_main_table.json").write_text(json.dumps(summary("01_main_table", "smoke", claims[:1])))
+    (folder / "02_depth_scaling.json").write_text(json.dumps(summary("02_depth_scaling", "smoke", claims[1:])))
+    written = results.record("smoke", res, rec)
+    assert sorted(p.name for p in written) == ["01_main_table.json", "02_depth_scaling.json"]
+    table = results.render_table(rec)
+    lines = table.splitlines()
+    assert lines[2] == "| 01 | InfiLoop beats \\| carry-last | 97.9 vs 74.7 % | 90 vs 80 % | agrees |"
+    assert lines[3].endswith("| undecided |") and lines[4].endswith("| – | not measured |")
+    assert "`smoke` (2026-12-01)" in table and "1 agrees, 0 differs, 1 undecided, 1 not measured" in table
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{results.START}\nold\n{results.END}\nrest\n")
+    results.render_readme(readme, rec)
+    assert readme.read_text() == f"intro\n{results.START}\n{table}\n{results.END}\nrest\n"
+    (folder / "02_depth_scaling.json").unlink()  # a notebook the new run dropped does not linger
+    results.record("smoke", res, rec)
+    assert [p.name for p in (rec / "smoke").glob("*.json")] == ["01_main_table.json"]
+
+
+def test_bad_input_is_one_clear_error(tmp_path):
+    with pytest.raises(DataError, match="no summaries to record"):
+        results.record("smoke", tmp_path / "results", tmp_path / "recorded")
+    with pytest.raises(UsageError, match="unknown profile 'huge'"):
+        results.record("huge", tmp_path / "results", tmp_path / "recorded")
+    bare = tmp_path / "README.md"
+    bare.write_text("no markers\n")
+    with pytest.raises(UsageError, match="no '<!-- results: start -->'"):
+        results.render_readme(bare, tmp_path / "recorded")
+    assert results.render_table(tmp_path / "none").startswith("(no recorded results")
