@@ -248,21 +248,24 @@ claims = [
              intervals.verdict(drop["carry_last"]),
              note=intervals.verdict_note(drop["carry_last"], f"peak (update {peak['carry_last']}) − last")),
 ] if task == "sudoku" else []  # the paper's depth claims are measured on Sudoku-Extreme only
-text = (f"On {task} at profile **{profile}** ({n_puzzles} test puzzles, {seed_note}, {layers} layers per outer "
-        f"update; mean over seeds and 95 % interval), InfiLoop goes from {table['infiloop'][1]} at its training "
-        f"depth ({depth} updates) to {table['infiloop'][3]} at {max_updates} updates ({max_updates * layers:,} "
-        f"layers); carry-last peaks at {table['carry_last'][2]} and ends at {table['carry_last'][3]} (peak − last "
-        f"{drop['carry_last'].pct()}). Of the puzzles solved at some update, carry-last has lost "
-        f"{lost['carry_last'].pct()} at the end, InfiLoop {lost['infiloop'].pct()} (the paper: 19.7 % lost within "
-        f"36 updates for TRM, none for InfiLoop); after the solve the state changes by {change['carry_last'].pct(3)} "
-        f"per update for carry-last and {change['infiloop'].pct(3)} for InfiLoop (the paper: about 10 % and 0.3 %). "
-        f"Between updates {a} and {b} (seed {seed_list[0]}) carry-last changes "
-        f"{changes['carry_last']['changed_per_puzzle']:.2f} predictions per puzzle and InfiLoop "
-        f"{changes['infiloop']['changed_per_puzzle']:.2f} (the paper: 77.0 and 24.0 between 36 and 72). The paper's "
-        "absolute numbers are for 9x9 Sudoku-Extreme with a 7M model; compare trends, not levels, at small profiles. "
-        "A claim agrees only when the 95 % interval of its effect excludes zero on the paper's side."
-        + ("" if task == "sudoku" else " The paper's depth claims are Sudoku-Extreme's, so this Maze run decides none "
-           "of them; it shows whether the same drift or its absence holds on another task."))
+details = [
+    f"InfiLoop: {table['infiloop'][1]} at its training depth ({depth} updates) → {table['infiloop'][3]} at "
+    f"{max_updates} updates ({max_updates * layers:,} layers).",
+    f"Carry-last: peak {table['carry_last'][2]} → {table['carry_last'][3]} at {max_updates} (peak − last "
+    f"{drop['carry_last'].pct()}).",
+    f"Solved, then lost by the end: carry-last {lost['carry_last'].pct()}, InfiLoop {lost['infiloop'].pct()} (the "
+    "paper: 19.7 % within 36 updates for TRM, none for InfiLoop).",
+    f"State change per update after the solve: carry-last {change['carry_last'].pct(3)}, InfiLoop "
+    f"{change['infiloop'].pct(3)} (the paper: about 10 % and 0.3 %).",
+    f"Predictions changed per puzzle between updates {a} and {b} (seed {seed_list[0]}): carry-last "
+    f"{changes['carry_last']['changed_per_puzzle']:.2f}, InfiLoop {changes['infiloop']['changed_per_puzzle']:.2f} "
+    "(the paper: 77.0 and 24.0 between 36 and 72).",
+    f"Setting: {task} at profile **{profile}**, {n_puzzles} test puzzles, {seed_note}, {layers} layers per outer "
+    "update; mean over seeds with 95 % intervals. The paper's numbers are 9x9 Sudoku-Extreme's with a 7M model: "
+    "compare trends, not levels."
+    + ("" if task == "sudoku" else " The paper's depth claims are Sudoku-Extreme's, so this Maze run decides none "
+       "of them."),
+]
 # The paper's contrast in one sentence, decided by the intervals above: carry-last falls from its peak by more
 # than sampling noise (the interval of peak − last excludes zero) while InfiLoop does not.
 falls = {r: intervals.verdict(drop[r]) is True for r in ("carry_last", "infiloop")}
@@ -278,7 +281,7 @@ else:
                 f"{lost['carry_last'].pct()} of its solved puzzles and its state changes by "
                 f"{change['carry_last'].pct(3)} per update after the solve, where the paper's TRM loses 15–20 % "
                 "and changes by about 10 %.")
-text = contrast + " " + cal_text + " " + text
+text = contrast + "\n\n" + "\n".join(f"- {d}" for d in [*details, cal_text])
 print(text)
 nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against outer updates (left: this run; "
                           "right: the paper's reported points)."},

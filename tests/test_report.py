@@ -123,7 +123,7 @@ def test_text_is_escaped(built):
 
 def test_order_main_table_first(built):
     _, _, text, _ = built
-    pos = [text.index(s) for s in ("MAIN-TABLE-TITLE", 'id="nb-01_main_table"', 'id="nb-02_depth_scaling"',
+    pos = [text.index(s) for s in ('id="nb-01_main_table"', "MAIN-TABLE-TITLE", 'id="nb-02_depth_scaling"',
                                    'id="claims"', 'id="provenance"')]
     assert pos == sorted(pos)
     assert text.count("MAIN-TABLE-TITLE") == 1 and text.count("SECOND-TABLE") == 1
@@ -248,3 +248,14 @@ def test_a_profile_without_some_notebooks_does_not_call_them_missing(tmp_path):
     assert missing == {"01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
                        "07_watch_the_loop"}  # 05 and 06 are not in the search profile's list
     assert {p.split(":")[0] for p in report.load_summaries("tiny", tmp_path)[1]} == set(paper.NOTEBOOKS)
+
+
+def test_one_heading_per_notebook_and_its_verdicts_beside_its_figures(built):
+    _, _, text, _ = built
+    headings = re.findall(r"<h2>(.*?)</h2>", text)
+    assert len(headings) == len(set(headings)), headings
+    assert headings[:2] == ["Main table", "Depth scaling"]  # the notebooks' own titles, nothing added before them
+    depth = text[text.index('id="nb-02_depth_scaling"'):text.index('id="claims"')]
+    assert depth.index('<ul class="verdicts">') < depth.index("<figure") < depth.index("<details>")
+    assert depth.count("<li><span class=") == 4 and '<span class="no">✗</span>' in depth
+    assert "not measured at this profile" in depth

@@ -134,6 +134,26 @@ def _compute(jobs, profile: str, workers: int | None, device: str, gpus_per_run:
             "wall_seconds": round(report.seconds, 1)}
 
 
+def ipc_kernel_manager():
+    """The kernel manager of the notebooks' kernels: IPC sockets in the temporary folder instead of TCP ports,
+    so that ipykernel does not warn about unencrypted TCP into every run's output, and two pipelines on one
+    machine never race for ports."""
+    import tempfile
+    import uuid
+
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import CaselessStrEnum, default
+
+    class IPCKernelManager(AsyncKernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        @default("ip")
+        def _socket_prefix(self) -> str:  # ipc sockets are files: keep them out of the working folder
+            return str(Path(tempfile.gettempdir()) / f"infiloop-kernel-{uuid.uuid4().hex[:12]}")
+
+    return IPCKernelManager
+
+
 def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
     import papermill as pm
 
@@ -141,7 +161,8 @@ def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
     mine = declared_parameters(name)  # -p applies to the notebooks that declare it (a notebook refuses others)
     pm.execute_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
                         parameters={"profile": profile, **{k: v for k, v in params.items() if k in mine}},
-                        kernel_name="python3", cwd=str(paths.ROOT), progress_bar=True)
+                        kernel_name="python3", cwd=str(paths.ROOT), progress_bar=True,
+                        kernel_manager_class=ipc_kernel_manager())
 
 
 def default_device(profile: str) -> str:

@@ -61,6 +61,8 @@ figcaption{font-size:.9em;color:#555}
 .meta{color:#666;font-size:.9em}.note{color:#555;font-size:.9em}
 .warn{background:#fff3cd;border:1px solid #e0c060;padding:.5em .8em;margin:.6em 0}
 .yes{color:#1a7f37;font-weight:bold}.no{color:#c62828;font-weight:bold}.na{color:#888}.undecided{color:#b26a00;font-weight:bold}
+ul.verdicts{list-style:none;padding-left:0}ul.verdicts li{margin:.15em 0}
+details{margin:.8em 0}summary{cursor:pointer;color:#444}
 code{background:#f5f5f5;padding:0 .2em}pre{background:#f5f5f5;padding:.5em;overflow-x:auto}
 """
 
@@ -171,6 +173,10 @@ def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
     return f'<figure class="missing">{warn(problem)}{caption}</figure>', problem
 
 
+MARK = {"agrees": ("yes", "✓"), "differs": ("no", "✗"), "undecided": ("undecided", "?"),
+        "not measured": ("na", "–")}  # a verdict's CSS class and mark
+
+
 def _verdict(c: dict) -> str:
     """agrees, differs, undecided (measured, but the interval of the effect contains zero), not measured."""
     if c.get("agrees") is True:
@@ -182,16 +188,14 @@ def _verdict(c: dict) -> str:
 
 def claims_html(claims: list[dict]) -> str:
     """The aggregated claims table, with a count of each verdict."""
-    mark = {"agrees": ("yes", "✓"), "differs": ("no", "✗"), "undecided": ("undecided", "?"),
-            "not measured": ("na", "–")}
     rows = []
     for c in claims:
-        cls, sym = mark[_verdict(c)]
+        cls, sym = MARK[_verdict(c)]
         rows.append(f'<tr class="claim" id="claim-{esc(c.get("id"))}"><td>{esc(c.get("claim"))}<br>'
                     f'<span class="meta">{esc(c.get("id"))} · {esc(c.get("notebook"))}</span></td>'
                     f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td>"
                     f'<td class="{cls}">{sym}</td><td>{esc(c.get("profile"))}</td><td>{esc(c.get("note"))}</td></tr>')
-    n = {k: sum(_verdict(c) == k and not c.get("unreported") for c in claims) for k in mark}
+    n = {k: sum(_verdict(c) == k and not c.get("unreported") for c in claims) for k in MARK}
     n_unreported = sum(bool(c.get("unreported")) for c in claims)
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "agrees", "profile", "note"))
     return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ? (the 95 % interval "
@@ -339,8 +343,21 @@ def stages_html(profile: str, root: Path | None = None) -> tuple[str, list[str]]
                        "rows": rows, "note": note}), failed
 
 
-def notebook_section(s: dict, root: Path | None = None, skip_tables: int = 0) -> tuple[str, list[str]]:
-    """One notebook's section: title, meta line, text, figures, tables; plus its missing figures."""
+def verdict_lines(claims: list[dict]) -> str:
+    """A notebook's claims, one line each: the verdict's mark, the claim, ours beside the paper's number."""
+    items = []
+    for c in claims:
+        cls, sym = MARK[_verdict(c)]
+        ours = esc(c.get("ours")) if c.get("ours") else "not measured at this profile"
+        items.append(f'<li><span class="{cls}">{sym}</span> {esc(c.get("claim"))}: {ours} '
+                     f'<span class="meta">(paper: {esc(c.get("paper"))})</span></li>')
+    return f'<ul class="verdicts">{"".join(items)}</ul>' if items else ""
+
+
+def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | None = None,
+                     lead: str = "") -> tuple[str, list[str]]:
+    """One notebook's section: its heading, its claims' verdicts (a line each), figures and tables, then what
+    the notebook says, folded; plus its missing figures. ``lead``: HTML shown first (a missing table's warning)."""
     name = s.get("notebook", "")
     meta = [f"profile: {esc(s['profile'])}"] if s.get("profile") else []
     meta += [f"created {esc(s['created'])}"] if s.get("created") else []
@@ -348,15 +365,19 @@ def notebook_section(s: dict, root: Path | None = None, skip_tables: int = 0) ->
         meta.append(f"wall time {s['wall_time_s']:,.1f} s")
     meta = " · ".join(meta)
     parts = [f'<section id="nb-{esc(name)}"><h2>{esc(s.get("title") or name)}</h2>',
-             f'<p class="meta">notebook {esc(name)}{" · " + meta if meta else ""}</p>', markdown(s.get("text"))]
+             f'<p class="meta">notebook {esc(name)}{" · " + meta if meta else ""}</p>', lead,
+             verdict_lines(claims or [])]
     problems = []
     for fig in s.get("figures") or []:
         fig_html, problem = figure_html(fig if isinstance(fig, dict) else {"path": fig}, root)
         parts.append(fig_html)
         if problem:
             problems.append(f"{name}: {problem}")
-    for table in (s.get("tables") or [])[skip_tables:]:
+    for table in s.get("tables") or []:
         parts.append(table_html(table))
+    if s.get("text"):
+        parts.append(f"<details><summary>What the notebook found, in detail</summary>{markdown(s.get('text'))}"
+                     "</details>")
     parts.append("</section>")
     return "\n".join(parts), problems
 
@@ -380,15 +401,13 @@ def render(profile: str, root: Path | None = None) -> str:
                            "unreported": True})
 
     main = next((s for s in summaries if s.get("notebook") == MAIN_NOTEBOOK), None)
-    if main and main.get("tables"):
-        main_html = table_html(main["tables"][0])
-    else:
-        main_html = warn(f"no main table: {MAIN_NOTEBOOK} has no summary or no table; "
-                         "showing the paper's numbers only.") + paper_table1_html()
-    sections = []
+    no_table = warn(f"no main table: {MAIN_NOTEBOOK} has no summary or no table; showing the paper's numbers "
+                    "only.") + paper_table1_html()
+    sections = [] if main else [f'<section id="nb-{MAIN_NOTEBOOK}"><h2>Table 1</h2>{no_table}</section>']
     for s in summaries:
-        skip = 1 if s is main and main.get("tables") else 0
-        section, figure_problems = notebook_section(s, root, skip)
+        mine = [c for c in claims if c.get("notebook") == s.get("notebook") and not c.get("unreported")]
+        lead = no_table if s is main and not main.get("tables") else ""
+        section, figure_problems = notebook_section(s, root, mine, lead)
         sections.append(section)
         problems += figure_problems
     stage_table, failed = stages_html(profile, root)
@@ -413,11 +432,8 @@ the usual carry-last rule and FPRM. Numbers marked "paper" are the paper's; all 
 summaries · {len(problems)} problem(s)</p>
 {banner}
 </header>
-<section id="main-table"><h2>Main table</h2>
-{main_html}
-</section>
 {body}
-<section id="claims"><h2>Claims of the paper (and of the looped-LM study, ids study.*), checked</h2>
+<section id="claims"><h2>Every claim, checked (the paper's, and the looped-LM study's: ids study.*)</h2>
 {claims_html(claims)}
 </section>
 <section id="provenance"><h2>Provenance</h2>
