@@ -132,6 +132,13 @@ def test_report_of_the_smoke_run(executed, tmp_path):
     body = text.split("<body", 1)[1]
     assert not re.search(r"""\bsrc\s*=\s*["']?(https?:)?//""", body)  # self-contained: nothing fetched
     assert not re.search(r"""<link[^>]+href\s*=\s*["']?(https?:)?//""", text)
+    pages = sorted((path.parent / "notebooks").glob("*.html"))  # each executed notebook as a page of its own
+    assert [p.stem for p in pages] == sorted(p.stem for p in path.parent.glob("[0-9][0-9]_*.ipynb")) and pages
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:)?//""", html), page  # no CDN request
+        assert f'href="notebooks/{page.stem}.html"' in text
+    assert "data:image/png;base64," in (path.parent / "notebooks" / "02_depth_scaling.html").read_text()
     from test_report import CHROMIUM, _decoded_in_chromium
 
     if not CHROMIUM.exists():

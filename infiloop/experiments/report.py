@@ -364,8 +364,10 @@ def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | Non
     if isinstance(s.get("wall_time_s"), (int, float)):
         meta.append(f"wall time {s['wall_time_s']:,.1f} s")
     meta = " · ".join(meta)
+    page = _folders(root)[1] / str(s.get("profile") or "") / PAGES / f"{name}.html"
+    link = f'<a href="{PAGES}/{esc(name)}.html">notebook {esc(name)}</a>' if page.is_file() else f"notebook {esc(name)}"
     parts = [f'<section id="nb-{esc(name)}"><h2>{esc(s.get("title") or name)}</h2>',
-             f'<p class="meta">notebook {esc(name)}{" · " + meta if meta else ""}</p>', lead,
+             f'<p class="meta">{link}{" · " + meta if meta else ""}</p>', lead,
              verdict_lines(claims or [])]
     problems = []
     for fig in s.get("figures") or []:
@@ -447,12 +449,36 @@ summaries · {len(problems)} problem(s)</p>
 """
 
 
+PAGES = "notebooks"  # results/<profile>/notebooks/<name>.html: each executed notebook as a page of its own
+
+
+def notebook_pages(profile: str, root: Path | None = None) -> list[Path]:
+    """Each executed notebook of ``results/<profile>/`` rendered by nbconvert to one self-contained HTML page
+    (figures embedded; the scripts nbconvert would fetch from a CDN, require.js and MathJax, left out, so
+    equations show as their TeX source), written atomically beside the report."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    results = _folders(root)[1] / profile
+    out = []
+    for nb_path in sorted(results.glob("[0-9][0-9]_*.ipynb")):
+        exporter = HTMLExporter(template_name="lab")
+        exporter.embed_images = True
+        exporter.mathjax_url = exporter.require_js_url = ""
+        body, _ = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4))
+        body = re.sub(r'<script src=""></script>\s*', "", body)
+        body = re.sub(r'<script type="text/x-mathjax-config">.*?</script>\s*', "", body, flags=re.S)
+        out.append(atomic_write_text(results / PAGES / f"{nb_path.stem}.html", body))
+    return out
+
+
 def build_report(profile: str, root: Path | None = None) -> Path:
     """Write ``results/<profile>/report.html`` (atomically); ``root``: another checkout (see ``_folders``)."""
     if not paths.is_plain_name(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
     results = _folders(root)[1] / profile
     write_packages(results)
+    notebook_pages(profile, root)
     return atomic_write_text(results / "report.html", render(profile, root))
 
 
