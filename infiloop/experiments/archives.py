@@ -40,8 +40,7 @@ from ..errors import UsageError
 from ..io import atomic_write
 from ..tasks.base import DataError
 from ..training import DONE, METRICS, WEIGHTS
-from . import cache as experiments
-from . import recipes
+from . import cache, recipes
 
 FORMAT = "infiloop-runs"
 FORMAT_VERSION = 1
@@ -87,14 +86,14 @@ def export_runs(run_dirs: list[str | os.PathLike], out: str | os.PathLike) -> tu
         raise UsageError("runs export: give at least one run folder")
     entries, sources = [], []
     for d in run_dirs:
-        run = experiments.load_run(d)
+        run = cache.load_run(d)
         if not run.done:
             raise DataError(f"{run.dir}: the run is not complete (no {DONE}); only finished runs can be exported")
         missing = [f for f in REQUIRED if not (run.dir / f).is_file()]
         if missing:
             raise DataError(f"{run.dir}: {', '.join(missing)} missing; train the run again before exporting it")
         cfg = run.config
-        path = f"runs/{cfg['task']}/{experiments.run_dir_for(cfg, Path('.')).name}"
+        path = f"runs/{cfg['task']}/{cache.run_dir_for(cfg, Path('.')).name}"
         if any(e["path"] == path for e in entries):
             raise UsageError(f"runs export: {run.dir} is given twice (or holds the same run as another folder)")
         files = run_files(run.dir)
@@ -372,14 +371,14 @@ def _copy_verified(src: _Source, name: str, target: Path, digest: str, where: Pa
 def _check_config(folder: Path, path: str, where: Path) -> None:
     """The run's config must be readable, of this code version, and hash to the folder's name."""
     try:
-        cfg = experiments.read_config(folder / "config.json")
+        cfg = cache.read_config(folder / "config.json")
         json.loads((folder / DONE).read_text(encoding="utf-8"))
     except (DataError, ValueError) as e:
         raise DataError(f"{where}: {path}: {e}".replace(str(folder), path)) from None
     if cfg.get("code_version") != recipes.CODE_VERSION:
         raise DataError(f"{where}: {path}/config.json: code version {cfg.get('code_version')}, this code is version "
                         f"{recipes.CODE_VERSION}; refused, nothing was imported")
-    want = f"runs/{cfg['task']}/{experiments.run_dir_for(cfg, Path('.')).name}"
+    want = f"runs/{cfg['task']}/{cache.run_dir_for(cfg, Path('.')).name}"
     if want != path:
         raise DataError(f"{where}: {path}/config.json describes the run {want}, not {path} (renamed folder or edited "
                         f"configuration); refused, nothing was imported")
@@ -443,7 +442,7 @@ def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
                "path": d}
         cfg = None
         try:
-            cfg = experiments.read_config(d / "config.json")
+            cfg = cache.read_config(d / "config.json")
             row.update(recipe=cfg.get("recipe", "?"), profile=cfg.get("profile", "?"),
                        code_version=cfg.get("code_version", 1))
         except DataError:

@@ -1,7 +1,7 @@
 """Cost before the run: every training run and evaluation that a profile's notebooks execute, and an
 estimate of their time on this device (``python -m infiloop plan --profile P [--device cuda] [--calibrate]``).
 
-The runs are ``experiments.planned_runs``; the evaluations are the notebooks' own calls with the defaults of
+The runs are ``cache.planned_runs``; the evaluations are the notebooks' own calls with the defaults of
 their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the evaluation cache deduplicates
 them. The estimate is a short calibration times the counts:
 
@@ -40,8 +40,8 @@ import numpy as np
 from .. import paths
 from ..io import atomic_write_text
 from ..machine import cpu_name, threads_per_job, usable_cpus
-from . import cache as experiments
-from . import jobs as manifest
+from . import cache
+from . import jobs as manifest  # the declared jobs ("jobs" is a slot count here)
 
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
@@ -103,7 +103,7 @@ class TrainItem:
     task: str
     recipe: str
     overrides: dict
-    run: experiments.Run
+    run: cache.Run
     steps: int
     batch: int
     cached: bool
@@ -115,7 +115,7 @@ class TrainItem:
 @dataclass
 class EvalItem:
     notebook: str
-    run: experiments.Run
+    run: cache.Run
     overrides: dict
     kind: str  # trajectory, perturbation or budgets
     puzzles: int
@@ -235,9 +235,9 @@ class Timing:
 
 
 class Timer(Protocol):
-    def train_step(self, run: experiments.Run, batch: int, threads: int, device: str) -> Timing: ...
+    def train_step(self, run: cache.Run, batch: int, threads: int, device: str) -> Timing: ...
 
-    def eval_update(self, run: experiments.Run, batch: int, device: str) -> Timing: ...
+    def eval_update(self, run: cache.Run, batch: int, device: str) -> Timing: ...
 
 
 class MeasuredTimer:
@@ -313,7 +313,7 @@ def device_name(device: str) -> str:
     return f"{cpu_name()} ({device})"
 
 
-def _shape(run: experiments.Run) -> dict:
+def _shape(run: cache.Run) -> dict:
     """The model settings that change its cost (not initial values such as beta, nor the seed)."""
     m = copy.deepcopy(run.config["model"])
     for axis in ("inner", "outer"):

@@ -35,8 +35,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import UsageError
-from . import cache as experiments
-from . import profiles
+from . import cache, profiles
 from .cache import Run
 from .recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
 
@@ -114,7 +113,7 @@ class Needs:
         for seed in self.seeds:
             over = {"train.seed": seed, **(overrides or {})}
             self.runs[self.key(id, seed)] = RunSpec(id, task, recipe, over,
-                                                    experiments.resolve(task, recipe, self.profile, over), seed)
+                                                    cache.resolve(task, recipe, self.profile, over), seed)
         return self.runs[self.key(id)]
 
     def add_eval(self, id: str, run: RunSpec, kind: str, **args) -> EvalSpec:
@@ -130,7 +129,7 @@ class Needs:
         """The trained run ``id`` (of ``seed``, default the first): from the cache, or trained now (a
         notebook opened with new parameters)."""
         s = self.runs[self.key(id, seed)]
-        return experiments.get_run(s.task, s.recipe, self.profile, s.overrides, device=device, progress=progress)
+        return cache.get_run(s.task, s.recipe, self.profile, s.overrides, device=device, progress=progress)
 
     def result(self, id: str, device: str = "cpu", progress: bool = True, seed: int | None = None) -> dict:
         """The evaluation ``id`` (of ``seed``, default the first): from the cache, or computed now (training

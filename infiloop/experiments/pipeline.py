@@ -25,8 +25,7 @@ import yaml
 from .. import paths
 from ..errors import Parser, UsageError
 from ..io import atomic_write_text
-from . import jobs as manifest
-from . import profiles
+from . import jobs, profiles
 
 
 def notebooks() -> list[str]:
@@ -45,7 +44,7 @@ def select(names: list[str], only: list[str], profile: str) -> list[str]:
                          "without it)")
     if only:
         return [n for n in names if any(matches(n, o) for o in only)]
-    default = set(manifest.profile_notebooks(profile)) | set(manifest.undeclared_notebooks())
+    default = set(jobs.profile_notebooks(profile)) | set(jobs.undeclared_notebooks())
     return [n for n in names if n in default]
 
 
@@ -94,17 +93,17 @@ class Stages:
         return rec["status"] == "ok"
 
 
-def _build_data(jobs) -> None:
+def _build_data(planned) -> None:
     """Build (or find cached) the data sets of every run the notebooks read."""
     from .. import tasks
 
     for task, data, over in sorted({(j.spec.task, j.spec.run.config["data_profile"],
                                      json.dumps(j.spec.run.config["data_overrides"] or {}, sort_keys=True))
-                                    for j in jobs if j.kind == "train"}):
+                                    for j in planned if j.kind == "train"}):
         tasks.build(task, profiles.data_profile(data), overrides=json.loads(over) or None)
 
 
-def _compute(jobs, profile: str, workers: int | None, device: str, gpus_per_run: int) -> dict:
+def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_run: int) -> dict:
     """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine."""
     from .cost import flops_per_step, flops_per_update
     from .scheduler import run_jobs, slots_for
@@ -120,11 +119,11 @@ def _compute(jobs, profile: str, workers: int | None, device: str, gpus_per_run:
         updates = run.eval_updates(job.eval.kind, args)
         return updates * flops_per_update(run.model_config(), len(data))
 
-    todo = [j for j in jobs if not j.done]
+    todo = [j for j in planned if not j.done]
     print(f"[reproduce] {sum(j.kind == 'train' for j in todo)} runs to train and {sum(j.kind == 'eval' for j in todo)} "
-          f"evaluations to compute ({len(jobs) - len(todo)} cached) on {len(slots)} slot(s) "
+          f"evaluations to compute ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) "
           f"({slots[0].device}, {slots[0].threads} thread(s) each)", file=sys.stderr, flush=True)
-    report = run_jobs(jobs, profile, slots, cost, gpus_per_run)
+    report = run_jobs(planned, profile, slots, cost, gpus_per_run)
     if report.failed or report.skipped:
         raise RuntimeError(f"{len(report.failed)} jobs failed ({'; '.join(report.failed)}), {len(report.skipped)} "
                            f"not started; each failed job's log is in <run folder>/logs/")
@@ -214,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     ran = ["report", *selected] + ([] if args.no_compute else ["data", "compute"])
     try:
-        plan = manifest.jobs(selected, args.profile, params)
+        plan = jobs.jobs(selected, args.profile, params)
     except UsageError as e:
         ap.error(str(e))
     if not args.no_compute:

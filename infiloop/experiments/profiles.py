@@ -7,8 +7,8 @@ defaults (the paper's), the training settings over ``TrainConfig``'s, the evalua
 (``main_tasks``), the task of the single-task notebooks 03-06 (``task``; the paper's figures behind them are
 Sudoku-Extreme's), the training seeds (``seeds``, default ``[0]``), the notebooks ``./reproduce.sh`` runs
 (``notebooks``, default all), the device it is made for (``device``, default ``cpu``) and per-task overrides
-(``task_overrides``). Everything else reads a profile through
-the functions below; :func:`check` is the one place a profile's name is validated.
+(``task_overrides``). Everything else reads a profile through the functions below; :func:`check` is the one
+place a profile's name is validated.
 """
 
 from __future__ import annotations

@@ -249,16 +249,16 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
     """Execute one job description (``Job.to_json``) in this process."""
     import torch
 
-    from . import cache as experiments
+    from . import cache
 
     if threads:
         torch.set_num_threads(threads)
     where = spec.get("run_dir")
     if spec["kind"] == "train":
-        experiments.get_run(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where,
+        cache.get_run(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where,
                             device=device, progress=False)
         return
-    run = experiments.resolve(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where)
+    run = cache.resolve(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where)
     t0 = time.time()
     _, path = getattr(run, spec["method"])(**spec["args"], device=device, progress=False)
     print(f"{path} in {time.time() - t0:.1f} s", flush=True)
