@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-__all__ = ["DataError", "Parser", "UsageError", "exit_status", "message", "run_command"]
+__all__ = ["DataError", "Parser", "StorageError", "UsageError", "exit_status", "message", "run_command"]
 
 USAGE_STATUS, DATA_STATUS, INTERRUPTED_STATUS = 2, 1, 130
 _debug_active = False  # set while an outer run_command runs with --debug, so nested entry points see it
@@ -26,6 +26,14 @@ _debug_active = False  # set while an outer run_command runs with --debug, so ne
 
 class DataError(ValueError):
     """Malformed or inconsistent data; the message names the file, the line and the fault."""
+
+
+class StorageError(OSError):
+    """A file that could not be written: no space left, over quota, a read-only folder or no permission. The
+    message names the file, the reason (with the free space where it is the reason) and what was kept."""
+
+    def __str__(self) -> str:
+        return self.args[-1] if self.args else "could not write"
 
 
 class UsageError(ValueError):
@@ -54,6 +62,8 @@ def message(e: BaseException) -> str:
     """The one line that describes ``e`` (without the ``error:`` prefix)."""
     if isinstance(e, KeyboardInterrupt):
         return "interrupted"
+    if isinstance(e, StorageError):
+        return str(e)
     if isinstance(e, OSError) and e.filename:
         return f"{e.filename}: {e.strerror or e}"
     if isinstance(e, (ValueError, OSError)):

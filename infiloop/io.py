@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterable
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
+
+from .errors import StorageError
 
 # A temporary file of atomic_write is ".<name>.<pid>-<random><suffix>"; one whose writer is gone and that is
 # older than this is the leftover of a killed write (the age spares a writer on another machine).
@@ -34,23 +38,70 @@ _TEMP = re.compile(r"\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[a-z0-9_]{8}(?:\.tmp|\.np
 def atomic_write(path: str | os.PathLike, write, suffix: str = "") -> Path:
     """Call ``write(tmp_path)`` then move the finished file into place (never a half-written file).
 
-    Leftovers of earlier killed writes of the same file are removed first (:func:`remove_stale_temps`)."""
+    Leftovers of earlier killed writes of the same file are removed first (:func:`remove_stale_temps`). A full
+    disk, a quota, a read-only folder or a missing permission is a :class:`StorageError` naming the file and
+    what was kept (the previous file is never touched)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path.parent, path.name)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=suffix or ".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=suffix or ".tmp")
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
         write(tmp)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600 (and some writers recreate the file): 0644 usually
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        storage = storage_error(e, path)
+        if storage is not None:
+            raise storage from e
         raise
     return path
+
+
+NO_ROOM = {errno.ENOSPC, errno.EDQUOT}
+NOT_ALLOWED = {errno.EROFS: "the folder is read-only", errno.EACCES: "permission denied",
+               errno.EPERM: "permission denied"}
+# torch.save reports a full disk as a RuntimeError of its zip writer, without an errno
+_TORCH_WRITE_FAILED = ("file write failed", "unexpected pos")
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def storage_error(e: BaseException, path: Path) -> StorageError | None:
+    """The :class:`StorageError` that says why ``path`` could not be written, or None when ``e`` is another
+    failure (the writer's own error then stands)."""
+    code = getattr(e, "errno", None)
+    full = code in NO_ROOM or (isinstance(e, RuntimeError) and any(t in str(e) for t in _TORCH_WRITE_FAILED))
+    if not full and code not in NOT_ALLOWED:
+        return None
+    if full:
+        try:
+            free = f"{_size(shutil.disk_usage(_existing(path.parent)).free)} free there"
+        except OSError:
+            free = "free space unknown"
+        why = ("over the disk quota" if code == errno.EDQUOT else "no space left on the device") + f" ({free}"
+        why += f"; the previous {path.name} took {_size(path.stat().st_size)})" if path.is_file() else ")"
+    else:
+        why = NOT_ALLOWED[code]
+    kept = f"the previous {path.name} is kept unchanged" if path.is_file() else "nothing of it was written"
+    return StorageError(code or errno.ENOSPC, f"{path}: could not write it: {why}; {kept}")
+
+
+def _existing(folder: Path) -> Path:
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
