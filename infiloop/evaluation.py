@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from .errors import DataError
 from .io import load_npz, save_npz
 from .model.reasoner import Carry, LoopedReasoner
 from .tasks.base import IGNORE_LABEL_ID, TaskData
@@ -90,8 +91,9 @@ class _Recorder:
 
     TOKEN_KEYS = ("gamma_outer", "score_outer", "gamma_inner", "score_inner")
 
-    def __init__(self, model, labels, every, n_updates, snapshots, per_token):
+    def __init__(self, model, labels, every, n_updates, snapshots, per_token, first_row: int = 0):
         self.model, self.labels, self.every, self.per_token = model, labels, every, per_token
+        self.first_row = first_row  # the data row of this batch's first puzzle (named when a state diverges)
         self.snapshots = list(snapshots)
         B, S = labels.shape
         K = n_updates // every
@@ -111,6 +113,12 @@ class _Recorder:
 
     def __call__(self, k: int, carry: Carry, diag: dict[str, Tensor]) -> None:
         y = carry["y"]["h"]
+        if not torch.isfinite(y).all():
+            bad = (~torch.isfinite(y)).flatten(1).any(1).nonzero().flatten().tolist()
+            rows = ", ".join(str(self.first_row + b) for b in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5
+                                                                          else "")
+            raise DataError(f"the answer state is not finite (NaN or Inf) at outer update {k} for puzzle(s) {rows}: "
+                            "the model's weights or its state diverged; nothing of this evaluation is kept")
         logits, q_halt = self.model.readout(carry)
         pred = logits.argmax(-1)
         wrong = count_wrong(pred, self.labels)
@@ -176,7 +184,7 @@ def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1
     for start in range(0, n, batch_size):
         idx = np.arange(start, min(n, start + batch_size))
         inputs, labels, pids = _tensors(data, idx, device)
-        rec = _Recorder(model, labels, every, updates, snapshots, per_token)
+        rec = _Recorder(model, labels, every, updates, snapshots, per_token, first_row=start)
         rec.start(model.initial_carry(len(idx), device))
         for k, carry, diag in model.iterate(inputs, updates, pids):
             rec(k, carry, diag)

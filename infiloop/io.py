@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from .errors import StorageError
+from .errors import DataError, StorageError
 
 # A temporary file of atomic_write is ".<name>.<pid>-<random><suffix>"; one whose writer is gone and that is
 # older than this is the leftover of a killed write (the age spares a writer on another machine).
@@ -169,10 +169,18 @@ def save_weights(path: str | os.PathLike, weights: dict) -> Path:
 
 
 def load_weights(path: str | os.PathLike) -> dict:
-    """The tensors of a safetensors file (no pickle)."""
+    """The tensors of a safetensors file (no pickle); weights that hold NaN or Inf (a diverged run, or a damaged
+    file from elsewhere) are refused."""
+    import torch
     from safetensors.torch import load_file
 
-    return load_file(str(path))
+    weights = load_file(str(path))
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise DataError(f"{path}: the weights hold NaN or Inf ({', '.join(bad[:3])}"
+                        f"{f' and {len(bad) - 3} more' if len(bad) > 3 else ''}): a diverged or damaged run; "
+                        "train it again")
+    return weights
 
 
 # ------------------------------------------------------------------------------------------ locks

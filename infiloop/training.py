@@ -510,6 +510,9 @@ def read_checkpoint(run_dir: Path) -> dict | None:
             ck = torch.load(path, map_location="cpu", weights_only=True)
             if not isinstance(ck, dict) or not {"step", "model"} <= set(ck):
                 raise ValueError("not a training checkpoint")
+            if any(v.is_floating_point() and not bool(torch.isfinite(v).all()) for v in ck["model"].values()
+                   if isinstance(v, torch.Tensor)):
+                raise ValueError("its weights hold NaN or Inf")
         except Exception as e:  # noqa: BLE001 - any failure to read it means a damaged file
             damaged.append((path, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__))
             continue

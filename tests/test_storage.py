@@ -85,3 +85,52 @@ def test_training_into_a_full_filesystem_stops_cleanly_and_resumes(tmp_path):
         assert (mnt / "run" / "DONE.json").is_file() and "# done: 30 steps" in res.stderr
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# ------------------------------------------------------------------------------------------ NaN and Inf
+
+
+def test_weights_with_nan_or_inf_are_refused_at_load(tmp_path):
+    import torch
+
+    from infiloop.errors import DataError
+    from infiloop.io import load_weights, save_weights
+
+    good = {"a": torch.ones(3), "b": torch.zeros(2, 2), "ids": torch.arange(3)}
+    path = save_weights(tmp_path / "model.safetensors", good)
+    assert set(load_weights(path)) == {"a", "b", "ids"}
+    for bad in (float("nan"), float("inf")):
+        save_weights(path, {**good, "b": torch.tensor([[0.0, bad], [0.0, 0.0]])})
+        with pytest.raises(DataError, match=r"model.safetensors: the weights hold NaN or Inf \(b\)"):
+            load_weights(path)
+
+
+def test_a_diverged_checkpoint_is_set_aside_for_the_previous_one(tmp_path):
+    import torch
+
+    from infiloop.training import CHECKPOINT, CHECKPOINT_PREV, read_checkpoint
+
+    torch.save({"step": 10, "model": {"w": torch.ones(2)}}, tmp_path / CHECKPOINT_PREV)
+    torch.save({"step": 20, "model": {"w": torch.tensor([1.0, float("nan")])}}, tmp_path / CHECKPOINT)
+    assert read_checkpoint(tmp_path)["step"] == 10
+    assert (tmp_path / "checkpoint.damaged.pt").is_file()
+
+
+def test_an_evaluation_that_meets_a_non_finite_state_names_the_update_and_the_puzzle(smoke_run, monkeypatch):
+    from infiloop.errors import DataError
+    from infiloop.evaluation import evaluate
+
+    model = smoke_run.load_model()
+    data = smoke_run.test_data().subset(list(range(6)))
+    iterate, calls = model.iterate, []
+
+    def diverging(*args, **kwargs):  # the second batch (rows 4 and 5): row 5's state turns NaN at update 2
+        calls.append(1)
+        for k, carry, diag in iterate(*args, **kwargs):
+            if len(calls) == 2 and k == 2:
+                carry["y"]["h"][1] = float("nan")
+            yield k, carry, diag
+
+    monkeypatch.setattr(model, "iterate", diverging)
+    with pytest.raises(DataError, match=r"not finite \(NaN or Inf\) at outer update 2 for puzzle\(s\) 5:"):
+        evaluate(model, data, updates=3, batch_size=4, progress=False)
