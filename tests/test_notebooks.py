@@ -3,6 +3,7 @@ through papermill at the smoke profile, then the report compiled and checked in 
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import jupytext
@@ -122,8 +123,11 @@ def test_bad_parameter_is_named(tmp_path):
 def test_report_of_the_smoke_run(executed, tmp_path):
     from infiloop.experiments.report import build_report
 
-    failures = executed[1]
+    out, failures = executed[0], executed[1]
     assert not failures
+    (paths.RESULTS / "smoke").mkdir(parents=True, exist_ok=True)
+    for nb in out.glob("*.ipynb"):  # where ./reproduce.sh keeps the executed notebooks
+        shutil.copy(nb, paths.RESULTS / "smoke" / nb.name)
     path = build_report("smoke")
     text = path.read_text(encoding="utf-8")
     assert "Depth scaling" in text and "data:image/png;base64," in text
@@ -133,7 +137,7 @@ def test_report_of_the_smoke_run(executed, tmp_path):
     assert not re.search(r"""\bsrc\s*=\s*["']?(https?:)?//""", body)  # self-contained: nothing fetched
     assert not re.search(r"""<link[^>]+href\s*=\s*["']?(https?:)?//""", text)
     pages = sorted((path.parent / "notebooks").glob("*.html"))  # each executed notebook as a page of its own
-    assert [p.stem for p in pages] == sorted(p.stem for p in path.parent.glob("[0-9][0-9]_*.ipynb")) and pages
+    assert [p.stem for p in pages] == sorted(p.stem for p in out.glob("*.ipynb")) and len(pages) == 7
     for page in pages:
         html = page.read_text(encoding="utf-8")
         assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:)?//""", html), page  # no CDN request
@@ -281,7 +285,7 @@ def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
                         kernel_name="python3", parameters={"profile": "smoke", **params}, cwd=str(ROOT),
                         progress_bar=False)
     summary = json.loads((paths.RESULTS / "smoke" / "summaries" / "02_depth_scaling.json").read_text())
-    assert "On maze at profile **smoke**" in summary["text"] and summary["claims"] == []
+    assert "Setting: maze at profile **smoke**" in summary["text"] and summary["claims"] == []
     assert {Path(f["path"]).stem for f in summary["figures"]} == {"depth_scaling_maze", "depth_drift_maze",
                                                                   "depth_diagnosis_maze"}
     difficulty = next(t for t in summary["tables"] if t["title"].startswith("Difficulty"))
