@@ -177,7 +177,7 @@ MARK = {"agrees": ("yes", "✓"), "differs": ("no", "✗"), "undecided": ("undec
         "not measured": ("na", "–")}  # a verdict's CSS class and mark
 
 
-def _verdict(c: dict) -> str:
+def verdict(c: dict) -> str:
     """agrees, differs, undecided (measured, but the interval of the effect contains zero), not measured."""
     if c.get("agrees") is True:
         return "agrees"
@@ -190,12 +190,12 @@ def claims_html(claims: list[dict]) -> str:
     """The aggregated claims table, with a count of each verdict."""
     rows = []
     for c in claims:
-        cls, sym = MARK[_verdict(c)]
+        cls, sym = MARK[verdict(c)]
         rows.append(f'<tr class="claim" id="claim-{esc(c.get("id"))}"><td>{esc(c.get("claim"))}<br>'
                     f'<span class="meta">{esc(c.get("id"))} · {esc(c.get("notebook"))}</span></td>'
                     f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td>"
                     f'<td class="{cls}">{sym}</td><td>{esc(c.get("profile"))}</td><td>{esc(c.get("note"))}</td></tr>')
-    n = {k: sum(_verdict(c) == k and not c.get("unreported") for c in claims) for k in MARK}
+    n = {k: sum(verdict(c) == k and not c.get("unreported") for c in claims) for k in MARK}
     n_unreported = sum(bool(c.get("unreported")) for c in claims)
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "agrees", "profile", "note"))
     return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ? (the 95 % interval "
@@ -347,7 +347,7 @@ def verdict_lines(claims: list[dict]) -> str:
     """A notebook's claims, one line each: the verdict's mark, the claim, ours beside the paper's number."""
     items = []
     for c in claims:
-        cls, sym = MARK[_verdict(c)]
+        cls, sym = MARK[verdict(c)]
         ours = esc(c.get("ours")) if c.get("ours") else "not measured at this profile"
         items.append(f'<li><span class="{cls}">{sym}</span> {esc(c.get("claim"))}: {ours} '
                      f'<span class="meta">(paper: {esc(c.get("paper"))})</span></li>')

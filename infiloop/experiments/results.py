@@ -21,10 +21,10 @@ from ..analysis import paper
 from ..errors import DataError, UsageError
 from ..io import atomic_write_text, fill_block
 from . import profiles
+from .report import MARK, verdict
 
 RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"
-VERDICT = {True: "agrees", False: "differs", None: "undecided"}
 
 
 def record(profile: str, results: Path | None = None, recorded: Path | None = None) -> list[Path]:
@@ -74,13 +74,10 @@ def render_table(recorded: Path | None = None) -> str:
         return "(no recorded results: `python -m infiloop results --record PROFILE`)"
     lines = ["| notebook | the paper's claim | the paper | ours | verdict |", "|---|---|---|---|---|"]
     for c in claims:
-        measured = bool(c.get("ours"))
-        verdict = VERDICT[c.get("agrees")] if measured else "not measured"
         lines.append(f"| {c['notebook'][:2]} | {_cell(c.get('claim'))} | {_cell(c.get('paper'))} "
-                     f"| {_cell(c.get('ours'))} | {verdict} |")
+                     f"| {_cell(c.get('ours'))} | {verdict(c)} |")
     runs = sorted({(c["profile"], c["created"]) for c in claims})
-    counts = {v: sum((VERDICT[c.get("agrees")] if c.get("ours") else "not measured") == v for c in claims)
-              for v in ("agrees", "differs", "undecided", "not measured")}
+    counts = {v: sum(verdict(c) == v for c in claims) for v in MARK}
     lines += ["", "Measured at " + ", ".join(f"`{p}` ({d})" for p, d in runs) + "; "
               + ", ".join(f"{n} {v}" for v, n in counts.items()) + ". A verdict is decided by the 95 % interval of "
               "the effect (undecided: the interval contains zero)."]
