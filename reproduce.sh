@@ -96,10 +96,10 @@ setup_external() {
 }
 
 offer_gpu_profile() {
-    # On a CUDA machine the default stays `tiny` (CPU); say how to run the GPU profile and what it costs.
+    # On a CUDA machine the default stays `quick` (CPU); say how to run the GPU profile and what it costs.
     case " $* " in *" --profile "*|*" --profile="*|*" --only "*) return ;; esac
     if has_cuda_gpu; then
-        log "a CUDA GPU is here; this run is the default profile 'tiny' (on the CPU). For the 'gpu' profile"
+        log "a CUDA GPU is here; this run is the default profile 'quick' (on the CPU). For the 'gpu' profile"
         log "(9x9 Sudoku, about one GPU-hour per model): ./reproduce.sh --profile gpu"
         log "its cost on this machine first: $PY -m infiloop plan --profile gpu --device cuda"
     fi

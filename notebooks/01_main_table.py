@@ -26,7 +26,7 @@
 # one seed, over puzzles only).
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the measured models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 tasks = ""  # comma-separated tasks to measure (sudoku, maze, arc1, arc2); empty: the profile's main tasks

@@ -30,11 +30,11 @@
 # puzzles; with one seed, over puzzles only), and the claims are decided by those intervals.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper: data, model and training sizes (experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper: data, model and training (experiments/profiles.py)
 task = "sudoku"  # sudoku | maze (the paper's depth figure is Sudoku-Extreme's; Maze runs the same analyses)
 device = "cpu"  # torch device for training and evaluation
 seeds = ""  # training seeds of the three models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
-max_updates = 960  # outer updates to evaluate (the paper evaluates to 960)
+max_updates = 0  # outer updates to evaluate (0: the profile's depth; 960, the paper's, at tiny and search)
 limit = 0  # test puzzles to evaluate (0: the profile's default)
 change_from = 0  # first depth for "predictions changed" (0: 3/4 of the training depth, as the paper's 36 of 48)
 change_to = 0  # second depth (0: twice change_from, as the paper's 72)
@@ -54,9 +54,8 @@ from infiloop.experiments.recipes import MAIN_RECIPES
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
-for name, value in dict(max_updates=max_updates, retention_window=retention_window).items():
-    check(name, value, int, lambda v: v >= 1, "an integer >= 1")
-for name, value in dict(limit=limit, change_from=change_from, change_to=change_to).items():
+check("retention_window", retention_window, int, lambda v: v >= 1, "an integer >= 1")
+for name, value in dict(max_updates=max_updates, limit=limit, change_from=change_from, change_to=change_to).items():
     check(name, value, int, lambda v: v >= 0, "an integer >= 0")
 plotting.use_style()
 
@@ -66,6 +65,7 @@ plotting.use_style()
 
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+max_updates = need.params["max_updates"]  # 0 became the profile's depth
 seed_list = need.seeds
 runs = {r: need.run(r, device) for r in MAIN_RECIPES}  # the first seed's (the others differ only in train.seed)
 depth = runs["infiloop"].training_depth

@@ -27,10 +27,10 @@
 # the first solve, for both axes, and the content score against the number of wrong cells.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the InfiLoop model, e.g. "0,1,2" ("": the profile's; one at tiny, three at search)
-max_updates = 960  # outer updates evaluated (the same value as 02_depth_scaling shares its cached trajectory)
+max_updates = 0  # outer updates evaluated (0: the profile's depth; as in 02_depth_scaling, whose trajectory it reads)
 limit = 0  # test puzzles (0: the profile's default)
 before = 6  # updates before the first solve shown (the "search" phase)
 after = 18  # updates after the first solve shown
@@ -46,14 +46,16 @@ from infiloop.experiments.notebook import Notebook, check
 
 nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
-for name, value in dict(max_updates=max_updates, before=before, after=after, settle=settle).items():
+for name, value in dict(before=before, after=after, settle=settle).items():
     check(name, value, int, lambda v: v >= 1, "an integer >= 1")
-check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
+for name, value in dict(max_updates=max_updates, limit=limit).items():
+    check(name, value, int, lambda v: v >= 0, "an integer >= 0")
 check("settle", settle, int, lambda v: v <= after, f"an integer <= after={after}")
 plotting.use_style()
 
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+max_updates = need.params["max_updates"]  # 0 became the profile's depth
 seed_list = need.seeds
 by_seed = need.results("depth/infiloop", device)  # {seed: trajectory}
 betas = {s: analysis.info(t)["beta"] for s, t in by_seed.items()}

@@ -25,7 +25,7 @@
 # `perturb_at`; ε = 0 is the unperturbed control.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the models, e.g. "0,1,2" ("": the profile's; one at tiny, three at search)
 eps = "0,1e-4,1e-3,1e-2,0.1,0.3"  # relative perturbation sizes, comma-separated (0 : the control)

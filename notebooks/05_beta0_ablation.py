@@ -27,7 +27,7 @@
 # a long one (about ten times more outer updates, as H32 against H3).
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of every variant
 budget_short = 0  # outer updates of the short budget (0: the training depth)

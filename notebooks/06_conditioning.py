@@ -35,10 +35,10 @@
 # embedded puzzle, and a timestep-conditioned model is told each test budget as its L_infer.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device for training and evaluation
 seed = 0  # training seed of every model
-max_budget = 960  # the longest test budget, in outer updates
+max_budget = 0  # the longest test budget, in outer updates (0: the profile's depth; 960, the paper's, at tiny)
 budgets = ""  # comma-separated budgets in outer updates (empty: half the training depth, then doubling to max_budget)
 history_map = "dense"  # B_j of the history models, one of scalar, channel, dense (the study's rescue: dense)
 limit = 0  # test puzzles (0: the profile's default)
@@ -54,7 +54,7 @@ from infiloop.experiments.recipes import CONDITIONING_RECIPES
 from infiloop.model.conditioning import HISTORY_MAPS
 
 nb = Notebook("06_conditioning", "Conditioning the loop: the looped-LM study beside InfiLoop", profile, device, seed)
-check("max_budget", max_budget, int, lambda v: v >= 1, "an integer >= 1")
+check("max_budget", max_budget, int, lambda v: v >= 0, "an integer >= 0")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
 check("budgets", budgets, str, expected="a comma-separated list of outer-update counts, or empty")
 check("history_map", history_map, str, lambda v: v in HISTORY_MAPS[1:], f"one of {', '.join(HISTORY_MAPS[1:])}")
@@ -67,6 +67,7 @@ plotting.use_style()
 
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+max_budget = need.params["max_budget"]  # 0 became the profile's depth
 runs = {r: need.run(r, device) for r in CONDITIONING_RECIPES}
 depth = runs["carry_last"].training_depth
 models = {r: run.load_model(device) for r, run in runs.items()}

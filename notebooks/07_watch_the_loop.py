@@ -33,13 +33,13 @@
 # (each frame says so), at most `max_frames` whatever the depth.
 
 # %% tags=["parameters"]
-profile = "tiny"  # smoke | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of the models (the main table's)
 task = "sudoku"  # sudoku | maze: the task of the puzzle and race animations
 puzzle = -1  # test puzzle (index among the evaluated); -1: one carry-last solves then loses, else InfiLoop's hardest
 fps = 8  # frames per second of the animations
-max_updates = 960  # last outer update shown (960 with limit 0 reads notebook 02's cached trajectories)
+max_updates = 0  # last outer update shown (0: the profile's depth; with limit 0 it reads notebook 02's trajectories)
 max_frames = 100  # frames per animation at most, whatever max_updates
 limit = 0  # test puzzles of the race (0: the profile's default, as notebook 02)
 arc = "auto"  # arc1 | arc2 | auto (the first with a trained InfiLoop run) | none
@@ -56,7 +56,7 @@ nb = Notebook("07_watch_the_loop", "Watch the loop", profile, device, seed)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
 check("puzzle", puzzle, int, lambda v: v >= -1, "an integer >= 0, or -1 for the automatic choice")
 check("fps", fps, (int, float), lambda v: 0 < v <= 50, "a number of frames per second in (0, 50]")
-check("max_updates", max_updates, int, lambda v: v >= 1, "an integer >= 1")
+check("max_updates", max_updates, int, lambda v: v >= 0, "an integer >= 0 (0: the profile's depth)")
 check("max_frames", max_frames, int, lambda v: 2 <= v <= 1000, "an integer in [2, 1000]")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
 check("arc", arc, str, lambda v: v in ("arc1", "arc2", "auto", "none"), "arc1, arc2, auto or none")
@@ -68,6 +68,7 @@ figs = plotting.figure_dir(profile)
 
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+max_updates = need.params["max_updates"]  # 0 became the profile's depth
 runs = {r: need.run(r, device) for r in MAIN_RECIPES}
 depth = runs["infiloop"].training_depth
 trajs = {r: need.result(f"depth/{r}", device) for r in MAIN_RECIPES}  # notebook 02's when the parameters agree

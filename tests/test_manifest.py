@@ -61,6 +61,20 @@ def test_a_notebook_parameter_changes_its_evaluations_only():
     assert other.derived == base.derived  # the snapshot depths come from the run, not from max_updates
 
 
+def test_a_depth_parameter_of_0_is_the_profiles_depth():
+    """max_updates = 0 and max_budget = 0 (the notebooks' defaults) stand for the profile's eval.updates: 24 at smoke,
+    240 at quick, 960 at tiny as the paper's; a given depth is kept."""
+    for prof, depth in (("smoke", 24), ("quick", 240), ("tiny", 960)):
+        assert profiles.depth(prof) == depth
+        for nb in ("02", "03", "07"):
+            need = manifest.needs(nb, prof)
+            assert need.params["max_updates"] == depth
+            assert need.evals["depth/infiloop"].args["updates"] == depth
+        assert manifest.needs("06", prof).derived["grid"][-1] == depth
+    assert manifest.needs("02", "quick", max_updates=100).evals["depth/infiloop"].args["updates"] == 100
+    assert manifest.needs("06", "quick", max_budget=64).derived["grid"][-1] == 64
+
+
 def test_the_declared_evaluation_is_the_one_the_notebook_loads(smoke_run, monkeypatch):
     """``need.result`` computes through ``Run.evaluate`` and writes the declared cache file."""
     monkeypatch.setattr(paths, "RUNS", smoke_run.dir.parents[1])

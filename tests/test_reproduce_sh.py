@@ -103,7 +103,7 @@ def test_gpu_profile_is_offered_on_a_cuda_machine(box):
     _exe(box["bin"] / "nvidia-smi", "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-x)'\n")
     res, calls = box["run"]()
     assert res.returncode == 0, res.stderr
-    assert "default profile 'tiny'" in res.stderr and "./reproduce.sh --profile gpu" in res.stderr
+    assert "default profile 'quick'" in res.stderr and "./reproduce.sh --profile gpu" in res.stderr
     assert "plan --profile gpu --device cuda" in res.stderr
     res, _ = box["run"]("--profile", "gpu")
     assert "./reproduce.sh --profile gpu" not in res.stderr

@@ -299,6 +299,10 @@ def undeclared_notebooks() -> list[str]:
     return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
 
 
+# Notebook parameters whose 0 means the profile's depth (profiles.depth): the longest test depth.
+DEPTH_PARAMETERS = ("max_updates", "max_budget")
+
+
 def needs(notebook: str, profile: str | None = None, **params) -> Needs:
     """What ``notebook`` reads with these parameters (the others at the notebook's defaults). Parameters
     the notebook does not declare are ignored, so one parameter set can serve several notebooks."""
@@ -308,6 +312,9 @@ def needs(notebook: str, profile: str | None = None, **params) -> Needs:
     if profile is not None:
         p["profile"] = profile
     profiles.check(p["profile"])
+    for key in DEPTH_PARAMETERS:  # 0: the profile's depth
+        if p.get(key) == 0:
+            p[key] = profiles.depth(p["profile"])
     n = Needs(name, p["profile"], p)
     DECLARATIONS[name](n, p)
     return n

@@ -79,7 +79,7 @@ for _task in ("maze", "arc1", "arc2"):
 
 
 
-# The quick CPU profile (the calibration behind it: docs/calibration.md).
+# The four-column CPU profile (the calibration behind it: docs/calibration.md).
 _TINY: dict = {
     "data": "tiny",
     # TRM's token mixer (normalised over the sequence axis) with its hidden width not rounded up to 256
@@ -98,6 +98,18 @@ _TINY: dict = {
     "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
 }
 
+# The default profile: every notebook and the report in at most 20 minutes on two CPU cores, its settings chosen
+# by measurement (docs/quick.md). tiny's Sudoku data and training settings; a model of half tiny's width with one
+# inner step fewer (H = 2, L = 2: 6 layers per outer update) and no puzzle-embedding prefix (36 positions instead
+# of 52: 0.11 s a step instead of 0.19), 900 steps; depth evaluations to 240 outer updates.
+_QUICK: dict = {
+    "data": "tiny",
+    "model": {**_TINY["model"], "d_model": 32, "n_heads": 2, "L": 2, "puzzle_emb_len": 0},
+    "train": {**_TINY["train"], "steps": 900, "warmup_steps": 30, "checkpoint_every": 300},
+    "eval": {"updates": 240, "every": 1, "limit": 256, "batch_size": 256},
+    "main_tasks": ["sudoku"],
+}
+
 PROFILES: dict[str, dict] = {
     "smoke": {
         "data": "smoke",
@@ -110,6 +122,7 @@ PROFILES: dict[str, dict] = {
         # no prefix for speed, except the one position ARC's per-task-view embeddings need
         "task_overrides": {"arc1": {"model.puzzle_emb_len": 1}, "arc2": {"model.puzzle_emb_len": 1}},
     },
+    "quick": _QUICK,
     "tiny": _TINY,
     # `search`: the tiny model on puzzles that need search (data profile `search`: 6x6, 22-28 blanks, singles
     # do not solve), trained longer, three training seeds for the main table and depth scaling, and only the
@@ -159,12 +172,12 @@ PROFILES: dict[str, dict] = {
     },
 }
 
-DEFAULT = "tiny"  # what `./reproduce.sh` and every command run without --profile
+DEFAULT = "quick"  # what `./reproduce.sh` and every command run without --profile
 DEFAULT_SEEDS = [0]
 
 
 def choices() -> str:
-    """The profiles' names, for help texts: ``"smoke, tiny (default), search, gpu, paper"``."""
+    """The profiles' names, for help texts: ``"smoke, quick (default), tiny, search, gpu, paper"``."""
     return ", ".join(n + (" (default)" if n == DEFAULT else "") for n in PROFILES)
 
 
@@ -207,6 +220,12 @@ def main_tasks(name: str) -> list[str]:
 def task(name: str) -> str:
     """The task of the single-task notebooks (03-06) at profile ``name``."""
     return profile(name).get("task", "sudoku")
+
+
+def depth(name: str) -> int:
+    """The longest test depth of profile ``name``'s notebooks, in outer updates (its ``eval.updates``): what the
+    notebook parameters ``max_updates = 0`` and ``max_budget = 0`` stand for."""
+    return int(profile(name)["eval"]["updates"])
 
 
 def device(name: str) -> str:
