@@ -27,6 +27,7 @@ import os
 import sys
 
 from .errors import Parser, UsageError, run_command
+from .machine import cuda_problem
 
 TRAIN_EXAMPLES = """examples:
   python -m infiloop train --profile smoke --set train.lr=3e-4
@@ -65,7 +66,7 @@ def _check_device(device: str) -> None:
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"--device {device}: no CUDA device is available here; use --device cpu")
+        raise UsageError(f"--device {device}: CUDA is not usable here ({cuda_problem()}); use --device cpu")
     if not device.startswith(("cpu", "cuda", "mps")):
         raise UsageError(f"--device {device}: expected cpu, cuda or cuda:N")
 
@@ -109,7 +110,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if run.done:
         s = run.summary()
         final = s.get("final", {})
-        print(f"# done: {s['step']} steps, loss {final.get('loss', float('nan')):.4f}, "
+        how = "trained now" if run.trained_here else "from the run cache"
+        print(f"# done ({how}): {s['step']} steps, loss {final.get('loss', float('nan')):.4f}, "
               f"cell accuracy {final.get('cell_acc', float('nan')):.4f}", file=sys.stderr)
     else:
         print("# stopped before the last step (--max-steps): run the same command again to resume",

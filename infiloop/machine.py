@@ -44,3 +44,24 @@ def cpu_name() -> str:
     where /proc/cpuinfo gives it)."""
     models = _cpuinfo_models()
     return f"{models[0]} × {len(models)}" if models else platform.processor() or platform.machine()
+
+
+def cuda_problem() -> str | None:
+    """Why CUDA cannot be used here, in a few words, or ``None`` when it can: a CPU build of torch, no
+    device visible (``CUDA_VISIBLE_DEVICES``), or a driver the CUDA build cannot use (torch's own warning)."""
+    import warnings
+
+    import torch
+
+    if torch.version.cuda is None:
+        return f"this PyTorch ({torch.__version__}) is a CPU build"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+    if available:
+        return None
+    said = " ".join(" ".join(str(w.message).split()) for w in caught)
+    if "driver" in said.lower():
+        return f"the NVIDIA driver cannot run this CUDA {torch.version.cuda} build of PyTorch ({said[:160]})"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return "no CUDA device is visible" + (f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else "")

@@ -532,14 +532,42 @@ def read_checkpoint(run_dir: Path) -> dict | None:
     return None
 
 
+def read_metrics(path: Path, strict: bool = True) -> list[dict]:
+    """The training log ``metrics.jsonl``: one JSON object per line with an integer ``step`` and numbers (or null).
+
+    ``strict``: any other line is a :class:`DataError` naming the file and the line. Otherwise such lines are
+    dropped: what a write cut short by a kill or a full disk leaves, which a resumed run rewrites."""
+    if not path.is_file():
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        lines = path.read_bytes().decode("utf-8", "replace").splitlines()  # the bad lines fail below
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            ok = (isinstance(rec, dict) and type(rec.get("step")) is int
+                  and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in rec.values()))
+        except ValueError:
+            ok = False
+        if ok:
+            out.append(rec)
+        elif strict:
+            raise DataError(f"{path}:{n}: not a training-log record (expected a JSON object of numbers with an "
+                            f"integer step); delete the run folder and train again")
+    return out
+
+
 def _truncate_metrics(path: Path, step: int) -> None:
     """Keep only the metric lines up to ``step`` (a resumed run rewrites what came after)."""
-    if not path.is_file():
-        return
-    keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
-    atomic_write_text(path, "".join(ln + "\n" for ln in keep))
+    if path.is_file():
+        keep = [rec for rec in read_metrics(path, strict=False) if rec["step"] <= step]
+        atomic_write_text(path, "".join(json.dumps(rec) + "\n" for rec in keep))
 
 
 def _last_metrics(path: Path) -> dict:
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
-    return json.loads(lines[-1]) if lines else {}
+    records = read_metrics(path, strict=False)
+    return records[-1] if records else {}

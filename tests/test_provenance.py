@@ -19,6 +19,8 @@ def _fake_nvidia_smi(folder, out):
 
 def test_cuda_provenance_on_this_cpu(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no nvidia-smi
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # and torch sees no GPU either (on a GPU box)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     info = report.cuda_provenance(tmp_path)
     assert info["cuda device"] == "none" and info["nvidia driver"] == "none"
     assert info["cuda"] == (torch.version.cuda or "none (a CPU build of torch)")

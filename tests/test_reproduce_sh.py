@@ -119,6 +119,40 @@ def test_reproduce_runs_gpu_profiles_on_cuda_where_there_is_one(monkeypatch):
 
     from infiloop.experiments.pipeline import default_device
 
-    assert default_device("gpu") == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.version, "cuda", "12.9")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert (default_device("gpu"), default_device("paper"), default_device("tiny")) == ("cuda", "cuda", "cpu")
+    assert (default_device("gpu"), default_device("paper"), default_device("quick")) == ("cuda", "cuda", "cpu")
+
+
+@pytest.mark.parametrize("cuda_build,available,warning,phrase", [
+    (None, False, None, "is a CPU build"),
+    ("12.9", False, None, "no CUDA device is visible (CUDA_VISIBLE_DEVICES='')"),
+    ("12.9", False, "CUDA initialization: The NVIDIA driver on your system is too old (found version 11040).",
+     "the NVIDIA driver cannot run this CUDA 12.9 build of PyTorch (CUDA initialization: The NVIDIA driver"),
+])
+def test_a_gpu_profile_without_usable_cuda_stops_before_any_work(monkeypatch, tmp_path, capsys, cuda_build,
+                                                                available, warning, phrase):
+    """No silent CPU fallback: one line saying why CUDA is unusable, before data or training; --device cpu runs."""
+    import warnings
+
+    import torch
+
+    from infiloop.experiments import pipeline
+
+    def is_available():
+        if warning:
+            warnings.warn(warning, UserWarning, stacklevel=2)
+        return available
+
+    monkeypatch.setattr(torch.version, "cuda", cuda_build)
+    monkeypatch.setattr(torch.cuda, "is_available", is_available)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(pipeline, "_build_data", lambda plan: pytest.fail("built data"))
+    from infiloop.cli import main
+
+    for argv in (["--profile", "gpu"], ["--profile", "paper"], ["--profile", "smoke", "--device", "cuda"]):
+        code = main(["reproduce", *argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and phrase in err[0], err
+    assert main(["reproduce", "--profile", "gpu"]) == 2
+    assert "give --device cpu to run it on the CPU all the same" in capsys.readouterr().err

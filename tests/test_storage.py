@@ -82,7 +82,7 @@ def test_training_into_a_full_filesystem_stops_cleanly_and_resumes(tmp_path):
         subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stderr[-2000:]
-        assert (mnt / "run" / "DONE.json").is_file() and "# done: 30 steps" in res.stderr
+        assert (mnt / "run" / "DONE.json").is_file() and "# done (trained now): 30 steps" in res.stderr
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 

@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ from ..evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_tr
 from ..io import atomic_write_text, load_weights, locked, remove_stale_temps
 from ..model.reasoner import LoopedReasoner, ModelConfig
 from ..tasks.base import DataError, TaskData
-from ..training import DONE, METRICS, WEIGHTS, TrainConfig, train
+from ..training import DONE, METRICS, WEIGHTS, TrainConfig, read_metrics, train
 from . import profiles, recipes
 from .recipes import config_hash, resolve_config
 
@@ -35,6 +35,7 @@ from .recipes import config_hash, resolve_config
 class Run:
     dir: Path
     config: dict
+    trained_here: bool = field(default=False, compare=False)  # get_run trained it in this process
 
     @property
     def done(self) -> bool:
@@ -75,8 +76,7 @@ class Run:
     def metrics(self) -> list[dict]:
         """The training log (``metrics.jsonl``): one record per logged step, the connection statistics of
         ``training.connection_stats`` included."""
-        path = self.dir / METRICS
-        return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.is_file() else []
+        return read_metrics(self.dir / METRICS)
 
     def load_model(self, device: str = "cpu") -> LoopedReasoner:
         """The trained model with its EMA weights, in evaluation mode (safetensors: no pickle)."""
@@ -310,6 +310,7 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
             atomic_write_text(run.dir / "config.json", cfg_text)
         old_threads = torch.get_num_threads()
         train(run.model_config(), run.train_config(), run.train_data(), run.dir, device, max_steps, progress)
+        run.trained_here = True
         torch.set_num_threads(old_threads)
     return run
 

@@ -25,6 +25,7 @@ import yaml
 from .. import paths
 from ..errors import Parser, UsageError
 from ..io import atomic_write_text
+from ..machine import cuda_problem
 from . import jobs, profiles
 
 
@@ -165,10 +166,15 @@ def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
 
 
 def default_device(profile: str) -> str:
-    """``cuda`` for the GPU profiles on a machine with CUDA, else ``cpu`` (``tiny`` is made for the CPU)."""
-    import torch
-
-    return "cuda" if profiles.device(profile) == "cuda" and torch.cuda.is_available() else "cpu"
+    """``cuda`` for the GPU profiles, ``cpu`` for the others. A GPU profile where CUDA is not usable is a
+    :class:`UsageError` saying why: it would train for weeks on the CPU (``--device cpu`` asks for that)."""
+    if profiles.device(profile) != "cuda":
+        return "cpu"
+    problem = cuda_problem()
+    if problem:
+        raise UsageError(f"--profile {profile} is made for a CUDA GPU, and CUDA is not usable here: {problem}; "
+                         f"give --device cpu to run it on the CPU all the same (weeks at this model size)")
+    return "cuda"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     profiles.check(args.profile, "--profile")
     if args.device is None:
-        args.device = default_device(args.profile)
+        try:
+            args.device = default_device(args.profile)
+        except UsageError as e:
+            ap.error(str(e))
+    elif args.device.startswith("cuda") and cuda_problem():
+        ap.error(f"--device {args.device}: CUDA is not usable here ({cuda_problem()}); use --device cpu")
     if not args.no_compute:  # refused before any data is built
         from .scheduler import check_gpus_per_run, slots_for
 

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -131,8 +132,12 @@ def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]
 
 
 def _popen(cmd: list[str], env: dict, log: Path):
+    """Start ``cmd`` with its output appended to ``log`` after a header line: another pipeline on the same run
+    cache may run the same job (it then waits for the run's lock) and must not overwrite this one's log."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as f:
+    with open(log, "a") as f:
+        f.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {shlex.join(cmd)}\n")
+        f.flush()
         return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import paths
-from ..io import atomic_write_text
+from ..io import atomic_write_text, locked
 from . import arc, arc_files, maze, sudoku
 from .base import DataError, TaskData
 from .hub import HubUnavailable, fetch
@@ -121,23 +121,37 @@ def build(task: str, data: DataProfile, root: Path | None = None, overrides: dic
     cfg = profile_config(task, data, overrides)
     out = build_dir(task, data, overrides, root)
     manifest = out / "build.json"
-    if manifest.is_file() and not force:
-        m = json.loads(manifest.read_text())
-        files = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
-        # a build from your own ARC files made before their version was checked (arc_files.py) is made again
-        checked = not (task.startswith("arc") and cfg.get("path")) or "user_files" in m.get("summary", {})
-        if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
-            _say(verbose, f"{task}/{data.name}: cached in {out} ({m['source']})")
-            return {**files, "manifest": manifest}
-    t0 = time.time()
-    builder = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}[task]
-    files, source, summary = builder(task, cfg, out, Path(root), verbose)
-    m = {"task": task, "profile": data.name, "config": cfg, "source": source, "summary": summary,
-         "files": {k: (p.name if p.parent == out else str(p)) for k, p in files.items()},
-         "seconds": round(time.time() - t0, 2)}
-    atomic_write_text(manifest, json.dumps(m, indent=1))
+    found = None if force else _cached(task, cfg, out, manifest, data, verbose)
+    if found:
+        return found
+    # two pipelines on one data folder: one builds, the other waits for it and then finds its build
+    with locked(out.parent / f".{out.name}.lock"):
+        found = None if force else _cached(task, cfg, out, manifest, data, verbose)
+        if found:
+            return found
+        t0 = time.time()
+        builder = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}[task]
+        files, source, summary = builder(task, cfg, out, Path(root), verbose)
+        m = {"task": task, "profile": data.name, "config": cfg, "source": source, "summary": summary,
+             "files": {k: (p.name if p.parent == out else str(p)) for k, p in files.items()},
+             "seconds": round(time.time() - t0, 2)}
+        atomic_write_text(manifest, json.dumps(m, indent=1))
     _say(verbose, f"{task}/{data.name}: {source}; wrote {out} in {m['seconds']} s")
     return {**files, "manifest": manifest}
+
+
+def _cached(task: str, cfg: dict, out: Path, manifest: Path, data: DataProfile, verbose: bool) -> dict | None:
+    """The files of a finished build of ``cfg`` in ``out``, or None."""
+    if not manifest.is_file():
+        return None
+    m = json.loads(manifest.read_text())
+    files = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
+    # a build from your own ARC files made before their version was checked (arc_files.py) is made again
+    checked = not (task.startswith("arc") and cfg.get("path")) or "user_files" in m.get("summary", {})
+    if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
+        _say(verbose, f"{task}/{data.name}: cached in {out} ({m['source']})")
+        return {**files, "manifest": manifest}
+    return None
 
 
 def info(task: str, data: DataProfile, root: Path | None = None, overrides: dict | None = None) -> dict:
