@@ -59,7 +59,12 @@ def exit_status(e: BaseException) -> int:
 
 
 def message(e: BaseException) -> str:
-    """The one line that describes ``e`` (without the ``error:`` prefix)."""
+    """The one line that describes ``e`` (without the ``error:`` prefix): a message of several lines (a library's
+    reason quoted in ours) is folded into one."""
+    return " ".join(_message(e).split())
+
+
+def _message(e: BaseException) -> str:
     if isinstance(e, KeyboardInterrupt):
         return "interrupted"
     if isinstance(e, StorageError):

@@ -55,7 +55,8 @@ nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 check("retention_window", retention_window, int, lambda v: v >= 1, "an integer >= 1")
-for name, value in dict(max_updates=max_updates, limit=limit, change_from=change_from, change_to=change_to).items():
+check("max_updates", max_updates, int, lambda v: v >= 0, "an integer >= 0 (0: the profile's depth)")
+for name, value in dict(limit=limit, change_from=change_from, change_to=change_to).items():
     check(name, value, int, lambda v: v >= 0, "an integer >= 0")
 plotting.use_style()
 

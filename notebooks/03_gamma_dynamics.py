@@ -48,8 +48,8 @@ nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 for name, value in dict(before=before, after=after, settle=settle).items():
     check(name, value, int, lambda v: v >= 1, "an integer >= 1")
-for name, value in dict(max_updates=max_updates, limit=limit).items():
-    check(name, value, int, lambda v: v >= 0, "an integer >= 0")
+check("max_updates", max_updates, int, lambda v: v >= 0, "an integer >= 0 (0: the profile's depth)")
+check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
 check("settle", settle, int, lambda v: v <= after, f"an integer <= after={after}")
 plotting.use_style()
 

@@ -54,7 +54,7 @@ from infiloop.experiments.recipes import CONDITIONING_RECIPES
 from infiloop.model.conditioning import HISTORY_MAPS
 
 nb = Notebook("06_conditioning", "Conditioning the loop: the looped-LM study beside InfiLoop", profile, device, seed)
-check("max_budget", max_budget, int, lambda v: v >= 0, "an integer >= 0")
+check("max_budget", max_budget, int, lambda v: v >= 0, "an integer >= 0 (0: the profile's depth)")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
 check("budgets", budgets, str, expected="a comma-separated list of outer-update counts, or empty")
 check("history_map", history_map, str, lambda v: v in HISTORY_MAPS[1:], f"one of {', '.join(HISTORY_MAPS[1:])}")

@@ -43,6 +43,7 @@ def test_rows_cover_the_axes_of_the_search():
     assert {rows[n].get("mixer", "mlp") for n in mazes} == {"attention", "mlp"}
 
 
+@pytest.mark.slow  # 18 s; the smoke row covers the harness in the default suite
 def test_a_maze_row_trains_and_renders(tmp_path, data_root):
     rows = {"maze-test": {"profile": "smoke", "task": "maze", "data": {"n_train": 40, "n_test": 12}, "steps": 6,
                           "max_segments": 2, "limit": 12}}

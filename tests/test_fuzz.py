@@ -22,7 +22,7 @@ from infiloop.cli import main
 from infiloop.errors import DataError, UsageError
 from infiloop.tasks import arc, maze, sudoku
 
-FUZZ_EXAMPLES = int(os.environ.get("INFILOOP_FUZZ_EXAMPLES", "40"))
+FUZZ_EXAMPLES = int(os.environ.get("INFILOOP_FUZZ_EXAMPLES", "100"))
 DEEP_EXAMPLES = 1000
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -117,7 +117,7 @@ def check_sudoku(text: str, tmp_path) -> None:
         assert str(e) and "\n" not in str(e)
         return
     rows = csv_rows(text)
-    assert len(s) == len(rows) and all(valid_sudoku_row(q, a, s.g.box) for q, a in rows), text
+    assert len(s) == len(rows) and all(valid_sudoku_row(q, a, (s.g.br, s.g.bc)) for q, a in rows), text
 
 
 def test_the_unmutated_files_are_accepted(sudoku_text, maze_text, tmp_path):

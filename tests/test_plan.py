@@ -17,6 +17,7 @@ from infiloop.experiments.cost import Timing
 from infiloop.model import ModelConfig
 
 STEP_S, START_S, UPDATE_S = 0.5, 2.0, 0.25
+JOB_S = 3.0  # a job's start: a new process, its imports, data and model
 
 
 class FakeTimer:
@@ -30,6 +31,10 @@ class FakeTimer:
     def eval_update(self, run, batch, device):
         self.calls.append(("eval", plan._key(plan._shape(run)), batch))
         return Timing(UPDATE_S, 0.0, batch)
+
+    def job_start(self, run, device):
+        self.calls.append(("job start",))
+        return Timing(JOB_S, 0.0, 0)
 
 
 @pytest.fixture
@@ -55,15 +60,16 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     run_lines = [ln for ln in text.splitlines() if re.match(r"sudoku\s+\w+\s+\d+ x ", ln)]
     assert len(run_lines) == len(specs)
     for ln in run_lines:
-        assert f"{steps} x  {STEP_S:.4f} +   {START_S:.1f} s" in ln
-    # per run: start-up + steps x s/step; 2 jobs at a time on the CPU
-    per_run = START_S + steps * STEP_S
+        assert f"{steps} x  {STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in ln
+    # per run: the job's start + start-up + steps x s/step; 2 jobs at a time on the CPU
+    per_run = JOB_S + START_S + steps * STEP_S
     assert f"training: {plan._fmt_s(per_run * len(specs))} of runs -> " \
            f"{plan._fmt_s(per_run * math.ceil(len(specs) / 2))} wall" in text
-    # per evaluation: ceil(puzzles / batch) x updates x s/update, e.g. notebook 02 to 960 updates
+    # per evaluation: the job's start + ceil(puzzles / batch) x updates x s/update, e.g. notebook 02 to smoke's
+    # depth, 24 updates
     line = next(ln for ln in text.splitlines() if ln.startswith("02  sudoku/carry_last"))
-    assert "64/64 =  1 x    960 x  0.2500 =   4.0 min" in line
-    total_eval = sum(math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S for e in evals)
+    assert "64/64 = 3.0 +  1 x     24 x  0.2500 =     9.0 s" in line
+    total_eval = sum(JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S for e in evals)
     assert f"evaluations: {plan._fmt_s(total_eval)}" in text
     # the compute stage: training and evaluations on 2 slots, never below the floor (all slots busy)
     floor = (per_run * len(specs) + total_eval) / 2
@@ -73,7 +79,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     for r in p.runs:
         r.seconds = per_run
     for e in p.evals:
-        e.seconds = math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S
+        e.seconds = JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S
     assert m.group(1) == plan._fmt_s(plan.wall(p)) and floor <= plan.wall(p) <= 1.15 * floor + per_run
     # each distinct shape timed once: the beta/decay ablations share the InfiLoop shape
     trains = [c for c in timer.calls if c[0] == "train"]
@@ -94,7 +100,7 @@ def test_evaluations_follow_the_notebooks(root):
     # models are run once per budget
     nb06 = {e.run.config["recipe"]: e for e in by_nb["06"]}
     assert set(nb06) == set(recipes.CONDITIONING_RECIPES) - {"carry_last", "infiloop"}
-    assert nb06["loop_gating"].updates > nb06["history_w1"].updates == 960
+    assert nb06["loop_gating"].updates > nb06["history_w1"].updates == profiles.depth("smoke")
     per = {e.kind for e in evals}
     assert per == {"trajectory", "perturbation", "budgets"}
 
@@ -208,3 +214,19 @@ def test_plan_takes_the_notebooks_parameters_such_as_seeds(root):
     assert "training seed(s) 0;" in one or one.splitlines()[0].endswith("training seed(s) 0")
     runs = lambda t: int(t.split(" training runs")[0].rsplit(" ", 1)[1])  # noqa: E731
     assert runs(text) == runs(one) + 2 * 3  # notebooks 01 and 02 take seeds: their three models twice more
+
+
+def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
+    """The measured contention of two jobs at once multiplies s/step and s/update (and is said); one job alone
+    is not slowed."""
+    class Crowded(FakeTimer):
+        def contention(self, run, device, jobs):
+            self.calls.append(("contention", jobs))
+            return Timing(1.5, 0.0, 0)
+
+    text = _plan(Crowded(), jobs=2)
+    assert "s/step and s/update are 1.50x the timings alone, as measured for 2 jobs at once" in text
+    steps = profiles.PROFILES["smoke"]["train"]["steps"]
+    assert f"{steps} x  {1.5 * STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in text
+    p = plan.estimate(plan.make_plan("smoke", jobs=1), plan.Calibration("cpu", Crowded(), path=root / "c.json"))
+    assert p.contention == 1.0 and all(r.per_step == STEP_S for r in p.runs)

@@ -20,11 +20,22 @@ def test_the_readme_table_is_the_rendering_of_the_recorded_summaries():
     """A summary recorded without re-rendering (``python -m infiloop results``) fails here."""
     text = (paths.ROOT / "README.md").read_text(encoding="utf-8")
     block = text[text.index(results.START):text.index(results.END) + len(results.END)]
-    assert block == f"{results.START}\n{results.render_table()}\n{results.END}"
+    assert block == f"{results.START}\n{results.render_table(only=results.HEADLINE)}\n{results.END}"
     assert len(text.splitlines()) <= 200, "the README is the front door: at most 200 lines"
 
 
-def test_record_and_render(tmp_path):
+def test_every_recorded_profile_has_its_current_table_in_docs_results():
+    """docs/results.md holds one block per recorded profile, each the rendering of that profile's summaries."""
+    text = (paths.DOCS / "results.md").read_text(encoding="utf-8")
+    recorded = sorted(p.name for p in results.RECORDED.iterdir() if p.is_dir() and any(p.glob("*.json")))
+    assert "quick" in recorded and "search" in recorded
+    for name in recorded:
+        start, end = results.markers(name)
+        assert start in text and end in text, f"docs/results.md lacks the block of {name}"
+    assert results.render_blocks(text) == text, "stale: run `python -m infiloop results`"
+
+
+def test_record_and_render(tmp_path, monkeypatch):
     res, rec = tmp_path / "results", tmp_path / "recorded"
     folder = res / "smoke" / "summaries"
     folder.mkdir(parents=True)
@@ -44,8 +55,16 @@ def test_record_and_render(tmp_path):
 
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{results.START}\nold\n{results.END}\nrest\n")
-    results.render_readme(readme, rec)
+    results.render_readme(readme, rec)  # the headline is search, of which nothing is recorded here
+    assert "(no recorded results" in readme.read_text()
+    monkeypatch.setattr(results, "HEADLINE", ("smoke",))
+    start, end = results.markers("smoke")
+    page = tmp_path / "results.md"
+    page.write_text(f"# runs\n{start}\nold\n{end}\n")
+    assert results.render([readme, page], rec) == [readme, page]
     assert readme.read_text() == f"intro\n{results.START}\n{table}\n{results.END}\nrest\n"
+    assert page.read_text() == f"# runs\n{start}\n{table}\n{end}\n"
+    assert results.render([readme, page], rec) == []  # current: nothing written
     (folder / "02_depth_scaling.json").unlink()  # a notebook the new run dropped does not linger
     results.record("smoke", res, rec)
     assert [p.name for p in (rec / "smoke").glob("*.json")] == ["01_main_table.json"]

@@ -5,8 +5,14 @@ The runs are ``cache.planned_runs``; the evaluations are the notebooks' own call
 their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the evaluation cache deduplicates
 them. The estimate is a short calibration times the counts:
 
-    per run:        start-up + steps x s/step                    (s/step at the run's batch size)
-    per evaluation: ceil(puzzles / batch) x updates x s/update   (s/update for one batch)
+    per run:        job start + start-up + steps x s/step                  (s/step at the run's batch size)
+    per evaluation: job start + ceil(puzzles / batch) x updates x s/update (s/update for one batch)
+
+On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
+of one job beside the others, measured once (the same short evaluation in ``jobs`` processes at once against one
+alone). The job start is what every job of the scheduler pays before its first step: a new Python process that imports
+torch and the package, reads the run's data and builds its model (measured once per device, about 2.5 s on a
+2-core CPU; with 41 jobs of a minute or two, as at `quick`, 10 % of the stage).
 
 The calibration times a few training steps (``training.train`` itself, on the run's data) and a few
 evaluation updates (``evaluation.evaluate``) of every distinct model shape on this device; it is cached in
@@ -139,6 +145,8 @@ class Plan:
     jobs: int
     runs: list[TrainItem] = field(default_factory=list)
     evals: list[EvalItem] = field(default_factory=list)
+    job_start: float = 0.0  # seconds every job pays before its work (a new process: imports, data, model)
+    contention: float = 1.0  # how much slower a CPU job runs beside the others than alone (measured)
 
 
 def _over(overrides: dict) -> str:
@@ -270,6 +278,49 @@ class MeasuredTimer:
         per = max(t[-1] - t[TRAIN_WARM - 1], 1e-3) / TRAIN_TIMED
         return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
 
+    def job_start(self, run, device):
+        """Seconds to start a job: a new process imports what a job imports, reads the run's training data and
+        builds its model on ``device`` (the least of two starts: the first may pay for a cold disk cache)."""
+        import subprocess
+
+        code = ("import sys, torch; from infiloop.experiments import cache, scheduler; "
+                "from infiloop.model.reasoner import LoopedReasoner; run = cache.load_run(sys.argv[1]); "
+                "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
+        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
+            atomic_write_text(Path(d) / "config.json", json.dumps(run.config))
+            times = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-c", code, d, device], check=True, cwd=paths.ROOT,
+                               env={**os.environ, "INFILOOP_RUNS": str(paths.RUNS), "INFILOOP_DATA": str(paths.DATA)})
+                times.append(time.perf_counter() - t0)
+        return Timing(min(times), 0.0, 0)
+
+    def contention(self, run, device, jobs):
+        """How much slower a job runs beside ``jobs - 1`` others on this machine's cores than alone (they share
+        caches and memory bandwidth): the same short evaluation in ``jobs`` processes at once, against one."""
+        import subprocess
+
+        code = ("import sys, time, torch; torch.set_num_threads(1); from infiloop.experiments import cache; "
+                "from infiloop.evaluation import evaluate; from infiloop.model.reasoner import LoopedReasoner; "
+                "import numpy as np; run = cache.load_run(sys.argv[1]); data = run.test_data(); "
+                "data = data.subset(np.arange(64) % len(data)); "
+                "m = LoopedReasoner(run.model_config()).eval(); evaluate(m, data, 1, 1, 64, 'cpu', progress=False); "
+                "t0 = time.perf_counter(); evaluate(m, data, 12, 1, 64, 'cpu', progress=False); "
+                "print(time.perf_counter() - t0)")
+        env = {**os.environ, "INFILOOP_RUNS": str(paths.RUNS), "INFILOOP_DATA": str(paths.DATA)}
+        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
+            atomic_write_text(Path(d) / "config.json", json.dumps(run.config))
+
+            def timed(n):
+                procs = [subprocess.Popen([sys.executable, "-c", code, d], stdout=subprocess.PIPE, text=True,
+                                          cwd=paths.ROOT, env=env) for _ in range(n)]
+                return [float(pr.communicate()[0].split()[-1]) for pr in procs]
+
+            alone = min(timed(1)[0], timed(1)[0])
+            together = float(np.median(timed(jobs)))
+        return Timing(max(1.0, together / alone), 0.0, 0)
+
     def eval_update(self, run, batch, device):
         from ..evaluation import evaluate
         from ..model.reasoner import LoopedReasoner
@@ -395,6 +446,21 @@ class Calibration:
 
         return self._get("eval", shape, measure)
 
+    def job_start(self, run) -> float:
+        """Seconds a job pays before its work on this device (0 with a timer that does not measure it)."""
+        if not hasattr(self.timer, "job_start"):
+            return 0.0
+        return self._get("job start", {"python": sys.executable},
+                         lambda: self.timer.job_start(run, self.device)).seconds
+
+    def contention(self, run, jobs: int) -> float:
+        """The slow-down of a CPU job beside ``jobs - 1`` others (1 with one job, on a GPU, or with a timer that
+        does not measure it)."""
+        if jobs <= 1 or self.device != "cpu" or not hasattr(self.timer, "contention"):
+            return 1.0
+        return self._get("contention", {"model": _shape(run), "jobs": jobs},
+                         lambda: self.timer.contention(run, self.device, jobs)).seconds
+
     def save(self) -> None:
         note = ("plan calibration: seconds per training step (at the run's batch) and per evaluation update "
                 "(of one batch), by device, torch version and model shape; delete or use --calibrate to measure "
@@ -405,17 +471,20 @@ class Calibration:
 def estimate(plan: Plan, calibration: Calibration) -> Plan:
     """Fill in the seconds of every run and evaluation of ``plan`` (cached ones cost nothing)."""
     threads = threads_per_job(plan.jobs) if plan.device == "cpu" else 0
+    todo = [i for i in (*plan.runs, *plan.evals) if not i.cached]
+    plan.job_start = calibration.job_start(todo[0].run) if todo else 0.0
+    plan.contention = calibration.contention(todo[0].run, plan.jobs) if todo else 1.0
     for item in plan.runs:
         if item.cached:
             continue
         t = calibration.train_step(item.run, item.batch, threads)
-        item.per_step, item.startup = t.seconds, t.startup
-        item.seconds = t.startup + item.steps * t.seconds
+        item.per_step, item.startup = t.seconds * plan.contention, t.startup
+        item.seconds = plan.job_start + t.startup + item.steps * item.per_step
     for item in plan.evals:
         if item.cached:
             continue
-        item.per_update = calibration.eval_update(item.run, item.batch, threads).seconds
-        item.seconds = item.batches * item.updates * item.per_update
+        item.per_update = calibration.eval_update(item.run, item.batch, threads).seconds * plan.contention
+        item.seconds = plan.job_start + item.batches * item.updates * item.per_update
     return plan
 
 
@@ -467,6 +536,9 @@ def render(plan: Plan, calibration: Calibration) -> str:
     threads = threads_per_job(plan.jobs)
     where = (f"{plan.jobs} at a time, {threads} thread(s) each" if plan.device == "cpu"
              else "sharing the device: their times add up")
+    if plan.contention > 1.0:
+        where += (f"; s/step and s/update are {plan.contention:.2f}x the timings alone, as measured for {plan.jobs} "
+                  f"jobs at once")
     out.append(f"\n## training (reproduce trains {where})")
     out.append("task    recipe         steps   s/step    start-up    time     overrides")
     for r in plan.runs:
@@ -474,13 +546,14 @@ def render(plan: Plan, calibration: Calibration) -> str:
         if r.cached:
             out.append(f"{head}   already trained             0 s      {_over(r.overrides)}")
         else:
-            out.append(f"{head} x {r.per_step:7.4f} + {r.startup:5.1f} s = {_fmt_s(r.seconds):>9s}  "
+            out.append(f"{head} x {r.per_step:7.4f} + {r.startup + plan.job_start:5.1f} s = {_fmt_s(r.seconds):>9s}  "
                        f"{_over(r.overrides)}")
     train_total, train_wall = sum(r.seconds for r in plan.runs), training_wall(plan)
-    out.append(f"per run: steps x s/step + start-up; training: {_fmt_s(train_total)} of runs -> "
+    out.append(f"per run: steps x s/step + start-up (the job's start, {plan.job_start:.1f} s, included); training: "
+               f"{_fmt_s(train_total)} of runs -> "
                f"{_fmt_s(train_wall)} wall")
     out.append("\n## evaluations (each once, scheduled beside the training as soon as its run is trained)")
-    out.append("nb  run                   kind          puzzles/batch    updates   s/update       time     "
+    out.append("nb  run                   kind          puzzles/batch  start   updates   s/update       time     "
                "what, overrides")
     for e in plan.evals:
         run = f"{e.run.config['task']}/{e.run.config['recipe']}"
@@ -489,10 +562,12 @@ def render(plan: Plan, calibration: Calibration) -> str:
         if e.cached:
             out.append(f"{head}   cached                            0 s      {what}")
         else:
-            out.append(f"{head} = {e.batches:2d} x {e.updates:6d} x {e.per_update:7.4f} = {_fmt_s(e.seconds):>9s}  "
+            out.append(f"{head} = {plan.job_start:.1f} + {e.batches:2d} x {e.updates:6d} x {e.per_update:7.4f} = "
+                       f"{_fmt_s(e.seconds):>9s}  "
                        f"{what}")
     eval_total = sum(e.seconds for e in plan.evals)
-    out.append(f"per evaluation: ceil(puzzles / batch) x updates x s/update; evaluations: {_fmt_s(eval_total)}")
+    out.append(f"per evaluation: job start ({plan.job_start:.1f} s) + ceil(puzzles / batch) x updates x s/update; "
+               f"evaluations: {_fmt_s(eval_total)}")
     for name in manifest.undeclared_notebooks():
         out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
                    "infiloop/experiments/jobs.py)")
@@ -507,9 +582,8 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None) -> i
     """``python -m infiloop plan`` (arguments parsed by ``cli.py``)."""
     stream = stream or sys.stdout
     print(f"# building the data and resolving the runs of profile {args.profile} ...", file=sys.stderr, flush=True)
-    import yaml
 
-    params = {k: yaml.safe_load(v) for k, v in (getattr(args, "p", None) or [])}
+    params = manifest.read_parameters(getattr(args, "p", None))
     plan = make_plan(args.profile, args.device, args.jobs, params=params)
     calibration = Calibration(args.device, timer, fresh=args.calibrate)
     if any(not r.cached for r in plan.runs) or any(not e.cached for e in plan.evals):

@@ -299,6 +299,37 @@ def undeclared_notebooks() -> list[str]:
     return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
 
 
+def read_parameters(pairs) -> dict:
+    """``-p KEY VALUE`` pairs of the command line, each value read as YAML (``-p seeds 0,1,2`` is a text,
+    ``-p limit 64`` a number); a value YAML cannot read is refused in one line naming it."""
+    import yaml
+
+    out = {}
+    for key, text in pairs or []:
+        try:
+            out[key] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise UsageError(f"-p {key} {text!r}: not a YAML value ({' '.join(str(e).split())[:80]}); a text can be "
+                             f"given in double quotes inside single ones, -p {key} '\"...\"'") from None
+    return out
+
+
+def _typed_parameter(key: str, value, default):
+    """A notebook parameter given to the plan (``-p KEY VALUE``, read as YAML) as the type of the notebook's default:
+    a number is accepted for a float, and for a text (``-p eps 0.1``, ``-p seeds 1``); anything else is refused in
+    one line naming it. The notebook checks the value's range itself."""
+    if isinstance(value, bool) != isinstance(default, bool):
+        ok = False
+    elif isinstance(default, str) and isinstance(value, (int, float)):
+        return str(value)
+    else:
+        ok = isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))
+    if not ok:
+        raise UsageError(f"parameter {key}={value!r}: expected {type(default).__name__} (the notebook's default is "
+                         f"{default!r})")
+    return value
+
+
 # Notebook parameters whose 0 means the profile's depth (profiles.depth): the longest test depth.
 DEPTH_PARAMETERS = ("max_updates", "max_budget")
 
@@ -308,7 +339,7 @@ def needs(notebook: str, profile: str | None = None, **params) -> Needs:
     the notebook does not declare are ignored, so one parameter set can serve several notebooks."""
     name = notebook_name(notebook)
     p = notebook_defaults(name)
-    p.update({k: v for k, v in params.items() if k in p})
+    p.update({k: _typed_parameter(k, v, p[k]) for k, v in params.items() if k in p})
     if profile is not None:
         p["profile"] = profile
     profiles.check(p["profile"])
@@ -388,10 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a notebook parameter (value read as YAML)")
     args = ap.parse_args(argv)
-    import yaml
 
     names = [notebook_name(x) for x in args.notebooks] or profile_notebooks(args.profile)
-    for job in jobs(names, args.profile, {k: yaml.safe_load(v) for k, v in args.p}):
+    for job in jobs(names, args.profile, read_parameters(args.p)):
         print(json.dumps({"id": job.id, "after": job.after, "cached": job.done, "notebooks": job.notebooks,
                           **job.to_json(args.profile)}, default=list))
     return 0

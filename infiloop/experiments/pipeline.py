@@ -20,8 +20,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import yaml
-
 from .. import paths
 from ..errors import Parser, UsageError
 from ..io import atomic_write_text
@@ -212,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         selected = select(notebooks(), args.only, args.profile)
     except UsageError as e:
         ap.error(str(e))
-    params = {k: yaml.safe_load(v) for k, v in args.p}
+    try:
+        params = jobs.read_parameters(args.p)
+    except UsageError as e:
+        ap.error(str(e))
     known = set().union(*(declared_parameters(n) for n in selected))
     if set(params) - known:
         ap.error(f"-p {', '.join(sorted(set(params) - known))}: not a parameter of the selected notebooks "

@@ -5,8 +5,12 @@ ones behind the README's numbers are recorded under ``docs/results/<profile>/`` 
 table between the README's ``results`` markers is rendered from those (``--render``). A test renders it again and
 fails when the README is stale, so a number in the table is always one a recorded run measured.
 
-    python -m infiloop results --record search --readme README.md   # record search's summaries, then render
-    python -m infiloop results --readme README.md                   # only render from the recorded ones
+The README shows the headline profile (``HEADLINE``: three seeds on puzzles that need search); every recorded
+profile's own table is kept in ``docs/results.md`` between the markers ``<!-- results PROFILE: start -->`` and
+``<!-- results PROFILE: end -->``. One command refreshes every block:
+
+    python -m infiloop results --record search   # record search's summaries, then render README.md and docs/results.md
+    python -m infiloop results                   # only render from the recorded ones
 """
 
 from __future__ import annotations
@@ -25,6 +29,15 @@ from .report import MARK, verdict
 
 RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"
+HEADLINE = ("search",)  # the README's profiles
+PAGES = (paths.ROOT / "README.md", paths.DOCS / "results.md")  # the files whose blocks ``render`` fills
+
+
+def markers(profile: str | None = None) -> tuple[str, str]:
+    """The markers of the README's block (``None``: the headline profiles) or of one profile's block."""
+    if profile is None:
+        return START, END
+    return f"<!-- results {profile}: start -->", f"<!-- results {profile}: end -->"
 
 
 def record(profile: str, results: Path | None = None, recorded: Path | None = None) -> list[Path]:
@@ -67,9 +80,10 @@ def _cell(text) -> str:
     return " ".join(str(text or "–").split()).replace("|", "\\|")
 
 
-def render_table(recorded: Path | None = None) -> str:
-    """The markdown table: each claim the recorded runs checked, the paper's number, ours, the verdict."""
-    claims = recorded_claims(recorded)
+def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = None) -> str:
+    """The markdown table: each claim the recorded runs (of the profiles ``only``, default all) checked, the
+    paper's number, ours, the verdict."""
+    claims = [c for c in recorded_claims(recorded) if only is None or c["profile"] in only]
     if not claims:
         return "(no recorded results: `python -m infiloop results --record PROFILE`)"
     lines = ["| notebook | the paper's claim | the paper | ours | verdict |", "|---|---|---|---|---|"]
@@ -85,24 +99,49 @@ def render_table(recorded: Path | None = None) -> str:
 
 
 def render_readme(readme: Path, recorded: Path | None = None) -> Path:
-    """Fill the README's results block from the recorded summaries."""
+    """Fill the README's results block (the headline profiles) from the recorded summaries."""
     text = Path(readme).read_text(encoding="utf-8")
-    filled = fill_block(text, START, END, f"{START}\n{render_table(recorded)}\n{END}")
+    filled = fill_block(text, START, END, f"{START}\n{render_table(recorded, HEADLINE)}\n{END}")
     if filled is None:
         raise UsageError(f"{readme}: no '{START}' ... '{END}' block to fill")
     atomic_write_text(Path(readme), filled)
     return Path(readme)
 
 
+def render_blocks(text: str, recorded: Path | None = None) -> str:
+    """``text`` with every per-profile block (``markers(profile)``) filled with that profile's table."""
+    for name in profiles.PROFILES:
+        start, end = markers(name)
+        text = fill_block(text, start, end, f"{start}\n{render_table(recorded, (name,))}\n{end}") or text
+    return text
+
+
+def render(pages=PAGES, recorded: Path | None = None) -> list[Path]:
+    """Fill the README's block and every per-profile block of ``pages``; the files that changed."""
+    changed = []
+    for page in pages:
+        page = Path(page)
+        if page.name == "README.md":
+            before = page.read_text(encoding="utf-8")
+            render_readme(page, recorded)
+            text = page.read_text(encoding="utf-8")
+        else:
+            before = text = page.read_text(encoding="utf-8")
+        text = render_blocks(text, recorded)
+        if text != before:
+            atomic_write_text(page, text)
+            changed.append(page)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infiloop results", description=__doc__.split("\n\n")[0])
     ap.add_argument("--record", metavar="PROFILE", default=None,
                     help="first copy results/PROFILE/summaries into docs/results/PROFILE")
-    ap.add_argument("--readme", type=Path, default=paths.ROOT / "README.md",
-                    help="the README whose results block to fill (default: this checkout's)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.record:
         for p in record(args.record):
             print(f"recorded {p}")
-    print(f"wrote {render_readme(args.readme)}")
+    changed = render()
+    print(f"wrote {', '.join(map(str, changed))}" if changed else "README.md and docs/results.md were current")
     return 0
