@@ -30,6 +30,7 @@ def test_models_share_carry_last_only_where_it_has_the_setting():
             resolve_config("sudoku", recipe, "smoke", {**v["overrides"], "train.steps": 2})
 
 
+@pytest.mark.slow  # 33 s: the research harness end to end (its pieces are tested below)
 def test_study_trains_records_and_renders(small):
     root, results = small / "runs", small / "results"
     recs = cs.run_variants(["baseline", "history_grad"], ["mini"], [0], results=results, root=root)

@@ -158,8 +158,8 @@ def test_pipeline_continues_past_a_failing_notebook(executed):
     import sys
 
     res = subprocess.run([sys.executable, "-m", "infiloop", "reproduce", "--profile", "smoke", "--only", "02",
-                          "--only", "gamma_dynamics", "-p", "max_updates", "24", "-p", "limit", "16",
-                          "-p", "retention_window", "4", "-p", "before", "0"],
+                          "--only", "gamma_dynamics", "-p", "max_updates", "24", "-p", "limit", "32",
+                          "-p", "retention_window", "8", "-p", "before", "0"],  # 02's evaluations are cached
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 1, res.stderr[-3000:]
     assert "FAILED: 03_gamma_dynamics" in res.stderr
@@ -236,6 +236,7 @@ def test_claims_and_tables_come_from_one_helper_that_checks_them():
         nb.table("T", ["a", "b"], [[1, 2], [3]])
 
 
+@pytest.mark.slow  # 52 s: trains a second seed of the main models
 def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path):
     """Notebooks 03 and 04 with ``seeds="0,1"``: the plan trains the second seed, and every interval and claim
     is over seeds and puzzles. (Replaces the smoke run's 03 and 04 summaries.)"""
