@@ -32,7 +32,7 @@ CACHE = Path(__file__).resolve().parent / "envcheck_cache.json"
 SUBDIRS = ("linux-64", "noarch")
 CHANNEL_URL = "https://conda.anaconda.org/{channel}/{subdir}/repodata.json.bz2"
 PIP_FORBIDDEN = ("torch", "pytorch", "triton", "pytorch-triton")
-_SPEC = re.compile(r"^\s*(?P<name>[A-Za-z0-9_.\-]+)\s*(?P<constraint>.*?)\s*$")
+_REQUIREMENT = re.compile(r"^\s*(?P<name>[A-Za-z0-9_.\-]+)\s*(?P<constraint>.*?)\s*$")
 
 
 # ------------------------------------------------------------------------------------------ environment file
@@ -51,7 +51,7 @@ def read_environment(path: Path = ENVIRONMENT) -> dict:
         if isinstance(dep, dict) and set(dep) == {"pip"}:
             pip += [str(p) for p in dep["pip"]]
         elif isinstance(dep, str):
-            m = _SPEC.match(dep.split("::")[-1])
+            m = _REQUIREMENT.match(dep.split("::")[-1])
             if m is None:
                 raise ValueError(f"{path}: cannot read the dependency {dep!r}")
             conda[m["name"].lower()] = m["constraint"].replace(" ", "")
