@@ -28,6 +28,7 @@ give the arithmetic of a training step and the hours it takes at a stated achiev
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import hashlib
 import json
@@ -278,6 +279,15 @@ class MeasuredTimer:
         per = max(t[-1] - t[TRAIN_WARM - 1], 1e-3) / TRAIN_TIMED
         return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def _run_folder(run):
+        """A temporary run folder holding ``run``'s configuration, and the environment that finds its data."""
+        env = {**os.environ, "INFILOOP_RUNS": str(paths.RUNS), "INFILOOP_DATA": str(paths.DATA)}
+        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
+            atomic_write_text(Path(d) / "config.json", json.dumps(run.config))
+            yield d, env
+
     def job_start(self, run, device):
         """Seconds to start a job: a new process imports what a job imports, reads the run's training data and
         builds its model on ``device`` (the least of two starts: the first may pay for a cold disk cache)."""
@@ -286,13 +296,11 @@ class MeasuredTimer:
         code = ("import sys, torch; from infiloop.experiments import cache, scheduler; "
                 "from infiloop.model.reasoner import LoopedReasoner; run = cache.load_run(sys.argv[1]); "
                 "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
-        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
-            atomic_write_text(Path(d) / "config.json", json.dumps(run.config))
+        with self._run_folder(run) as (d, env):
             times = []
             for _ in range(2):
                 t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-c", code, d, device], check=True, cwd=paths.ROOT,
-                               env={**os.environ, "INFILOOP_RUNS": str(paths.RUNS), "INFILOOP_DATA": str(paths.DATA)})
+                subprocess.run([sys.executable, "-c", code, d, device], check=True, cwd=paths.ROOT, env=env)
                 times.append(time.perf_counter() - t0)
         return Timing(min(times), 0.0, 0)
 
@@ -308,10 +316,7 @@ class MeasuredTimer:
                 "m = LoopedReasoner(run.model_config()).eval(); evaluate(m, data, 1, 1, 64, 'cpu', progress=False); "
                 "t0 = time.perf_counter(); evaluate(m, data, 12, 1, 64, 'cpu', progress=False); "
                 "print(time.perf_counter() - t0)")
-        env = {**os.environ, "INFILOOP_RUNS": str(paths.RUNS), "INFILOOP_DATA": str(paths.DATA)}
-        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
-            atomic_write_text(Path(d) / "config.json", json.dumps(run.config))
-
+        with self._run_folder(run) as (d, env):
             def timed(n):
                 procs = [subprocess.Popen([sys.executable, "-c", code, d], stdout=subprocess.PIPE, text=True,
                                           cwd=paths.ROOT, env=env) for _ in range(n)]

@@ -197,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             args.device = default_device(args.profile)
         except UsageError as e:
             ap.error(str(e))
-    elif args.device.startswith("cuda") and cuda_problem():
-        ap.error(f"--device {args.device}: CUDA is not usable here ({cuda_problem()}); use --device cpu")
+    elif args.device.startswith("cuda") and (problem := cuda_problem()):
+        ap.error(f"--device {args.device}: CUDA is not usable here ({problem}); use --device cpu")
     if not args.no_compute:  # refused before any data is built
         from .scheduler import check_gpus_per_run, slots_for
 

@@ -109,25 +109,20 @@ def render_readme(readme: Path, recorded: Path | None = None) -> Path:
 
 
 def render_blocks(text: str, recorded: Path | None = None) -> str:
-    """``text`` with every per-profile block (``markers(profile)``) filled with that profile's table."""
-    for name in profiles.PROFILES:
+    """``text`` with each block it holds filled: the README's (``markers()``: the headline profiles) and every
+    per-profile block (``markers(profile)``: that profile's table)."""
+    for name, only in ((None, HEADLINE), *((n, (n,)) for n in profiles.PROFILES)):
         start, end = markers(name)
-        text = fill_block(text, start, end, f"{start}\n{render_table(recorded, (name,))}\n{end}") or text
+        text = fill_block(text, start, end, f"{start}\n{render_table(recorded, only)}\n{end}") or text
     return text
 
 
 def render(pages=PAGES, recorded: Path | None = None) -> list[Path]:
-    """Fill the README's block and every per-profile block of ``pages``; the files that changed."""
+    """Fill every results block of ``pages``; the files that changed."""
     changed = []
-    for page in pages:
-        page = Path(page)
-        if page.name == "README.md":
-            before = page.read_text(encoding="utf-8")
-            render_readme(page, recorded)
-            text = page.read_text(encoding="utf-8")
-        else:
-            before = text = page.read_text(encoding="utf-8")
-        text = render_blocks(text, recorded)
+    for page in map(Path, pages):
+        before = page.read_text(encoding="utf-8")
+        text = render_blocks(before, recorded)
         if text != before:
             atomic_write_text(page, text)
             changed.append(page)
