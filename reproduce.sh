@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The one entry point of the InfiLoop companion.
 #
-#   ./reproduce.sh                    set up .venv if needed, then run everything (profile tiny)
+#   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, ~18 min)
 #   ./reproduce.sh --profile search   6x6 Sudoku that needs search, three seeds (about 1.6 h on 2 CPU cores)
 #   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per model (device cuda by default)
 #   ./reproduce.sh --profile paper    the paper's configuration (GPU)
 #   ./reproduce.sh --only NAME -p KEY VALUE ...   one notebook, papermill parameters
+#   ./reproduce.sh --profile paper --executor slurm [--wait]   every job on a Slurm cluster (docs/cluster.md)
 #   ./reproduce.sh test [PYTEST ARGS] set up .venv if needed, then run the test suite
 #   ./reproduce.sh setup              only set up .venv
 #
@@ -138,7 +139,7 @@ case "$cmd" in
         exec "$PY" -m pytest "$@"
         ;;
     -h|--help|help)
-        sed -n '2,17p' "$0"
+        sed -n '2,18p' "$0"
         ;;
     *)
         setup

@@ -27,7 +27,7 @@ import os
 import sys
 
 from .errors import Parser, UsageError, run_command
-from .machine import cuda_problem
+from .machine import cuda_problem, init_distributed
 
 TRAIN_EXAMPLES = """examples:
   python -m infiloop train --profile smoke --set train.lr=3e-4
@@ -100,11 +100,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # launched by torchrun: one process per device
-        import torch.distributed as dist
-
-        dist.init_process_group("nccl" if args.device.startswith("cuda") else "gloo")
-        if args.device.startswith("cuda"):
-            args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        args.device = init_distributed(args.device)
     run = get_run(args.task, args.recipe, args.profile, args.set, run_dir=args.run_dir, device=args.device,
                   max_steps=args.max_steps, progress=not args.quiet)
     if run.done:
@@ -322,6 +318,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .experiments.cost import main as plan_main
 
     profiles.check(args.profile, "--profile")
+    if args.executor == "slurm":  # the jobs' device is the nodes', not this machine's
+        from .experiments import cluster
+
+        args.device = args.device or profiles.device(args.profile)
+        return plan_main(args, cluster_cfg=cluster.settings(args))
+    args.device = args.device or "cpu"
     _check_device(args.device)
     return plan_main(args)
 
@@ -469,20 +471,23 @@ def _add_eval(sub) -> None:
 
 
 def _add_plan(sub) -> None:
-    from .experiments import profiles
+    from .experiments import cluster, profiles
 
     p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
                        description="List every training run and evaluation the notebooks of a profile execute "
                                    "(with their default parameters) and estimate their time on this device from a "
                                    "short measured calibration (cached in runs/.plan-calibration.json).")
     p.add_argument("--profile", default=profiles.DEFAULT, help=profiles.choices())
-    p.add_argument("--device", default="cpu", help="the device the runs will use (cpu, cuda, cuda:1, ...)")
+    p.add_argument("--device", default=None, help="the device the runs will use (cpu, cuda, cuda:1, ...; default "
+                   "cpu, or with --executor slurm the profile's)")
     p.add_argument("--calibrate", action="store_true",
                    help="measure again, ignoring the cached calibration of this device")
     p.add_argument("--jobs", type=_count, default=None,
                    help="models trained at once by reproduce (default: as reproduce, min(2, CPUs))")
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
+    p.add_argument("--gpus-per-run", type=int, default=1, help="with --executor slurm: GPUs per training run")
+    cluster.add_options(p)
     p.set_defaults(func=cmd_plan)
 
 

@@ -65,3 +65,12 @@ def cuda_problem() -> str | None:
         return f"the NVIDIA driver cannot run this CUDA {torch.version.cuda} build of PyTorch ({said[:160]})"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return "no CUDA device is visible" + (f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else "")
+
+
+def init_distributed(device: str) -> str:
+    """Join the process group of a multi-process training (torchrun's or Slurm's ``RANK``, ``WORLD_SIZE``,
+    ``MASTER_ADDR``, ``LOCAL_RANK``): NCCL on CUDA, gloo on the CPU. Returns this process's device (its own GPU)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if device.startswith("cuda") else device

@@ -330,6 +330,9 @@ class _Trainer:
         self.carry = {a: {k: v.to(self.device) for k, v in st.items()}
                       for a, st in _slice_carry(ck["carry"], self.mine).items()}
         self.step_ = int(ck["step"])
+        if self.rank == 0:  # in every job's log: a requeued or restarted job resumes, it does not start again
+            print(f"# resuming {self.run_dir.name} from its checkpoint at step {self.step_} of {self.cfg.steps}",
+                  file=sys.stderr, flush=True)
         self.window = list(ck["window"])
         _truncate_metrics(self.run_dir / METRICS, self.step_)
         # checkpoints written before elapsed_s was kept: the last log line at or before the checkpoint

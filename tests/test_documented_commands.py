@@ -51,6 +51,9 @@ SLOW = {
 }
 SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices",
         "python -m infiloop plan --profile gpu --device cuda": "needs a CUDA device",
+        "python -m infiloop plan --profile paper --executor slurm": "builds the paper profile's data from the hub "
+                                                                   "(`plan --profile smoke --executor slurm` runs "
+                                                                   "the same form in the suite)",
         "python -m infiloop runs pull": "needs the Hugging Face hub (tests/test_runs.py pulls from a local hub cache "
                                         "offline)",
         "python -m infiloop contrasts ROW": "trains a row of the contrast search (tests/test_calibration.py runs rows "

@@ -22,6 +22,7 @@ SMOKE = {
     "05_beta0_ablation": {"budget_long": 24, "limit": 32},
     "06_conditioning": {"max_budget": 24, "limit": 32},
     "07_watch_the_loop": {"max_updates": 24, "limit": 32},  # reads 02's trajectories, animates 01's ARC run
+    "08_looped_lm": {"workers": 1},  # trains its eight smoke decoders in the kernel
 }
 
 

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 SOURCE = "paper"
 PAPER_LAYERS_PER_UPDATE = 26
 
-# The companion's notebooks, in report order: the experiments (06 the looped-LM study's
-# conditioners), then the animations of measured trajectories, which show and check no claim.
+# The companion's notebooks, in report order: the experiments (06 the looped-LM study's conditioners on the
+# reasoner), the animations of measured trajectories (07, which show and check no claim), and the study's own
+# looped decoder (08).
 NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation",
-             "06_conditioning", "07_watch_the_loop")
+             "06_conditioning", "07_watch_the_loop", "08_looped_lm")
 ILLUSTRATIONS = ("07_watch_the_loop",)
 STUDY = "looped-LM study"  # conditioning of looped language models (test-time recurrence in looped LMs)
 
@@ -251,7 +252,27 @@ CLAIMS: list[Claim] = [
     Claim("study.history_lg_best_pair", "history + loop gating beats each of its parts",
           f"{STUDY}: H+LG 37.30 %, +1.16 pp over its strongest part; I+H 36.91, I+LG 36.33 (D = 84)",
           "06_conditioning"),
+    # the looped-LM study's own system (notebook 08): a looped decoder C ∘ F^r ∘ P run past its horizon K
+    Claim("study.loops_help_reasoning", "extra loops past the training horizon raise reasoning accuracy",
+          f"{STUDY}: reasoning 28.52 → 31.49 % from L(r) = 20 (r = K) to 40 (r = 2K), at test time only",
+          "08_looped_lm"),
+    Claim("study.loops_hurt_knowledge", "extra loops past the training horizon lower knowledge accuracy",
+          f"{STUDY}: knowledge 62.80 → 52.11 % over the same range", "08_looped_lm"),
+    Claim("study.history_lg_beats_baseloop", "history injection + loop gating beats BaseLoop past the horizon",
+          f"{STUDY}: H+LG 37.30 % at D = 84; LG alone 36.91 vs BaseLoop 36.59 % at L(r) = 56", "08_looped_lm"),
+    Claim("study.balanced_allocation_extrapolates",
+          "a balanced core and loop count gains more from extra loops than an extreme allocation",
+          f"{STUDY}: 5×4 and 4×5 keep improving to L(r) = 40; 2×10 peaks early and degrades, 10×2 stays flat",
+          "08_looped_lm"),
+    Claim("study.coda_protects_knowledge", "a coda protects knowledge when the core runs fewer loops (r < K)",
+          f"{STUDY}: 0+2×9+2 substantially mitigates knowledge decay under under-unrolling", "08_looped_lm"),
+    Claim("study.prelude_helps_reasoning", "a prelude-heavy allocation extrapolates reasoning better",
+          f"{STUDY}: 2+2×9+0, 5+5×3+0 and 4+5×3+1 show strong reasoning extrapolation", "08_looped_lm"),
 ]
+
+# The looped-LM study's numbers behind notebook 08's claims (benchmark averages in %; Llama3.1-1B backbone,
+# 20 effective layers in training: L(K) = 20).
+LOOPLM_EXTRAPOLATION = {"reasoning": {20: 28.52, 40: 31.49}, "knowledge": {20: 62.80, 40: 52.11}}
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
 

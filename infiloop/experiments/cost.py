@@ -96,6 +96,16 @@ def flops_per_update(model_cfg, puzzles: int) -> float:
     return (model_cfg.L + 1) * puzzles * (model_cfg.seq_len + model_cfg.prefix) * flops_per_token(model_cfg)
 
 
+def job_flops(job) -> float:
+    """FLOPs of one scheduler job (``jobs.Job``): a training's steps, or an evaluation's updates of its puzzles."""
+    run = job.spec.run
+    if job.kind == "train":
+        cfg = run.train_config()
+        return cfg.steps * flops_per_step(run.model_config(), cfg.batch_size)
+    args, data, _ = run.eval_key(job.eval.kind, job.eval.args)
+    return run.eval_updates(job.eval.kind, args) * flops_per_update(run.model_config(), len(data))
+
+
 def gpu_hours_estimate(model_cfg, steps: int, batch_size: int, tflops: float = ASSUMED_GPU_TFLOPS) -> float:
     """Training hours of ``steps`` steps at an achieved throughput of ``tflops`` (an estimate, not a
     measurement: ``plan --device cuda`` measures)."""
@@ -583,12 +593,22 @@ def render(plan: Plan, calibration: Calibration) -> str:
     return "\n".join(out)
 
 
-def main(args: argparse.Namespace, timer: Timer | None = None, stream=None) -> int:
-    """``python -m infiloop plan`` (arguments parsed by ``cli.py``)."""
+def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, cluster_cfg=None) -> int:
+    """``python -m infiloop plan`` (arguments parsed by ``cli.py``); with ``cluster_cfg`` (``--executor slurm``)
+    the cluster jobs that ``reproduce`` would submit."""
     stream = stream or sys.stdout
     print(f"# building the data and resolving the runs of profile {args.profile} ...", file=sys.stderr, flush=True)
 
     params = manifest.read_parameters(getattr(args, "p", None))
+    if cluster_cfg is not None:
+        from . import cluster
+
+        planned = manifest.jobs(manifest.profile_notebooks(args.profile), args.profile, params)
+        todo = [j for j in planned if not j.done]
+        seconds, how = cluster.estimates(todo, args.device, cluster_cfg)
+        subs = cluster.submissions(planned, args.profile, args.device, args.gpus_per_run, cluster_cfg, seconds)
+        print(cluster.render(subs, how, args.cluster), file=stream)
+        return 0
     plan = make_plan(args.profile, args.device, args.jobs, params=params)
     calibration = Calibration(args.device, timer, fresh=args.calibrate)
     if any(not r.cached for r in plan.runs) or any(not e.cached for e in plan.evals):

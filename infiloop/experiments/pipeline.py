@@ -1,10 +1,12 @@
 """The whole reproduction: data -> compute -> notebooks (papermill) -> report.
 
-    python -m infiloop reproduce [--profile tiny] [--only NAME] [-p KEY VALUE ...] [--jobs N]
+    python -m infiloop reproduce [--profile quick] [--only NAME] [-p KEY VALUE ...] [--jobs N]
+    python -m infiloop reproduce --profile paper --executor slurm [--partition P --account A] [--wait]
 
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
-``jobs.py``, each once, on every core or GPU (``scheduler.py``); the notebooks then
-only load, analyse and plot.
+``jobs.py``, each once, on every core or GPU of this machine (``scheduler.py``), or as Slurm jobs
+(``--executor slurm``, ``cluster.py``: the notebooks and the report then run once every job is done); the
+notebooks then only load, analyse and plot.
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
@@ -24,7 +26,7 @@ from .. import paths
 from ..errors import Parser, UsageError
 from ..io import atomic_write_text
 from ..machine import cuda_problem
-from . import jobs, profiles
+from . import cluster, jobs, profiles
 
 
 def notebooks() -> list[str]:
@@ -33,7 +35,7 @@ def notebooks() -> list[str]:
 
 def select(names: list[str], only: list[str], profile: str) -> list[str]:
     """The notebooks to run: those ``only`` names ("02_depth_scaling", "02" or "depth_scaling"), else the
-    profile's own list (``profiles.notebooks``; every notebook when it has none)."""
+    profile's own list (``profiles.notebooks``), else every notebook (those ``jobs.py`` declares and the others)."""
     def matches(name: str, wanted: str) -> bool:
         return name == wanted or name[:2] == wanted or name[3:] == wanted
 
@@ -43,8 +45,9 @@ def select(names: list[str], only: list[str], profile: str) -> list[str]:
                          "without it)")
     if only:
         return [n for n in names if any(matches(n, o) for o in only)]
-    default = set(jobs.profile_notebooks(profile)) | set(jobs.undeclared_notebooks())
-    return [n for n in names if n in default]
+    if profiles.notebooks(profile):
+        return [n for n in names if n in set(jobs.profile_notebooks(profile))]
+    return names
 
 
 def declared_parameters(name: str) -> set[str]:
@@ -104,25 +107,15 @@ def _build_data(planned) -> None:
 
 def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_run: int) -> dict:
     """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine."""
-    from .cost import flops_per_step, flops_per_update
+    from .cost import job_flops
     from .scheduler import run_jobs, slots_for
 
     slots = slots_for(device, workers)
-
-    def cost(job) -> float:  # relative cost (FLOPs) for the order and the time left; never shown as time
-        run = job.spec.run
-        if job.kind == "train":
-            cfg = run.train_config()
-            return cfg.steps * flops_per_step(run.model_config(), cfg.batch_size)
-        args, data, _ = run.eval_key(job.eval.kind, job.eval.args)
-        updates = run.eval_updates(job.eval.kind, args)
-        return updates * flops_per_update(run.model_config(), len(data))
-
     todo = [j for j in planned if not j.done]
     print(f"[reproduce] {sum(j.kind == 'train' for j in todo)} runs to train and {sum(j.kind == 'eval' for j in todo)} "
           f"evaluations to compute ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) "
           f"({slots[0].device}, {slots[0].threads} thread(s) each)", file=sys.stderr, flush=True)
-    report = run_jobs(planned, profile, slots, cost, gpus_per_run)
+    report = run_jobs(planned, profile, slots, job_flops, gpus_per_run)  # FLOPs: order and time left
     if report.failed or report.skipped:
         raise RuntimeError(f"{len(report.failed)} jobs failed ({'; '.join(report.failed)}), {len(report.skipped)} "
                            f"not started; each failed job's log is in <run folder>/logs/")
@@ -130,6 +123,20 @@ def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_r
             "job_seconds": round(sum(report.cpu_seconds.values()), 1),
             "floor_seconds": round(sum(report.cpu_seconds.values()) / len(slots), 1),
             "wall_seconds": round(report.seconds, 1)}
+
+
+def _compute_on_cluster(planned, profile: str, device: str, gpus_per_run: int, cfg, cluster_name: str,
+                        wait: bool, workers: int | None) -> dict:
+    """Train and evaluate what the notebooks read as jobs of a cluster (``cluster.py``)."""
+    todo = [j for j in planned if not j.done]
+    print(f"[reproduce] {len(todo)} of {len(planned)} jobs to run on {cluster_name} ({len(planned) - len(todo)} "
+          f"cached)", file=sys.stderr, flush=True)
+    out = cluster.run_cluster(planned, profile, device, cfg, cluster_name, gpus_per_run, wait, max_running=workers)
+    if out.failed or out.skipped:
+        logs = "; ".join(f"{k}: {v}" for k, v in out.failed.items())
+        raise RuntimeError(f"{len(out.failed)} cluster jobs failed ({logs}), {len(out.skipped)} not started; run the "
+                           "same command again to resubmit them")
+    return cluster.describe(out)
 
 
 def ipc_kernel_manager():
@@ -175,7 +182,7 @@ def default_device(profile: str) -> str:
     return "cuda"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> Parser:
     ap = Parser(prog="python -m infiloop reproduce", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default=profiles.DEFAULT, help=f"one of {profiles.choices()}")
@@ -183,34 +190,61 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a papermill parameter for the notebooks (value read as YAML)")
     ap.add_argument("--jobs", type=int, default=None,
-                    help="jobs at a time on CPU (default: one single-threaded job per core); on CUDA one per GPU")
+                    help="jobs at a time on CPU (default: one single-threaded job per core; also the local "
+                         "cluster's); on CUDA one per GPU")
     ap.add_argument("--gpus-per-run", type=int, default=1,
                     help="GPUs per training run on CUDA (more than 1: torchrun, one process per GPU)")
     ap.add_argument("--device", default=None,
                     help="torch device (default: cuda for the gpu and paper profiles where CUDA works, else cpu)")
     ap.add_argument("--no-compute", "--no-train", action="store_true",
                     help="skip the compute stage (the notebooks compute what they miss, one at a time)")
-    args = ap.parse_args(argv)
-    profiles.check(args.profile, "--profile")
+    cluster.add_options(ap)
+    return ap
+
+
+def _check_executor(args):
+    """The device and the executor's settings, refused before any data is built; returns the cluster settings
+    (``None`` for the local scheduler)."""
+    if args.executor == "slurm":  # the jobs' device is the nodes', not this machine's
+        args.device = args.device or profiles.device(args.profile)
+        return cluster.settings(args)
     if args.device is None:
-        try:
-            args.device = default_device(args.profile)
-        except UsageError as e:
-            ap.error(str(e))
+        args.device = default_device(args.profile)
     elif args.device.startswith("cuda") and (problem := cuda_problem()):
-        ap.error(f"--device {args.device}: CUDA is not usable here ({problem}); use --device cpu")
-    if not args.no_compute:  # refused before any data is built
+        raise UsageError(f"--device {args.device}: CUDA is not usable here ({problem}); use --device cpu")
+    if not args.no_compute:
         from .scheduler import check_gpus_per_run, slots_for
 
         try:
             check_gpus_per_run(slots_for(args.device, args.jobs), args.gpus_per_run)
-        except (UsageError, RuntimeError) as e:
-            ap.error(str(e))
+        except RuntimeError as e:
+            raise UsageError(str(e)) from None
+    return None
+
+
+def _compute_stage_on_cluster(stages: Stages, plan, args, cfg, selected, params, out_dir: Path) -> int | None:
+    """The compute stage as cluster jobs; an exit status when the notebooks must not run yet (they would compute
+    here what the cluster has not)."""
+    if not stages.run("compute", lambda: _compute_on_cluster(plan, args.profile, args.device, args.gpus_per_run, cfg,
+                                                             args.cluster, args.wait, args.jobs)):
+        print(f"[reproduce] FAILED: compute (see {out_dir / 'stages.json'}); the notebooks run once every job is "
+              "done", file=sys.stderr)
+        return 1
+    if not all(j.done for j in jobs.jobs(selected, args.profile, params)):
+        print("[reproduce] the notebooks and the report run when the cluster's jobs are done: run the same command "
+              "again then (it submits nothing twice), or add --wait; `python -m infiloop runs list` and squeue say "
+              "what is done", file=sys.stderr)
+        return 0
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
+    args = ap.parse_args(argv)
+    profiles.check(args.profile, "--profile")
     try:
+        cluster_cfg = _check_executor(args)
         selected = select(notebooks(), args.only, args.profile)
-    except UsageError as e:
-        ap.error(str(e))
-    try:
         params = jobs.read_parameters(args.p)
     except UsageError as e:
         ap.error(str(e))
@@ -230,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(e))
     if not args.no_compute:
         stages.run("data", lambda: _build_data(plan))
-        stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run))
+        if cluster_cfg is None:
+            stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run))
+        elif (status := _compute_stage_on_cluster(stages, plan, args, cluster_cfg, selected, params,
+                                                  out_dir)) is not None:
+            return status
     for name in selected:
         stages.run(name, lambda name=name: _run_notebook(name, args.profile, params, out_dir))
     from .report import build_report

@@ -173,6 +173,26 @@ PROFILES: dict[str, dict] = {
     },
 }
 
+# Notebook 08's looped decoder (``infiloop/experiments/looplm.py``) at each profile: its width and heads, the
+# training steps and batch, the generated task sizes (training items; test items per depth), the loop counts r
+# evaluated (multiples of K), the allocations p+sxK+c it compares (each pair matched in physical depth p + s + c
+# and training depth p + s K + c), the loop connections of the allocation comparison, and the training seeds.
+_LOOPLM_TINY = {"d_model": 64, "n_heads": 2, "steps": 600, "batch_size": 64, "lr": 3e-3, "n_train": 3000, "n_test": 100,
+                "loops": [0.5, 1, 2, 4], "allocations": ["1+2x3+1", "2+1x5+1", "1+1x5+2", "0+4x2+0"],
+                "connections": ["carry_last", "infiloop", "history_lg"], "seeds": [0, 1, 2]}
+_LOOPLM_GPU = {**_LOOPLM_TINY, "d_model": 256, "n_heads": 4, "steps": 5000, "batch_size": 256, "lr": 1e-3,
+               "n_train": 50_000, "n_test": 1000}
+LOOPLM: dict[str, dict] = {
+    "smoke": {**_LOOPLM_TINY, "d_model": 32, "steps": 20, "batch_size": 32, "n_train": 300, "n_test": 16,
+              "allocations": ["1+1x2+1"], "connections": ["carry_last", "infiloop"], "seeds": [0, 1]},
+    "quick": {**_LOOPLM_TINY, "steps": 300, "n_test": 50, "allocations": ["1+1x4+1"],
+              "connections": ["carry_last", "infiloop"], "seeds": [0, 1, 2]},
+    "tiny": _LOOPLM_TINY,
+    "search": _LOOPLM_TINY,
+    "gpu": _LOOPLM_GPU,
+    "paper": _LOOPLM_GPU,
+}
+
 DEFAULT = "quick"  # what `./reproduce.sh` and every command run without --profile
 DEFAULT_SEEDS = [0]
 
@@ -237,3 +257,8 @@ def device(name: str) -> str:
 def notebooks(name: str) -> list[str] | None:
     """The notebooks ``./reproduce.sh`` runs at profile ``name`` (two-digit prefixes), or None for all."""
     return profile(name).get("notebooks")
+
+
+def looplm(name: str) -> dict:
+    """Notebook 08's looped-decoder settings at profile ``name`` (``LOOPLM``)."""
+    return copy.deepcopy(LOOPLM[check(name)])

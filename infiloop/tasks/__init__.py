@@ -9,6 +9,7 @@
 - :mod:`.datasets` — :class:`DataProfile` (the settings of each task's data set) and the cached
   :func:`build` / :func:`load`.
 - :mod:`.cli` — ``python -m infiloop data ...``.
+- :mod:`.language` — generated text tasks for the looped decoder (knowledge, kinship, rules), offline.
 """
 
 import numpy as np

@@ -1,0 +1,324 @@
+"""Training and evaluation of LoopLM on the generated text tasks (``tasks.language``), and the feasibility probe.
+
+Training: plain AdamW (linear warm-up, cosine decay over ``steps``), cross-entropy on the answer positions only,
+gradients through all K loops of ``C ∘ F^K ∘ P``. Evaluation: exact match of the answer words after r loops, for
+a list of r (under-unrolling r < K, the horizon r = K, extrapolation r > K), per depth of the test split.
+
+    python -m infiloop.experiments.looplm --task kinship --connection carry_last --steps 1500
+
+prints the seconds of training and the accuracy per depth and r (``--json FILE`` writes them too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..model.conditioning import ConditionConfig
+from ..model.connections import ConnectionConfig
+from ..model.looplm import LoopLM, LoopLMConfig
+from ..tasks.language import LanguageConfig, LanguageData, Split, generate
+
+
+@dataclass
+class LMTrainConfig:
+    """steps of AdamW (lr with ``warmup`` linear steps, then cosine to 10 %), batch size, seed."""
+
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 3e-3
+    weight_decay: float = 0.1
+    warmup: int = 100
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_batch: int = 250
+
+
+def _crop(tokens: Tensor, answer: Tensor) -> tuple[Tensor, Tensor]:
+    """Drop the columns after the last answer word of the batch (right padding)."""
+    n = int(answer.float().cumsum(1).argmax(1).max()) + 1
+    return tokens[:, :n], answer[:, :n]
+
+
+def answer_loss(model: LoopLM, tokens: Tensor, answer: Tensor) -> Tensor:
+    """Mean cross-entropy of the answer words, each predicted from the positions before it."""
+    tokens, answer = _crop(tokens, answer)
+    logits = model(tokens[:, :-1])
+    mask = answer[:, 1:]
+    return F.cross_entropy(logits[mask], tokens[:, 1:][mask])
+
+
+def train(model: LoopLM, split: Split, cfg: LMTrainConfig) -> dict:
+    """Train in place; returns the seconds, the steps and the mean loss of the last 10 % of steps."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
+    rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup:
+            return cfg.lr * (step + 1) / cfg.warmup
+        frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+        return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+
+    model.train()
+    losses, start = [], time.perf_counter()
+    for step in range(cfg.steps):
+        idx = torch.randint(0, len(split), (cfg.batch_size,), generator=gen)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        dev = next(model.parameters()).device
+        loss = answer_loss(model, split.tokens[idx].to(dev), split.answer[idx].to(dev))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        losses.append(loss.item())
+    tail = losses[-max(1, cfg.steps // 10):]
+    return {"seconds": time.perf_counter() - start, "steps": cfg.steps, "loss": sum(tail) / len(tail)}
+
+
+@torch.no_grad()
+def correct(model: LoopLM, split: Split, loops: list[int], batch: int = 250) -> dict[int, Tensor]:
+    """Per item, whether every answer word is predicted after r loops, for each r of ``loops``: ``{r: [n] bool}``."""
+    model.eval()
+    out: dict[int, list[Tensor]] = {r: [] for r in loops}
+    for i in range(0, len(split), batch):
+        tokens, answer = _crop(split.tokens[i: i + batch], split.answer[i: i + batch])
+        dev = next(model.parameters()).device
+        tokens, answer = tokens.to(dev), answer.to(dev)
+        mask, target = answer[:, 1:], tokens[:, 1:]
+        for r, logits in model.logits_at(tokens[:, :-1], loops).items():
+            out[r].append(((logits.argmax(-1) == target) | ~mask).all(1))
+    return {r: torch.cat(v) for r, v in out.items()}
+
+
+def accuracy(model: LoopLM, split: Split, loops: list[int], batch: int = 250) -> dict[int, float]:
+    """Exact match of every answer word after r loops, for each r of ``loops``."""
+    return {r: float(ok.float().mean()) for r, ok in correct(model, split, loops, batch).items()}
+
+
+def evaluate(model: LoopLM, data: LanguageData, loops: list[int], batch: int = 250) -> dict[int, dict[int, Tensor]]:
+    """Per test depth and r, the items answered right: ``{depth: {r: [n] bool}}``."""
+    return {d: correct(model, split, loops, batch) for d, split in data.test.items()}
+
+
+@dataclass
+class Probe:
+    """One model on one task: the task, the model, the training, and the loop counts r evaluated."""
+
+    task: LanguageConfig = field(default_factory=LanguageConfig)
+    model: LoopLMConfig = field(default_factory=LoopLMConfig)
+    train: LMTrainConfig = field(default_factory=LMTrainConfig)
+    loops: tuple[int, ...] = ()
+
+    def budgets(self) -> list[int]:
+        """The r evaluated: by default K/2, K, 2K, 4K."""
+        K = self.model.loops
+        return sorted(set(self.loops or (max(1, K // 2), K, 2 * K, 4 * K)))
+
+
+def run(probe: Probe, device: str = "cpu") -> dict:
+    """Generate the task, build and train the model (seeded), evaluate; a JSON-ready record."""
+    data = generate(probe.task)
+    cfg = LoopLMConfig.from_dict({**probe.model.to_dict(), "vocab_size": data.vocab_size,
+                                  "seq_len": max(probe.model.seq_len, data.max_len)})
+    torch.manual_seed(probe.train.seed)
+    model = LoopLM(cfg).to(device)
+    fit = train(model, data.train, probe.train)
+    start = time.perf_counter()
+    right = evaluate(model, data, probe.budgets(), probe.train.eval_batch)
+    loop_axis = _loop_axis(model, data, max(probe.budgets()))
+    train_acc = accuracy(model, data.train, [cfg.loops], probe.train.eval_batch)[cfg.loops]
+    return {"task": asdict(probe.task), "model": cfg.to_dict(), "train": asdict(probe.train),
+            "params": model.n_params(), "fit": fit, "eval_seconds": time.perf_counter() - start,
+            "train_accuracy": train_acc,
+            "accuracy": {str(d): {str(r): float(ok.float().mean()) for r, ok in v.items()} for d, v in right.items()},
+            "correct": {str(d): {str(r): "".join("1" if x else "0" for x in ok.tolist()) for r, ok in v.items()}
+                        for d, v in right.items()},
+            "loop_axis": loop_axis}
+
+
+@torch.no_grad()
+def _loop_axis(model: LoopLM, data: LanguageData, loops: int, items: int = 64) -> dict:
+    """What the connection does on the loop axis, at the position that predicts the answer of the first ``items``
+    test items of the deepest split, for l = 1..``loops``: the mean step size gamma_l (eq. 5; 1 for carry-last),
+    the mean content score s_l and the relative update; and InfiLoop's learned beta and |q|."""
+    split = data.test[max(data.test)]
+    tokens, answer = _crop(split.tokens[:items], split.answer[:items])
+    dev = next(model.parameters()).device
+    tokens, answer = tokens.to(dev), answer.to(dev)
+    _, diag = model(tokens[:, :-1], loops=loops, diagnostics=True)
+    at = answer[:, 1:]  # [B, T-1]: the positions whose next word is an answer word
+    out = {k: [float(v[lp][at].mean()) for lp in range(loops)] for k, v in diag.items()}
+    conn = model.connection
+    if hasattr(conn, "beta"):
+        out["beta"] = float(conn.beta)
+    if getattr(conn, "q", None) is not None:
+        out["q_norm"] = float(conn.q.norm())
+    return out
+
+
+# ------------------------------------------------------------------------------------------ notebook 08's grid
+
+# Raised whenever the looped decoder, its tasks or its training change what a probe computes: the cached records
+# of an older version are then never read.
+CODE_VERSION = 1
+CONNECTIONS = {  # the loop connections (and conditioners) notebook 08 compares, by name
+    "carry_last": ({"name": "carry_last"}, {}),  # the study's BaseLoop
+    "infiloop": ({"name": "infiloop"}, {}),
+    "history_lg": ({"name": "carry_last"}, {"history": "channel", "window": 1, "timestep": "loop_gating"}),
+}
+TASKS = ("knowledge", "kinship")  # rules is not learned at the CPU profiles (docs/looplm.md's probe)
+
+
+def allocation(text: str) -> tuple[int, int, int, int]:
+    """``"p+sxK+c"`` -> (p, s, K, c): a p-block prelude, an s-block core looped K times, a c-block coda."""
+    try:
+        p, core, c = text.split("+")
+        s_, k = core.split("x")
+        out = int(p), int(s_), int(k), int(c)
+    except ValueError:
+        raise ValueError(f"allocation {text!r}: expected p+sxK+c, e.g. 1+2x3+1") from None
+    if min(out) < 0 or out[1] < 1 or out[2] < 1:
+        raise ValueError(f"allocation {text!r}: expected p, c >= 0 and s, K >= 1")
+    return out
+
+
+def probe_for(task: str, alloc: str, connection: str, seed: int, settings: dict) -> Probe:
+    """One model of the grid: ``task`` with the allocation ``alloc`` and ``connection`` (``CONNECTIONS``), training
+    seed ``seed`` (the data's seed is 0 for every model), at a profile's ``settings`` (``profiles.LOOPLM``)."""
+    p, s_, k, c = allocation(alloc)
+    conn, cond = CONNECTIONS[connection]
+    if cond.get("timestep"):
+        cond = {**cond, "horizon": k, "t_freqs": min(4, max(1, k - 1))}
+    model = LoopLMConfig.from_dict({"d_model": settings["d_model"], "n_heads": settings["n_heads"], "prelude": p,
+                                    "core": s_, "coda": c, "loops": k, "connection": conn, "cond": cond})
+    loops = sorted({max(1, round(m * k)) for m in settings["loops"]})
+    return Probe(LanguageConfig(task=task, seed=0, n_train=settings["n_train"], n_test=settings["n_test"]), model,
+                 LMTrainConfig(steps=settings["steps"], batch_size=settings["batch_size"], lr=settings["lr"],
+                               seed=seed), tuple(loops))
+
+
+def key(probe: Probe) -> str:
+    """The probe's cache key: a hash of its whole configuration and of ``CODE_VERSION``."""
+    text = json.dumps({"probe": asdict(probe), "code": CODE_VERSION}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _run_cached(probe: Probe, root: str, device: str = "cpu") -> dict:
+    """``run(probe)``, from ``root/<task>-<key>.json`` when it is there, else computed and written atomically."""
+    from ..io import atomic_write_text, locked
+
+    path = Path(root) / f"{probe.task.task}-{key(probe)}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    with locked(path.with_suffix(".lock")):
+        if path.is_file():  # another process computed it while we waited
+            return json.loads(path.read_text(encoding="utf-8"))
+        torch.set_num_threads(1)
+        rec = run(probe, device)
+        atomic_write_text(path, json.dumps(rec))
+    return rec
+
+
+def results(probes: list[Probe], workers: int = 1, root: Path | None = None, progress: bool = True,
+            device: str = "cpu") -> list[dict]:
+    """Every probe's record, from the cache (``<runs>/looplm/``) or computed now, ``workers`` at a time (separate
+    processes of one thread each), with a progress bar and the time left."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    from tqdm.auto import tqdm
+
+    from .. import paths
+
+    root = Path(root) if root is not None else paths.RUNS / "looplm"
+    root.mkdir(parents=True, exist_ok=True)
+    out: dict[int, dict] = {}
+    with tqdm(total=len(probes), desc="looped decoders", unit="model", disable=not progress) as bar:
+        if workers <= 1:
+            for i, p in enumerate(probes):
+                out[i] = _run_cached(p, str(root), device)
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+                futures = {pool.submit(_run_cached, p, str(root), device): i for i, p in enumerate(probes)}
+                for f in as_completed(futures):
+                    out[futures[f]] = f.result()
+                    bar.update(1)
+    return [out[i] for i in range(len(probes))]
+
+
+def _probe_from_args(a: argparse.Namespace) -> Probe:
+    cond = ConditionConfig(history="channel" if a.history else "none", window=a.history or 1,
+                           timestep="loop_gating" if a.loop_gating else "none",
+                           horizon=a.K if a.loop_gating else 0, t_freqs=min(4, max(1, a.K - 1)))
+    model = LoopLMConfig(d_model=a.d_model, n_heads=a.heads, prelude=a.p, core=a.s, coda=a.c, loops=a.K,
+                         norm=a.norm, connection=ConnectionConfig(name=a.connection), cond=cond)
+    shuffle = {"auto": None, "yes": True, "no": False}[a.shuffle]
+    task = LanguageConfig(task=a.task, seed=a.seed, n_train=a.n_train, n_test=a.n_test, n_entities=a.n_entities,
+                          shuffle=shuffle)
+    train_cfg = LMTrainConfig(steps=a.steps, batch_size=a.batch, lr=a.lr, seed=a.seed)
+    return Probe(task, model, train_cfg, tuple(a.loops))
+
+
+def _table(rec: dict) -> str:
+    acc = rec["accuracy"]
+    rs = list(next(iter(acc.values())))
+    lines = [f"{rec['task']['task']} {rec['model']['connection']['name']} p{rec['model']['prelude']}"
+             f" s{rec['model']['core']} c{rec['model']['coda']} K{rec['model']['loops']}: {rec['params']} params, "
+             f"{rec['fit']['steps']} steps in {rec['fit']['seconds']:.1f} s (loss {rec['fit']['loss']:.3f}), "
+             f"eval {rec['eval_seconds']:.1f} s, train acc {rec['train_accuracy']:.3f}",
+             "depth  " + "  ".join(f"r={r:>3}" for r in rs)]
+    lines += [f"{d:>5}  " + "  ".join(f"{acc[d][r]:5.3f}" for r in rs) for d in acc]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m infiloop.experiments.looplm", description=__doc__.split("\n")[0])
+    ap.add_argument("--task", default="kinship", choices=("knowledge", "kinship", "rules"))
+    ap.add_argument("--connection", default="carry_last")
+    ap.add_argument("--d-model", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--p", type=int, default=1)
+    ap.add_argument("--s", type=int, default=1)
+    ap.add_argument("--c", type=int, default=1)
+    ap.add_argument("--K", type=int, default=4)
+    ap.add_argument("--norm", default="pre")
+    ap.add_argument("--history", type=int, default=0, help="history-state injection (channel) with this window")
+    ap.add_argument("--loop-gating", action="store_true")
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--n-train", type=int, default=3000)
+    ap.add_argument("--n-test", type=int, default=200)
+    ap.add_argument("--n-entities", type=int, default=100)
+    ap.add_argument("--shuffle", default="auto", choices=("auto", "yes", "no"),
+                    help="the story's sentences in random order (auto: kinship in order, rules shuffled)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--loops", type=int, nargs="*", default=[])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    rec = run(_probe_from_args(a))
+    print(_table(rec), flush=True)
+    if a.json:
+        with open(a.json, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
