@@ -78,6 +78,8 @@ def test_state_change_after_solve():
     assert analysis.state_change_after_solve(traj) == pytest.approx(0.35)
 
 
+# slow (34 s): a contrast row trained and evaluated end to end; the row's pieces are tested above
+@pytest.mark.slow
 def test_a_smoke_row_end_to_end(tmp_path, data_root):
     rows = {"smoke-test": ROW}
     runs, results, doc = tmp_path / "runs", tmp_path / "results", tmp_path / "calibration.md"

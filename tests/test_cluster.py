@@ -207,6 +207,8 @@ def _cache_files(root: Path) -> dict[str, Path]:
             if p.is_file() and (p.name == "DONE.json" or p.suffix == ".npz")}
 
 
+# slow (17 s): two smoke jobs trained twice; the whole-profile comparison below is slow too
+@pytest.mark.slow
 def test_the_debug_cluster_trains_and_evaluates_what_the_local_scheduler_does(tmp_path, monkeypatch):
     """The same jobs, the same run folders (their hashes) and the same results through submitit as through the
     local scheduler (one thread per job in both)."""

@@ -120,7 +120,7 @@ def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
     from infiloop.experiments import pipeline as reproduce
 
     names = reproduce.notebooks()
-    assert manifest.profile_notebooks("tiny") == list(manifest.DECLARATIONS) == names
+    assert manifest.profile_notebooks("tiny") == [*manifest.DECLARATIONS, *manifest.SELF_COMPUTING] == names
     assert reproduce.select(names, [], "tiny") == names
     assert manifest.profile_notebooks("search") == ["01_main_table", "02_depth_scaling", "03_gamma_dynamics",
                                                     "04_perturbation", "07_watch_the_loop"]

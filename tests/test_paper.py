@@ -115,10 +115,10 @@ def test_other_numbers():
 
 def test_claims_structure():
     ids = [c.id for c in paper.CLAIMS]
-    assert len(ids) == len(set(ids)) == 16
+    assert len(ids) == len(set(ids)) == 22
     assert set(paper.CLAIMS_BY_ID) == set(ids)
     assert paper.NOTEBOOKS == ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
-                               "05_beta0_ablation", "06_conditioning", "07_watch_the_loop")
+                               "05_beta0_ablation", "06_conditioning", "07_watch_the_loop", "08_looped_lm")
     for c in paper.CLAIMS:
         assert c.notebook in paper.NOTEBOOKS, c
         assert c.claim and c.paper, c

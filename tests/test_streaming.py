@@ -176,6 +176,8 @@ def _adversarial_run(dtype, steps):
     return finite, gmin, gmax, state
 
 
+# slow (29 s): the 100,000-step horizon; test_adversarial_float64_gamma_strictly_inside covers the bounds
+@pytest.mark.slow
 def test_hundred_thousand_float32_steps_stay_finite():
     finite, gmin, gmax, state = _adversarial_run(torch.float32, 100_000)
     assert finite

@@ -586,6 +586,9 @@ def render(plan: Plan, calibration: Calibration) -> str:
     for name in manifest.undeclared_notebooks():
         out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
                    "infiloop/experiments/jobs.py)")
+    for name in manifest.profile_notebooks(plan.profile):
+        if name in manifest.SELF_COMPUTING:
+            out.append(f"not in this estimate: notebook {name} {manifest.SELF_COMPUTING[name]}")
     floor = (train_total + eval_total) / plan.jobs
     out.append(f"\nestimate: training {_fmt_s(train_total)} + evaluations {_fmt_s(eval_total)} of jobs on {plan.jobs} "
                f"slot(s) -> {_fmt_s(wall(plan))} wall (the floor, every slot busy: {_fmt_s(floor)}) on "

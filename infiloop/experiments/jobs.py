@@ -252,6 +252,14 @@ def watch_the_loop(n: Needs, p: dict) -> None:
                    limit=p["limit"] or None, snapshots=snaps if snaps[1] <= p["max_updates"] else ())
 
 
+# Notebooks that train and evaluate their own models, not runs of the run cache: what they compute, and where it is
+# cached. The plan names them (their time is not in its estimate) and the compute stage leaves them to the notebook.
+SELF_COMPUTING = {
+    "08_looped_lm": "trains and evaluates its looped decoders itself, a process per CPU (infiloop/experiments/"
+                    "looplm.py; cached in runs/looplm/)",
+}
+
+
 DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
     "01_main_table": main_table,
     "02_depth_scaling": depth_scaling,
@@ -268,10 +276,11 @@ DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
 
 def notebook_name(name: str) -> str:
     """``"02"``, ``"depth_scaling"`` or ``"02_depth_scaling"`` -> ``"02_depth_scaling"``."""
-    for full in DECLARATIONS:
+    for full in (*DECLARATIONS, *SELF_COMPUTING):
         if name in (full, full[:2], full[3:]):
             return full
-    raise UsageError(f"unknown notebook {name!r}; valid: {', '.join(DECLARATIONS)} (or their number)")
+    raise UsageError(f"unknown notebook {name!r}; valid: {', '.join((*DECLARATIONS, *SELF_COMPUTING))} (or their "
+                     "number)")
 
 
 def notebook_defaults(name: str) -> dict:
@@ -291,12 +300,14 @@ def notebook_defaults(name: str) -> dict:
 def profile_notebooks(profile: str) -> list[str]:
     """The notebooks a profile runs by default: its ``notebooks`` list (numbers or names), else every one."""
     wanted = profiles.notebooks(profile)
-    return [notebook_name(str(x)) for x in wanted] if wanted else list(DECLARATIONS)
+    return [notebook_name(str(x)) for x in wanted] if wanted else sorted((*DECLARATIONS, *SELF_COMPUTING))
 
 
 def undeclared_notebooks() -> list[str]:
-    """Notebooks in notebooks/ without a declaration here (their runs and evaluations are not planned)."""
-    return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
+    """Notebooks in notebooks/ neither declared here nor computing for themselves (``SELF_COMPUTING``): their runs
+    and evaluations are not planned."""
+    return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+            if p.stem not in DECLARATIONS and p.stem not in SELF_COMPUTING]
 
 
 def read_parameters(pairs) -> dict:
@@ -347,7 +358,8 @@ def needs(notebook: str, profile: str | None = None, **params) -> Needs:
         if p.get(key) == 0:
             p[key] = profiles.depth(p["profile"])
     n = Needs(name, p["profile"], p)
-    DECLARATIONS[name](n, p)
+    if name in DECLARATIONS:  # a notebook that computes for itself (SELF_COMPUTING) reads no run of the cache
+        DECLARATIONS[name](n, p)
     return n
 
 
