@@ -285,10 +285,18 @@ _, il_note, il = effect(pair_flags("kinship", base, "infiloop", r_far, base, "ca
                         "InfiLoop − BaseLoop, reasoning at r = 4K") if "infiloop" in conns else (None, "", None)
 _, il_know_note, _ = effect(pair_flags("knowledge", base, "infiloop", r_far, base, "carry_last", r_far),
                             "InfiLoop − BaseLoop, knowledge at r = 4K") if "infiloop" in conns else (None, "", None)
+opposite = verdicts["study.loops_help_reasoning"][1] is True and verdicts["study.loops_hurt_knowledge"][1] is True
+finding = ("Past the horizon, reasoning rose and knowledge fell (r = 2K against K), the study's first finding. "
+           if opposite else
+           "Past the horizon the study's first finding does not appear here: reasoning did not rise with extra loops "
+           f"({verdicts['study.loops_help_reasoning'][2]}), while knowledge "
+           + ("fell" if verdicts["study.loops_hurt_knowledge"][1] is True else "did not fall measurably")
+           + f" ({verdicts['study.loops_hurt_knowledge'][2]}). ")
 text = (f"At profile **{profile}** ({len(seed_list)} training seeds per model, base allocation {base}, K = {kb}; "
         f"d = {settings['d_model']}, {settings['steps']} training steps, {settings['n_test']} test items per depth): "
         + "; ".join(f"{LABEL[cn]} {task} {pct(curves[(task, cn)].value[loops.index(kb)])} @ K → "
                     f"{pct(curves[(task, cn)].value[-1])} @ 4K" for (task, cn) in curves) + ". "
+        + finding
         + (f"On the extrapolation curve, {il_note}; {il_know_note}. " if il is not None else "")
         + "The study measured 1B-parameter language models on benchmark averages; here the tasks are generated and "
         "the models have about 0.1 M parameters, so compare directions, not levels. Each claim is decided by the 95 % "

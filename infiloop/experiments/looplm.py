@@ -223,7 +223,7 @@ def _run_cached(probe: Probe, root: str, device: str = "cpu") -> dict:
     path = Path(root) / f"{probe.task.task}-{key(probe)}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
-    with locked(path.with_suffix(".lock")):
+    with locked(Path(root) / ".locks" / f"{path.stem}.lock"):
         if path.is_file():  # another process computed it while we waited
             return json.loads(path.read_text(encoding="utf-8"))
         torch.set_num_threads(1)
