@@ -348,9 +348,14 @@ def _executor(sub: Submission, cluster: str, cfg: ClusterConfig, dependency: lis
 
 
 def submit_one(sub: Submission, profile: str, device: str, cluster: str, cfg: ClusterConfig,
-               dependency: list[str]):
-    """Submit one job and record it beside its run; returns submitit's job."""
-    threads = cfg.cpus_per_task if device == "cpu" else 0
+               dependency: list[str], max_running: int = 1):
+    """Submit one job and record it beside its run; returns submitit's job. A CPU job uses its ``cpus_per_task``
+    threads on a node, and its share of this machine's CPUs on the local and debug clusters (``max_running`` jobs
+    at a time)."""
+    threads = 0
+    if device == "cpu":
+        threads = cfg.cpus_per_task if cluster == "slurm" else max(1, min(cfg.cpus_per_task,
+                                                                           usable_cpus() // max_running))
     job = _executor(sub, cluster, cfg, dependency).submit(PlanJob(), sub.job.to_json(profile), device, threads)
     atomic_write_text(sub.record, json.dumps({"job_id": str(job.job_id), "cluster": cluster, "plan_job": sub.job.id,
                                               "submitted": _now(), "after": dependency}, indent=1))
@@ -451,7 +456,7 @@ def _wait(subs, pending, handles, out: Outcome, profile, device, cluster, cfg, p
                 break
             if all(a not in by_id or a in out.done for a in by_id[jid].job.after):
                 todo.discard(jid)
-                handles[jid] = submit_one(by_id[jid], profile, device, cluster, cfg, [])
+                handles[jid] = submit_one(by_id[jid], profile, device, cluster, cfg, [], max_running)
                 out.submitted[jid] = str(handles[jid].job_id)
                 running.add(jid)
                 if cluster == "debug":  # runs it, here and now
