@@ -89,7 +89,7 @@ for a in allocs:
         fit_s = np.mean([rec[(t, a, cn, s)]["fit"]["seconds"] for t in looplm.TASKS for s in seed_list])
         rows_models.append([a, LABEL[cn], f"{r0['params']:,}", p + s_ + c, p + k * s_ + c, f"{fit_s:.0f}"])
 cols_models = ["allocation p+s×K+c", "connection", "parameters", "physical depth", "training depth L(K)",
-               "train s (mean)"]
+               "train time (s), mean"]
 print(*[" | ".join(map(str, x)) for x in [cols_models, *rows_models]], sep="\n")
 
 
