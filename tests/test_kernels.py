@@ -369,14 +369,17 @@ BENCH_SMOKE = [
     ("overhead.py", ["--profile", "smoke", "--batch", "2", "--reps", "2", "--threads", "1"], {}, _check_overhead),
     ("depth_throughput.py", ["--profile", "smoke", "--batch", "2", "--updates", "5", "--threads", "1"], {},
      _check_depth_throughput),
-    ("workers.py", ["--quick", "--kinds", "eval", "--settle", "2"], {}, _check_workers),
+    # slow (15 s): two worker layouts timed against each other; its table is in benchmarks/RESULTS.md
+    pytest.param("workers.py", ["--quick", "--kinds", "eval", "--settle", "2"], {}, _check_workers,
+                 marks=pytest.mark.slow),
     ("gpu_check.py", [], {}, "No CUDA device" if not __import__("torch").cuda.is_available() else "correctness"),
     ("gpu_check.py", ["--self-test-cpu"], {"TRITON_INTERPRET": "1"}, "correctness: all checks passed"),
 ]
 
 
 @pytest.mark.parametrize("script,args,env,expect", BENCH_SMOKE,
-                         ids=[f"{s[0]}{'-selftest' if s[1] == ['--self-test-cpu'] else ''}" for s in BENCH_SMOKE])
+                         ids=[f"{v[0]}{'-selftest' if v[1] == ['--self-test-cpu'] else ''}"
+                              for v in (getattr(s, "values", s) for s in BENCH_SMOKE)])
 def test_benchmark_script_runs(script, args, env, expect):
     """Each benchmark in its quickest mode: it runs, and what it prints is consistent (sizes by formula,
     ratios equal to the times they are computed from)."""

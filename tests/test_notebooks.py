@@ -153,6 +153,7 @@ def test_report_of_the_smoke_run(executed, tmp_path):
     assert 'data-decoded="true"' in body, body
 
 
+@pytest.mark.slow  # 38 s: reruns the pipeline around a broken notebook (the suite's budget; run with -m slow)
 def test_pipeline_continues_past_a_failing_notebook(executed):
     """`reproduce --only ...`: a failing notebook is reported, the others run, the report is built."""
     import subprocess

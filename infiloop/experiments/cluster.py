@@ -367,7 +367,7 @@ class Outcome:
     submitted: dict[str, str] = field(default_factory=dict)  # plan job id -> cluster job id (this call)
     waiting: dict[str, str] = field(default_factory=dict)  # submitted earlier, still pending or running
     done: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # plan job id -> its log
+    failed: dict[str, Path] = field(default_factory=dict)  # plan job id -> its log
     skipped: list[str] = field(default_factory=list)  # a prerequisite failed
 
 
