@@ -108,12 +108,17 @@ def make_puzzle_emb_optimizer(model: nn.Module, cfg: TrainConfig) -> SignSGD | N
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warm-up to ``lr``, then constant (TRM) or cosine to ``lr_min_ratio * lr``."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    if cfg.schedule == "constant":
+    if cfg.schedule == "constant" and step >= cfg.warmup_steps:
         return cfg.lr
-    frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return cfg.lr * (cfg.lr_min_ratio + (1 - cfg.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+    return warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.lr_min_ratio)
+
+
+def warmup_cosine(step: int, lr: float, warmup: int, steps: int, min_ratio: float) -> float:
+    """Linear warm-up over ``warmup`` steps to ``lr``, then cosine to ``min_ratio * lr`` at ``steps``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = (step - warmup) / max(1, steps - warmup)
+    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
 class WeightEMA:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from torch import Tensor
 from ..model.conditioning import ConditionConfig
 from ..model.connections import ConnectionConfig
 from ..model.looplm import LoopLM, LoopLMConfig
+from ..optim import warmup_cosine
 from ..tasks.language import LanguageConfig, LanguageData, Split, generate
 
 
@@ -65,18 +65,12 @@ def train(model: LoopLM, split: Split, cfg: LMTrainConfig) -> dict:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
 
-    def lr_at(step: int) -> float:
-        if step < cfg.warmup:
-            return cfg.lr * (step + 1) / cfg.warmup
-        frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-        return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
-
     model.train()
     losses, start = [], time.perf_counter()
     for step in range(cfg.steps):
         idx = torch.randint(0, len(split), (cfg.batch_size,), generator=gen)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step)
+            group["lr"] = warmup_cosine(step, cfg.lr, cfg.warmup, cfg.steps, 0.1)
         dev = next(model.parameters()).device
         loss = answer_loss(model, split.tokens[idx].to(dev), split.answer[idx].to(dev))
         opt.zero_grad(set_to_none=True)
