@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop.analysis import intervals, plotting
-from infiloop.experiments import looplm, profiles
+from infiloop.experiments import looplm
 from infiloop.experiments.notebook import Notebook, check, pct
 from infiloop.machine import usable_cpus
 
@@ -57,14 +57,9 @@ check("seeds", seeds, str, expected="comma-separated training seeds, or empty")
 check("connections", connections, str, expected=f"comma-separated names among {', '.join(looplm.CONNECTIONS)}")
 check("allocations", allocations, str, expected="comma-separated allocations p+sxK+c, e.g. 1+2x3+1")
 check("workers", workers, int, lambda v: v >= 0, "an integer >= 0 (0: one per CPU)")
-settings = profiles.looplm(profile)
-seed_list = [int(s) for s in seeds.split(",") if s.strip()] if seeds.strip() else settings["seeds"]
-conns = [c.strip() for c in connections.split(",") if c.strip()] or settings["connections"]
-allocs = [a.strip() for a in allocations.split(",") if a.strip()] or settings["allocations"]
-check("connections", conns, list, lambda v: all(c in looplm.CONNECTIONS for c in v) and "carry_last" in v,
-      f"names among {', '.join(looplm.CONNECTIONS)}, carry_last among them (the study's BaseLoop)")
-for a in allocs:
-    looplm.allocation(a)  # a malformed allocation is refused here, with its text
+need = nb.needs(globals())  # the models this notebook reads (infiloop/experiments/jobs.py, looped_lm)
+g = need.derived["grid"]
+settings, seed_list, conns, allocs = g.settings, g.seeds, g.connections, g.allocations
 plotting.use_style()
 LABEL = {**plotting.LABELS, "carry_last": "carry-last (BaseLoop)"}
 
@@ -74,12 +69,9 @@ LABEL = {**plotting.LABELS, "carry_last": "carry-last (BaseLoop)"}
 # reasoning, once per training seed (the data are the same for every model).
 
 # %%
-base = allocs[0]
-grid = [(task, base, c, s) for task in looplm.TASKS for c in conns for s in seed_list]
-grid += [(task, a, "carry_last", s) for task in looplm.TASKS for a in allocs[1:] for s in seed_list]
-probes = [looplm.probe_for(task, a, c, s, settings) for task, a, c, s in grid]
-records = looplm.results(probes, workers or usable_cpus(), device=device)
-rec = dict(zip(grid, records))
+base = g.base
+records = need.records(workers or usable_cpus(), device)  # computed by ./reproduce.sh's scheduler, else here
+rec = {cell: records[looplm.cell_id(cell)] for cell in g.cells}
 K = {a: looplm.allocation(a)[2] for a in allocs}
 rows_models = []
 for a in allocs:
@@ -118,7 +110,7 @@ def effect(pairs, what: str, side: int = +1) -> tuple[bool | None, str, interval
     return intervals.verdict(iv, side), intervals.verdict_note(iv, what, side=side), iv
 
 
-loops = list(probes[0].budgets())
+loops = list(g.probe(g.cells[0]).budgets())
 kb = K[base]
 print(f"base allocation {base}: K = {kb}; test loops r = {loops}; seeds {seed_list}")
 

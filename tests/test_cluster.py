@@ -103,28 +103,31 @@ def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_trainin
     monkeypatch.setattr("infiloop.machine.cuda_problem", lambda: "no CUDA device is visible")  # a login node
     cfg = cluster.ClusterConfig(partition="gpu", account="proj", cpus_per_task=6, mem_gb=64, tflops=1e-6,
                                 setup=["module load cuda"], sbatch={"exclude": "node7"})
-    plan = _main_table_plan()
+    from infiloop.experiments.scheduler import job_name
+
+    decoder = next(j for j in jobs.jobs(["08"], "smoke", {}) if j.kind == "looplm")  # one of notebook 08's models
+    plan = [*_main_table_plan(), decoder]
     out = cluster.run_cluster(plan, "smoke", "cuda", cfg, gpus_per_run=2, progress=False)
     files = {s["id"]: _sbatch(s["file"]) for s in fake_slurm.submitted()}
     texts = {s["id"]: s["file"] for s in fake_slurm.submitted()}
-    assert len(files) == len(plan) == 6 and set(out.submitted.values()) == set(files)
+    assert len(files) == len(plan) == 7 and set(out.submitted.values()) == set(files)
     for job in plan:
         sb, slurm_id = files[out.submitted[job.id]], out.submitted[job.id]
         assert (sb["partition"], sb["account"], sb["cpus-per-task"], sb["mem"], sb["exclude"]) == \
             ("gpu", "proj", "6", "64GB", "node7")
         assert sb["kill-on-invalid-dep"] == "yes" and "module load cuda" in texts[slurm_id]
-        # a training: 2 GPUs and a task per GPU; an evaluation: one of each
+        # a training: 2 GPUs and a task per GPU; an evaluation or a looped decoder: one of each
         assert (sb["gpus-per-node"], sb["ntasks-per-node"]) == (("2", "2") if job.kind == "train" else ("1", "1"))
         # no GPU here to measure: FLOPs at the stated throughput, times the margin, plus the slack
         minutes = math.ceil(job_flops(job) / 1e6 * cfg.time_margin / 60) + cluster.TIME_SLACK_MIN
         assert int(sb["time"]) == minutes
-        if job.kind == "train":
-            assert "dependency" not in sb
-        else:
+        if job.kind == "eval":
             assert sb["dependency"] == f"afterok:{out.submitted[job.after[0]]}"
-        record = json.loads((job.spec.run.dir / "logs" / "slurm" / (
-            "train.json" if job.kind == "train" else f"eval-{Path(job.eval.key).stem}.json")).read_text())
+        else:
+            assert "dependency" not in sb
+        record = json.loads((job.log_dir / "slurm" / f"{job_name(job)}.json").read_text())
         assert record["job_id"] == slurm_id and record["plan_job"] == job.id
+    assert decoder.log_dir == decoder.model.path.parent / "logs" / decoder.model.path.stem
 
 
 def test_running_again_submits_only_what_is_missing_or_failed(fake_slurm, roots):

@@ -250,3 +250,26 @@ def test_the_driver_scores_the_answer_words_only():
     after = accuracy(model, split, [2, 4])
     assert set(before) == set(after) == {2, 4} and fit["steps"] == 40
     assert after[4] > before[4] + 0.3 and fit["loss"] < float(want) - 1.0
+
+
+@pytest.mark.parametrize("cond", [{}, {"timestep": "loop_gating", "horizon": 3, "t_freqs": 2}],
+                         ids=["one trajectory", "one per r"])
+def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
+    """``looplm.forward_blocks`` (the plan's token-blocks of an evaluation) equals the positions every block of the
+    prelude, core and coda actually processes in ``correct``, counted by forward hooks: one trajectory to the
+    largest r, or one per r under timestep conditioning."""
+    from infiloop.experiments import looplm
+    from infiloop.tasks.language import LanguageConfig, Split, generate
+
+    data = generate(LanguageConfig(task="kinship", n_train=30, n_test=6, n_names=12))
+    cfg = _cfg(vocab_size=data.vocab_size, seq_len=data.max_len, loops=3, prelude=2, core=1, coda=1,
+               cond=cond)
+    model = LoopLM(cfg)
+    seen = []
+    for block in [*model.prelude, *model.core, *model.coda]:
+        block.register_forward_hook(lambda m, args, out: seen.append(out.shape[0] * out.shape[1]))
+    split = data.test[max(data.test)]
+    part = Split(split.tokens[:5], split.answer[:5], split.depth[:5])
+    loops = [1, 3, 6]
+    looplm.correct(model, part, loops, batch=5)
+    assert sum(seen) == looplm.forward_blocks(cfg, 5, looplm._length(part), loops) > 0

@@ -39,7 +39,33 @@ def test_a_trajectory_read_by_several_notebooks_is_one_job(smoke_jobs):
     assert len(keys) == len(set(keys))  # no two jobs write the same cache file
     # the main runs are trained once for every notebook that reads them
     train = {j.spec.run.dir.name: j for j in smoke_jobs if j.kind == "train"}
-    assert len(train) == len({j.spec.run.dir for j in smoke_jobs})
+    assert len(train) == len({j.spec.run.dir for j in smoke_jobs if j.spec is not None})
+
+
+def test_notebook_08_declares_its_looped_decoders_as_jobs(smoke_jobs):
+    """Each looped decoder is one job (train and evaluate), waiting for nothing; its description rebuilds the same
+    probe (same cache key, same record); the notebook's parameters choose the grid, a bad one in one line."""
+    from infiloop.errors import UsageError
+    from infiloop.experiments import looplm
+
+    models = [j for j in smoke_jobs if j.kind == "looplm"]
+    need = manifest.needs("08", "smoke")
+    assert set(need.models) == {f"{t}/1+1x2+1/{c}@{s}" for t in looplm.TASKS for c in ("carry_last", "infiloop")
+                                for s in (0, 1)}
+    assert len(models) == len(need.models) and all(j.after == [] and j.notebooks == ["08_looped_lm"] for j in models)
+    for j in models:
+        spec = json.loads(json.dumps(j.to_json("smoke")))
+        probe = looplm.Probe.from_dict(spec["probe"])
+        assert probe == j.model.probe and looplm.record_path(probe, spec["root"]) == j.model.path
+        assert j.log_dir == j.model.path.parent / "logs" / j.model.path.stem and not j.finished()
+    other = manifest.needs("08", "smoke", seeds="3", connections="carry_last")
+    assert set(other.models) == {f"{t}/1+1x2+1/carry_last@3" for t in looplm.TASKS}
+    for bad, match in ((dict(connections="fprm"), "parameter connections='fprm': expected names among"),
+                       (dict(connections="infiloop"), "carry_last among them"),
+                       (dict(allocations="1+x2"), r"parameter allocations: allocation '1\+x2': expected p\+sxK\+c"),
+                       (dict(seeds="a"), "parameter seeds='a': expected training seeds")):
+        with pytest.raises(UsageError, match=match):
+            manifest.needs("08", "smoke", **bad)
 
 
 def test_an_evaluation_waits_for_its_training_and_budgets_for_the_trajectories(smoke_jobs):
@@ -120,7 +146,7 @@ def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
     from infiloop.experiments import pipeline as reproduce
 
     names = reproduce.notebooks()
-    assert manifest.profile_notebooks("tiny") == [*manifest.DECLARATIONS, *manifest.SELF_COMPUTING] == names
+    assert manifest.profile_notebooks("tiny") == [*manifest.DECLARATIONS] == names
     assert reproduce.select(names, [], "tiny") == names
     assert manifest.profile_notebooks("search") == ["01_main_table", "02_depth_scaling", "03_gamma_dynamics",
                                                     "04_perturbation", "07_watch_the_loop"]

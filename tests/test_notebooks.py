@@ -22,7 +22,7 @@ SMOKE = {
     "05_beta0_ablation": {"budget_long": 24, "limit": 32},
     "06_conditioning": {"max_budget": 24, "limit": 32},
     "07_watch_the_loop": {"max_updates": 24, "limit": 32},  # reads 02's trajectories, animates 01's ARC run
-    "08_looped_lm": {"workers": 1},  # trains its eight smoke decoders in the kernel
+    "08_looped_lm": {"workers": 1},  # its eight smoke decoders are scheduler jobs, computed before it runs
 }
 
 
@@ -54,6 +54,11 @@ def _eval_files() -> set[Path]:
     return set(paths.RUNS.glob("*/*-smoke-*/eval/*.npz"))
 
 
+def _records() -> set[Path]:
+    """Notebook 08's looped-decoder records."""
+    return set(paths.RUNS.glob("looplm/*.json"))
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     """The pipeline at smoke: the compute stage (every run and evaluation of the plan, by the scheduler in
@@ -69,7 +74,7 @@ def executed(tmp_path_factory):
             jobs.setdefault(job.id, job)
     jobs = list(jobs.values())
     report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
-    computed = _eval_files()
+    computed = _eval_files() | _records()
     out = tmp_path_factory.mktemp("executed")
     failures = {}
     for py in NOTEBOOKS:
@@ -83,19 +88,22 @@ def executed(tmp_path_factory):
 
 def test_the_compute_stage_computes_everything_the_notebooks_read(executed):
     """The scheduler ran every job of the plan, and the notebooks then only loaded: the only evaluations they
-    added are notebook 07's single-puzzle recordings (chosen from the trajectories, so not plannable)."""
+    added are notebook 07's single-puzzle recordings (chosen from the trajectories, so not plannable); notebook
+    08 trained no looped decoder of its own."""
     from infiloop.evaluation import load_trajectory
 
     _, failures, report, jobs, computed = executed
     assert not report.failed and not report.skipped, report
     assert all(Path(j.eval.key).is_file() for j in jobs if j.kind == "eval")
     assert {Path(j.eval.key) for j in jobs if j.kind == "eval"} <= computed
+    models = {j.model.path for j in jobs if j.kind == "looplm"}
+    assert len(models) == 8 and models <= computed and _records() == models
     added = _eval_files() - computed
     assert not failures and added, "notebook 07 records its puzzle"
     for path in added:
         assert load_trajectory(path)["correct"].shape[1] == 1, path.name
-    logs = {p.name for j in jobs for p in (j.spec.run.dir / "logs").glob("*.log")}
-    assert "train.log" in logs and any(n.startswith("eval-traj-") for n in logs)
+    logs = {p.name for j in jobs for p in j.log_dir.glob("*.log")}
+    assert {"train.log", "looplm.log"} <= logs and any(n.startswith("eval-traj-") for n in logs)
 
 
 def test_notebooks_execute_at_smoke_profile(executed):

@@ -18,6 +18,7 @@ from infiloop.model import ModelConfig
 
 STEP_S, START_S, UPDATE_S = 0.5, 2.0, 0.25
 JOB_S = 3.0  # a job's start: a new process, its imports, data and model
+LM_STEP_S, LM_BLOCK_S, LM_START_S = 0.1, 1e-5, 1.5  # a looped decoder's step, token-block and job start
 
 
 class FakeTimer:
@@ -35,6 +36,18 @@ class FakeTimer:
     def job_start(self, run, device):
         self.calls.append(("job start",))
         return Timing(JOB_S, 0.0, 0)
+
+    def looplm_step(self, probe, device):
+        self.calls.append(("looplm train", probe.task.task, probe.model.connection.name))
+        return Timing(LM_STEP_S, 0.0, probe.train.batch_size)
+
+    def looplm_block(self, probe, device):
+        self.calls.append(("looplm eval", probe.task.task, probe.model.connection.name))
+        return Timing(LM_BLOCK_S, 0.0, probe.train.eval_batch)
+
+    def looplm_start(self, probe, device):
+        self.calls.append(("looplm start",))
+        return Timing(LM_START_S, 0.0, 0)
 
 
 @pytest.fixture
@@ -71,8 +84,21 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     assert "64/64 = 3.0 +  1 x     24 x  0.2500 =     9.0 s" in line
     total_eval = sum(JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S for e in evals)
     assert f"evaluations: {plan._fmt_s(total_eval)}" in text
-    # the compute stage: training and evaluations on 2 slots, never below the floor (all slots busy)
-    floor = (per_run * len(specs) + total_eval) / 2
+    # notebook 08's looped decoders: job start + steps x s/step + token-blocks x s/token-block each
+    from infiloop.experiments import looplm
+
+    assert len(p.models) == len(looplm.TASKS) * 2 * 2  # smoke: carry_last and infiloop, two seeds
+    total_models = 0.0
+    for m in p.models:
+        blocks = looplm.work(m.probe)["eval"]
+        seconds = LM_START_S + m.steps * LM_STEP_S + blocks * LM_BLOCK_S
+        total_models += seconds
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"08  {m.id} "))
+        assert f"{m.steps:5d} x {LM_STEP_S:6.4f} + {blocks:10.3g} x {LM_BLOCK_S:8.2e} =" in line
+        assert line.endswith(f"-> {plan._fmt_s(seconds):>9s}")
+    assert f"looped decoders: {plan._fmt_s(total_models)}" in text
+    # the compute stage: training, evaluations and models on 2 slots, never below the floor (all slots busy)
+    floor = (per_run * len(specs) + total_eval + total_models) / 2
     m = re.search(r"-> (.+) wall \(the floor, every slot busy: (.+)\) on ", text)
     assert m and m.group(2) == plan._fmt_s(floor)
     p.jobs = 2
@@ -80,10 +106,15 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
         r.seconds = per_run
     for e in p.evals:
         e.seconds = JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S
+    for mi in p.models:
+        mi.seconds = LM_START_S + mi.steps * LM_STEP_S + looplm.work(mi.probe)["eval"] * LM_BLOCK_S
     assert m.group(1) == plan._fmt_s(plan.wall(p)) and floor <= plan.wall(p) <= 1.15 * floor + per_run
     # each distinct shape timed once: the beta/decay ablations share the InfiLoop shape
     trains = [c for c in timer.calls if c[0] == "train"]
     assert len(trains) == len(set(trains)) < len(specs) and all(c[3] >= 1 for c in trains)
+    # a looped decoder's shape is timed once for all its seeds
+    lm = [c for c in timer.calls if c[0].startswith("looplm ")]
+    assert sorted(lm) == sorted({c for c in lm}) and len([c for c in lm if c[0] == "looplm train"]) == 4
 
 
 def test_evaluations_follow_the_notebooks(root):

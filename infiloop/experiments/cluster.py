@@ -1,12 +1,13 @@
-"""The compute stage on a Slurm cluster through submitit: every training and evaluation of the plan
-(``jobs.py``) becomes a Slurm job, each evaluation after its training.
+"""The compute stage on a Slurm cluster through submitit: every training, evaluation and looped decoder of the
+plan (``jobs.py``) becomes a Slurm job, each evaluation after its training.
 
     ./reproduce.sh --profile paper --executor slurm --partition gpu --account proj    # submit what is missing
     ./reproduce.sh --profile paper --executor slurm --wait       # ... wait for it, then the notebooks and report
     python -m infiloop plan --profile paper --executor slurm     # the jobs it would submit, nothing submitted
 
 - **Resources.** A training asks for ``--gpus-per-run`` GPUs of one node (more than one: a task per GPU, DDP),
-  an evaluation for one GPU; each task for ``cpus_per_task`` CPUs (on a CPU profile, as many torch threads).
+  an evaluation or a looped decoder for one GPU; each task for ``cpus_per_task`` CPUs (on a CPU profile, as
+  many torch threads).
   The time limit is the job's estimate times ``time_margin`` plus ``TIME_SLACK_MIN`` minutes for its start,
   or ``time_min`` when the settings fix one. The estimate is ``plan``'s (``cost.job_seconds``, a calibration
   measured here) when this machine has the jobs' device, else the job's FLOPs at ``tflops`` (the login node of
@@ -15,10 +16,12 @@
   cancels it when the training fails, so that nothing waits for ever.
 - **Resumable.** A job pre-empted or at its time limit is requeued with the same arguments (submitit's
   checkpoint hook, up to ``max_requeue`` times); a training resumes from its run folder's last checkpoint (at
-  most ``train.checkpoint_every`` steps are done again), an evaluation starts again.
+  most ``train.checkpoint_every`` steps are done again), an evaluation or a looped decoder (notebook 08's
+  minutes-long models) starts again.
 - **Submitted once.** Jobs already in the run cache are not submitted. Each submission is recorded beside its
-  run (``<run>/logs/slurm/<job>.json``); one still pending or running is not submitted again, and later jobs
-  depend on it: running the same command again submits only what is missing or failed.
+  run (``<run>/logs/slurm/<job>.json``; a looped decoder's in ``runs/looplm/logs/<record>/slurm/``); one still
+  pending or running is not submitted again, and later jobs depend on it: running the same command again submits
+  only what is missing or failed.
 - **Logs.** submitit writes each job's output into ``<run>/logs/slurm/`` (``<Slurm id>_0_log.out`` and
   ``.err``); a failed job is named with its log in one line.
 
@@ -175,7 +178,7 @@ class Submission:
 
     @property
     def folder(self) -> Path:
-        return self.job.spec.run.dir / "logs" / "slurm"
+        return self.job.log_dir / "slurm"
 
     @property
     def record(self) -> Path:
@@ -231,8 +234,7 @@ def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int
     for j in todo:
         gpus = (gpus_per_run if j.kind == "train" else 1) if cuda else 0
         tasks = max(1, gpus) if j.kind == "train" else 1
-        run = j.spec.run
-        params = {"name": f"infiloop-{job_name(j)}-{run.dir.name}"[:120], "timeout_min": time_limit(seconds[j.id], cfg),
+        params = {"name": f"infiloop-{job_name(j)}-{j.home}"[:120], "timeout_min": time_limit(seconds[j.id], cfg),
                   "nodes": 1, "tasks_per_node": tasks, "cpus_per_task": cfg.cpus_per_task, "gpus_per_node": gpus,
                   "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", **cfg.sbatch},
                   "slurm_setup": list(cfg.setup)}
@@ -290,7 +292,7 @@ class PlanJob:
             run_one(spec, device, threads)
         finally:
             torch.set_num_threads(old)  # the debug cluster runs jobs in the submitting process
-        return spec["run_dir"]
+        return spec.get("run_dir") or spec["root"]
 
     def checkpoint(self, *args, **kwargs):
         return submitit().helpers.DelayedSubmission(self, *args, **kwargs)
@@ -373,7 +375,7 @@ class Outcome:
 
 def _finished_well(job: Job) -> bool:
     """Whether the job's result is in the run cache (the truth, whatever the queue says)."""
-    return job.spec.run.done if job.kind == "train" else Path(job.eval.key).is_file()
+    return job.finished()
 
 
 def run_cluster(planned: list[Job], profile: str, device: str, cfg: ClusterConfig, cluster: str = "slurm",

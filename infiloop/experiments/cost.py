@@ -7,6 +7,8 @@ them. The estimate is a short calibration times the counts:
 
     per run:        job start + start-up + steps x s/step                  (s/step at the run's batch size)
     per evaluation: job start + ceil(puzzles / batch) x updates x s/update (s/update for one batch)
+    per looped decoder (notebook 08): job start + steps x s/step + token-blocks x s/token-block
+                    (its evaluation forwards counted in blocks applied at one position, ``looplm.work``)
 
 On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
 of one job beside the others, measured once (the same short evaluation in ``jobs`` processes at once against one
@@ -97,7 +99,12 @@ def flops_per_update(model_cfg, puzzles: int) -> float:
 
 
 def job_flops(job) -> float:
-    """FLOPs of one scheduler job (``jobs.Job``): a training's steps, or an evaluation's updates of its puzzles."""
+    """FLOPs of one scheduler job (``jobs.Job``): a training's steps, an evaluation's updates of its puzzles, or a
+    looped decoder's training and evaluation (``looplm.flops``)."""
+    if job.kind == "looplm":
+        from .looplm import flops
+
+        return flops(job.model.probe)
     run = job.spec.run
     if job.kind == "train":
         cfg = run.train_config()
@@ -150,12 +157,34 @@ class EvalItem:
 
 
 @dataclass
+class ModelItem:
+    """A looped decoder of notebook 08: trained and evaluated in one job."""
+
+    notebook: str
+    id: str  # the notebook's model id, "task/allocation/connection@seed"
+    probe: object  # looplm.Probe
+    key: str  # its record
+    cached: bool
+    steps: int
+    batch: int
+    eval_blocks: float  # token-blocks of its evaluation (looplm.work)
+    seconds: float = 0.0
+    per_step: float = 0.0
+    per_block: float = 0.0  # seconds per token-block of the evaluation forward
+
+    @property
+    def eval_seconds(self) -> float:
+        return self.eval_blocks * self.per_block
+
+
+@dataclass
 class Plan:
     profile: str
     device: str
     jobs: int
     runs: list[TrainItem] = field(default_factory=list)
     evals: list[EvalItem] = field(default_factory=list)
+    models: list[ModelItem] = field(default_factory=list)
     job_start: float = 0.0  # seconds every job pays before its work (a new process: imports, data, model)
     contention: float = 1.0  # how much slower a CPU job runs beside the others than alone (measured)
 
@@ -218,9 +247,15 @@ def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
 def plan_of(planned: list[manifest.Job], profile: str, device: str, jobs: int) -> Plan:
     """The plan of these scheduler jobs (any declaration's: the notebooks', the contrast search's), not yet
     timed."""
+    from .looplm import work
+
     plan = Plan(profile, device, jobs)
     for job in planned:
-        if job.kind == "train":
+        if job.kind == "looplm":
+            m, t = job.model, job.model.probe.train
+            plan.models.append(ModelItem(job.notebooks[0][:2], m.id, m.probe, m.key, job.done, t.steps, t.batch_size,
+                                         0.0 if job.done else work(m.probe)["eval"]))
+        elif job.kind == "train":
             cfg = job.spec.run.train_config()
             plan.runs.append(TrainItem(job.spec.task, job.spec.recipe, job.spec.overrides, job.spec.run, cfg.steps,
                                        cfg.batch_size, job.done))
@@ -238,9 +273,9 @@ def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibratio
     if calibration.measured:  # kept for the next plan of the same shapes
         calibration.save()
     by_run = {str(r.run.dir): r.seconds for r in plan.runs}
-    by_key = {e.key: e.seconds for e in plan.evals}
-    return {j.id: by_run.get(str(j.spec.run.dir), 0.0) if j.kind == "train" else by_key.get(j.eval.key, 0.0)
-            for j in planned}
+    by_key = {e.key: e.seconds for e in (*plan.evals, *plan.models)}
+    return {j.id: by_run.get(str(j.spec.run.dir), 0.0) if j.kind == "train"
+            else by_key.get(j.model.key if j.kind == "looplm" else j.eval.key, 0.0) for j in planned}
 
 
 # ------------------------------------------------------------------------------------------ calibration
@@ -257,6 +292,10 @@ class Timer(Protocol):
     def train_step(self, run: cache.Run, batch: int, threads: int, device: str) -> Timing: ...
 
     def eval_update(self, run: cache.Run, batch: int, device: str) -> Timing: ...
+
+    def looplm_step(self, probe, device: str) -> Timing: ...
+
+    def looplm_block(self, probe, device: str) -> Timing: ...
 
 
 class MeasuredTimer:
@@ -352,6 +391,33 @@ class MeasuredTimer:
             _sync(device)
             times.append((time.perf_counter() - t0) / EVAL_TIMED)
         return Timing(float(np.median(times)) * batch / b, 0.0, b)
+
+
+    def looplm_step(self, probe, device):
+        from .looplm import time_train_step
+
+        return Timing(time_train_step(probe, device, TRAIN_WARM, TRAIN_TIMED), 0.0, probe.train.batch_size)
+
+    def looplm_block(self, probe, device):
+        from .looplm import time_forward_block
+
+        return Timing(time_forward_block(probe, device, EVAL_REPEATS), 0.0, probe.train.eval_batch)
+
+    def looplm_start(self, probe, device):
+        """Seconds to start a looped decoder's job: a new process imports it, generates the task and builds the
+        model (the least of two starts)."""
+        import subprocess
+        from dataclasses import asdict
+
+        code = ("import sys, json, torch; from infiloop.experiments import looplm, scheduler; "
+                "p = looplm.Probe.from_dict(json.loads(sys.argv[1])); "
+                "looplm.LoopLM(looplm.model_config(p)).to(sys.argv[2])")
+        times = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code, json.dumps(asdict(probe)), device], check=True, cwd=paths.ROOT)
+            times.append(time.perf_counter() - t0)
+        return Timing(min(times), 0.0, 0)
 
 
 def _sync(device: str) -> None:
@@ -461,6 +527,40 @@ class Calibration:
 
         return self._get("eval", shape, measure)
 
+    def _looplm(self, kind: str, probe, threads: int, measure) -> Timing:
+        """A looped decoder's timing, with ``threads`` torch threads (0: as they are), keyed by what sets its cost:
+        the model, the task's shape and the batch (not the training seed)."""
+        from dataclasses import asdict
+
+        import torch
+
+        task = {k: v for k, v in asdict(probe.task).items() if k != "seed"}
+        shape = {"looplm": probe.model.to_dict(), "task": task, "batch": probe.train.batch_size,
+                 "loops": probe.budgets(), **({"threads": threads} if threads else {})}
+
+        def timed():
+            old = torch.get_num_threads()
+            torch.set_num_threads(threads or old)
+            try:
+                return measure(probe, self.device)
+            finally:
+                torch.set_num_threads(old)
+
+        return self._get(kind, shape, timed)
+
+    def looplm_step(self, probe, threads: int = 0) -> Timing:
+        return self._looplm("looplm train", probe, threads, self.timer.looplm_step)
+
+    def looplm_block(self, probe, threads: int = 0) -> Timing:
+        return self._looplm("looplm eval", probe, threads, self.timer.looplm_block)
+
+    def looplm_start(self, probe) -> float:
+        """Seconds a looped decoder's job pays before its work (0 with a timer that does not measure it)."""
+        if not hasattr(self.timer, "looplm_start"):
+            return 0.0
+        return self._get("looplm start", {"python": sys.executable},
+                         lambda: self.timer.looplm_start(probe, self.device)).seconds
+
     def job_start(self, run) -> float:
         """Seconds a job pays before its work on this device (0 with a timer that does not measure it)."""
         if not hasattr(self.timer, "job_start"):
@@ -489,6 +589,12 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
     todo = [i for i in (*plan.runs, *plan.evals) if not i.cached]
     plan.job_start = calibration.job_start(todo[0].run) if todo else 0.0
     plan.contention = calibration.contention(todo[0].run, plan.jobs) if todo else 1.0
+    models = [m for m in plan.models if not m.cached]
+    start = calibration.looplm_start(models[0].probe) if models else 0.0
+    for item in models:
+        item.per_step = calibration.looplm_step(item.probe, threads).seconds * plan.contention
+        item.per_block = calibration.looplm_block(item.probe, threads).seconds * plan.contention
+        item.seconds = start + item.steps * item.per_step + item.eval_seconds
     for item in plan.runs:
         if item.cached:
             continue
@@ -520,6 +626,7 @@ def wall(plan: Plan) -> float:
     for i, e in enumerate(plan.evals):
         seconds[f"eval {i}"] = e.seconds
         after[f"eval {i}"] = [str(e.run.dir)]
+    seconds.update({m.key: m.seconds for m in plan.models})
     return simulate(seconds, after, plan.jobs)
 
 
@@ -540,8 +647,10 @@ def render(plan: Plan, calibration: Calibration) -> str:
     n_cached = sum(r.cached for r in plan.runs) + sum(e.cached for e in plan.evals)
     how = (f"{calibration.measured} timings measured now in {calibration.seconds:.0f} s" if calibration.measured
            else "all timings from the cache")
+    n_cached += sum(m.cached for m in plan.models)
     out.append(f"# plan for profile {plan.profile} on {calibration.prefix}: {len(plan.runs)} training runs, "
-               f"{len(plan.evals)} evaluations ({n_cached} already in the run cache); training seed(s) "
+               f"{len(plan.evals)} evaluations, {len(plan.models)} looped decoders ({n_cached} already in the run "
+               "cache); training seed(s) "
                f"{', '.join(str(x) for x in sorted({r.run.config['train']['seed'] for r in plan.runs}))}")
     loads = [e.get("load_average") for e in calibration.used if e.get("load_average") is not None]
     if loads:
@@ -583,14 +692,26 @@ def render(plan: Plan, calibration: Calibration) -> str:
     eval_total = sum(e.seconds for e in plan.evals)
     out.append(f"per evaluation: job start ({plan.job_start:.1f} s) + ceil(puzzles / batch) x updates x s/update; "
                f"evaluations: {_fmt_s(eval_total)}")
+    model_total = sum(m.seconds for m in plan.models)
+    if plan.models:
+        out.append("\n## looped decoders (notebook 08: each trained and evaluated in one job, beside the rest)")
+        out.append("nb  model                                      steps   s/step   evaluation (token-blocks x s)"
+                   "        time")
+        for m in plan.models:
+            head = f"{m.notebook:3s} {m.id:42s} {m.steps:5d}"
+            if m.cached:
+                out.append(f"{head}   already computed                                      0 s")
+            else:
+                out.append(f"{head} x {m.per_step:6.4f} + {m.eval_blocks:10.3g} x {m.per_block:8.2e} = "
+                           f"{_fmt_s(m.eval_seconds):>7s} -> {_fmt_s(m.seconds):>9s}")
+        out.append(f"per model: job start + steps x s/step + evaluation; looped decoders: {_fmt_s(model_total)}")
     for name in manifest.undeclared_notebooks():
         out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
                    "infiloop/experiments/jobs.py)")
-    for name in manifest.profile_notebooks(plan.profile):
-        if name in manifest.SELF_COMPUTING:
-            out.append(f"not in this estimate: notebook {name} {manifest.SELF_COMPUTING[name]}")
-    floor = (train_total + eval_total) / plan.jobs
-    out.append(f"\nestimate: training {_fmt_s(train_total)} + evaluations {_fmt_s(eval_total)} of jobs on {plan.jobs} "
+    floor = (train_total + eval_total + model_total) / plan.jobs
+    decoders = f" + looped decoders {_fmt_s(model_total)}" if plan.models else ""
+    out.append(f"\nestimate: training {_fmt_s(train_total)} + evaluations {_fmt_s(eval_total)}{decoders} of jobs on "
+               f"{plan.jobs} "
                f"slot(s) -> {_fmt_s(wall(plan))} wall (the floor, every slot busy: {_fmt_s(floor)}) on "
                f"{calibration.prefix.split(' | ')[0]} (not included: data building, notebooks and report)")
     return "\n".join(out)
@@ -614,7 +735,7 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
         return 0
     plan = make_plan(args.profile, args.device, args.jobs, params=params)
     calibration = Calibration(args.device, timer, fresh=args.calibrate)
-    if any(not r.cached for r in plan.runs) or any(not e.cached for e in plan.evals):
+    if any(not i.cached for i in (*plan.runs, *plan.evals, *plan.models)):
         print("# calibrating (a few timed steps of each model shape) ...", file=sys.stderr, flush=True)
     estimate(plan, calibration)
     if calibration.measured:

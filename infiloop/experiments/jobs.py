@@ -9,7 +9,10 @@ A notebook's needs are declared once, here, as a function of its papermill param
   of its evaluations once per seed;
 - an **evaluation** is (run, kind, arguments) with a stable id such as ``depth/carry_last``; ``kind`` is
   the :class:`~infiloop.experiments.cache.Run` method that computes and caches it (``evaluate``, ``perturb``,
-  ``budgets``).
+  ``budgets``);
+- a **model** is one looped decoder of notebook 08 (a :class:`~infiloop.experiments.looplm.Probe`, id such as
+  ``kinship/1+1x4+1/infiloop@2``), trained and evaluated in one job, its record cached in
+  ``runs/looplm/<task>-<key>.json``.
 
 Three readers use the same declaration, so they cannot disagree:
 
@@ -30,12 +33,12 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import paths
 from ..errors import UsageError
-from . import cache, profiles
+from . import cache, looplm, profiles
 from .cache import Run
 from .recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
 
@@ -78,6 +81,23 @@ class EvalSpec:
 
 
 @dataclass
+class ModelSpec:
+    """One looped decoder notebook 08 reads: trained and evaluated in one job (``looplm.record``)."""
+
+    id: str
+    probe: looplm.Probe
+    path: Path  # its record, resolved when declared (``looplm.record_path``)
+
+    @property
+    def key(self) -> str:
+        return str(self.path)
+
+    def compute(self, device: str = "cpu") -> dict:
+        """The record, from the cache or computed now."""
+        return looplm.record(self.probe, self.path.parent, device)
+
+
+@dataclass
 class Needs:
     """What one notebook reads at one set of parameters (:func:`needs`)."""
 
@@ -86,6 +106,7 @@ class Needs:
     params: dict
     runs: dict[str, RunSpec] = field(default_factory=dict)
     evals: dict[str, EvalSpec] = field(default_factory=dict)
+    models: dict[str, ModelSpec] = field(default_factory=dict)
     derived: dict = field(default_factory=dict)  # values the declaration derived (depths, budgets, ...)
 
     @property
@@ -124,6 +145,11 @@ class Needs:
             self.evals[self.key(id, seed)] = EvalSpec(id, self.runs[self.key(run.id, seed)], kind, args)
         return self.evals[self.key(id)]
 
+    def add_model(self, id: str, probe: looplm.Probe) -> ModelSpec:
+        """Model ``id``: one looped decoder, its own training seed in ``probe``."""
+        self.models[id] = ModelSpec(id, probe, looplm.record_path(probe))
+        return self.models[id]
+
     # ---------------------------------------------------------------- reading (the notebooks)
     def run(self, id: str, device: str = "cpu", progress: bool = True, seed: int | None = None) -> Run:
         """The trained run ``id`` (of ``seed``, default the first): from the cache, or trained now (a
@@ -141,6 +167,14 @@ class Needs:
     def results(self, id: str, device: str = "cpu", progress: bool = True) -> dict[int, dict]:
         """Evaluation ``id`` of every training seed: ``{seed: result}``."""
         return {seed: self.result(id, device, progress, seed) for seed in self.seeds}
+
+    def records(self, workers: int = 1, device: str = "cpu", progress: bool = True) -> dict[str, dict]:
+        """Every model's record, ``{id: record}``: from the cache, or computed now ``workers`` at a time (a notebook
+        opened with new parameters)."""
+        specs = list(self.models.values())
+        recs = looplm.results([m.probe for m in specs], workers, specs[0].path.parent if specs else None, progress,
+                              device)
+        return {m.id: r for m, r in zip(specs, recs)}
 
 
 # ------------------------------------------------------------------------------------------ declarations
@@ -252,12 +286,11 @@ def watch_the_loop(n: Needs, p: dict) -> None:
                    limit=p["limit"] or None, snapshots=snaps if snaps[1] <= p["max_updates"] else ())
 
 
-# Notebooks that train and evaluate their own models, not runs of the run cache: what they compute, and where it is
-# cached. The plan names them (their time is not in its estimate) and the compute stage leaves them to the notebook.
-SELF_COMPUTING = {
-    "08_looped_lm": "trains and evaluates its looped decoders itself, a process per CPU (infiloop/experiments/"
-                    "looplm.py; cached in runs/looplm/)",
-}
+def looped_lm(n: Needs, p: dict) -> None:
+    g = looplm.grid(n.profile, p["seeds"], p["connections"], p["allocations"])
+    n.derived["grid"] = g
+    for cell in g.cells:
+        n.add_model(looplm.cell_id(cell), g.probe(cell))
 
 
 DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
@@ -268,6 +301,7 @@ DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
     "05_beta0_ablation": beta0_ablation,
     "06_conditioning": conditioning,
     "07_watch_the_loop": watch_the_loop,
+    "08_looped_lm": looped_lm,
 }
 
 
@@ -276,11 +310,10 @@ DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
 
 def notebook_name(name: str) -> str:
     """``"02"``, ``"depth_scaling"`` or ``"02_depth_scaling"`` -> ``"02_depth_scaling"``."""
-    for full in (*DECLARATIONS, *SELF_COMPUTING):
+    for full in DECLARATIONS:
         if name in (full, full[:2], full[3:]):
             return full
-    raise UsageError(f"unknown notebook {name!r}; valid: {', '.join((*DECLARATIONS, *SELF_COMPUTING))} (or their "
-                     "number)")
+    raise UsageError(f"unknown notebook {name!r}; valid: {', '.join(DECLARATIONS)} (or their number)")
 
 
 def notebook_defaults(name: str) -> dict:
@@ -300,14 +333,12 @@ def notebook_defaults(name: str) -> dict:
 def profile_notebooks(profile: str) -> list[str]:
     """The notebooks a profile runs by default: its ``notebooks`` list (numbers or names), else every one."""
     wanted = profiles.notebooks(profile)
-    return [notebook_name(str(x)) for x in wanted] if wanted else sorted((*DECLARATIONS, *SELF_COMPUTING))
+    return [notebook_name(str(x)) for x in wanted] if wanted else sorted(DECLARATIONS)
 
 
 def undeclared_notebooks() -> list[str]:
-    """Notebooks in notebooks/ neither declared here nor computing for themselves (``SELF_COMPUTING``): their runs
-    and evaluations are not planned."""
-    return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py"))
-            if p.stem not in DECLARATIONS and p.stem not in SELF_COMPUTING]
+    """Notebooks in notebooks/ not declared here: their runs and evaluations are not planned."""
+    return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
 
 
 def read_parameters(pairs) -> dict:
@@ -358,26 +389,47 @@ def needs(notebook: str, profile: str | None = None, **params) -> Needs:
         if p.get(key) == 0:
             p[key] = profiles.depth(p["profile"])
     n = Needs(name, p["profile"], p)
-    if name in DECLARATIONS:  # a notebook that computes for itself (SELF_COMPUTING) reads no run of the cache
-        DECLARATIONS[name](n, p)
+    DECLARATIONS[name](n, p)
     return n
 
 
 @dataclass
 class Job:
-    """One unit of work for the scheduler: train a run, or compute one evaluation of a trained run."""
+    """One unit of work for the scheduler: train a run, compute one evaluation of a trained run, or train and
+    evaluate one looped decoder (a model)."""
 
-    id: str  # "train <run folder>" or "eval <run folder> <cache file>"
-    kind: str  # "train" or "eval"
-    spec: RunSpec
+    id: str  # "train <run folder>", "eval <run folder> <cache file>" or "looplm <record>"
+    kind: str  # "train", "eval" or "looplm"
+    spec: RunSpec | None  # the run (None for a model)
     eval: EvalSpec | None = None
+    model: ModelSpec | None = None
     after: list[str] = field(default_factory=list)  # ids of jobs that must finish first
     notebooks: list[str] = field(default_factory=list)  # who reads it
     done: bool = False  # already cached
 
+    @property
+    def home(self) -> str:
+        """The name of what it computes: the run folder's, or the model record's."""
+        return self.model.path.stem if self.model is not None else self.spec.run.dir.name
+
+    @property
+    def log_dir(self) -> Path:
+        """Where its logs go: ``<run folder>/logs/``, or ``<runs>/looplm/logs/<record>/`` for a model."""
+        if self.model is not None:
+            return self.model.path.parent / "logs" / self.model.path.stem
+        return self.spec.run.dir / "logs"
+
+    def finished(self) -> bool:
+        """Whether its result is in the run cache now."""
+        if self.kind == "looplm":
+            return self.model.path.is_file()
+        return self.spec.run.done if self.kind == "train" else Path(self.eval.key).is_file()
+
     def to_json(self, profile: str) -> dict:
         """What ``scheduler.run_one`` needs: the run (its own profile where it has one, and its folder, which
-        may lie in another run cache than the default) and the evaluation."""
+        may lie in another run cache than the default) and the evaluation; or the model and its record's folder."""
+        if self.model is not None:
+            return {"kind": "looplm", "probe": asdict(self.model.probe), "root": str(self.model.path.parent)}
         profile = getattr(self.spec.run, "config", {}).get("profile", profile)
         d = {"kind": self.kind, "task": self.spec.task, "recipe": self.spec.recipe, "profile": profile,
              "overrides": self.spec.overrides, "run_dir": str(self.spec.run.dir)}
@@ -401,6 +453,10 @@ def jobs(notebooks: list[str], profile: str, params: dict | None = None) -> list
             key = f"eval {e.run.run.dir.name} {Path(e.key).name}"
             job = out.setdefault(key, Job(key, "eval", e.run, e, after=[f"train {e.run.run.dir.name}"],
                                           done=Path(e.key).is_file()))
+            job.notebooks.append(n.notebook)
+        for m in n.models.values():
+            key = f"looplm {m.path.stem}"
+            job = out.setdefault(key, Job(key, "looplm", None, model=m, done=m.path.is_file()))
             job.notebooks.append(n.notebook)
     for job in out.values():
         if job.kind == "eval" and job.eval.kind == "budgets" and not job.spec.run.model_config().cond.uses_horizon:

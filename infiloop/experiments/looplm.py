@@ -12,6 +12,7 @@ prints the seconds of training and the accuracy per depth and r (``--json FILE``
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import time
@@ -22,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..config import from_dict
+from ..errors import UsageError
 from ..model.conditioning import ConditionConfig
 from ..model.connections import ConnectionConfig
 from ..model.looplm import LoopLM, LoopLMConfig
@@ -121,6 +124,12 @@ class Probe:
         K = self.model.loops
         return sorted(set(self.loops or (max(1, K // 2), K, 2 * K, 4 * K)))
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Probe:
+        """The probe of ``asdict(probe)`` (a scheduler job's description); it has the same :func:`key`."""
+        return cls(LanguageConfig.from_dict(d["task"], "probe.task"), LoopLMConfig.from_dict(d["model"], "probe.model"),
+                   from_dict(LMTrainConfig, d["train"], "probe.train"), tuple(d["loops"]))
+
 
 def run(probe: Probe, device: str = "cpu") -> dict:
     """Generate the task, build and train the model (seeded), evaluate; a JSON-ready record."""
@@ -210,20 +219,32 @@ def key(probe: Probe) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _run_cached(probe: Probe, root: str, device: str = "cpu") -> dict:
-    """``run(probe)``, from ``root/<task>-<key>.json`` when it is there, else computed and written atomically."""
+def record_path(probe: Probe, root: Path | str | None = None) -> Path:
+    """Where the probe's record is cached: ``<root>/<task>-<key>.json`` (default root ``<runs>/looplm``)."""
+    from .. import paths
+
+    return Path(root if root is not None else paths.RUNS / "looplm") / f"{probe.task.task}-{key(probe)}.json"
+
+
+def record(probe: Probe, root: Path | str | None = None, device: str = "cpu") -> dict:
+    """``run(probe)``, from its cache file when it is there, else computed and written atomically (under a lock:
+    two processes asking for the same probe compute it once)."""
     from ..io import atomic_write_text, locked
 
-    path = Path(root) / f"{probe.task.task}-{key(probe)}.json"
+    path = record_path(probe, root)
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
-    with locked(Path(root) / ".locks" / f"{path.stem}.lock"):
+    with locked(path.parent / ".locks" / f"{path.stem}.lock"):
         if path.is_file():  # another process computed it while we waited
             return json.loads(path.read_text(encoding="utf-8"))
-        torch.set_num_threads(1)
         rec = run(probe, device)
         atomic_write_text(path, json.dumps(rec))
     return rec
+
+
+def _pool_record(probe: Probe, root: str, device: str) -> dict:
+    torch.set_num_threads(1)  # one thread per process: the pool has a process per CPU
+    return record(probe, root, device)
 
 
 def results(probes: list[Probe], workers: int = 1, root: Path | None = None, progress: bool = True,
@@ -235,23 +256,176 @@ def results(probes: list[Probe], workers: int = 1, root: Path | None = None, pro
 
     from tqdm.auto import tqdm
 
-    from .. import paths
-
-    root = Path(root) if root is not None else paths.RUNS / "looplm"
-    root.mkdir(parents=True, exist_ok=True)
     out: dict[int, dict] = {}
-    with tqdm(total=len(probes), desc="looped decoders", unit="model", disable=not progress) as bar:
-        if workers <= 1:
-            for i, p in enumerate(probes):
-                out[i] = _run_cached(p, str(root), device)
+    todo = [i for i, p in enumerate(probes) if not record_path(p, root).is_file()]
+    for i in set(range(len(probes))) - set(todo):
+        out[i] = record(probes[i], root, device)
+    with tqdm(total=len(todo), desc="looped decoders", unit="model", disable=not progress or not todo) as bar:
+        if workers <= 1 or len(todo) <= 1:
+            for i in todo:
+                out[i] = record(probes[i], root, device)
                 bar.update(1)
         else:
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-                futures = {pool.submit(_run_cached, p, str(root), device): i for i, p in enumerate(probes)}
+            root = str(record_path(probes[0], root).parent)
+            with ProcessPoolExecutor(min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
+                futures = {pool.submit(_pool_record, probes[i], root, device): i for i in todo}
                 for f in as_completed(futures):
                     out[futures[f]] = f.result()
                     bar.update(1)
     return [out[i] for i in range(len(probes))]
+
+
+@dataclass
+class Grid:
+    """Notebook 08's models at one profile: every connection at the base allocation (the first), BaseLoop at every
+    other allocation; each for every task of ``TASKS`` and every training seed."""
+
+    profile: str
+    settings: dict  # profiles.LOOPLM[profile]
+    seeds: list[int]
+    connections: list[str]
+    allocations: list[str]
+
+    @property
+    def base(self) -> str:
+        return self.allocations[0]
+
+    @property
+    def cells(self) -> list[tuple[str, str, str, int]]:
+        """(task, allocation, connection, seed) of every model."""
+        out = [(t, self.base, c, s) for t in TASKS for c in self.connections for s in self.seeds]
+        return out + [(t, a, "carry_last", s) for t in TASKS for a in self.allocations[1:] for s in self.seeds]
+
+    def probe(self, cell: tuple[str, str, str, int]) -> Probe:
+        return probe_for(*cell, self.settings)
+
+
+def cell_id(cell: tuple[str, str, str, int]) -> str:
+    """``("kinship", "1+1x4+1", "infiloop", 2)`` -> ``"kinship/1+1x4+1/infiloop@2"``."""
+    task, alloc, conn, seed = cell
+    return f"{task}/{alloc}/{conn}@{seed}"
+
+
+def _names(text: str) -> list[str]:
+    return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+
+
+def grid(profile: str, seeds: str = "", connections: str = "", allocations: str = "") -> Grid:
+    """The grid at notebook 08's parameters (comma-separated texts; empty: the profile's, ``profiles.LOOPLM``);
+    a bad one is refused in one line naming it."""
+    from . import profiles
+
+    settings = profiles.looplm(profile)
+    try:
+        seed_list = [int(x) for x in _names(seeds)] or list(settings["seeds"])
+    except ValueError:
+        seed_list = [-1]
+    if min(seed_list) < 0:
+        raise UsageError(f"parameter seeds={seeds!r}: expected training seeds >= 0 separated by commas")
+    conns = _names(connections) or list(settings["connections"])
+    if any(c not in CONNECTIONS for c in conns) or "carry_last" not in conns:
+        raise UsageError(f"parameter connections={connections!r}: expected names among {', '.join(CONNECTIONS)}, "
+                         "carry_last among them (the study's BaseLoop)")
+    allocs = _names(allocations) or list(settings["allocations"])
+    for a in allocs:
+        try:
+            allocation(a)
+        except ValueError as e:
+            raise UsageError(f"parameter allocations: {e}") from None
+    return Grid(profile, settings, seed_list, conns, allocs)
+
+
+# ------------------------------------------------------------------------------------------ what a probe costs
+
+
+@functools.lru_cache(maxsize=8)
+def _data(task_json: str) -> LanguageData:
+    return generate(LanguageConfig.from_dict(json.loads(task_json)))
+
+
+def data_of(probe: Probe) -> LanguageData:
+    """The probe's generated task, kept in this process (a grid's models share one per task)."""
+    return _data(json.dumps(asdict(probe.task), sort_keys=True))
+
+
+def model_config(probe: Probe, data: LanguageData | None = None) -> LoopLMConfig:
+    """The probe's model configuration with the task's vocabulary and length (as :func:`run` builds it)."""
+    data = data or data_of(probe)
+    return LoopLMConfig.from_dict({**probe.model.to_dict(), "vocab_size": data.vocab_size,
+                                   "seq_len": max(probe.model.seq_len, data.max_len)})
+
+
+def _length(split: Split) -> int:
+    return int(_crop(split.tokens, split.answer)[0].shape[1]) - 1
+
+
+def forward_blocks(cfg: LoopLMConfig, items: int, length: int, loops: list[int]) -> float:
+    """Token-blocks (one block at one position) of :func:`correct` on ``items`` items of ``length`` positions after
+    each r of ``loops``: the prelude, the core to the largest r (once per r under timestep conditioning, see
+    ``LoopLM.logits_at``) and the coda once per r."""
+    loops = sorted(set(loops))
+    core = sum(loops) if cfg.cond.uses_horizon else loops[-1]
+    per = (cfg.prelude * (len(loops) if cfg.cond.uses_horizon else 1) + cfg.core * core + cfg.coda * len(loops))
+    return float(items * length * per)
+
+
+def work(probe: Probe) -> dict[str, float]:
+    """The probe's job in token-blocks: ``step``, the forward of one training step (the batch at the longest
+    training item, through L(K) = p + sK + c blocks); ``eval``, every forward of :func:`run` after training (each
+    test split to its r, the training split at K, the loop-axis diagnostics); ``block_flops``, the FLOPs of one
+    token-block (2 x the block's weights + 4 x T x d for attention, at the longest item) and ``head_flops``."""
+    data = data_of(probe)
+    cfg = model_config(probe, data)
+    loops = probe.budgets()
+    deepest = data.test[max(data.test)]
+    ev = sum(forward_blocks(cfg, len(s), _length(s), loops) for s in data.test.values())
+    ev += forward_blocks(cfg, len(data.train), _length(data.train), [cfg.loops])
+    ev += forward_blocks(cfg, min(64, len(deepest)), _length(deepest), [max(loops)])
+    block = LoopLM(LoopLMConfig.from_dict({**cfg.to_dict(), "prelude": 0, "coda": 0, "core": 1})).core[0]
+    weights = sum(p.numel() for p in block.parameters() if p.ndim >= 2)
+    return {"step": forward_blocks(cfg, probe.train.batch_size, _length(data.train), [cfg.loops]), "eval": ev,
+            "block_flops": 2.0 * weights + 4.0 * data.max_len * cfg.d_model,
+            "head_flops": 2.0 * cfg.d_model * cfg.vocab_size}
+
+
+def flops(probe: Probe) -> float:
+    """FLOPs of the probe's job: its training steps (forward and backward, 3 x the forward) and its evaluation;
+    the head counted once per forward position."""
+    w = work(probe)
+    cfg = probe.model
+    per_pos = w["head_flops"] / max(1, cfg.prelude + cfg.core * cfg.loops + cfg.coda)
+    return (3 * probe.train.steps * w["step"] + w["eval"]) * (w["block_flops"] + per_pos)
+
+
+def time_train_step(probe: Probe, device: str = "cpu", warm: int = 2, timed: int = 4) -> float:
+    """Seconds of one training step of the probe's model at its batch on ``device`` (``warm`` steps first)."""
+    from dataclasses import replace
+
+    data = data_of(probe)
+    model = LoopLM(model_config(probe, data)).to(device)
+    train(model, data.train, replace(probe.train, steps=warm))
+    return train(model, data.train, replace(probe.train, steps=timed))["seconds"] / timed
+
+
+def time_forward_block(probe: Probe, device: str = "cpu", repeats: int = 3) -> float:
+    """Seconds per token-block of the evaluation forward (:func:`correct` on a batch of the deepest test split at
+    the probe's loops), the median of ``repeats`` timings."""
+    import statistics
+
+    data = data_of(probe)
+    cfg = model_config(probe, data)
+    model = LoopLM(cfg).to(device)
+    split = data.test[max(data.test)]
+    n = min(len(split), probe.train.eval_batch)
+    part = Split(split.tokens[:n], split.answer[:n], split.depth[:n])
+    loops = probe.budgets()
+    correct(model, part, loops[:1], n)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        correct(model, part, loops, n)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / forward_blocks(cfg, n, _length(part), loops)
 
 
 def _probe_from_args(a: argparse.Namespace) -> Probe:

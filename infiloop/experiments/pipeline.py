@@ -112,13 +112,16 @@ def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_r
 
     slots = slots_for(device, workers)
     todo = [j for j in planned if not j.done]
+    models = sum(j.kind == "looplm" for j in todo)
     print(f"[reproduce] {sum(j.kind == 'train' for j in todo)} runs to train and {sum(j.kind == 'eval' for j in todo)} "
-          f"evaluations to compute ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) "
+          f"evaluations to compute" + (f", {models} looped decoders to train and evaluate" if models else "")
+          + f" ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) "
           f"({slots[0].device}, {slots[0].threads} thread(s) each)", file=sys.stderr, flush=True)
     report = run_jobs(planned, profile, slots, job_flops, gpus_per_run)  # FLOPs: order and time left
     if report.failed or report.skipped:
         raise RuntimeError(f"{len(report.failed)} jobs failed ({'; '.join(report.failed)}), {len(report.skipped)} "
-                           f"not started; each failed job's log is in <run folder>/logs/")
+                           f"not started; each failed job's log is in <run folder>/logs/ "
+                           "(a looped decoder's in runs/looplm/logs/<record>/)")
     return {"slots": len(slots), "threads": slots[0].threads, "jobs": len(report.done),
             "job_seconds": round(sum(report.cpu_seconds.values()), 1),
             "floor_seconds": round(sum(report.cpu_seconds.values()) / len(slots), 1),

@@ -100,14 +100,14 @@ def check_gpus_per_run(slots: list[Slot], gpus_per_run: int) -> None:
 
 
 def job_name(job: Job) -> str:
-    """A file name for the job's log: ``train`` or ``eval-<cache file stem>``."""
-    if job.kind == "train":
-        return "train"
+    """A file name for the job's log: ``train``, ``eval-<cache file stem>`` or ``looplm``."""
+    if job.kind in ("train", "looplm"):
+        return job.kind
     return "eval-" + re.sub(r"[^A-Za-z0-9_.-]", "_", Path(job.eval.key).stem)
 
 
 def log_path(job: Job) -> Path:
-    return job.spec.run.dir / "logs" / f"{job_name(job)}.log"
+    return job.log_dir / f"{job_name(job)}.log"
 
 
 def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]:
@@ -258,6 +258,11 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
 
     if threads:
         torch.set_num_threads(threads)
+    if spec["kind"] == "looplm":
+        from . import looplm
+
+        looplm.record(looplm.Probe.from_dict(spec["probe"]), spec["root"], device)
+        return
     where = spec.get("run_dir")
     if spec["kind"] == "train":
         cache.get_run(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where,
