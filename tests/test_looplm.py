@@ -273,3 +273,28 @@ def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
     loops = [1, 3, 6]
     looplm.correct(model, part, loops, batch=5)
     assert sum(seen) == looplm.forward_blocks(cfg, 5, looplm._length(part), loops) > 0
+
+
+def test_a_decoder_job_writes_the_record_the_notebook_would_compute(tmp_path, monkeypatch):
+    """A model of notebook 08 computed as a scheduler job (its JSON description, ``run_one``) writes the record that
+    the notebook's own path (``Needs.records``) computes: the same file name, the same answers and loop-axis
+    diagnostics (only the timings differ); the notebook then reads it without training."""
+    from infiloop import paths
+    from infiloop.experiments import jobs, looplm, scheduler
+
+    monkeypatch.setattr(paths, "RUNS", tmp_path / "a")
+    need = jobs.needs("08", "smoke", seeds="0", connections="carry_last")
+    job = next(j for j in jobs.jobs(["08"], "smoke", {"seeds": "0", "connections": "carry_last"})
+               if j.kind == "looplm" and j.model.probe.task.task == "kinship")
+    scheduler.run_one(json.loads(json.dumps(job.to_json("smoke"))), "cpu", 1)
+    assert job.finished() and job.model.path.parent == tmp_path / "a" / "looplm"
+    by_job = json.loads(job.model.path.read_text())
+    monkeypatch.setattr(paths, "RUNS", tmp_path / "b")
+    spec = next(m for m in jobs.needs("08", "smoke", seeds="0", connections="carry_last").models.values()
+                if m.probe.task.task == "kinship")
+    by_notebook = looplm.record(spec.probe, spec.path.parent)
+    assert spec.path.name == job.model.path.name
+    for key in ("correct", "accuracy", "loop_axis", "params", "train_accuracy"):
+        assert by_job[key] == by_notebook[key], key
+    monkeypatch.setattr(looplm, "run", lambda *a, **k: pytest.fail("trained again"))
+    assert need.models[spec.id].compute()["correct"] == by_job["correct"]  # root a: read, not trained

@@ -641,6 +641,22 @@ def _fmt_s(s: float) -> str:
     return f"{s / 3600:.2f} h"
 
 
+def _render_models(models: list[ModelItem]) -> list[str]:
+    """The looped decoders' section of the plan: a line per model, its formula, and their total."""
+    if not models:
+        return []
+    out = ["\n## looped decoders (notebook 08: each trained and evaluated in one job, beside the rest)",
+           "nb  model                                      steps   s/step   evaluation (token-blocks x s)        time"]
+    for m in models:
+        head = f"{m.notebook:3s} {m.id:42s} {m.steps:5d}"
+        out.append(f"{head}   already computed                                      0 s" if m.cached else
+                   f"{head} x {m.per_step:6.4f} + {m.eval_blocks:10.3g} x {m.per_block:8.2e} = "
+                   f"{_fmt_s(m.eval_seconds):>7s} -> {_fmt_s(m.seconds):>9s}")
+    out.append(f"per model: job start + steps x s/step + evaluation; looped decoders: "
+               f"{_fmt_s(sum(m.seconds for m in models))}")
+    return out
+
+
 def render(plan: Plan, calibration: Calibration) -> str:
     """The plan as text: one line per run and per evaluation, each with its formula, then the totals."""
     out = []
@@ -693,18 +709,7 @@ def render(plan: Plan, calibration: Calibration) -> str:
     out.append(f"per evaluation: job start ({plan.job_start:.1f} s) + ceil(puzzles / batch) x updates x s/update; "
                f"evaluations: {_fmt_s(eval_total)}")
     model_total = sum(m.seconds for m in plan.models)
-    if plan.models:
-        out.append("\n## looped decoders (notebook 08: each trained and evaluated in one job, beside the rest)")
-        out.append("nb  model                                      steps   s/step   evaluation (token-blocks x s)"
-                   "        time")
-        for m in plan.models:
-            head = f"{m.notebook:3s} {m.id:42s} {m.steps:5d}"
-            if m.cached:
-                out.append(f"{head}   already computed                                      0 s")
-            else:
-                out.append(f"{head} x {m.per_step:6.4f} + {m.eval_blocks:10.3g} x {m.per_block:8.2e} = "
-                           f"{_fmt_s(m.eval_seconds):>7s} -> {_fmt_s(m.seconds):>9s}")
-        out.append(f"per model: job start + steps x s/step + evaluation; looped decoders: {_fmt_s(model_total)}")
+    out += _render_models(plan.models)
     for name in manifest.undeclared_notebooks():
         out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
                    "infiloop/experiments/jobs.py)")

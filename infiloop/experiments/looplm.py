@@ -436,7 +436,8 @@ def _probe_from_args(a: argparse.Namespace) -> Probe:
                          norm=a.norm, connection=ConnectionConfig(name=a.connection), cond=cond)
     shuffle = {"auto": None, "yes": True, "no": False}[a.shuffle]
     task = LanguageConfig(task=a.task, seed=a.seed, n_train=a.n_train, n_test=a.n_test, n_entities=a.n_entities,
-                          shuffle=shuffle)
+                          shuffle=shuffle, distractors=a.distractors, train_depths=tuple(a.train_depths),
+                          test_depths=tuple(a.test_depths))
     train_cfg = LMTrainConfig(steps=a.steps, batch_size=a.batch, lr=a.lr, seed=a.seed)
     return Probe(task, model, train_cfg, tuple(a.loops))
 
@@ -474,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-entities", type=int, default=100)
     ap.add_argument("--shuffle", default="auto", choices=("auto", "yes", "no"),
                     help="the story's sentences in random order (auto: kinship in order, rules shuffled)")
+    ap.add_argument("--distractors", type=int, default=1, help="rules: distractor facts per person and rules (0-2)")
+    ap.add_argument("--train-depths", type=int, nargs="*", default=[], help="empty: the task's default")
+    ap.add_argument("--test-depths", type=int, nargs="*", default=[], help="empty: the task's default")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--loops", type=int, nargs="*", default=[])
     ap.add_argument("--threads", type=int, default=1)
