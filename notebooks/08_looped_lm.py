@@ -99,14 +99,14 @@ def curve(task: str, alloc: str, conn: str, loops: list[int]) -> intervals.Inter
     for s in seed_list:
         f = np.stack([flags(task, alloc, conn, s, r) for r in loops])
         per_seed.append([(f, np.ones_like(f))])
-    return intervals.bootstrap(per_seed)
+    return intervals.bootstrap(per_seed, items="items")
 
 
 def effect(pairs, what: str, side: int = +1) -> tuple[bool | None, str, intervals.Interval]:
     """The verdict and note of a difference of accuracies, one (a, b) pair of flag arrays per seed on the same
     items (paired): mean over seeds of acc(a) − acc(b)."""
     iv = intervals.bootstrap([[(a, np.ones_like(a)), (b, np.ones_like(b))] for a, b in pairs],
-                             lambda q: q[0] - q[1])
+                             lambda q: q[0] - q[1], items="items")
     return intervals.verdict(iv, side), intervals.verdict_note(iv, what, side=side), iv
 
 

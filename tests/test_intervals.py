@@ -55,6 +55,10 @@ def test_seeds_are_resampled_so_their_spread_widens_the_interval():
     assert iv.hi - iv.lo > 0.2 > 5 * (one.hi - one.lo)  # seed spread dominates puzzle sampling
     assert iv.lo < 0.4 and iv.hi > 0.6
     assert "seeds and test puzzles" in iv.method
+    items = bootstrap(seeds, replicates=10, items="items")  # the looped decoder's test items are texts
+    assert f"seeds and test items; 3 seed(s), {n} items each" in items.method and "puzzle" not in items.method
+    curve = bootstrap([[(np.stack([f, f]), np.ones((2, n)))] for [(f, _)] in seeds], replicates=10, items="items")
+    assert "items each" in curve.point(1).method
 
 
 def test_two_models_on_the_same_puzzles_are_resampled_as_pairs():

@@ -39,17 +39,19 @@ class Interval:
     puzzles: int
     level: float = 0.95
     replicates: int = 0
+    items: str = "puzzles"  # what the test items are (the looped decoder's are text items)
 
     @property
     def method(self) -> str:
-        over = "seeds and test puzzles" if self.seeds > 1 else "test puzzles only (one seed: no seed variation)"
+        over = f"seeds and test {self.items}" if self.seeds > 1 else \
+            f"test {self.items} only (one seed: no seed variation)"
         return (f"{100 * self.level:.0f} % percentile bootstrap over {over}; {self.seeds} seed(s), "
-                f"{self.puzzles} puzzles each, {self.replicates} replicates")
+                f"{self.puzzles} {self.items} each, {self.replicates} replicates")
 
     def point(self, i: int) -> Interval:
         """Element ``i`` of a curve's interval, as a scalar interval."""
         return Interval(float(self.value[i]), float(self.lo[i]), float(self.hi[i]), self.seeds, self.puzzles,
-                        self.level, self.replicates)
+                        self.level, self.replicates, self.items)
 
     def pct(self, digits: int = 1) -> str:
         """``"90.6 % [88.1, 92.9]"`` for a scalar fraction."""
@@ -71,13 +73,15 @@ def _ratio(num: np.ndarray, den: np.ndarray, weights: np.ndarray | None = None) 
 
 
 def bootstrap(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.ndarray]], np.ndarray | float]
-              = lambda r: r[0], replicates: int = 1000, level: float = 0.95, seed: int = 0) -> Interval:
+              = lambda r: r[0], replicates: int = 1000, level: float = 0.95, seed: int = 0,
+              items: str = "puzzles") -> Interval:
     """The interval of ``mean over seeds of combine([ratio_1, ratio_2, ...])``.
 
     ``per_seed[i]`` holds seed i's quantities as (numerator, denominator) arrays whose last axis is that
     seed's test puzzles (the same puzzles for every quantity of the seed); ``ratio_j`` is
     ``numerator_j.sum(-1) / denominator_j.sum(-1)`` (NaN where the denominator is 0), a float or, for a
-    curve ([K, P] arrays), an array over K. ``combine`` maps the seed's ratios to its statistic."""
+    curve ([K, P] arrays), an array over K. ``combine`` maps the seed's ratios to its statistic; ``items`` names
+    the test items in the interval's description."""
     if not per_seed or any(not q for q in per_seed):
         raise ValueError("bootstrap: expected at least one seed with at least one quantity")
     per_seed = [[(np.asarray(n, np.float64), np.asarray(d, np.float64)) for n, d in q] for q in per_seed]
@@ -108,7 +112,8 @@ def bootstrap(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.nd
         warnings.simplefilter("ignore", RuntimeWarning)
         lo, hi = np.nanpercentile(np.stack(reps), [tail, 100 - tail], axis=0)
     out = float if np.ndim(value) == 0 else np.asarray
-    return Interval(out(value), out(lo), out(hi), n_seeds, int(per_seed[0][0][0].shape[-1]), level, replicates)
+    return Interval(out(value), out(lo), out(hi), n_seeds, int(per_seed[0][0][0].shape[-1]), level, replicates,
+                    items)
 
 
 def verdict(effect: Interval, side: int = +1) -> bool | None:
