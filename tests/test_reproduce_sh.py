@@ -2,9 +2,11 @@
 it builds .venv; on a CUDA machine it offers the gpu profile. Run on a copy of the script in a temporary
 folder with stub interpreters that only log what they are asked to run (no environment is ever built)."""
 
+import json
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +158,40 @@ def test_a_gpu_profile_without_usable_cuda_stops_before_any_work(monkeypatch, tm
         assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and phrase in err[0], err
     assert main(["reproduce", "--profile", "gpu"]) == 2
     assert "give --device cpu to run it on the CPU all the same" in capsys.readouterr().err
+
+
+def test_the_notebooks_run_as_many_at_a_time_as_there_are_slots(tmp_path, monkeypatch):
+    """The notebook stage: two at a time on two slots, each kernel told one torch thread (two kernels of two
+    threads on two cores slow each other down several times), every stage recorded, a failing one among them
+    recorded as failed; the environment is restored after."""
+    import os
+    import threading
+
+    from infiloop.experiments import pipeline
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    running, most, seen = set(), [0], {}
+    lock = threading.Lock()
+
+    def fake(name, profile, params, out_dir, progress=True):
+        with lock:
+            running.add(name)
+            most[0] = max(most[0], len(running))
+            seen[name] = (os.environ.get("OMP_NUM_THREADS"), progress)
+        time.sleep(0.3)
+        with lock:
+            running.discard(name)
+        if name == "03":
+            raise RuntimeError("broken notebook")
+
+    monkeypatch.setattr(pipeline, "_run_notebook", fake)
+    stages = pipeline.Stages(tmp_path / "stages.json")
+    pipeline._run_notebooks(stages, ["01", "02", "03", "04"], "smoke", {}, tmp_path, 2)
+    assert most[0] == 2 and all(v == ("1", False) for v in seen.values()) and len(seen) == 4
+    assert "OMP_NUM_THREADS" not in os.environ
+    recorded = {s["name"]: s["status"] for s in json.loads((tmp_path / "stages.json").read_text())["stages"]}
+    assert recorded == {"01": "ok", "02": "ok", "03": "failed", "04": "ok"}
+    seen.clear()
+    most[0] = 0
+    pipeline._run_notebooks(stages, ["01", "02"], "smoke", {}, tmp_path, 1)  # one at a time: as they are
+    assert most[0] == 1 and seen == {"01": (None, True), "02": (None, True)}

@@ -6,7 +6,8 @@
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
 ``jobs.py``, each once, on every core or GPU of this machine (``scheduler.py``), or as Slurm jobs
 (``--executor slurm``, ``cluster.py``: the notebooks and the report then run once every job is done); the
-notebooks then only load, analyse and plot.
+notebooks then only load, analyse and plot, on a CPU as many at a time as there are compute slots (one kernel
+each, one torch thread each).
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
@@ -69,7 +70,10 @@ class Stages:
     """
 
     def __init__(self, path: Path):
+        import threading
+
         self.path, self.stages, self.started = path, [], _now()
+        self.lock = threading.Lock()  # notebooks run in parallel threads record their stages here
         if path.is_file():
             try:
                 self.stages = json.loads(path.read_text())["stages"]
@@ -89,9 +93,10 @@ class Stages:
             print(f"[reproduce] {name} FAILED: {rec['error']}", file=sys.stderr, flush=True)
         rec["seconds"] = round(time.time() - t0, 2)
         rec["finished"] = _now()
-        self.stages = [s for s in self.stages if s["name"] != name] + [rec]
-        atomic_write_text(self.path, json.dumps({"stages": self.stages, "started": self.started,
-                                                 "finished": _now()}, indent=1))
+        with self.lock:
+            self.stages = [s for s in self.stages if s["name"] != name] + [rec]
+            atomic_write_text(self.path, json.dumps({"stages": self.stages, "started": self.started,
+                                                     "finished": _now()}, indent=1))
         return rec["status"] == "ok"
 
 
@@ -162,15 +167,41 @@ def ipc_kernel_manager():
     return IPCKernelManager
 
 
-def _run_notebook(name: str, profile: str, params: dict, out_dir: Path) -> None:
+def _run_notebook(name: str, profile: str, params: dict, out_dir: Path, progress: bool = True) -> None:
     import papermill as pm
 
     out_dir.mkdir(parents=True, exist_ok=True)
     mine = declared_parameters(name)  # -p applies to the notebooks that declare it (a notebook refuses others)
     pm.execute_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
                         parameters={"profile": profile, **{k: v for k, v in params.items() if k in mine}},
-                        kernel_name="python3", cwd=str(paths.ROOT), progress_bar=True,
+                        kernel_name="python3", cwd=str(paths.ROOT), progress_bar=progress,
                         kernel_manager_class=ipc_kernel_manager())
+
+
+def _run_notebooks(stages: Stages, selected: list[str], profile: str, params: dict, out_dir: Path,
+                   workers: int) -> None:
+    """Every selected notebook, ``workers`` at a time (each in its own kernel; they only read the run cache and
+    write their own files). Several at once: each kernel gets one torch thread (``OMP_NUM_THREADS=1``): two
+    kernels of two threads on two cores slow each other down several times."""
+    if workers <= 1 or len(selected) <= 1:
+        for name in selected:
+            stages.run(name, lambda name=name: _run_notebook(name, profile, params, out_dir))
+        return
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    old = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    os.environ.update({k: "1" for k in old})  # inherited by the kernels started below
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda name: stages.run(name, lambda: _run_notebook(name, profile, params, out_dir,
+                                                                                progress=False)), selected))
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def default_device(profile: str) -> str:
@@ -272,8 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         elif (status := _compute_stage_on_cluster(stages, plan, args, cluster_cfg, selected, params,
                                                   out_dir)) is not None:
             return status
-    for name in selected:
-        stages.run(name, lambda name=name: _run_notebook(name, args.profile, params, out_dir))
+    from .scheduler import cpu_slots
+
+    # CPU: as many notebooks at once as compute slots (they only load); on a GPU box and with --no-compute (the
+    # notebooks compute what they miss) one at a time
+    at_once = 1 if args.no_compute or args.device != "cpu" else len(cpu_slots(args.jobs))
+    _run_notebooks(stages, selected, args.profile, params, out_dir, at_once)
     from .report import build_report
 
     report: list[Path] = []
