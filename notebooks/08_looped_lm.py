@@ -53,7 +53,7 @@ from infiloop.experiments.notebook import Notebook, check, pct
 from infiloop.machine import usable_cpus
 
 nb = Notebook("08_looped_lm", "The looped language model past its training horizon, with InfiLoop", profile, device, 0)
-check("seeds", seeds, str, expected="comma-separated training seeds, or empty")
+check("seeds", seeds, (str, int), expected="comma-separated training seeds, or empty")
 check("connections", connections, str, expected=f"comma-separated names among {', '.join(looplm.CONNECTIONS)}")
 check("allocations", allocations, str, expected="comma-separated allocations p+sxK+c, e.g. 1+2x3+1")
 check("workers", workers, int, lambda v: v >= 0, "an integer >= 0 (0: one per CPU)")

@@ -136,7 +136,7 @@ def test_notebook_07_reuses_the_main_tables_runs_and_notebook_02s_trajectories()
     n07 = manifest.needs("07", "smoke")
     assert {s.recipe for s in n07.runs.values()} == {"carry_last", "fprm", "infiloop"}
     without = {j.id for j in manifest.jobs(["01", "02", "03", "04", "05", "06"], "smoke")}
-    assert {j.id for j in manifest.jobs(list(manifest.DECLARATIONS), "smoke")} == without
+    assert {j.id for j in manifest.jobs(["01", "02", "03", "04", "05", "06", "07"], "smoke")} == without
 
 
 def test_video_beside_the_gif_where_ffmpeg_exists(sudoku, tmp_path):
