@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one entry point of the InfiLoop companion.
 #
-#   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, 20-25 min)
+#   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, 20-24 min)
 #   ./reproduce.sh --profile search   6x6 Sudoku that needs search, three seeds (about 1.6 h on 2 CPU cores)
 #   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per model (device cuda by default)
 #   ./reproduce.sh --profile paper    the paper's configuration (GPU)
