@@ -166,7 +166,6 @@ class ModelItem:
     key: str  # its record
     cached: bool
     steps: int
-    batch: int
     eval_blocks: float  # token-blocks of its evaluation (looplm.work)
     seconds: float = 0.0
     per_step: float = 0.0
@@ -252,8 +251,8 @@ def plan_of(planned: list[manifest.Job], profile: str, device: str, jobs: int) -
     plan = Plan(profile, device, jobs)
     for job in planned:
         if job.kind == "looplm":
-            m, t = job.model, job.model.probe.train
-            plan.models.append(ModelItem(job.notebooks[0][:2], m.id, m.probe, m.key, job.done, t.steps, t.batch_size,
+            m = job.model
+            plan.models.append(ModelItem(job.notebooks[0][:2], m.id, m.probe, m.key, job.done, m.probe.train.steps,
                                          0.0 if job.done else work(m.probe)["eval"]))
         elif job.kind == "train":
             cfg = job.spec.run.train_config()

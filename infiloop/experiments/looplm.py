@@ -134,8 +134,7 @@ class Probe:
 def run(probe: Probe, device: str = "cpu") -> dict:
     """Generate the task, build and train the model (seeded), evaluate; a JSON-ready record."""
     data = generate(probe.task)
-    cfg = LoopLMConfig.from_dict({**probe.model.to_dict(), "vocab_size": data.vocab_size,
-                                  "seq_len": max(probe.model.seq_len, data.max_len)})
+    cfg = model_config(probe, data)
     torch.manual_seed(probe.train.seed)
     model = LoopLM(cfg).to(device)
     fit = train(model, data.train, probe.train)
