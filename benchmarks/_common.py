@@ -181,7 +181,7 @@ def step_variants(device, with_compile: bool, with_triton: bool) -> dict[str, Ca
         compiled = torch.compile(infiloop_step, dynamic=False)
         variants["torch.compile"] = lambda z, h, ld, q, lb: compiled(z, h, ld, q, lb, clip, eps, True)
     if with_triton:
-        from infiloop.model.kernels.triton_step import fused_step
+        from infiloop.model.kernels import fused_step
 
         variants["triton"] = lambda z, h, ld, q, lb: fused_step(z, h, ld, q, lb, clip, eps, True)
     return variants

@@ -21,6 +21,7 @@ public mathematical contract; the ``InfiLoop`` module implements the same map st
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass
 
 import torch
@@ -31,9 +32,11 @@ from .kernels import (
     BACKENDS,
     CLIP_MODES,
     content_score,
+    fused_step,
     infiloop_init,
     infiloop_step,
     raw_score,
+    resolve_backend,
     rms_normalize,
     score_slope,
 )
@@ -262,6 +265,8 @@ class InfiLoop(Connection):
 
     def __init__(self, cfg: ConnectionConfig, d: int):
         super().__init__(cfg, d)
+        # The step's kernel: cfg.backend until ``choose_kernels`` resolves it for the model's device, once.
+        self.kernel = cfg.backend
         # q = 0 starts every candidate with the same score: the equal-weight baseline gamma -> 1 - beta.
         self.q = nn.Parameter(torch.zeros(d))
         if cfg.decay == "learned":
@@ -327,7 +332,7 @@ class InfiLoop(Connection):
         history = "u" in state
         log_d = self._with_history_grad(state, log_beta) if history else state["log_d"]
         h, log_d, gamma, s = infiloop_step(
-            z, state["h"], log_d, self.q, log_beta, c.score_clip, c.eps, c.content_score, backend=c.backend,
+            z, state["h"], log_d, self.q, log_beta, c.score_clip, c.eps, c.content_score, backend=self.kernel,
             clip_mode=c.clip_mode,
         )
         new = {"h": h, "log_d": log_d}
@@ -338,9 +343,22 @@ class InfiLoop(Connection):
                 new["age"] = (1 - gamma.detach()) * (state["age"] + 1)
         return new, h, {"gamma": gamma, "score": s}
 
+    def choose_kernel(self, device: torch.device | str) -> str:
+        """Resolve this connection's step for ``device`` (``kernels.resolve_backend``) and keep it. A fused Triton
+        kernel is first run once, forward and backward, on a small input on the device; where it fails to build
+        or launch, the eager reference (the same numbers, slower) is kept and one warning line says why."""
+        device = torch.device(device)
+        c = self.cfg
+        kernel = resolve_backend(c.backend, device.type, c.clip_mode, c.score_clip)
+        if kernel == "triton" and triton_fails(device, self.d):
+            kernel = "eager"
+        self.kernel = kernel
+        return kernel
+
     def extra_repr(self):
         c = self.cfg
-        return (f"d={self.d}, decay={c.decay}, beta={self.beta:.4f}, content_score={c.content_score}, "
+        return (f"kernel={self.kernel}, d={self.d}, decay={c.decay}, beta={self.beta:.4f}, "
+                f"content_score={c.content_score}, "
                 f"clip={c.score_clip} ({c.clip_mode}), z0_candidate={c.z0_candidate}, history_grad={c.history_grad}")
 
 
@@ -432,6 +450,39 @@ class FPRM(Connection):
         new = {"h": h_new, "s": s, "best": best, "stall": stall, "halted": halted}
         gamma_tok = gamma.squeeze(-1).expand(z.shape[:-1])
         return new, h_new, {"gamma": gamma_tok, "score": torch.zeros_like(gamma_tok)}
+
+
+_TRITON_PROBES: dict[tuple[str, int], str | None] = {}  # (device, d) -> why the kernel fails, or None
+
+
+def triton_fails(device: torch.device, d: int) -> str | None:
+    """Why the fused kernel cannot build or launch on ``device`` for hidden size ``d`` (one line), or None when a
+    forward and backward of it on a small input run and give finite numbers. Asked once per device and size;
+    a failure is said once, in one warning line."""
+    key = (str(device), d)
+    if key not in _TRITON_PROBES:
+        try:
+            g = torch.Generator().manual_seed(0)
+            z, h = (torch.randn(4, d, generator=g).to(device).requires_grad_() for _ in range(2))
+            q = torch.randn(d, generator=g).to(device).requires_grad_()
+            log_d, log_beta = torch.zeros(4, device=device), torch.tensor(-0.5, device=device)
+            out = fused_step(z, h, log_d, q, log_beta, 8.0, 1e-6, True)
+            grads = torch.autograd.grad(sum(o.float().sum() for o in out), (z, h, q))
+            finite = all(bool(torch.isfinite(t).all()) for t in (*out, *grads))
+            _TRITON_PROBES[key] = None if finite else "it returned non-finite numbers on a test input"
+        except Exception as e:  # noqa: BLE001 - any failure to compile or launch means: do not use it
+            text = str(e).strip().splitlines()
+            _TRITON_PROBES[key] = f"{type(e).__name__}: {text[0] if text else ''}".strip().rstrip(":")
+        if _TRITON_PROBES[key]:
+            print(f"warning: the fused Triton step does not run on {device} ({_TRITON_PROBES[key]}); InfiLoop "
+                  f"connections take the eager reference step (same results, slower)", file=sys.stderr, flush=True)
+    return _TRITON_PROBES[key]
+
+
+def choose_kernels(model: nn.Module, device: torch.device | str) -> dict[str, str]:
+    """Choose the step of every InfiLoop connection in ``model`` for ``device``, once, when the model is placed
+    there (before ``torch.compile``): ``{module name: kernel}`` (``kernels.RESOLVED``)."""
+    return {name: m.choose_kernel(device) for name, m in model.named_modules() if isinstance(m, InfiLoop)}
 
 
 _MEMBERS = {"carry_last": CarryLast, "infiloop": InfiLoop, "full_attnres": FullAttnRes, "fprm": FPRM, "ema": EMA}

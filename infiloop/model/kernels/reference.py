@@ -101,3 +101,45 @@ def infiloop_step(
     # -inf + inf is NaN: a state without mass takes D_t = e_t (the branch's gradient is masked, not NaN)
     log_d_new = torch.where(torch.isneginf(log_retained), s.to(log_d_new.dtype), log_d_new)
     return h_new, log_d_new, gamma, s
+
+
+def infiloop_step_backward(
+    z: Tensor, h: Tensor, log_d: Tensor, q: Tensor, log_beta: Tensor,
+    g_h: Tensor, g_ld: Tensor, g_g: Tensor, g_s: Tensor,
+    score_clip: float | None, eps: float, content: bool = True,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The backward of :func:`infiloop_step` (hard clip or none) written out, as the fused kernel computes it:
+    gradients of ``(z, h, log D, q, log beta)`` from those of ``(h_t, log D_t, gamma_t, s_t)``.
+
+    With x = s - log beta - log D:  dgamma/dx = gamma (1 - gamma); d log D_t/ds = gamma and
+    d log D_t/d(log beta + log D) = 1 - gamma (logaddexp); d raw/dz = r (q - raw n / d) with r = rms(z)^-1 and
+    n = z r; the hard clip passes the gradient where raw <= clip. Arithmetic in float32 (float64 for float64
+    inputs); each gradient in its input's dtype. The custom operator's reference body (``op.py``)."""
+    dt = torch.promote_types(z.dtype, torch.float32)
+    zf, hf, gh = z.to(dt), h.to(dt), g_h.to(dt)
+    log_ret = log_beta.to(log_d.dtype).to(dt) + log_d.to(dt)
+    d = z.shape[-1]
+    if content:
+        qz = q.to(z.dtype).to(dt)
+        r = torch.rsqrt(zf.pow(2).mean(dim=-1) + eps)
+        raw = (zf @ qz) * r
+        s = raw if score_clip is None else raw.clamp(max=score_clip)
+    else:
+        s = zf.new_zeros(z.shape[:-1])
+    gamma = torch.sigmoid(s - log_ret)
+    g_x = (g_g.to(dt) + (gh * (zf - hf)).sum(-1)) * gamma * (1 - gamma)
+    g_ld_new = g_ld.to(dt)
+    d_log_ret = g_ld_new * (1 - gamma) - g_x
+    dz = gh * gamma.unsqueeze(-1)
+    dh = gh * (1 - gamma).unsqueeze(-1)
+    if content:
+        g_raw = g_s.to(dt) + g_x + g_ld_new * gamma
+        if score_clip is not None:
+            g_raw = torch.where(raw <= score_clip, g_raw, 0)
+        n = zf * r.unsqueeze(-1)
+        dz = dz + (g_raw * r).unsqueeze(-1) * (qz - n * (raw / d).unsqueeze(-1))
+        dq = (g_raw.unsqueeze(-1) * n).reshape(-1, d).sum(0)
+    else:
+        dq = torch.zeros_like(q, dtype=dt)
+    return (dz.to(z.dtype), dh.to(h.dtype), d_log_ret.to(log_d.dtype), dq.to(q.dtype),
+            d_log_ret.sum().to(log_beta.dtype))

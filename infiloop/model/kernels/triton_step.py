@@ -1,5 +1,6 @@
 """Fused Triton kernel for one InfiLoop streaming step (eq. 5 of the paper in log space), forward and
-backward, wrapped in an autograd Function.
+backward, called by the custom operator ``infiloop::step`` (``op.py``), which gives them autograd
+and the fake-tensor rule that ``torch.compile`` needs.
 
 The contract is ``reference.infiloop_step``: for every token (row) with candidate z_t, state
 (h_{t-1}, log D_{t-1}), pseudo-query q and log beta,
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 try:
     import triton
@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - exercised only where triton is absent
     tl = None
     HAS_TRITON = False
 
-__all__ = ["HAS_TRITON", "fused_step", "launch_config"]
+__all__ = ["HAS_TRITON", "backward_rows", "check_inputs", "forward_rows", "launch_config", "out_dtypes"]
 
 # Elements per tile: large enough to keep a wide GPU busy per program, small enough that z, h and the
 # float32 temporaries of one tile stay in registers.
@@ -181,7 +181,7 @@ if HAS_TRITON:
         tl.store(dlb_part_ptr + pid, tl.sum(dlb_acc, axis=0))
 
 
-def _out_dtypes(z: Tensor, h: Tensor, log_d: Tensor) -> tuple[torch.dtype, torch.dtype, torch.dtype]:
+def out_dtypes(z: Tensor, h: Tensor, log_d: Tensor) -> tuple[torch.dtype, torch.dtype, torch.dtype]:
     """(h_t, log D_t and gamma_t, s_t) dtypes exactly as torch promotes them in the reference."""
     s_dt = z.dtype
     g_dt = torch.promote_types(s_dt, log_d.dtype)
@@ -189,7 +189,7 @@ def _out_dtypes(z: Tensor, h: Tensor, log_d: Tensor) -> tuple[torch.dtype, torch
     return h_dt, g_dt, s_dt
 
 
-def _check(z: Tensor, h: Tensor, log_d: Tensor, q: Tensor, log_beta: Tensor) -> None:
+def check_inputs(z: Tensor, h: Tensor, log_d: Tensor, q: Tensor, log_beta: Tensor) -> None:
     if z.shape != h.shape:
         raise ValueError(f"fused_step: z and h must have the same shape, got {tuple(z.shape)} and {tuple(h.shape)}")
     if log_d.shape != z.shape[:-1]:
@@ -230,92 +230,41 @@ def _n_programs_bwd(n_tiles: int, device: torch.device) -> int:
     return max(1, min(n_tiles, 4))
 
 
-class _FusedStep(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, z, h, log_d, q, log_beta, score_clip, eps, content):
-        shape, d = z.shape, z.shape[-1]
-        z2 = z.reshape(-1, d).contiguous()
-        h2 = h.reshape(-1, d).contiguous()
-        ld1 = log_d.reshape(-1).contiguous()
-        qc = q.contiguous()
-        lb = log_beta.contiguous()
-        dtypes = _out_dtypes(z, h, log_d)
-        h_new, ld_new, gamma, s = _forward(z2, h2, ld1, qc, lb, score_clip, eps, content, dtypes)
-        ctx.save_for_backward(z2, h2, ld1, qc, lb)
-        ctx.cfg = (score_clip, eps, content, shape)
-        if not content:
-            ctx.mark_non_differentiable(s)
-        lead = shape[:-1]
-        return h_new.reshape(shape), ld_new.reshape(lead), gamma.reshape(lead), s.reshape(lead)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g_h, g_ld, g_g, g_s):
-        z2, h2, ld1, q, lb = ctx.saved_tensors
-        score_clip, eps, content, shape = ctx.cfg
-        n_rows, d = z2.shape
-        dev = z2.device
-
-        def rows_or_zeros(g: Tensor | None, n: int, width: int | None = None) -> Tensor:
-            if g is None:
-                return torch.zeros((n, width) if width else (n,), dtype=torch.float32, device=dev)
-            return g.reshape((n, width) if width else (n,)).contiguous()
-
-        gh = rows_or_zeros(g_h, n_rows, d)
-        gld = rows_or_zeros(g_ld, n_rows)
-        gg = rows_or_zeros(g_g, n_rows)
-        gs = rows_or_zeros(g_s, n_rows)
-
-        dz = torch.empty_like(z2)
-        dh = torch.empty_like(h2)
-        dld = torch.empty_like(ld1)
-        if n_rows == 0:
-            dq = torch.zeros_like(q)
-            dlb = torch.zeros_like(lb)
-        else:
-            br, bd, nw = launch_config(n_rows, d)
-            n_tiles = triton.cdiv(n_rows, br)
-            n_prog = _n_programs_bwd(n_tiles, dev)
-            dq_part = torch.empty((n_prog, d), dtype=torch.float32, device=dev)
-            dlb_part = torch.empty(n_prog, dtype=torch.float32, device=dev)
-            _bwd_kernel[(n_prog,)](
-                z2, h2, ld1, q, lb, gh, gld, gg, gs,
-                dz, dh, dld, dq_part, dlb_part,
-                n_rows, d, float(score_clip) if score_clip is not None else 0.0, float(eps), n_tiles,
-                HAS_CLIP=score_clip is not None, CONTENT=bool(content), BLOCK_R=br, BLOCK_D=bd, num_warps=nw,
-            )
-            dq = dq_part.sum(0).to(q.dtype)
-            dlb = dlb_part.sum().to(lb.dtype)
-        lead = shape[:-1]
-        return (
-            dz.reshape(shape) if ctx.needs_input_grad[0] else None,
-            dh.reshape(shape) if ctx.needs_input_grad[1] else None,
-            dld.reshape(lead) if ctx.needs_input_grad[2] else None,
-            dq if (content and ctx.needs_input_grad[3]) else None,
-            dlb if ctx.needs_input_grad[4] else None,
-            None, None, None,
-        )
+def forward_rows(z: Tensor, h: Tensor, log_d: Tensor, q: Tensor, log_beta: Tensor, score_clip: float | None,
+                 eps: float, content: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The forward kernel on tensors of any leading shape: ``(h_t, log D_t, gamma_t, s_t)``, no autograd."""
+    shape, d = z.shape, z.shape[-1]
+    outs = _forward(z.reshape(-1, d).contiguous(), h.reshape(-1, d).contiguous(), log_d.reshape(-1).contiguous(),
+                    q.contiguous(), log_beta.contiguous(), score_clip, eps, content, out_dtypes(z, h, log_d))
+    h_new, ld_new, gamma, s = outs
+    lead = shape[:-1]
+    return h_new.reshape(shape), ld_new.reshape(lead), gamma.reshape(lead), s.reshape(lead)
 
 
-def fused_step(
-    z: Tensor,
-    h: Tensor,
-    log_d: Tensor,
-    q: Tensor,
-    log_beta: Tensor,
-    score_clip: float | None,
-    eps: float,
-    content: bool = True,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One InfiLoop step (eq. 4/5, log space) in one fused Triton kernel; returns ``(h_t, log D_t,
-    gamma_t, s_t)`` with the shapes, dtypes and gradients of ``reference.infiloop_step``.
-
-    Shapes: ``z, h: [..., d]``, ``log_d: [...]``, ``q: [d]``, ``log_beta``: 0-d tensor (it may carry a
-    gradient: it is a function of the learned decay). ``score_clip`` is a hard upper clamp (zero
-    gradient where it binds, as ``torch.clamp``); ``content=False`` makes s_t = 0 (q gets no gradient).
-    Arithmetic is float32 inside the kernel whatever the storage dtype.
-    """
-    if not HAS_TRITON:
-        raise RuntimeError("fused_step needs the triton package")
-    _check(z, h, log_d, q, log_beta)
-    return _FusedStep.apply(z, h, log_d, q, log_beta, score_clip, eps, content)
+def backward_rows(z: Tensor, h: Tensor, log_d: Tensor, q: Tensor, log_beta: Tensor, g_h: Tensor, g_ld: Tensor,
+                  g_g: Tensor, g_s: Tensor, score_clip: float | None, eps: float, content: bool
+                  ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The backward kernel: gradients of ``(z, h, log D, q, log beta)`` from the gradients of the four outputs
+    (recomputing the row statistics from the inputs); ``dq`` is zero without the content score."""
+    shape, d = z.shape, z.shape[-1]
+    z2, h2 = z.reshape(-1, d).contiguous(), h.reshape(-1, d).contiguous()
+    ld1, qc, lb = log_d.reshape(-1).contiguous(), q.contiguous(), log_beta.contiguous()
+    n_rows, dev = z2.shape[0], z2.device
+    gh, gld = g_h.reshape(n_rows, d).contiguous(), g_ld.reshape(n_rows).contiguous()
+    gg, gs = g_g.reshape(n_rows).contiguous(), g_s.reshape(n_rows).contiguous()
+    dz, dh, dld = torch.empty_like(z2), torch.empty_like(h2), torch.empty_like(ld1)
+    if n_rows == 0:
+        return dz.reshape(shape), dh.reshape(shape), dld.reshape(shape[:-1]), torch.zeros_like(qc), torch.zeros_like(lb)
+    br, bd, nw = launch_config(n_rows, d)
+    n_tiles = triton.cdiv(n_rows, br)
+    n_prog = _n_programs_bwd(n_tiles, dev)
+    dq_part = torch.empty((n_prog, d), dtype=torch.float32, device=dev)
+    dlb_part = torch.empty(n_prog, dtype=torch.float32, device=dev)
+    _bwd_kernel[(n_prog,)](
+        z2, h2, ld1, qc, lb, gh, gld, gg, gs,
+        dz, dh, dld, dq_part, dlb_part,
+        n_rows, d, float(score_clip) if score_clip is not None else 0.0, float(eps), n_tiles,
+        HAS_CLIP=score_clip is not None, CONTENT=bool(content), BLOCK_R=br, BLOCK_D=bd, num_warps=nw,
+    )
+    dq = dq_part.sum(0).to(q.dtype) if content else torch.zeros_like(qc)
+    return dz.reshape(shape), dh.reshape(shape), dld.reshape(shape[:-1]), dq, dlb_part.sum().to(lb.dtype)
