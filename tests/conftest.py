@@ -15,6 +15,8 @@ for _name in WRITABLE:
     os.environ[f"INFILOOP_{_name.upper()}"] = str(SESSION_DIR / _name)
     if "infiloop.paths" in sys.modules:  # imported before this file (a plugin, an interactive session)
         setattr(sys.modules["infiloop.paths"], _name.upper(), SESSION_DIR / _name)
+# No test asks the network: huggingface_hub reads only its caches (a test that fakes the hub unsets this itself).
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 def _files(folder: Path) -> dict[str, tuple[int, int]]:

@@ -50,13 +50,14 @@ def test_tiny_sudoku_profile_shape(tmp_path):
     assert len(tr) == 50 * (1 + cfg["augment"]) and set(tr.meta["aug"]) == set(range(1 + cfg["augment"]))
 
 
-def test_paper_sudoku_falls_back_to_generator_and_says_so(tmp_path, capsys):
-    ov = {"n_train": 4, "augment": 2, "fallback_n_test": 3, "blanks": [55, 60]}
-    paths = build("sudoku", data_profile("paper"), root=tmp_path, overrides=ov)
+def test_paper_sudoku_generated_when_asked_and_says_so(tmp_path):
+    """Generated puzzles in place of Sudoku-Extreme only when asked for (data.source=generate), and then only
+    puzzles that need search; without the hub the hub set is refused (tests/test_data_source.py)."""
+    ov = {"source": "generate", "n_train": 4, "augment": 2, "fallback_n_test": 3, "blanks": [55, 60]}
+    paths = build("sudoku", data_profile("paper"), root=tmp_path, overrides=ov, verbose=False)
     m = info("sudoku", data_profile("paper"), root=tmp_path, overrides=ov)
     assert m["source"].startswith("generated offline (9x9, blanks 55-60, singles do not solve)")
-    assert "HF_HUB_OFFLINE is set" in m["source"]
-    assert "generating offline instead" in capsys.readouterr().err
+    assert "source=generate: not sapientinc/" in m["source"]
     te = TaskData.load(paths["test"])
     assert len(te) == 3 and te.vocab_size == 11 and te.grid == (9, 9)
     assert not te.meta["singles"].any()  # the fallback keeps only puzzles that need search
@@ -64,12 +65,13 @@ def test_paper_sudoku_falls_back_to_generator_and_says_so(tmp_path, capsys):
     assert paths["train_csv"].read_text().startswith("source,question,answer,rating\n")
 
 
-def test_paper_maze_falls_back(tmp_path):
-    ov = {"n_train": 2, "n_test": 2}
+def test_paper_maze_generated_when_asked(tmp_path):
+    ov = {"source": "generate", "n_train": 2, "n_test": 2}
     paths = build("maze", data_profile("paper"), root=tmp_path, overrides=ov, verbose=False)
     d = TaskData.load(paths["test"])
     assert d.grid == (30, 30) and (d.meta["path_length"] >= 111).all()
-    assert "HF_HUB_OFFLINE is set" in info("maze", data_profile("paper"), root=tmp_path, overrides=ov)["source"]
+    assert "source=generate: not sapientinc/" in info("maze", data_profile("paper"), root=tmp_path,
+                                                      overrides=ov)["source"]
 
 
 def test_overrides_are_checked_and_kept_apart(tmp_path):

@@ -395,9 +395,9 @@ def pull(repo_id: str, revision: str | None = None, root: str | os.PathLike | No
     the hub cache is used."""
     from huggingface_hub import snapshot_download
 
-    from ..tasks.hub import offline_reason, reachable
+    from ..tasks.hub import offline_reason
 
-    reason = offline_reason() or reachable()
+    reason = offline_reason()
     try:
         folder = snapshot_download(repo_id, revision=revision, repo_type=repo_type, cache_dir=cache_dir,
                                    allow_patterns=[MANIFEST, "runs/**"], local_files_only=reason is not None)

@@ -4,6 +4,7 @@
     data generate maze --n N --size K --min-path P --seed S --out FILE.csv
     data validate sudoku|maze FILE.csv
     data build --task sudoku|maze|arc1|arc2 --profile smoke|tiny|paper [--set key=value ...] [--force]
+               (--set path=DIR: your own files; --set source=generate: generated instead of the hub's set)
     data describe --task sudoku|maze --profile P [P ...] [--set key=value ...] [--json]
 
 The data profiles are handed in by the caller (``infiloop/cli.py`` passes those of the run profiles), so that the
@@ -53,12 +54,14 @@ def _count(s: str) -> int:
 
 
 def _overrides(task: str, data: DataProfile, items: list[str]) -> dict | None:
-    """``--set KEY=VALUE`` items read as the types of the profile's settings (``config.coerce``)."""
+    """``--set KEY=VALUE`` items read as the types of the profile's settings (``config.coerce``); a key may be
+    written as ``train``'s ``--set`` writes it (``data.path=DIR`` for ``path=DIR``)."""
     defaults = profile_config(task, data)
     out = {}
     for item in items:
-        k, v = parse_setting(item)
-        out[k] = coerce(k, v, str if k == "path" else type_of_default(defaults.get(k)))
+        written, v = parse_setting(item)
+        k = written.removeprefix("data.") or written
+        out[k] = coerce(written, v, str if k == "path" else type_of_default(defaults.get(k)))
     return out or None
 
 
@@ -94,8 +97,10 @@ def parser(data_profiles: dict[str, DataProfile]) -> argparse.ArgumentParser:
     b.add_argument("--task", choices=TASKS, required=True)
     b.add_argument("--profile", choices=sorted(data_profiles), default="tiny")
     b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a profile setting, e.g. --set n_train=500 or --set blanks=[20,30]; "
-                        "ARC from your own files: --set path=DIR (task folders or Kaggle files; data/README.md)")
+                   help="override a profile setting, e.g. --set n_train=500 or --set blanks=[20,30] (data.n_train=500 "
+                        "alike); your own files: --set path=DIR (Sudoku, Maze: DIR/train.csv and DIR/test.csv in "
+                        "the public CSV format; ARC: task folders or Kaggle files); generated puzzles instead of "
+                        "the hub's: --set source=generate (data/README.md)")
     b.add_argument("--root", type=Path, default=None, help=f"data folder (default {paths.DATA})")
     b.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
 

