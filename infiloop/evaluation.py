@@ -26,6 +26,12 @@ compressed ``.npz`` with this schema (P puzzles, K recorded updates, S grid cell
 ``evaluate_budgets`` gives the exact accuracy after exactly N updates for a list of budgets N, telling a
 timestep-conditioned model each budget (``conditioning.py``); a trajectory tells it ``updates``.
 
+Precision (``precision``, :func:`precision_context`): ``"auto"`` (the default) is bf16 autocast on CUDA and float32
+elsewhere; ``"bf16"`` runs the block's matrix products in bfloat16 while the carried states stay float32 (the
+connections promote: h_t = h_{t-1} + gamma_t (z_t - h_{t-1}) with a float32 h_{t-1} is float32), and on CUDA what
+stays float32 uses TF32; ``"tf32"`` is float32 with TF32 matrix products on CUDA; ``"fp32"`` is plain float32
+everywhere. The trajectory's ``info`` records the device and the precision.
+
 ``perturb`` runs to update ``at``, adds a relative perturbation of size eps to the states
 (``h <- h + eps ||h|| u / ||u||`` per puzzle, u Gaussian) and runs on, recording the same quantities
 plus the distance ``||y^eps_k - y_k|| / ||y_k||`` to the unperturbed trajectory.
@@ -34,6 +40,8 @@ plus the distance ``||y^eps_k - y_k|| / ||y_k||`` to the unperturbed trajectory.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +51,7 @@ from tqdm.auto import tqdm
 
 from .errors import DataError
 from .io import load_npz, save_npz
+from .model.connections import choose_kernels
 from .model.reasoner import Carry, LoopedReasoner
 from .tasks.base import IGNORE_LABEL_ID, TaskData
 from .tasks.scoring import count_wrong
@@ -51,6 +60,41 @@ TRAJECTORY_KEYS = ("correct", "wrong_cells", "wrong_cells_candidate", "q_halt", 
                    "score_outer", "gamma_inner", "score_inner")
 # Version of the recorded quantities: part of every cached evaluation's key.
 TRAJECTORY_VERSION = 2
+PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+
+
+def resolve_precision(precision: str, device: str | torch.device) -> str:
+    """The arithmetic an evaluation on ``device`` uses for ``precision``: ``auto`` is ``bf16`` on CUDA, ``fp32``
+    elsewhere (:data:`PRECISIONS`)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "auto":
+        return "bf16" if torch.device(device).type == "cuda" else "fp32"
+    return precision
+
+
+@contextmanager
+def precision_context(precision: str, device: str | torch.device) -> Iterator[str]:
+    """Run the enclosed evaluation at ``precision`` (:func:`resolve_precision`) on ``device``; yields the resolved
+    name. ``bf16``: autocast to bfloat16 (the block's products; the states stay float32) and, on CUDA, TF32 for the
+    float32 products left; ``tf32``: TF32 products on CUDA; ``fp32``: float32. The previous settings are restored."""
+    resolved = resolve_precision(precision, device)
+    dev = torch.device(device)
+    with ExitStack() as stack:
+        if dev.type == "cuda" and resolved in ("bf16", "tf32"):
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("high")  # TF32 for float32 matrix products
+            stack.callback(torch.set_float32_matmul_precision, before)
+        if resolved == "bf16":
+            stack.enter_context(torch.autocast(dev.type, dtype=torch.bfloat16))
+        yield resolved
+
+
+def _placed(model: LoopedReasoner, device) -> LoopedReasoner:
+    """The model on ``device`` in evaluation mode, its connection kernels chosen for that device."""
+    model = model.to(device).eval()
+    choose_kernels(model, device)
+    return model
 
 
 def _norm(x: Tensor) -> Tensor:
@@ -170,13 +214,22 @@ def _check(n_updates: int, every: int) -> None:
 @torch.no_grad()
 def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1, batch_size: int = 256,
              device: str = "cpu", per_token: bool = False, snapshots: tuple[int, ...] = (),
-             progress: bool = True) -> dict[str, np.ndarray]:
-    """Run every puzzle of ``data`` for ``updates`` outer updates and record its trajectory."""
+             progress: bool = True, precision: str = "auto") -> dict[str, np.ndarray]:
+    """Run every puzzle of ``data`` for ``updates`` outer updates and record its trajectory (at ``precision``)."""
     _check(updates, every)
     snapshots = tuple(sorted(int(s) for s in snapshots))
     if any(not 1 <= s <= updates for s in snapshots):
         raise ValueError(f"snapshots {snapshots} must lie in [1, updates={updates}]")
-    model = model.to(device).eval()
+    model = _placed(model, device)
+    with precision_context(precision, device) as resolved:
+        out = _evaluate(model, data, updates, every, batch_size, device, per_token, snapshots, progress)
+    out["info"] = np.asarray(_info(model, data, updates=updates, every=every, horizon=updates, device=str(device),
+                                   precision=resolved))
+    return out
+
+
+def _evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int, batch_size: int, device,
+              per_token: bool, snapshots: tuple[int, ...], progress: bool) -> dict[str, np.ndarray]:
     parts: list[dict[str, np.ndarray]] = []
     n = len(data)
     bar = tqdm(total=n * updates, disable=not progress, desc="evaluate", unit="upd", unit_scale=True,
@@ -197,14 +250,13 @@ def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1
     out["snapshot_updates"] = np.asarray(snapshots, dtype=np.int32)
     out["blanks"] = (data.labels != IGNORE_LABEL_ID).sum(1).astype(np.int16) if "blanks" not in data.meta \
         else data.meta["blanks"].astype(np.int16)
-    out["info"] = np.asarray(_info(model, data, updates=updates, every=every, horizon=updates))
     return out
 
 
 @torch.no_grad()
 def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, ...], batch_size: int = 256,
-                     device: str = "cpu", progress: bool = True, separate: bool | None = None
-                     ) -> dict[str, np.ndarray]:
+                     device: str = "cpu", progress: bool = True, separate: bool | None = None,
+                     precision: str = "auto") -> dict[str, np.ndarray]:
     """Exact accuracy after exactly N outer updates, for each budget N, each run told its budget.
 
     A timestep-conditioned model (t = l / L_infer) is run once per budget with L_infer = N. Any other model
@@ -217,7 +269,16 @@ def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, 
         raise ValueError(f"budgets must be outer-update counts >= 1, got {budgets}")
     if separate is None:
         separate = model.cfg.cond.uses_horizon
-    model = model.to(device).eval()
+    model = _placed(model, device)
+    with precision_context(precision, device) as resolved:
+        correct, wrong = _run_budgets(model, data, budgets, batch_size, device, progress, separate)
+    return {"budgets": np.asarray(budgets, np.int32), "correct": correct, "wrong_cells": wrong,
+            "info": np.asarray(_info(model, data, budgets=list(budgets), separate=bool(separate), device=str(device),
+                                     precision=resolved))}
+
+
+def _run_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, ...], batch_size: int, device,
+                 progress: bool, separate: bool) -> tuple[np.ndarray, np.ndarray]:
     n = len(data)
     correct = np.zeros((len(budgets), n), bool)
     wrong = np.zeros((len(budgets), n), np.int16)
@@ -236,8 +297,7 @@ def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, 
                     correct[j, idx] = (w == 0).cpu().numpy()
                 bar.update(len(idx))
     bar.close()
-    return {"budgets": np.asarray(budgets, np.int32), "correct": correct, "wrong_cells": wrong,
-            "info": np.asarray(_info(model, data, budgets=list(budgets), separate=bool(separate)))}
+    return correct, wrong
 
 
 def _perturb_state(state: dict[str, Tensor], eps: float, gen: torch.Generator) -> dict[str, Tensor]:
@@ -250,7 +310,7 @@ def _perturb_state(state: dict[str, Tensor], eps: float, gen: torch.Generator) -
 @torch.no_grad()
 def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ...], updates_after: int,
             every: int = 1, batch_size: int = 256, device: str = "cpu", seed: int = 0,
-            progress: bool = True) -> dict[str, np.ndarray]:
+            progress: bool = True, precision: str = "auto") -> dict[str, np.ndarray]:
     """Perturb both states at update ``at`` by each relative size in ``eps`` and run ``updates_after`` more.
 
     Returns arrays with a leading eps axis E (``eps`` as given; include 0.0 for the unperturbed control):
@@ -263,7 +323,16 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
     eps = tuple(float(e) for e in eps)
     if not eps or any(not 0 <= e < np.inf for e in eps):
         raise ValueError(f"eps must be a non-empty list of finite sizes >= 0, got {eps}")
-    model = model.to(device).eval()
+    model = _placed(model, device)
+    with precision_context(precision, device) as resolved:
+        out = _run_perturb(model, data, at, eps, updates_after, every, batch_size, device, seed, progress)
+    out["info"] = np.asarray(_info(model, data, at=at, updates_after=updates_after, every=every, device=str(device),
+                                   precision=resolved))
+    return out
+
+
+def _run_perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ...], updates_after: int,
+                 every: int, batch_size: int, device, seed: int, progress: bool) -> dict[str, np.ndarray]:
     K = updates_after // every
     E, n = len(eps), len(data)
     correct = np.zeros((E, K, n), bool)
@@ -307,8 +376,7 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
     bar.close()
     return {"eps": np.asarray(eps, np.float64), "updates": np.arange(at + every, at + updates_after + 1, every,
                                                                         dtype=np.int32),
-            "correct": correct, "wrong_cells": wrong, "distance": distance, "solved_at": solved_at,
-            "info": np.asarray(_info(model, data, at=at, updates_after=updates_after, every=every))}
+            "correct": correct, "wrong_cells": wrong, "distance": distance, "solved_at": solved_at}
 
 
 def save_trajectory(path: str | Path, traj: dict[str, np.ndarray]) -> Path:

@@ -155,6 +155,10 @@ def test_lr_schedule():
 def test_bad_train_configuration():
     with pytest.raises(ValueError, match=r"train.optimizer: unknown optimizer 'sgd'; valid choices: adamw, adam_atan2"):
         TrainConfig(optimizer="sgd").validate()
+    with pytest.raises(ValueError, match=r"train.micro_batch: must be 0 or a positive integer, got -1"):
+        TrainConfig(micro_batch=-1).validate()
+    with pytest.raises(ValueError, match=r"train.betas: must be two numbers in \[0, 1\), got \[0.9, 1.0\]"):
+        TrainConfig(betas=(0.9, 1.0)).validate()
     with pytest.raises(ValueError, match=r"override 'train.lrr': unknown key 'train.lrr'"):
         resolve_config("sudoku", "infiloop", "smoke", {"train.lrr": 1})
     with pytest.raises(ValueError, match=r"unknown connection recipe 'trm'; valid choices: carry_last"):
@@ -235,7 +239,7 @@ def test_sigkill_then_restart_finishes_like_an_uninterrupted_run(tmp_path):
 
 
 DDP_SCRIPT = r"""
-import os, sys, torch, torch.distributed as dist
+import json, os, sys, torch, torch.distributed as dist
 from safetensors.torch import save_file
 sys.path.insert(0, {root!r})
 from infiloop.experiments.cache import resolve
@@ -244,7 +248,8 @@ torch.set_num_threads(1)
 world = int(os.environ.get("WORLD_SIZE", "1"))
 if world > 1:
     dist.init_process_group("gloo")
-run = resolve("sudoku", "infiloop", "smoke", {{"train.steps": 12, "train.ema": 0.0}})
+extra = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {{}}
+run = resolve("sudoku", "infiloop", "smoke", {{"train.steps": 12, "train.ema": 0.0, **extra}})
 out = sys.argv[1]
 _, model = train(run.model_config(), run.train_config(), run.train_data(), out, progress=False,
                  return_model=True)
@@ -254,7 +259,10 @@ save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, os.path.
 """
 
 
-def test_ddp_two_gloo_processes_match_one_process(tmp_path):
+@pytest.mark.parametrize("micro_batch", [0, pytest.param(3, marks=pytest.mark.slow)])
+def test_ddp_two_gloo_processes_match_one_process(tmp_path, micro_batch):
+    """Two processes of 16 slots each give one process's update; with micro_batch=3 each process accumulates
+    chunks of 3, 3, 3, 3, 3 and 1 slots (all-reduced once, with the last) against one process's whole batch."""
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT.format(root=str(ROOT)))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -262,7 +270,8 @@ def test_ddp_two_gloo_processes_match_one_process(tmp_path):
                          text=True, timeout=300)
     assert one.returncode == 0, one.stderr
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                          "--master_port", "29531", str(script), str(tmp_path / "two")],
+                          "--master_port", str(29531 + micro_batch), str(script), str(tmp_path / "two"),
+                          json.dumps({"train.micro_batch": micro_batch})],
                          env=env, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     w1 = load_weights(tmp_path / "one" / "rank0.safetensors")
@@ -281,3 +290,51 @@ def test_a_diverged_run_stops_with_a_message(tmp_path):
                 progress=False)
     run = resolve("sudoku", "carry_last", "smoke", {"train.lr": 1e30, "train.warmup_steps": 1}, root=tmp_path)
     assert not run.done and not (run.dir / "model.safetensors").exists()
+
+
+# Every TrainConfig setting at the edges of its valid range (the model changes a case needs after "model").
+SETTING_EDGES = [
+    {"steps": 1}, {"batch_size": 1}, {"lr": 1e-8}, {"warmup_steps": 0}, {"schedule": "cosine", "lr_min_ratio": 0.0},
+    {"schedule": "cosine", "lr_min_ratio": 1.0}, {"weight_decay": 0.0}, {"betas": (0.0, 0.0)},
+    {"optimizer": "adam_atan2"}, {"decay": "matrices"}, {"decay": "no_connections"}, {"candidate_loss": 0.0},
+    {"candidate_loss": 1.0}, {"puzzle_emb_optimizer": "main", "model": {"puzzle_emb_len": 1}},
+    {"puzzle_emb_optimizer": "sign_sgd", "puzzle_emb_lr": 1e-2, "puzzle_emb_weight_decay": 0.0,
+     "model": {"puzzle_emb_len": 1}},
+    {"grad_clip": 1e-3}, {"ema": 0.0}, {"ema": 0.999999, "ema_warmup": True}, {"max_segments": 1},
+    {"max_segments": 2, "halt_exploration": 1.0}, {"halt_exploration": 0.0}, {"halt_loss_weight": 0.0},
+    {"loss": "softmax"}, {"checkpoint_every": 1, "log_every": 1}, {"seed": 2**31 - 1}, {"precision": "bf16"},
+    {"precision": "fp32"}, {"compile": "off"}, {"threads": 1}, {"micro_batch": 1}, {"micro_batch": 1000},
+]
+NOT_AT_EDGES = {"compile": "'on' compiles for minutes on a CPU: tests/test_training_gpu_path.py fakes it"}
+
+
+def test_the_edge_cases_cover_every_setting():
+    from dataclasses import fields
+
+    covered = {k for case in SETTING_EDGES for k in case if k != "model"} | set(NOT_AT_EDGES)
+    assert covered == {f.name for f in fields(TrainConfig)}
+
+
+@pytest.fixture(scope="module")
+def tiny_smoke():
+    run = resolve("sudoku", "infiloop", "smoke", {"model.d_model": 16, "model.H": 2, "model.L": 1,
+                                                 "train.batch_size": 4, "train.steps": 2, "train.warmup_steps": 1})
+    return run.model_config(), run.train_config(), run.train_data()
+
+
+@pytest.mark.parametrize("case", SETTING_EDGES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_every_setting_in_its_valid_range_trains(tiny_smoke, tmp_path, case):
+    """Two steps (one refill after halting) of a tiny model for each setting at an edge of its valid range;
+    ``max_segments=1`` crashed in the exploration draw."""
+    from infiloop.training import train
+
+    model_cfg, train_cfg, data = tiny_smoke
+    case = dict(case)
+    model_cfg = model_cfg.replace(**case.pop("model", {}))
+    cfg = TrainConfig.from_dict({**train_cfg.to_dict(), **case})
+    threads = torch.get_num_threads()
+    try:
+        done = train(model_cfg, cfg, data, tmp_path, progress=False, progress_every_s=1e9)
+    finally:
+        torch.set_num_threads(threads)
+    assert done["complete"] and done["step"] == cfg.steps and math.isfinite(done["final"]["loss"])
