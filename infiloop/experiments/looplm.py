@@ -26,7 +26,7 @@ from torch import Tensor
 from ..config import from_dict
 from ..errors import UsageError
 from ..model.conditioning import ConditionConfig
-from ..model.connections import ConnectionConfig
+from ..model.connections import ConnectionConfig, choose_kernels
 from ..model.looplm import LoopLM, LoopLMConfig
 from ..optim import warmup_cosine
 from ..tasks.language import LanguageConfig, LanguageData, Split, generate
@@ -137,6 +137,7 @@ def run(probe: Probe, device: str = "cpu") -> dict:
     cfg = model_config(probe, data)
     torch.manual_seed(probe.train.seed)
     model = LoopLM(cfg).to(device)
+    choose_kernels(model, device)
     fit = train(model, data.train, probe.train)
     start = time.perf_counter()
     right = evaluate(model, data, probe.budgets(), probe.train.eval_batch)
