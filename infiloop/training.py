@@ -722,11 +722,13 @@ class _Progress:
 
 def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_dir: str | os.PathLike,
           device: str = "cpu", max_steps: int | None = None, progress: bool = True,
-          return_model: bool = False, progress_every_s: float = 30.0) -> dict | tuple[dict, LoopedReasoner]:
+          return_model: bool = False, progress_every_s: float = 30.0, time_limit_s: float | None = None
+          ) -> dict | tuple[dict, LoopedReasoner]:
     """Train (or resume) a model in ``run_dir``; returns the final summary (also written to DONE.json),
     and with ``return_model`` the trained model too (this process's live weights, not the EMA).
 
-    ``max_steps`` stops early after that many optimiser steps in total (the run stays resumable).
+    ``max_steps`` stops early after that many optimiser steps in total, ``time_limit_s`` after the first step
+    that ends past that many seconds of this session (the pilot); either way the run stays resumable.
     ``progress`` shows a progress bar; every ``progress_every_s`` seconds a progress line goes to stderr
     in any case (:data:`PROGRESS_LINE`), for the logs of jobs.
     """
@@ -737,8 +739,9 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
     write = None if bar.disable else (lambda line: tqdm.write(line, file=sys.stderr))  # above the bar
     lines = _Progress(t.run_dir.name, t.step_, end, progress_every_s, write=write) if t.rank == 0 else None
     t.net.train()
+    session_start = time.time()
     try:
-        while t.step_ < end:
+        while t.step_ < end and (time_limit_s is None or time.time() - session_start < time_limit_s):
             t.refill()
             q_halt, metrics = t.step()
             t.halt(q_halt)
