@@ -271,3 +271,19 @@ def test_precision_on_cuda_is_bf16_with_tf32_and_restored():
             assert torch.get_float32_matmul_precision() == before
     with precision_context("auto", "cpu") as resolved:
         assert resolved == "fp32" and not torch.is_autocast_enabled("cpu")
+
+
+def test_an_explicit_precision_is_cached_apart(run):
+    """``auto`` keeps every evaluation's cache file as it was before precisions existed; an explicit precision
+    (``eval --precision fp32`` on a GPU box, whose default is bf16) is cached in a file of its own."""
+    from infiloop.errors import UsageError
+
+    auto = run.eval_cache_path("evaluate", {"updates": 4})
+    assert "precision" not in run.eval_key("evaluate", {"updates": 4})[0]
+    paths = {p: run.eval_cache_path(kind, {**args, "precision": p}) for p in ("fp32", "bf16")
+             for kind, args in [("evaluate", {"updates": 4})]}
+    assert len({auto, *paths.values()}) == 3
+    traj, path = run.evaluate(updates=4, precision="bf16", progress=False)
+    assert path == paths["bf16"] and json.loads(str(traj["info"]))["precision"] == "bf16"
+    with pytest.raises(UsageError, match="precision must be one of"):
+        run.eval_cache_path("budgets", {"budgets": [2], "precision": "half"})

@@ -22,7 +22,15 @@ import torch
 
 from .. import paths, tasks
 from ..errors import UsageError
-from ..evaluation import TRAJECTORY_VERSION, evaluate, evaluate_budgets, load_trajectory, perturb, save_trajectory
+from ..evaluation import (
+    PRECISIONS,
+    TRAJECTORY_VERSION,
+    evaluate,
+    evaluate_budgets,
+    load_trajectory,
+    perturb,
+    save_trajectory,
+)
 from ..io import atomic_write_text, load_weights, locked, remove_stale_temps
 from ..model.reasoner import LoopedReasoner, ModelConfig
 from ..tasks.base import DataError, TaskData
@@ -112,14 +120,15 @@ class Run:
 
     def _evaluate_key(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
                       data: TaskData | None = None, data_file: str | None = None, per_token: bool = False,
-                      snapshots: tuple[int, ...] = (), puzzles: tuple[int, ...] = ()) -> tuple[dict, TaskData, Path]:
+                      snapshots: tuple[int, ...] = (), puzzles: tuple[int, ...] = (), precision: str = "auto"
+                      ) -> tuple[dict, TaskData, Path]:
         ev = self.config["eval"]
         updates = ev["updates"] if updates is None else updates
         every = ev["every"] if every is None else every
         limit = self._limit(limit, data)
         data = self._select(data, limit)
         args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
-                "snapshots": sorted(int(s) for s in snapshots)}
+                "snapshots": sorted(int(s) for s in snapshots), **_precision_arg(precision)}
         if puzzles:
             puzzles = [int(p) for p in puzzles]
             if not all(0 <= p < len(data) for p in puzzles):
@@ -131,70 +140,76 @@ class Run:
     def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
                  data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
                  per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
-                 progress: bool = True, puzzles: tuple[int, ...] = ()) -> tuple[dict, Path]:
+                 progress: bool = True, puzzles: tuple[int, ...] = (), precision: str = "auto") -> tuple[dict, Path]:
         """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
 
         ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``).
         ``puzzles``: only these rows of the (limited) set, in this order, e.g. one puzzle recorded with
-        a prediction snapshot at every frame of an animation."""
-        args, data, path = self._evaluate_key(updates, every, limit, data, data_file, per_token, snapshots, puzzles)
+        a prediction snapshot at every frame of an animation. ``precision`` (``evaluation.PRECISIONS``): ``auto``
+        is bf16 on CUDA and float32 elsewhere; any other value is asked for explicitly and cached apart."""
+        args, data, path = self._evaluate_key(updates, every, limit, data, data_file, per_token, snapshots, puzzles,
+                                              precision)
         cached = _cached(path)
         if cached is not None:
             return cached, path
         traj = evaluate(self.load_model(device), data, args["updates"], args["every"],
-                        batch_size or self.config["eval"]["batch_size"], device, per_token, snapshots, progress)
+                        batch_size or self.config["eval"]["batch_size"], device, per_token, snapshots, progress,
+                        precision)
         save_trajectory(path, traj)
         return traj, path
 
     def _perturb_key(self, at: int, eps: tuple[float, ...], updates_after: int | None = None, every: int | None = 1,
                      limit: int | None = None, data: TaskData | None = None, data_file: str | None = None,
-                     seed: int = 0) -> tuple[dict, TaskData, Path]:
+                     seed: int = 0, precision: str = "auto") -> tuple[dict, TaskData, Path]:
         ev = self.config["eval"]
         after = ev["updates"] if updates_after is None else updates_after
         args = {"at": at, "eps": [float(e) for e in eps], "after": after,
-                "every": ev["every"] if every is None else every, "limit": self._limit(limit, data), "seed": seed}
+                "every": ev["every"] if every is None else every, "limit": self._limit(limit, data), "seed": seed,
+                **_precision_arg(precision)}
         data = self._select(data, args["limit"])
         return args, data, self._eval_path("perturb", args, data, data_file)
 
     def perturb(self, at: int, eps: tuple[float, ...], updates_after: int | None = None, every: int | None = 1,
                 limit: int | None = None, data: TaskData | None = None, data_file: str | None = None,
-                device: str = "cpu", seed: int = 0, progress: bool = True) -> tuple[dict, Path]:
+                device: str = "cpu", seed: int = 0, progress: bool = True, precision: str = "auto"
+                ) -> tuple[dict, Path]:
         """Perturbation at update ``at`` (``evaluation.perturb``); cached. ``None`` takes the profile's
         ``updates`` (after the perturbation), ``every`` and ``limit`` (``limit``: all of a given ``data``)."""
-        args, data, path = self._perturb_key(at, eps, updates_after, every, limit, data, data_file, seed)
+        args, data, path = self._perturb_key(at, eps, updates_after, every, limit, data, data_file, seed, precision)
         cached = _cached(path)
         if cached is not None:
             return cached, path
         out = perturb(self.load_model(device), data, at, eps, args["after"], args["every"],
-                      self.config["eval"]["batch_size"], device, seed, progress)
+                      self.config["eval"]["batch_size"], device, seed, progress, precision)
         save_trajectory(path, out)
         return out, path
 
     def _budgets_key(self, budgets: tuple[int, ...], limit: int | None = None, data: TaskData | None = None,
-                     data_file: str | None = None) -> tuple[dict, TaskData, Path]:
+                     data_file: str | None = None, precision: str = "auto") -> tuple[dict, TaskData, Path]:
         limit = self._limit(limit, data)
-        args = {"budgets": sorted(int(b) for b in budgets), "limit": limit}
+        args = {"budgets": sorted(int(b) for b in budgets), "limit": limit, **_precision_arg(precision)}
         data_ = self._select(data, limit)
         return args, data_, self._eval_path("budgets", args, data_, data_file)
 
     def budgets(self, budgets: tuple[int, ...], limit: int | None = None, data: TaskData | None = None,
                 data_file: str | None = None, batch_size: int | None = None, device: str = "cpu",
-                progress: bool = True) -> tuple[dict, Path]:
+                progress: bool = True, precision: str = "auto") -> tuple[dict, Path]:
         """Exact accuracy after exactly N outer updates for each budget N (``evaluate_budgets``); cached.
 
         A model that is not told its budget (no timestep conditioning) is read from a cached trajectory
         of the same test puzzles that reaches every budget, when there is one (e.g. notebook 02's)."""
         own_test = data is None
-        args, data, path = self._budgets_key(budgets, limit, data, data_file)
+        args, data, path = self._budgets_key(budgets, limit, data, data_file, precision)
         cached = _cached(path)
         if cached is not None:
             return cached, path
         out = None
-        if own_test and not self.model_config().cond.uses_horizon:
+        if own_test and precision == "auto" and not self.model_config().cond.uses_horizon:
             out = self._budgets_from_trajectory(args["budgets"], data)
         if out is None:
             out = evaluate_budgets(self.load_model(device), data, tuple(budgets),
-                                   batch_size or self.config["eval"]["batch_size"], device, progress)
+                                   batch_size or self.config["eval"]["batch_size"], device, progress,
+                                   precision=precision)
         save_trajectory(path, out)
         return out, path
 
@@ -252,6 +267,14 @@ class Run:
         if limit is not None and limit < len(data):
             data = data.subset(slice(0, limit))
         return data
+
+
+def _precision_arg(precision: str) -> dict:
+    """An evaluation's precision in its cache key: only when asked for explicitly, so that every evaluation cached
+    before precisions existed (``auto``: float32 on the CPU) keeps its file."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return {} if precision == "auto" else {"precision": precision}
 
 
 def run_dir_for(cfg: dict, root: Path | None = None) -> Path:
