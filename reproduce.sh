@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The one entry point of the InfiLoop companion.
 #
-#   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, 20-24 min)
+#   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, 20-24 min);
+#                                     on a CUDA GPU on the GPU, then the gpu profile's offer (pilot, GPU-hours)
 #   ./reproduce.sh --profile search   6x6 Sudoku that needs search, three seeds (about 1.6 h on 2 CPU cores)
-#   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per model (device cuda by default)
+#   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per training (plan --profile gpu prices it)
 #   ./reproduce.sh --profile paper    the paper's configuration (GPU)
 #   ./reproduce.sh --only NAME -p KEY VALUE ...   one notebook, papermill parameters
 #   ./reproduce.sh --profile paper --executor slurm [--wait]   every job on a Slurm cluster (docs/cluster.md)
@@ -96,16 +97,6 @@ setup_external() {
     log "using $PY from $EXTERNAL (no .venv is built)"
 }
 
-offer_gpu_profile() {
-    # On a CUDA machine the default stays `quick` (CPU); say how to run the GPU profile and what it costs.
-    case " $* " in *" --profile "*|*" --profile="*|*" --only "*) return ;; esac
-    if has_cuda_gpu; then
-        log "a CUDA GPU is here; this run is the default profile 'quick' (on the CPU). For the 'gpu' profile"
-        log "(9x9 Sudoku, about one GPU-hour per model): ./reproduce.sh --profile gpu"
-        log "its cost on this machine first: $PY -m infiloop plan --profile gpu --device cuda"
-    fi
-}
-
 setup() {
     if [ -n "$EXTERNAL" ]; then setup_external; return; fi
     local stamp="$VENV/.infiloop-setup" want
@@ -139,11 +130,12 @@ case "$cmd" in
         exec "$PY" -m pytest "$@"
         ;;
     -h|--help|help)
-        sed -n '2,18p' "$0"
+        sed -n '2,19p' "$0"
         ;;
     *)
+        # On a CUDA GPU the default run trains there; after it, Python offers the gpu profile (its pilot first,
+        # then its trainings, evaluations, looped decoders and GPU-hours: infiloop/experiments/cost.py gpu_offer).
         setup
-        offer_gpu_profile "$@"
         exec "$PY" -m infiloop reproduce "$@"
         ;;
 esac

@@ -62,6 +62,31 @@ def header(title: str, argv: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def gpu_facts() -> dict[str, str]:
+    """The facts a GPU measurement is read against: date, GPU name, driver (the CUDA version torch was built with
+    and nvidia-smi's driver version, where nvidia-smi answers), torch and Triton versions."""
+    import shutil
+    import subprocess
+
+    v = versions()
+    facts = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "host": platform.node(),
+             "gpu": "none (CUDA not available)", "cuda (torch build)": str(torch.version.cuda),
+             "nvidia driver": "unknown (no nvidia-smi)", "torch": v["torch"], "triton": v["triton"],
+             "python": v["python"], "cpu": f"{cpu_model()} x {usable_cpus()}"}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        facts["gpu"] = f"{p.name} ({p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs)"
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            if out.returncode == 0 and out.stdout.strip():
+                facts["nvidia driver"] = out.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return facts
+
+
 def set_threads(n: int | None) -> None:
     torch.set_num_threads(n if n else usable_cpus())
 

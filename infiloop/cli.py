@@ -6,7 +6,9 @@
     eval        evaluate a trained run to any depth (trajectory file + accuracy by depth; ARC: pass@1, pass@2)
     report      compile results/<profile>/report.html from the notebooks' summaries
     reproduce   the whole pipeline (what ``./reproduce.sh`` runs)
-    plan        every run and evaluation of a profile's notebooks, with an estimate of their time here
+    plan        every run and evaluation of a profile's notebooks, with an estimate of their time here (on a CUDA
+                device that is not here: a FLOP estimate, in GPU-hours)
+    pilot       a short measured training of a GPU profile's Table-1 connections: go or no-go
     runs        trained runs that travel: export, import, pull (from the hub), list
     manifest    the runs and evaluations each notebook reads, as JSON lines
     contrasts   the search for the paper's contrast at CPU scale (docs/calibration.md)
@@ -32,9 +34,11 @@ from .machine import cuda_problem, init_distributed
 TRAIN_EXAMPLES = """examples:
   python -m infiloop train --profile smoke --set train.lr=3e-4
   python -m infiloop train --profile smoke --recipe carry_last --max-steps 10
+  python -m infiloop train --profile smoke --no-compile
 """
 EVAL_EXAMPLES = """examples (RUN: the folder printed by `train`):
   python -m infiloop eval RUN --updates 48 --every 4
+  python -m infiloop eval RUN --updates 12 --precision bf16
   python -m infiloop eval RUN --perturb-at 2 --eps 0,1e-4,1e-2,0.3 --updates 3
   python -m infiloop eval RUN --budgets 8,16,32 --limit 16
 """
@@ -59,6 +63,17 @@ def _threads(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0 (0: the default), got {text!r}")
+    return value
+
+
+def _tflops(text: str) -> float:
+    """An argparse type: an achieved throughput in TFLOP/s, a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a throughput in TFLOP/s > 0, e.g. 200, got {text!r}")
     return value
 
 
@@ -97,6 +112,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .experiments.cache import get_run
 
     _check_device(args.device)
+    if args.no_compile:  # the same run folder: compile is not part of a run's hash
+        args.set.append("train.compile=off")
     if args.threads:
         torch.set_num_threads(args.threads)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # launched by torchrun: one process per device
@@ -154,7 +171,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     data = run.user_data(args.data) if args.data else None
     cfg = run.model_config()
     if budgets:
-        out, path = run.budgets(budgets, args.limit, data, args.data, device=args.device, progress=not args.quiet)
+        out, path = run.budgets(budgets, args.limit, data, args.data, device=args.device, progress=not args.quiet,
+                                precision=args.precision)
         print(f"# exact accuracy after exactly N outer updates on {_puzzles(out['correct'].shape[-1], args.data)}, "
               f"each run told its budget ({cfg.layers_per_outer_update} layers per outer update)")
         print("budget  layers  exact_acc")
@@ -162,7 +180,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(f"{b:6d}  {b * cfg.layers_per_outer_update:6d}  {c.mean():.4f}")
     elif eps is not None:
         out, path = run.perturb(args.perturb_at, eps, args.updates, args.every, args.limit, data, args.data,
-                                args.device, progress=not args.quiet)
+                                args.device, progress=not args.quiet, precision=args.precision)
         solved = out["solved_at"]
         print(f"# {int(solved.sum())} of {_puzzles(len(solved), args.data)} solved at update "
               f"{args.perturb_at}; retention after {int(out['updates'][-1]) - args.perturb_at} more updates, "
@@ -173,11 +191,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     elif run.config["task"] in ("arc1", "arc2"):
         limit, snapshots, test = _arc_plan(run, args.updates, args.every, args.limit)
         traj, path = run.evaluate(args.updates, args.every, limit, per_token=args.per_token, snapshots=snapshots,
-                                  device=args.device, progress=not args.quiet)
+                                  device=args.device, progress=not args.quiet, precision=args.precision)
         _print_arc(traj, test, run, cfg.layers_per_outer_update)
     else:
         traj, path = run.evaluate(args.updates, args.every, args.limit, data, args.data,
-                                  per_token=args.per_token, device=args.device, progress=not args.quiet)
+                                  per_token=args.per_token, device=args.device, progress=not args.quiet,
+                                  precision=args.precision)
         print(f"# exact accuracy by depth on {_puzzles(traj['correct'].shape[1], args.data)} "
               f"({cfg.layers_per_outer_update} layers per outer update)")
         print("update  layers  exact_acc")
@@ -314,18 +333,42 @@ def cmd_runs_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .experiments import profiles
+    """``plan``: the notebooks of ``--only`` (as ``reproduce --only`` chooses them) or the profile's; on the device
+    ``reproduce`` would use, and on a CUDA device that is not here, a FLOP estimate (``args.by_flops``); a run that
+    ``reproduce`` keeps apart (``pipeline.kept_apart``) is planned against its own run cache."""
+    from .experiments import pipeline, profiles
     from .experiments.cost import main as plan_main
 
     profiles.check(args.profile, "--profile")
+    args.notebooks = pipeline.select(pipeline.notebooks(), args.only, args.profile) if args.only else None
+    if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
+        raise UsageError(f"--jobs-per-gpu: expected 1 or more, got {args.jobs_per_gpu}")
     if args.executor == "slurm":  # the jobs' device is the nodes', not this machine's
         from .experiments import cluster
 
         args.device = args.device or profiles.device(args.profile)
         return plan_main(args, cluster_cfg=cluster.settings(args))
-    args.device = args.device or "cpu"
-    _check_device(args.device)
-    return plan_main(args)
+    if args.device is None:  # as reproduce: the profile's device, or the default profile's GPU where there is one
+        cuda_profile = profiles.device(args.profile) == "cuda"
+        args.device = "cuda" if cuda_profile else pipeline.default_device(args.profile)
+    problem = cuda_problem() if args.device.startswith("cuda") else None
+    if args.tflops is not None and not args.device.startswith("cuda"):
+        raise UsageError(f"--tflops prices the jobs of a CUDA device by their FLOPs; this plan's device is "
+                         f"{args.device} (add --device cuda)")
+    args.by_flops = args.device.startswith("cuda") and (problem is not None or args.tflops is not None)
+    if args.by_flops:
+        from .experiments.cost import ASSUMED_GPU_TFLOPS, device_name
+
+        args.gpu_name = None if problem else device_name(args.device)  # this GPU's cached timings, where it has any
+        args.tflops = args.tflops or ASSUMED_GPU_TFLOPS
+        why = f"no CUDA device here ({problem})" if problem else "--tflops"
+        print(f"# {why}: the jobs are priced by their FLOPs at {args.tflops:g} TFLOP/s", file=sys.stderr, flush=True)
+    else:
+        _check_device(args.device)
+    with pipeline.kept_apart(args.profile, args.device) as home:
+        if home is not None:
+            print(f"# {pipeline.apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
+        return plan_main(args)
 
 
 # Commands that own their whole argument list: python -m infiloop <command> ARGS -> <module>.main(ARGS).
@@ -340,6 +383,12 @@ def cmd_report(argv: list[str]) -> int:
     from .experiments.report import main as report_main
 
     return report_main(argv)
+
+
+def cmd_pilot(argv: list[str]) -> int:
+    from .experiments.pilot import main as pilot_main
+
+    return pilot_main(argv)
 
 
 def cmd_reproduce(argv: list[str]) -> int:
@@ -382,6 +431,7 @@ PASS_THROUGH = {
     "data": (cmd_data, "datasets: generate, validate, build (see `data -h`)"),
     "report": (cmd_report, "compile results/<profile>/report.html from the notebook summaries"),
     "reproduce": (cmd_reproduce, "run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)"),
+    "pilot": (cmd_pilot, "a short measured training of a GPU profile's connections: go or no-go (`pilot -h`)"),
     "manifest": (cmd_manifest, "the runs and evaluations each notebook reads, as JSON lines (`manifest -h`)"),
     "contrasts": (cmd_contrasts, "the search for the paper's contrast at CPU scale (docs/calibration.md)"),
     "connection-study": (cmd_connection_study, "the study of the learned connection (docs/connection-study.md)"),
@@ -443,11 +493,16 @@ def _add_train(sub) -> None:
                    help="train into this folder instead of runs/<task>/<recipe>-<profile>-<hash>")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
     p.add_argument("--threads", type=_threads, default=0, help="torch CPU threads (0: default)")
+    p.add_argument("--no-compile", action="store_true",
+                   help="train without torch.compile (--set train.compile=off; the same run folder: compile is "
+                        "not part of a run's hash)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
 
 def _add_eval(sub) -> None:
+    from .evaluation import PRECISIONS
+
     p = sub.add_parser("eval", help="evaluate a run to any depth; perturbation with --perturb-at", epilog=EVAL_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="the run folder printed by `train`")
@@ -465,6 +520,9 @@ def _add_eval(sub) -> None:
     p.add_argument("--perturb-at", type=_count, default=None, help="perturb the state at this update")
     p.add_argument("--eps", default="0,1e-4,1e-3,1e-2,0.1,0.3", help="relative perturbation sizes")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="auto: bf16 autocast on CUDA (TF32 for what stays float32), float32 elsewhere; fp32, tf32 or "
+                        "bf16 asked for explicitly (cached apart)")
     p.add_argument("--threads", type=_threads, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)
@@ -476,14 +534,28 @@ def _add_plan(sub) -> None:
     p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
                        description="List every training run and evaluation the notebooks of a profile execute "
                                    "(with their default parameters) and estimate their time on this device from a "
-                                   "short measured calibration (cached in runs/.plan-calibration.json).")
+                                   "short measured calibration (cached in runs/.plan-calibration.json). For a CUDA "
+                                   "device that is not here (plan --profile gpu on a machine without one): each "
+                                   "job's FLOPs at --tflops, in GPU-hours, a GPU's cached timings replacing them "
+                                   "where the calibration file holds them; no data is built.")
     p.add_argument("--profile", default=profiles.DEFAULT, help=profiles.choices())
+    p.add_argument("--only", action="append", default=[], metavar="NOTEBOOK",
+                   help="plan only this notebook (02_depth_scaling, 02 or depth_scaling; repeatable), as "
+                        "reproduce --only")
     p.add_argument("--device", default=None, help="the device the runs will use (cpu, cuda, cuda:1, ...; default "
-                   "cpu, or with --executor slurm the profile's)")
+                   "as reproduce: cuda for the gpu and paper profiles and for the default profile on a CUDA box, "
+                   "else cpu; with --executor slurm the profile's)")
     p.add_argument("--calibrate", action="store_true",
                    help="measure again, ignoring the cached calibration of this device")
+    p.add_argument("--tflops", type=_tflops, default=None,
+                   help="price a CUDA plan by each job's FLOPs at this achieved throughput, measuring nothing and "
+                        "building no data (what a plan for CUDA does where there is none, at cost.ASSUMED_GPU_TFLOPS: "
+                        "an assumption of about a fifth of an H200's dense bf16 peak; the plan prints it)")
     p.add_argument("--jobs", type=_count, default=None,
-                   help="models trained at once by reproduce (default: as reproduce, min(2, CPUs))")
+                   help="jobs at once (default: as reproduce, one per core, or --jobs-per-gpu per visible GPU; "
+                        "without CUDA here, 1)")
+    p.add_argument("--jobs-per-gpu", type=int, default=None,
+                   help="on CUDA, jobs side by side on each GPU (default: as reproduce)")
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
     p.add_argument("--gpus-per-run", type=int, default=1, help="with --executor slurm: GPUs per training run")

@@ -50,6 +50,8 @@ SLOW = {
                                                   "smoke 02 ...` runs the same form in the suite)",
 }
 SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices",
+        "python -m infiloop pilot --profile gpu": "trains the gpu model for ten minutes on the hub's data (the same "
+                                                  "command at smoke runs in the suite, tests/test_pilot.py too)",
         "python -m infiloop plan --profile gpu --device cuda": "needs a CUDA device",
         "python -m infiloop plan --profile paper --executor slurm": "builds the paper profile's data from the hub "
                                                                    "(`plan --profile smoke --executor slurm` runs "

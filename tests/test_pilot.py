@@ -26,6 +26,7 @@ def test_pilot_at_smoke_prints_its_measurements_and_a_verdict(capsys):
     assert "|q|" in out and "at clip" in out  # InfiLoop's statistics by step
     report = json.loads((paths.RESULTS / "smoke" / "pilot.json").read_text())
     assert report["go"] == (lines[-1] == "go") and len(report["runs"]) == 3
+    assert "[n/a] infiloop: step time" in out  # on the CPU the plan is itself measured
     for r in report["runs"]:
         assert r["steps"] >= 2 and all(math.isfinite(c["loss"]) for c in r["curve"])
         assert r["curve"] == sorted(r["curve"], key=lambda c: c["step"])

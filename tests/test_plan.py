@@ -1,6 +1,7 @@
 """`python -m infiloop plan`: every run and evaluation of a profile's notebooks with an explicit estimate,
 tested at the smoke profile with an injected timer (fast, deterministic); the calibration cache; one real
-calibration of a smoke shape; the arithmetic behind the `gpu` profile's one GPU-hour per model."""
+calibration of a smoke shape; the arithmetic behind the `gpu` profile's one GPU-hour per model; `--only`; and
+the FLOP estimate of a CUDA plan on a machine without CUDA (in GPU-hours, a GPU's cached timings replacing it)."""
 
 import argparse
 import io
@@ -207,22 +208,6 @@ def test_flops_per_token_counts_the_paper_block():
     assert f == pytest.approx(2 * block + cfg.n_layers * 4 * S * d)
 
 
-def test_gpu_data_profile_falls_back_to_the_generator_offline(tmp_path, monkeypatch):
-    from infiloop.experiments.profiles import DATA_PROFILES, data_profile
-    from infiloop.tasks import build, info
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cfg = DATA_PROFILES["gpu"]["sudoku"]
-    assert cfg["source"] == "hub" and cfg["side"] == 9 and cfg["blanks"] == [50, 60]
-    ov = {"n_train": 3, "augment": 1, "n_test": 4}
-    build("sudoku", data_profile("gpu"), root=tmp_path, overrides=ov, verbose=False)
-    m = info("sudoku", data_profile("gpu"), root=tmp_path, overrides=ov)
-    assert m["source"].startswith("generated offline (9x9, blanks 50-60)") and "HF_HUB_OFFLINE is set" in m["source"]
-    assert m["summary"]["test_rows"] == 4 and 50 <= m["summary"]["test_blanks"][0]
-    with pytest.raises(ValueError, match="data profile 'gpu' has no maze data"):
-        build("maze", data_profile("gpu"), root=tmp_path)
-
-
 def test_bad_arguments_are_one_line(capsys):
     from infiloop.cli import main
 
@@ -261,3 +246,137 @@ def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
     assert f"{steps} x  {1.5 * STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in text
     p = plan.estimate(plan.make_plan("smoke", jobs=1), plan.Calibration("cpu", Crowded(), path=root / "c.json"))
     assert p.contention == 1.0 and all(r.per_step == STEP_S for r in p.runs)
+
+
+# ------------------------------------------------------------------------------------------ without CUDA: FLOPs
+
+
+@pytest.fixture
+def no_cuda(monkeypatch, tmp_path):
+    """No CUDA device here, whatever this machine has; the run cache, data and results in a temporary folder."""
+    import infiloop.cli
+
+    monkeypatch.setattr(infiloop.cli, "cuda_problem", lambda: "no CUDA (the test says)")
+    for name in ("RUNS", "DATA", "RESULTS", "FIGURES"):
+        monkeypatch.setattr(paths, name, tmp_path / name.lower())
+
+
+def _cli_plan(capsys, *argv):
+    from infiloop.cli import main
+
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out, err
+
+
+def _training_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if re.match(r"sudoku\s+\w+\s+\d+ x ", ln)]
+
+
+def test_plan_of_the_gpu_profile_without_cuda_prices_every_training_in_gpu_hours(no_cuda, capsys):
+    """plan --profile gpu on a machine without CUDA: the device is the profile's, each training priced by its FLOPs
+    at the stated throughput, GPU-hours in all, and no data built (the hub's Sudoku-Extreme is not here)."""
+    out, err = _cli_plan(capsys, "--profile", "gpu", "--only", "01")
+    assert "no CUDA device here" in err and "FLOPs at 200 TFLOP/s" in err
+    lines = _training_lines(out)
+    assert len(lines) == 3  # notebook 01 at gpu: carry-last, FPRM, InfiLoop on Sudoku
+    train = profiles.PROFILES["gpu"]["train"]
+    per_step = plan.flops_per_step(_gpu_model("infiloop"), train["batch_size"]) / 200e12
+    assert any(f"{train['steps']} x  {per_step:.4f} +" in ln for ln in lines)
+    hours = float(re.search(r"^GPU-hours: ([\d.]+) in all", out, re.M).group(1))
+    assert 2.4 < hours < 3.8, hours  # about one GPU-hour per training: the profile's own estimate
+    assert "a FLOP estimate: FLOPs at 200 TFLOP/s achieved" in out
+    assert not (paths.DATA / "sudoku").exists()
+    slower, _ = _cli_plan(capsys, "--profile", "gpu", "--only", "01", "--tflops", "100")
+    assert float(re.search(r"^GPU-hours: ([\d.]+) in all", slower, re.M).group(1)) == pytest.approx(2 * hours,
+                                                                                                 abs=0.11)
+
+
+@pytest.mark.slow
+def test_plan_of_the_whole_gpu_profile_without_cuda(no_cuda, capsys):
+    """Every job of the gpu profile priced without CUDA or its data (about 10 s on 2 cores: notebook 08's tasks are
+    generated to count its looped decoders' work): 16 trainings, 23 evaluations computed (two of notebook 06's are
+    read from notebook 02's trajectories), 36 looped decoders."""
+    out, _ = _cli_plan(capsys, "--profile", "gpu")
+    assert "16 training runs, 23 evaluations, 36 looped decoders" in out and len(_training_lines(out)) == 16
+    hours = float(re.search(r"^GPU-hours: ([\d.]+) in all", out, re.M).group(1))
+    assert 14 < hours < 21, hours
+
+
+def test_tflops_is_for_a_cuda_plan_and_a_bad_one_is_one_line(no_cuda, capsys):
+    from infiloop.cli import main
+
+    for argv, message in ((["--device", "cpu", "--tflops", "100"], "--tflops prices the jobs of a CUDA device"),
+                          (["--tflops", "0"], "expected a throughput in TFLOP/s > 0, e.g. 200, got '0'")):
+        assert main(["plan", "--profile", "smoke", *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+
+def test_a_cuda_plan_without_cuda_is_the_arithmetic_of_each_job(no_cuda, capsys):
+    """--device cuda at smoke: every training line's s/step is its FLOPs over the throughput, every evaluation's
+    s/update too; the totals are GPU-hours."""
+    out, _ = _cli_plan(capsys, "--profile", "smoke", "--device", "cuda", "--only", "02", "--tflops", "0.001")
+    p = plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    assert len(_training_lines(out)) == len(p.runs) == 3
+    run = p.runs[0]
+    step = plan.flops_per_step(run.run.model_config(), run.batch) / 1e9
+    assert f"{run.steps} x  {step:.4f} +" in out
+    e = p.evals[0]
+    update = plan.flops_per_update(e.run.model_config(), e.batch) / 1e9
+    assert f"x {e.updates:6d} x  {update:.4f} =" in out
+    assert re.search(r"^GPU-hours: [\d.e-]+ in all \(training", out, re.M)
+
+
+def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
+    """--only (repeatable; number, name or both) plans those notebooks alone; an unknown one is one line."""
+    from infiloop.cli import main
+
+    def planned(*only):
+        out = io.StringIO()
+        args = argparse.Namespace(profile="smoke", device="cpu", calibrate=False, jobs=2, p=[],
+                                  notebooks=[jobs_.notebook_name(o) for o in only] or None)
+        assert plan.main(args, timer=FakeTimer(), stream=out) == 0
+        return out.getvalue()
+
+    from infiloop.experiments import jobs as jobs_
+
+    both = planned("02", "perturbation")
+    notebooks = {ln[:2] for ln in both.split("## evaluations")[1].splitlines() if re.match(r"\d\d  ", ln)}
+    assert notebooks == {"02", "04"} and "3 training runs" in both and "0 looped decoders" in both
+    assert "16 training runs" in planned()
+    capsys.readouterr()
+    assert main(["plan", "--profile", "smoke", "--only", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: unknown notebook(s) ['nope']; valid: 01_main_table")
+
+
+def test_a_gpus_cached_calibration_replaces_the_flops_where_it_holds_the_shape(root, monkeypatch):
+    """Timings measured on a CUDA GPU (here a fake timer under a GPU's name) are used for the shapes they cover,
+    the FLOP arithmetic for the others, and the plan says which; nothing is measured or written."""
+    monkeypatch.setattr(plan, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
+    p = plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    measured = plan.Calibration("cuda", FakeTimer(), path=root / "cal.json")
+    measured.train_step(p.runs[0].run, p.runs[0].batch, 0)  # carry-last's shape only
+    measured.save()
+    before = (root / "cal.json").read_text()
+    flops = plan.FlopCalibration(path=root / "cal.json")
+    plan.estimate(p, flops)
+    assert flops.gpu == "NVIDIA Test GPU (cuda)" and flops.from_gpu == 1 and flops.estimated > 0
+    assert p.runs[0].per_step == STEP_S and p.runs[1].per_step < 1e-3  # carry-last measured, FPRM by its FLOPs
+    assert "1 timings measured on NVIDIA Test GPU (cuda)" in flops.basis()
+    assert (root / "cal.json").read_text() == before
+    other = plan.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
+    plan.estimate(plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
+    assert other.from_gpu == 0 and other.basis().startswith("a FLOP estimate")
+
+
+def test_the_declared_plan_agrees_with_the_plan_of_the_data(root):
+    """Without its data, the plan counts the same runs and evaluations with the same puzzles and updates as the plan
+    built on the data (smoke: every notebook)."""
+    built, declared = plan.make_plan("smoke", jobs=1), plan.declared_plan("smoke", "cpu", 1)
+    assert [r.run.dir for r in built.runs] == [r.run.dir for r in declared.runs]
+    key = lambda e: (str(e.run.dir), e.kind, e.puzzles, e.batch, e.updates, e.note)  # noqa: E731
+    assert sorted(map(key, built.evals)) == sorted(map(key, declared.evals))
+    assert [m.key for m in built.models] == [m.key for m in declared.models]

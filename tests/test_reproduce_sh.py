@@ -1,6 +1,7 @@
 """reproduce.sh picks its Python: INFILOOP_PYTHON, else an active conda environment that imports torch, else
-it builds .venv; on a CUDA machine it offers the gpu profile. Run on a copy of the script in a temporary
-folder with stub interpreters that only log what they are asked to run (no environment is ever built)."""
+it builds .venv; on a CUDA machine it runs the same command (the run offers the gpu profile at its end). Run on
+a copy of the script in a temporary folder with stub interpreters that only log what they are asked to run (no
+environment is ever built)."""
 
 import json
 import shutil
@@ -101,14 +102,14 @@ def test_bad_infiloop_python_is_one_line(box):
     assert res.returncode == 1 and "INFILOOP_PYTHON: " in res.stderr and "not an executable Python" in res.stderr
 
 
-def test_gpu_profile_is_offered_on_a_cuda_machine(box):
+def test_on_a_cuda_machine_the_script_leaves_the_run_and_its_offer_to_python(box):
+    """With a GPU listed by nvidia-smi the script prints nothing before the run (the default run itself uses the GPU
+    and offers the gpu profile at its end: tests/test_gpu_offer.py) and passes no argument of its own."""
     _exe(box["bin"] / "nvidia-smi", "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-x)'\n")
     res, calls = box["run"]()
     assert res.returncode == 0, res.stderr
-    assert "default profile 'quick'" in res.stderr and "./reproduce.sh --profile gpu" in res.stderr
-    assert "plan --profile gpu --device cuda" in res.stderr
-    res, _ = box["run"]("--profile", "gpu")
-    assert "./reproduce.sh --profile gpu" not in res.stderr
+    assert any(c == f"{box['conda']} -m infiloop reproduce" for c in calls), calls
+    assert "--profile gpu" not in res.stderr and "quick" not in res.stderr
 
 
 def test_no_offer_without_a_gpu(box):
@@ -116,14 +117,15 @@ def test_no_offer_without_a_gpu(box):
     assert res.returncode == 0 and "--profile gpu" not in res.stderr
 
 
-def test_reproduce_runs_gpu_profiles_on_cuda_where_there_is_one(monkeypatch):
+def test_reproduce_runs_gpu_profiles_and_the_default_one_on_cuda_where_there_is_one(monkeypatch):
     import torch
 
     from infiloop.experiments.pipeline import default_device
 
     monkeypatch.setattr(torch.version, "cuda", "12.9")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert (default_device("gpu"), default_device("paper"), default_device("quick")) == ("cuda", "cuda", "cpu")
+    assert (default_device("gpu"), default_device("paper"), default_device("quick")) == ("cuda", "cuda", "cuda")
+    assert (default_device("smoke"), default_device("tiny"), default_device("search")) == ("cpu",) * 3
 
 
 @pytest.mark.parametrize("cuda_build,available,warning,phrase", [

@@ -225,8 +225,11 @@ def test_runs_prune_removes_only_what_this_code_can_never_use(smoke_run, tmp_pat
     unfinished = root / "sudoku" / smoke_run.name.replace("infiloop", "resumable")
     unfinished.mkdir()  # same configuration hash, no DONE.json yet: resumable, not stale
     (unfinished / "config.json").write_text(json.dumps(smoke_run.config))
+    for keep in ("looplm/logs", "pilot/gpu"):  # not runs of the reasoner: never listed, never pruned
+        (root / keep).mkdir(parents=True)
 
     rows = {r["path"].name: r["stale"] for r in runs.list_runs(root)}
+    assert "logs" not in rows and "gpu" not in rows
     assert rows[good.name] == "" and rows[unfinished.name] == ""
     assert rows[old.name] == f"code version {recipes.CODE_VERSION - 1}, this code is {recipes.CODE_VERSION}"
     assert rows["diverged-copy"] == "its folder name does not match its configuration's hash"
@@ -241,5 +244,6 @@ def test_runs_prune_removes_only_what_this_code_can_never_use(smoke_run, tmp_pat
     assert main(["runs", "prune", "--root", str(root), "--yes"]) == 0
     assert capsys.readouterr().out.count("removed") == 2
     assert sorted(p.name for p in (root / "sudoku").iterdir()) == sorted([good.name, unfinished.name])
+    assert (root / "looplm" / "logs").is_dir() and (root / "pilot" / "gpu").is_dir()
     assert main(["runs", "prune", "--root", str(root)]) == 0
     assert "# no stale runs" in capsys.readouterr().out

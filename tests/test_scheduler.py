@@ -174,3 +174,50 @@ def test_each_jobs_cost_is_computed_once_however_long_the_stage_polls(tmp_path):
     report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(2), lambda j: calls.append(j.id) or 1.0,
                                 launch=FakeLauncher(polls=5), poll=0, progress=False)
     assert len(report.done) == 6 and sorted(calls) == sorted(j.id for j in jobs)
+
+
+def test_several_small_jobs_share_each_gpu_and_never_more_than_its_slots(tmp_path):
+    """Two faked GPUs with three slots each: six jobs run at once, never more than three on a device, and every job
+    is told only its own device."""
+    slots = scheduler.gpu_slots(["0", "1"], per_gpu=3)
+    assert [s.name for s in slots] == ["cuda:0/0", "cuda:1/0", "cuda:0/1", "cuda:1/1", "cuda:0/2", "cuda:1/2"]
+    jobs = [fake_job(f"train r{i}", "train", tmp=tmp_path) for i in range(12)]
+    launcher = FakeLauncher(polls=4)
+    most = []
+    real = launcher.__call__
+
+    def launch(cmd, env, log):
+        proc = real(cmd, env, log)
+        busy = [p for p in launcher.running if p.left > 0]
+        most.append({g: sum(g in p.devices for p in busy) for g in ("0", "1")})
+        return proc
+
+    report = scheduler.run_jobs(jobs, "smoke", slots, launch=launch, poll=0, progress=False)
+    assert sorted(report.done) == sorted(j.id for j in jobs)
+    assert max(max(m.values()) for m in most) == 3 and {d for _, d in launcher.launched} == {"0", "1"}
+
+
+def test_a_run_on_several_gpus_takes_distinct_devices_among_shared_slots(tmp_path):
+    jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("eval x", tmp=tmp_path)]
+    launcher = FakeLauncher(polls=2)
+    scheduler.run_jobs(jobs, "smoke", scheduler.gpu_slots(["0", "1"], per_gpu=2), gpus_per_run=2, launch=launcher,
+                       poll=0, progress=False)
+    train = next(d for cmd, d in launcher.launched if "train" in cmd)
+    assert sorted(train.split(",")) == ["0", "1"]
+    from infiloop.errors import UsageError
+
+    with pytest.raises(UsageError, match="--gpus-per-run 3: only 2 CUDA device"):
+        scheduler.check_gpus_per_run(scheduler.gpu_slots(["0", "1"], per_gpu=4), 3)
+
+
+def test_jobs_per_gpu_by_default(monkeypatch):
+    """One job per GPU for a profile made for the GPU; up to SMALL_JOBS_PER_GPU small ones for a profile made for
+    the CPU, at most one per CPU core."""
+    from infiloop.experiments import profiles
+
+    monkeypatch.setattr(scheduler, "usable_cpus", lambda: 16)
+    assert scheduler.jobs_per_gpu("gpu") == scheduler.jobs_per_gpu("paper") == 1
+    assert scheduler.jobs_per_gpu(profiles.DEFAULT) == scheduler.SMALL_JOBS_PER_GPU == 4
+    assert scheduler.jobs_per_gpu(profiles.DEFAULT, gpus=8) == 2
+    monkeypatch.setattr(scheduler, "usable_cpus", lambda: 1)
+    assert scheduler.jobs_per_gpu(profiles.DEFAULT) == 1

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from .. import paths
 from ..errors import UsageError
 from ..io import atomic_write
+from ..tasks import TASKS
 from ..tasks.base import DataError
 from ..training import DONE, METRICS, WEIGHTS
 from . import cache, recipes
@@ -433,10 +434,13 @@ def stale_reason(d: Path, cfg: dict | None) -> str:
 
 def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
     """One row per run folder of the cache: task, name, recipe, profile, code version, done, size in bytes,
-    and ``stale``: why this code can never use it ("" when it can; ``runs prune`` removes the stale ones)."""
+    and ``stale``: why this code can never use it ("" when it can; ``runs prune`` removes the stale ones). Only the
+    reasoner's task folders hold runs: the looped decoders' records (``runs/looplm/``) and the pilot's scratch runs
+    (``runs/pilot/``) are neither listed nor pruned."""
     root = runs_root(root)
     rows = []
-    for d in sorted(p for p in root.glob("*/*") if p.is_dir() and not p.name.startswith(".")):
+    for d in sorted(p for p in root.glob("*/*") if p.is_dir() and p.parent.name in TASKS
+                    and not p.name.startswith(".")):
         row = {"task": d.parent.name, "name": d.name, "recipe": "?", "profile": "?", "code_version": "?",
                "done": (d / DONE).is_file(), "bytes": sum(f.stat().st_size for f in d.rglob("*") if f.is_file()),
                "path": d}

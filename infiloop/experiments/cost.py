@@ -23,8 +23,12 @@ full batch would take more than a second, it is timed at a smaller batch and sca
 an upper bound on a GPU). Runs and evaluations already in the run cache cost nothing. Not included: data
 building (this command builds the data first, as ``reproduce`` does), starting the notebooks and plotting.
 
-For planning a GPU profile without a GPU at hand, :func:`flops_per_step` and :func:`gpu_hours_estimate`
-give the arithmetic of a training step and the hours it takes at a stated achieved throughput.
+Without a CUDA device here, a plan for one (``plan --profile gpu``, ``--device cuda``) is priced by arithmetic
+instead (:class:`FlopCalibration`): each job's FLOPs (:func:`flops_per_step`, :func:`flops_per_update`,
+``looplm.flops``) at a stated achieved throughput (``--tflops``, default :data:`ASSUMED_GPU_TFLOPS`), a timing
+of a CUDA GPU cached in the calibration file replacing the arithmetic wherever it holds the shape; the jobs come
+from the notebooks' declarations alone (:func:`declared_plan`), so no data is built or downloaded. The same
+pricing makes the offer of the ``gpu`` profile printed after the default run on a CUDA GPU (:func:`gpu_offer`).
 """
 
 from __future__ import annotations
@@ -58,11 +62,16 @@ EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, th
 MAX_STEP_S = 1.0  # a calibration step or update longer than this is timed at a smaller batch and scaled
 # Assumed speeds, only to choose the calibration batch (never part of an estimate): FLOP/s.
 GUESS_FLOPS = {"cpu": 2e10, "cuda": 5e13, "mps": 1e12}
-# Achieved bf16 throughput assumed by gpu_hours_estimate (about a fifth of an H200's dense bf16 peak).
+# Achieved bf16 throughput assumed by gpu_hours_estimate and the FLOP estimate of a plan without CUDA (about a fifth
+# of an H200's dense bf16 peak).
 ASSUMED_GPU_TFLOPS = 200.0
+PILOT = "python -m infiloop pilot --profile {profile}"  # the short measured run to take before a GPU profile
 
 
 # ------------------------------------------------------------------------------------------ arithmetic
+
+
+_COUNTED: dict[str, float] = {}  # flops_per_token and the looped decoders' work, once per shape in this process
 
 
 def flops_per_token(model_cfg) -> float:
@@ -70,11 +79,22 @@ def flops_per_token(model_cfg) -> float:
 
     Channel weights (and the depthwise convolution) count 2 x their size per position; TRM's token-mixing
     weights act along the sequence (2 x size x d / S per position); attention adds 4 x S x d per layer
-    (scores and weighted sum). Element-wise work (norms, the loop connections) is not counted."""
+    (scores and weighted sum). Element-wise work (norms, the loop connections) is not counted. The model is
+    built on the meta device (its weights counted, never initialised) once per configuration."""
+    key = "reasoner " + json.dumps(model_cfg.to_dict(), sort_keys=True)
+    if key not in _COUNTED:
+        _COUNTED[key] = _flops_per_token(model_cfg)
+    return _COUNTED[key]
+
+
+def _flops_per_token(model_cfg) -> float:
+    import torch
+
     from ..model.layers import Attention, TokenMixMLP
     from ..model.reasoner import LoopedReasoner
 
-    model = LoopedReasoner(model_cfg)
+    with torch.device("meta"):
+        model = LoopedReasoner(model_cfg)
     S, d = model_cfg.seq_len + model_cfg.prefix, model_cfg.d_model
     total = 0.0
     for layer in model.layers:
@@ -98,13 +118,28 @@ def flops_per_update(model_cfg, puzzles: int) -> float:
     return (model_cfg.L + 1) * puzzles * (model_cfg.seq_len + model_cfg.prefix) * flops_per_token(model_cfg)
 
 
+def looplm_counts(probe) -> dict[str, float]:
+    """``looplm.work`` of a looped decoder with ``flops``, its job's FLOPs (``looplm.flops``): once per probe in
+    this process, the models built on the meta device (their weights counted, never initialised)."""
+    from dataclasses import asdict
+
+    import torch
+
+    from .looplm import data_of, flops, work
+
+    key = "looplm " + json.dumps(asdict(probe), sort_keys=True, default=str)
+    if key not in _COUNTED:
+        data_of(probe)  # the generated task, made on the CPU (and kept by looplm) before the meta device is on
+        with torch.device("meta"):
+            _COUNTED[key] = {**work(probe), "flops": flops(probe)}
+    return _COUNTED[key]
+
+
 def job_flops(job) -> float:
     """FLOPs of one scheduler job (``jobs.Job``): a training's steps, an evaluation's updates of its puzzles, or a
     looped decoder's training and evaluation (``looplm.flops``)."""
     if job.kind == "looplm":
-        from .looplm import flops
-
-        return flops(job.model.probe)
+        return looplm_counts(job.model.probe)["flops"]
     run = job.spec.run
     if job.kind == "train":
         cfg = run.train_config()
@@ -199,19 +234,21 @@ def _eval_item(job: manifest.Job) -> EvalItem:
     args, data, path = run.eval_key(e.kind, e.args)
     batch = min(run.config["eval"]["batch_size"], len(data))
     updates = run.eval_updates(e.kind, args)
-    if e.kind == "evaluate":
-        kind, note = "trajectory", f"to update {args['updates']}, every {args['every']}"
-    elif e.kind == "perturb":
-        kind, note = "perturbation", f"{args['at']} + {args['after']} x ({len(args['eps'])} eps + the reference)"
-    else:
-        grid = args["budgets"]
-        kind = "budgets"
-        if run.model_config().cond.uses_horizon:
-            note = f"one run per budget ({len(grid)} budgets, told each)"
-        else:
-            note = f"one run to {max(grid)}"
+    kind, note = _eval_note(e.kind, args, run)
     return EvalItem(job.notebooks[0][:2], run, job.spec.overrides, kind, len(data), batch, updates, note,
                     path.is_file(), str(path))
+
+
+def _eval_note(method: str, args: dict, run: cache.Run) -> tuple[str, str]:
+    """An evaluation's kind as the plan names it, and what it runs (its resolved arguments ``args``)."""
+    if method == "evaluate":
+        return "trajectory", f"to update {args['updates']}, every {args['every']}"
+    if method == "perturb":
+        return "perturbation", f"{args['at']} + {args['after']} x ({len(args['eps'])} eps + the reference)"
+    grid = args["budgets"]
+    if run.model_config().cond.uses_horizon:
+        return "budgets", f"one run per budget ({len(grid)} budgets, told each)"
+    return "budgets", f"one run to {max(grid)}"
 
 
 def _read_from_trajectory(job: manifest.Job, jobs: list[manifest.Job]) -> bool:
@@ -230,30 +267,35 @@ def _read_from_trajectory(job: manifest.Job, jobs: list[manifest.Job]) -> bool:
 
 
 def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
-              notebooks: list[str] | None = None, params: dict | None = None) -> Plan:
-    """The runs and evaluations that ``profile``'s notebooks read (infiloop/experiments/jobs.py), not yet timed."""
-    from .scheduler import slots_for
-
-    if not jobs:
-        try:
-            jobs = len(slots_for(device))  # as reproduce's scheduler: a slot per core, or per visible GPU
-        except RuntimeError:  # planning a CUDA run on a machine without one
-            jobs = 1
+              notebooks: list[str] | None = None, params: dict | None = None, per_gpu: int | None = None) -> Plan:
+    """The runs and evaluations that ``profile``'s notebooks read (infiloop/experiments/jobs.py), not yet timed;
+    ``jobs`` slots (default: as reproduce's scheduler, a slot per core, or ``per_gpu`` per visible GPU)."""
     planned = manifest.jobs(notebooks or manifest.profile_notebooks(profile), profile, params)
-    return plan_of(planned, profile, device, jobs)
+    return plan_of(planned, profile, device, jobs or default_slots(profile, device, per_gpu))
+
+
+def default_slots(profile: str, device: str, per_gpu: int | None = None) -> int:
+    """The compute stage's slots on ``device`` as reproduce's scheduler makes them: one per core, or ``per_gpu``
+    (default ``scheduler.jobs_per_gpu``) per visible GPU; 1 for a CUDA device that is not here."""
+    from .scheduler import jobs_per_gpu, slots_for, visible_gpus
+
+    try:
+        if device.startswith("cuda") and per_gpu is None:
+            per_gpu = jobs_per_gpu(profile, 1 if ":" in device else len(visible_gpus()))
+        return len(slots_for(device, per_gpu=per_gpu or 1))
+    except RuntimeError:  # planning a CUDA run on a machine without one
+        return 1
 
 
 def plan_of(planned: list[manifest.Job], profile: str, device: str, jobs: int) -> Plan:
     """The plan of these scheduler jobs (any declaration's: the notebooks', the contrast search's), not yet
     timed."""
-    from .looplm import work
-
     plan = Plan(profile, device, jobs)
     for job in planned:
         if job.kind == "looplm":
             m = job.model
             plan.models.append(ModelItem(job.notebooks[0][:2], m.id, m.probe, m.key, job.done, m.probe.train.steps,
-                                         0.0 if job.done else work(m.probe)["eval"]))
+                                         0.0 if job.done else looplm_counts(m.probe)["eval"]))
         elif job.kind == "train":
             cfg = job.spec.run.train_config()
             plan.runs.append(TrainItem(job.spec.task, job.spec.recipe, job.spec.overrides, job.spec.run, cfg.steps,
@@ -261,6 +303,113 @@ def plan_of(planned: list[manifest.Job], profile: str, device: str, jobs: int) -
         elif not _read_from_trajectory(job, planned):
             plan.evals.append(_eval_item(job))
     return plan
+
+
+def declared_plan(profile: str, device: str, jobs: int, notebooks: list[str] | None = None,
+                  params: dict | None = None) -> Plan:
+    """The plan of ``profile``'s notebooks from their declarations alone (``jobs.needs``): no data is built, read
+    or downloaded (the GPU profiles' Sudoku-Extreme comes from the hub), so a FLOP estimate can price a profile
+    anywhere. Runs are deduplicated by folder and evaluations by their arguments with the run's defaults filled in,
+    as the run cache does; an evaluation runs on its limit of puzzles, at most the data settings' test size; a
+    budgets evaluation that a trajectory of the same run answers costs nothing (as in :func:`plan_of`)."""
+    runs: dict[str, manifest.RunSpec] = {}
+    evals: dict[str, tuple[str, manifest.EvalSpec, dict]] = {}
+    models: dict[str, tuple[str, manifest.ModelSpec]] = {}
+    for nb in notebooks or manifest.profile_notebooks(profile):
+        need = manifest.needs(nb, profile, **(params or {}))
+        for spec in need.runs.values():
+            runs.setdefault(str(spec.run.dir), spec)
+        for e in need.evals.values():
+            resolved = _declared_eval(e)
+            key = json.dumps([str(e.run.run.dir), e.kind, resolved["args"]], sort_keys=True)
+            evals.setdefault(key, (need.notebook, e, resolved))
+        for m in need.models.values():
+            models.setdefault(m.key, (need.notebook, m))
+    plan = Plan(profile, device, jobs)
+    for spec in runs.values():
+        cfg = spec.run.train_config()
+        plan.runs.append(TrainItem(spec.task, spec.recipe, spec.overrides, spec.run, cfg.steps, cfg.batch_size,
+                                   spec.run.done))
+    for key, (nb, e, resolved) in evals.items():
+        if not _answered_by_trajectory(e, resolved, [(o, r) for _, o, r in evals.values()]):
+            plan.evals.append(_declared_eval_item(nb, e, resolved, key))
+    for nb, m in models.values():
+        done = m.path.is_file()
+        plan.models.append(ModelItem(nb[:2], m.id, m.probe, m.key, done, m.probe.train.steps,
+                                     0.0 if done else looplm_counts(m.probe)["eval"]))
+    return plan
+
+
+def _given(args: dict, name: str, default):
+    """``args[name]`` where it is given and not None (a run's default otherwise), as the run cache reads it."""
+    value = args.get(name)
+    return default if value is None else value
+
+
+def _declared_eval(e: manifest.EvalSpec) -> dict:
+    """An evaluation's arguments with its run's defaults filled in (as ``Run.eval_key`` resolves them), its puzzle
+    count and the outer updates each puzzle goes through, from the declaration and the data settings alone."""
+    run, a = e.run.run, e.args
+    ev = run.config["eval"]
+    limit = _given(a, "limit", ev["limit"])
+    puzzles = len(a["puzzles"]) if a.get("puzzles") else _test_puzzles(run, limit)
+    if e.kind == "evaluate":
+        args = {"updates": _given(a, "updates", ev["updates"]), "every": _given(a, "every", ev["every"]),
+                "limit": limit, "per_token": bool(a.get("per_token")),
+                "snapshots": sorted(int(x) for x in a.get("snapshots", ())),
+                "puzzles": [int(x) for x in a.get("puzzles", ())]}
+    elif e.kind == "perturb":
+        args = {"at": a["at"], "eps": [float(x) for x in a["eps"]], "after": _given(a, "updates_after", ev["updates"]),
+                "every": _given(a, "every", ev["every"]) if "every" in a else 1, "limit": limit,
+                "seed": a.get("seed", 0)}
+    else:
+        args = {"budgets": sorted(int(b) for b in a["budgets"]), "limit": limit}
+    if a.get("precision", "auto") != "auto":  # cached apart from the default's (``cache._precision_arg``)
+        args["precision"] = a["precision"]
+    return {"args": args, "puzzles": puzzles, "updates": run.eval_updates(e.kind, args)}
+
+
+def _test_puzzles(run: cache.Run, limit: int | None) -> int:
+    """Puzzles of the profile's test set an evaluation with ``limit`` runs on, from the data settings (their
+    ``n_test``; a hub set's whole test set is taken as at least the limit)."""
+    from .. import tasks
+    from . import profiles
+
+    settings = tasks.profile_config(run.config["task"], profiles.data_profile(run.config["data_profile"]),
+                                    run.config["data_overrides"] or None)
+    sizes = [n for n in (limit, settings.get("n_test")) if isinstance(n, int)]
+    if not sizes:
+        raise ValueError(f"{run.name}: neither an evaluation limit nor the data settings tell how many test "
+                         "puzzles it has; plan it where its data is (--device cpu, or with CUDA)")
+    return min(sizes)
+
+
+def _answered_by_trajectory(e: manifest.EvalSpec, resolved: dict, others: list[tuple[manifest.EvalSpec, dict]]
+                            ) -> bool:
+    """:func:`_read_from_trajectory` for declared evaluations: a budgets evaluation of a model without a horizon,
+    with a trajectory of the same run over as many puzzles that reaches every budget."""
+    if e.kind != "budgets" or "precision" in resolved["args"] or e.run.run.model_config().cond.uses_horizon:
+        return False
+    grid = resolved["args"]["budgets"]
+    return any(o.kind == "evaluate" and o.run.run.dir == e.run.run.dir and r["puzzles"] == resolved["puzzles"]
+               and r["args"]["updates"] >= grid[-1] and all(b % r["args"]["every"] == 0 for b in grid)
+               for o, r in others)
+
+
+def _declared_eval_item(notebook: str, e: manifest.EvalSpec, resolved: dict, key: str) -> EvalItem:
+    """The :class:`EvalItem` of a declared evaluation (:func:`_eval_item` without the data). It counts as computed
+    only where its run is trained here and its cache file exists."""
+    run = e.run.run
+    kind, note = _eval_note(e.kind, resolved["args"], run)
+    cached = False
+    if run.done:
+        try:  # the data of a run trained here is here
+            cached = Path(e.key).is_file()
+        except (ValueError, OSError):
+            cached = False
+    batch = min(run.config["eval"]["batch_size"], resolved["puzzles"])
+    return EvalItem(notebook[:2], run, e.run.overrides, kind, resolved["puzzles"], batch, resolved["updates"], note,
+                    cached, key)
 
 
 def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibration: Calibration | None = None
@@ -575,11 +724,116 @@ class Calibration:
         return self._get("contention", {"model": _shape(run), "jobs": jobs},
                          lambda: self.timer.contention(run, self.device, jobs)).seconds
 
+    @property
+    def where(self) -> str:
+        """The device the timings belong to, in words."""
+        return self.prefix.split(" | ")[0]
+
+    def describe(self) -> str:
+        """Where this plan's timings come from: measured now or cached, at what load average."""
+        how = (f"{self.measured} timings measured now in {self.seconds:.0f} s" if self.measured
+               else "all timings from the cache")
+        loads = [e.get("load_average") for e in self.used if e.get("load_average") is not None]
+        if loads:
+            how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {usable_cpus()} CPUs "
+                    f"(other work on the machine slows every timing, and so the estimate)")
+        return f"calibration: {how} ({self.path}; --calibrate measures again)"
+
     def save(self) -> None:
         note = ("plan calibration: seconds per training step (at the run's batch) and per evaluation update "
                 "(of one batch), by device, torch version and model shape; delete or use --calibrate to measure "
                 "again")
         atomic_write_text(self.path, json.dumps({"note": note, "entries": self.entries}, indent=1, sort_keys=True))
+
+
+class FlopTimer:
+    """Timings from arithmetic, not measurement: a step's or an update's FLOPs (:func:`flops_per_step`,
+    :func:`flops_per_update`, ``looplm.flops``) at ``tflops`` TFLOP/s achieved. What a plan for a CUDA device prices
+    its jobs by where there is none (no job start, no slow-down beside other jobs)."""
+
+    def __init__(self, tflops: float = ASSUMED_GPU_TFLOPS):
+        self.flop_per_s = tflops * 1e12
+
+    def train_step(self, run, batch, threads, device):
+        return Timing(flops_per_step(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
+
+    def eval_update(self, run, batch, device):
+        return Timing(flops_per_update(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
+
+    @staticmethod
+    def _looplm(probe) -> tuple[float, float]:
+        """A looped decoder's (token-blocks of one training step, FLOPs of one token-block), from
+        ``looplm.flops``: its steps count 3 x their forward blocks (forward and backward)."""
+        w = looplm_counts(probe)
+        return w["step"], w["flops"] / (3 * probe.train.steps * w["step"] + w["eval"])
+
+    def looplm_step(self, probe, device):
+        blocks, per_block = self._looplm(probe)
+        return Timing(3 * blocks * per_block / self.flop_per_s, 0.0, probe.train.batch_size)
+
+    def looplm_block(self, probe, device):
+        return Timing(self._looplm(probe)[1] / self.flop_per_s, 0.0, probe.train.eval_batch)
+
+
+class FlopCalibration(Calibration):
+    """The timings of a CUDA GPU that is not here: where the calibration file holds a timing of this shape measured
+    on a CUDA GPU (``gpu``, as ``device_name`` names it, e.g. ``"NVIDIA H200 (cuda)"``; by default the GPU measured
+    last, with any torch version), that timing; otherwise the arithmetic of :class:`FlopTimer` at ``tflops``.
+    Measures nothing and writes nothing."""
+
+    def __init__(self, tflops: float = ASSUMED_GPU_TFLOPS, gpu: str | None = None, path: Path | None = None):
+        self.device, self.timer, self.tflops = "cuda", FlopTimer(tflops), tflops
+        self.path = path or paths.RUNS / CALIBRATION
+        self.entries = self._load()
+        self.fresh, self.refreshed, self.measured, self.seconds, self.used = False, set(), 0, 0.0, []
+        self.gpu = gpu or self._last_gpu()
+        self.from_gpu, self.estimated = 0, 0
+        self.prefix = (f"a CUDA GPU ({self.gpu}'s cached timings, else FLOPs at {tflops:g} TFLOP/s)" if self.gpu
+                       else f"a CUDA GPU (FLOPs at {tflops:g} TFLOP/s)")
+
+    def _last_gpu(self) -> str | None:
+        """The CUDA device whose timing was measured last in the calibration file, or None."""
+        measured = [(e.get("measured", ""), key.split(" | ")[0]) for key, e in self.entries.items()
+                    if "(cuda" in key.split(" | ")[0] and isinstance(e, dict)]
+        return max(measured)[1] if measured else None
+
+    def _gpu_entry(self, kind: str, shape: dict) -> dict | None:
+        """The newest timing of ``kind`` at ``shape`` measured on :attr:`gpu` (any torch version), or None."""
+        if not self.gpu:
+            return None
+        tail = f" | {kind} | {_key(shape)}"
+        found = [e for key, e in self.entries.items() if key.startswith(f"{self.gpu} | ") and key.endswith(tail)]
+        return max(found, key=lambda e: e.get("measured", "")) if found else None
+
+    def _get(self, kind: str, shape: dict, measure) -> Timing:
+        entry = self._gpu_entry(kind, shape)
+        if entry is not None:
+            self.from_gpu += 1
+            self.used.append(entry)
+            return Timing(entry["seconds"], entry.get("startup", 0.0), entry.get("measured_batch", 0))
+        self.estimated += 1
+        return measure()
+
+    @property
+    def where(self) -> str:
+        return f"a CUDA GPU ({self.gpu})" if self.from_gpu else "a CUDA GPU (a FLOP estimate)"
+
+    def basis(self) -> str:
+        """In a few words, what the prices rest on: the FLOP arithmetic, the cached timings of a GPU, or both."""
+        flops = f"FLOPs at {self.tflops:g} TFLOP/s achieved"
+        if not self.from_gpu:
+            return f"a FLOP estimate: {flops}"
+        if not self.estimated:
+            return f"{self.gpu}'s timings, measured by `plan`"
+        return f"{self.from_gpu} timings measured on {self.gpu} by `plan`, {self.estimated} of them {flops}"
+
+    def describe(self) -> str:
+        return (f"timings: not measured: {self.basis()} (--tflops; an estimate: small models, "
+                f"as the looped decoders, reach far less); a GPU's timings replace the FLOPs where {self.path} holds "
+                f"them (python -m infiloop plan --device cuda on the GPU measures them)")
+
+    def save(self) -> None:  # nothing was measured: the arithmetic is never cached
+        return
 
 
 def estimate(plan: Plan, calibration: Calibration) -> Plan:
@@ -632,6 +886,16 @@ def wall(plan: Plan) -> float:
 # ------------------------------------------------------------------------------------------ output
 
 
+def _fmt_per(seconds: float, width: int = 7) -> str:
+    """Seconds per step or per update: four decimals, or two significant digits below a millisecond (a GPU's)."""
+    return f"{seconds:{width}.4f}" if seconds >= 1e-3 or seconds == 0 else f"{seconds:{width}.1e}"
+
+
+def _fmt_h(hours: float) -> str:
+    """GPU-hours: one decimal, or two significant digits below a tenth."""
+    return f"{hours:.1f}" if hours >= 0.1 or hours == 0 else f"{hours:.2g}"
+
+
 def _fmt_s(s: float) -> str:
     if s < 60:
         return f"{s:.1f} s"
@@ -649,7 +913,7 @@ def _render_models(models: list[ModelItem]) -> list[str]:
     for m in models:
         head = f"{m.notebook:3s} {m.id:42s} {m.steps:5d}"
         out.append(f"{head}   already computed                                      0 s" if m.cached else
-                   f"{head} x {m.per_step:6.4f} + {m.eval_blocks:10.3g} x {m.per_block:8.2e} = "
+                   f"{head} x {_fmt_per(m.per_step, 6)} + {m.eval_blocks:10.3g} x {m.per_block:8.2e} = "
                    f"{_fmt_s(m.eval_seconds):>7s} -> {_fmt_s(m.seconds):>9s}")
     out.append(f"per model: job start + steps x s/step + evaluation; looped decoders: "
                f"{_fmt_s(sum(m.seconds for m in models))}")
@@ -659,22 +923,15 @@ def _render_models(models: list[ModelItem]) -> list[str]:
 def render(plan: Plan, calibration: Calibration) -> str:
     """The plan as text: one line per run and per evaluation, each with its formula, then the totals."""
     out = []
-    n_cached = sum(r.cached for r in plan.runs) + sum(e.cached for e in plan.evals)
-    how = (f"{calibration.measured} timings measured now in {calibration.seconds:.0f} s" if calibration.measured
-           else "all timings from the cache")
-    n_cached += sum(m.cached for m in plan.models)
+    n_cached = sum(r.cached for r in plan.runs) + sum(e.cached for e in plan.evals) + sum(m.cached for m in plan.models)
     out.append(f"# plan for profile {plan.profile} on {calibration.prefix}: {len(plan.runs)} training runs, "
                f"{len(plan.evals)} evaluations, {len(plan.models)} looped decoders ({n_cached} already in the run "
                "cache); training seed(s) "
                f"{', '.join(str(x) for x in sorted({r.run.config['train']['seed'] for r in plan.runs}))}")
-    loads = [e.get("load_average") for e in calibration.used if e.get("load_average") is not None]
-    if loads:
-        how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {usable_cpus()} CPUs "
-                f"(other work on the machine slows every timing, and so the estimate)")
-    out.append(f"# calibration: {how} ({calibration.path}; --calibrate measures again)")
+    out.append(f"# {calibration.describe()}")
     threads = threads_per_job(plan.jobs)
     where = (f"{plan.jobs} at a time, {threads} thread(s) each" if plan.device == "cpu"
-             else "sharing the device: their times add up")
+             else f"on {plan.jobs} slot(s) of the GPU(s), each job timed alone on a GPU")
     if plan.contention > 1.0:
         where += (f"; s/step and s/update are {plan.contention:.2f}x the timings alone, as measured for {plan.jobs} "
                   f"jobs at once")
@@ -685,8 +942,8 @@ def render(plan: Plan, calibration: Calibration) -> str:
         if r.cached:
             out.append(f"{head}   already trained             0 s      {_over(r.overrides)}")
         else:
-            out.append(f"{head} x {r.per_step:7.4f} + {r.startup + plan.job_start:5.1f} s = {_fmt_s(r.seconds):>9s}  "
-                       f"{_over(r.overrides)}")
+            out.append(f"{head} x {_fmt_per(r.per_step)} + {r.startup + plan.job_start:5.1f} s = "
+                       f"{_fmt_s(r.seconds):>9s}  {_over(r.overrides)}")
     train_total, train_wall = sum(r.seconds for r in plan.runs), training_wall(plan)
     out.append(f"per run: steps x s/step + start-up (the job's start, {plan.job_start:.1f} s, included); training: "
                f"{_fmt_s(train_total)} of runs -> "
@@ -701,7 +958,7 @@ def render(plan: Plan, calibration: Calibration) -> str:
         if e.cached:
             out.append(f"{head}   cached                            0 s      {what}")
         else:
-            out.append(f"{head} = {plan.job_start:.1f} + {e.batches:2d} x {e.updates:6d} x {e.per_update:7.4f} = "
+            out.append(f"{head} = {plan.job_start:.1f} + {e.batches:2d} x {e.updates:6d} x {_fmt_per(e.per_update)} = "
                        f"{_fmt_s(e.seconds):>9s}  "
                        f"{what}")
     eval_total = sum(e.seconds for e in plan.evals)
@@ -712,40 +969,82 @@ def render(plan: Plan, calibration: Calibration) -> str:
     for name in manifest.undeclared_notebooks():
         out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
                    "infiloop/experiments/jobs.py)")
-    floor = (train_total + eval_total + model_total) / plan.jobs
-    decoders = f" + looped decoders {_fmt_s(model_total)}" if plan.models else ""
-    out.append(f"\nestimate: training {_fmt_s(train_total)} + evaluations {_fmt_s(eval_total)}{decoders} of jobs on "
-               f"{plan.jobs} "
-               f"slot(s) -> {_fmt_s(wall(plan))} wall (the floor, every slot busy: {_fmt_s(floor)}) on "
-               f"{calibration.prefix.split(' | ')[0]} (not included: data building, notebooks and report)")
+    out += _render_totals(plan, calibration, train_total, eval_total, model_total)
     return "\n".join(out)
 
 
+def _render_totals(plan: Plan, calibration: Calibration, train_total: float, eval_total: float,
+                   model_total: float) -> list[str]:
+    """The plan's last lines: the compute stage's wall time on the slots, and on a GPU its GPU-hours."""
+    floor = (train_total + eval_total + model_total) / plan.jobs
+    decoders = f" + looped decoders {_fmt_s(model_total)}" if plan.models else ""
+    out = [f"\nestimate: training {_fmt_s(train_total)} + evaluations {_fmt_s(eval_total)}{decoders} of jobs on "
+           f"{plan.jobs} slot(s) -> {_fmt_s(wall(plan))} wall (the floor, every slot busy: {_fmt_s(floor)}) on "
+           f"{calibration.where} (not included: data building, notebooks and report)"]
+    if plan.device.startswith("cuda"):
+        hours = (train_total + eval_total + model_total) / 3600
+        basis = calibration.basis() if isinstance(calibration, FlopCalibration) else f"timed on {calibration.where}"
+        out.append(f"GPU-hours: {_fmt_h(hours)} in all (training {_fmt_h(train_total / 3600)}, evaluations "
+                   f"{_fmt_h(eval_total / 3600)}, looped decoders {_fmt_h(model_total / 3600)}; each job alone on "
+                   f"one GPU; {basis})")
+    return out
+
+
 def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, cluster_cfg=None) -> int:
-    """``python -m infiloop plan`` (arguments parsed by ``cli.py``); with ``cluster_cfg`` (``--executor slurm``)
-    the cluster jobs that ``reproduce`` would submit."""
+    """``python -m infiloop plan`` (arguments parsed by ``cli.py``): ``args.notebooks`` (default the profile's),
+    and with ``args.by_flops`` the FLOP estimate of a CUDA device (:class:`FlopCalibration` at ``args.tflops``, the
+    cached timings of ``args.gpu_name`` or of the GPU measured last replacing it; no data built); with
+    ``cluster_cfg`` (``--executor slurm``) the cluster jobs that ``reproduce`` would submit."""
     stream = stream or sys.stdout
-    print(f"# building the data and resolving the runs of profile {args.profile} ...", file=sys.stderr, flush=True)
+    notebooks = getattr(args, "notebooks", None) or manifest.profile_notebooks(args.profile)
+    by_flops = getattr(args, "by_flops", False)
+    print(f"# resolving the runs of profile {args.profile} (no data is built: a FLOP estimate) ..." if by_flops else
+          f"# building the data and resolving the runs of profile {args.profile} ...", file=sys.stderr, flush=True)
 
     params = manifest.read_parameters(getattr(args, "p", None))
     if cluster_cfg is not None:
         from . import cluster
 
-        planned = manifest.jobs(manifest.profile_notebooks(args.profile), args.profile, params)
+        planned = manifest.jobs(notebooks, args.profile, params)
         todo = [j for j in planned if not j.done]
         seconds, how = cluster.estimates(todo, args.device, cluster_cfg)
         subs = cluster.submissions(planned, args.profile, args.device, args.gpus_per_run, cluster_cfg, seconds)
         print(cluster.render(subs, how, args.cluster), file=stream)
         return 0
-    plan = make_plan(args.profile, args.device, args.jobs, params=params)
-    calibration = Calibration(args.device, timer, fresh=args.calibrate)
-    if any(not i.cached for i in (*plan.runs, *plan.evals, *plan.models)):
-        print("# calibrating (a few timed steps of each model shape) ...", file=sys.stderr, flush=True)
+    if by_flops:
+        plan = declared_plan(args.profile, args.device, args.jobs or 1, notebooks, params)
+        calibration: Calibration = FlopCalibration(getattr(args, "tflops", None) or ASSUMED_GPU_TFLOPS,
+                                                   getattr(args, "gpu_name", None))
+    else:
+        plan = make_plan(args.profile, args.device, args.jobs, notebooks, params, getattr(args, "jobs_per_gpu", None))
+        calibration = Calibration(args.device, timer, fresh=args.calibrate)
+        if any(not i.cached for i in (*plan.runs, *plan.evals, *plan.models)):
+            print("# calibrating (a few timed steps of each model shape) ...", file=sys.stderr, flush=True)
     estimate(plan, calibration)
     if calibration.measured:
         calibration.save()
     print(render(plan, calibration), file=stream)
     return 0
+
+
+def gpu_offer(profile: str = "gpu", tflops: float = ASSUMED_GPU_TFLOPS, gpu: str | None = None) -> list[str]:
+    """The offer printed after the default run on a CUDA GPU, as lines: the pilot command first, then what
+    ``profile`` trains, evaluates and costs in GPU-hours on ``gpu`` (its timings cached by ``plan`` where they cover
+    a shape, else FLOPs at ``tflops``: :class:`FlopCalibration`), and the command that runs it. Builds no data and
+    measures nothing (:func:`declared_plan`)."""
+    plan = declared_plan(profile, "cuda", 1)
+    calibration = FlopCalibration(tflops, gpu=gpu)
+    estimate(plan, calibration)
+    hours = [sum(i.seconds for i in items) / 3600 for items in (plan.runs, plan.evals, plan.models)]
+    cached = sum(i.cached for i in (*plan.runs, *plan.evals, *plan.models))
+    return [f"next on this GPU, the '{profile}' profile; first its pilot (a short measured run): "
+            f"{PILOT.format(profile=profile)}",
+            f"  {len(plan.runs)} trainings ({_fmt_h(hours[0])} GPU-h), {len(plan.evals)} evaluations "
+            f"({_fmt_h(hours[1])} GPU-h), {len(plan.models)} looped decoders ({_fmt_h(hours[2])} GPU-h): about "
+            f"{_fmt_h(sum(hours))} GPU-hours in all"
+            + (f" ({cached} jobs already done)" if cached else ""),
+            f"  ({calibration.basis()}; every job: python -m infiloop plan --profile {profile})",
+            f"  then: ./reproduce.sh --profile {profile}"]
 
 
 def seconds_of(plan: Plan) -> float:

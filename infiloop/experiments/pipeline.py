@@ -1,13 +1,19 @@
 """The whole reproduction: data -> compute -> notebooks (papermill) -> report.
 
-    python -m infiloop reproduce [--profile quick] [--only NAME] [-p KEY VALUE ...] [--jobs N]
+    python -m infiloop reproduce [--profile quick] [--only NAME] [-p KEY VALUE ...] [--jobs N] [--no-compile]
     python -m infiloop reproduce --profile paper --executor slurm [--partition P --account A] [--wait]
 
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
-``jobs.py``, each once, on every core or GPU of this machine (``scheduler.py``), or as Slurm jobs
-(``--executor slurm``, ``cluster.py``: the notebooks and the report then run once every job is done); the
-notebooks then only load, analyse and plot, on a CPU as many at a time as there are compute slots (one kernel
-each, one torch thread each).
+``jobs.py``, each once, on every core or GPU of this machine (``scheduler.py``; on a GPU several small jobs side by
+side), or as Slurm jobs (``--executor slurm``, ``cluster.py``: the notebooks and the report then run once every job
+is done); the notebooks then only load, analyse and plot, on a CPU as many at a time as there are compute slots
+(one kernel each, one torch thread each).
+
+The default profile runs on the GPU where CUDA is usable. A profile run on another kind of device than it is made
+for keeps its run cache, results and figures apart, in ``results/<device>/`` (:func:`kept_apart`): a model trained
+on a GPU (bf16 there, by ``train.precision`` auto) never stands in for one trained on the CPU, nor the other way.
+After the default run on a GPU, the ``gpu`` profile is offered: its jobs, its GPU-hours and the pilot to run first
+(``cost.gpu_offer``).
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
@@ -17,7 +23,9 @@ others, and the exit status is non-zero when anything failed. Executed notebooks
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -110,18 +118,21 @@ def _build_data(planned) -> None:
         tasks.build(task, profiles.data_profile(data), overrides=json.loads(over) or None)
 
 
-def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_run: int) -> dict:
+def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_run: int,
+             per_gpu: int | None = None) -> dict:
     """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine."""
     from .cost import job_flops
-    from .scheduler import run_jobs, slots_for
+    from .scheduler import run_jobs
 
-    slots = slots_for(device, workers)
+    slots = compute_slots(profile, device, workers, per_gpu)
     todo = [j for j in planned if not j.done]
     models = sum(j.kind == "looplm" for j in todo)
+    shared = len(slots) // max(1, len({s.gpu for s in slots})) if slots[0].gpu is not None else 1
     print(f"[reproduce] {sum(j.kind == 'train' for j in todo)} runs to train and {sum(j.kind == 'eval' for j in todo)} "
           f"evaluations to compute" + (f", {models} looped decoders to train and evaluate" if models else "")
           + f" ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) "
-          f"({slots[0].device}, {slots[0].threads} thread(s) each)", file=sys.stderr, flush=True)
+          f"({slots[0].device}" + (f", {shared} jobs per GPU" if shared > 1 else "")
+          + f", {slots[0].threads} thread(s) each)", file=sys.stderr, flush=True)
     report = run_jobs(planned, profile, slots, job_flops, gpus_per_run)  # FLOPs: order and time left
     if report.failed or report.skipped:
         raise RuntimeError(f"{len(report.failed)} jobs failed ({'; '.join(report.failed)}), {len(report.skipped)} "
@@ -204,16 +215,87 @@ def _run_notebooks(stages: Stages, selected: list[str], profile: str, params: di
                 os.environ[k] = v
 
 
+def compute_slots(profile: str, device: str, workers: int | None = None, per_gpu: int | None = None) -> list:
+    """The compute stage's slots: ``workers`` on a CPU (default one per core); on CUDA ``per_gpu`` per visible GPU
+    (default ``scheduler.jobs_per_gpu``: several small jobs side by side for a profile made for the CPU)."""
+    from .scheduler import jobs_per_gpu, slots_for, visible_gpus
+
+    if device.startswith("cuda") and per_gpu is None:
+        per_gpu = jobs_per_gpu(profile, 1 if ":" in device else max(1, len(visible_gpus())))
+    return slots_for(device, workers, per_gpu=per_gpu or 1)
+
+
 def default_device(profile: str) -> str:
-    """``cuda`` for the GPU profiles, ``cpu`` for the others. A GPU profile where CUDA is not usable is a
-    :class:`UsageError` saying why: it would train for weeks on the CPU (``--device cpu`` asks for that)."""
+    """The device a profile runs on without ``--device``: ``cuda`` for the GPU profiles, and for the default profile
+    where CUDA is usable (the default run on a CUDA box uses its GPU; :func:`kept_apart`); ``cpu`` otherwise. A GPU
+    profile where CUDA is not usable is a :class:`UsageError` saying why: it would train for weeks on the CPU
+    (``--device cpu`` asks for that)."""
     if profiles.device(profile) != "cuda":
-        return "cpu"
+        if profile != profiles.DEFAULT:
+            return "cpu"
+        problem = cuda_problem()
+        if problem and _gpu_listed():
+            print(f"[reproduce] nvidia-smi lists a GPU, but CUDA is not usable here ({problem}): this run stays on "
+                  "the CPU (docs/setup.md: a CUDA build of PyTorch)", file=sys.stderr, flush=True)
+        return "cpu" if problem else "cuda"
     problem = cuda_problem()
     if problem:
         raise UsageError(f"--profile {profile} is made for a CUDA GPU, and CUDA is not usable here: {problem}; "
                          f"give --device cpu to run it on the CPU all the same (weeks at this model size)")
     return "cuda"
+
+
+def _gpu_listed() -> bool:
+    """Whether ``nvidia-smi -L`` lists a GPU (a CUDA box, whether or not this PyTorch can use it)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU" in listed.stdout
+
+
+@contextlib.contextmanager
+def kept_apart(profile: str, device: str):
+    """Run ``profile`` on ``device`` with its run cache, results and figures kept apart where the device is of
+    another kind than the profile is made for (the default profile on a CUDA GPU; a GPU profile with ``--device
+    cpu``): ``<results>/<device>/`` holds ``runs/``, ``<profile>/`` and ``figures/``. A run's folder is named by the
+    hash of its configuration, and the device is not in it (``train.precision`` auto trains in bf16 on CUDA and in
+    float32 elsewhere): kept apart, a GPU-trained model never stands in for a CPU-trained one, nor the other way,
+    and the recorded results of the CPU (``results/<profile>``) are never overwritten. The data is shared. Yields
+    the folder (``None`` where nothing moves); ``paths`` and the environment that subprocesses (jobs, notebook
+    kernels) read are restored after."""
+    kind = device.split(":")[0]
+    if kind == profiles.device(profile):
+        yield None
+        return
+    home = paths.RESULTS / kind
+    moved = {"RUNS": home / "runs", "RESULTS": home, "FIGURES": home / "figures"}
+    old_paths = {name: getattr(paths, name) for name in moved}
+    old_env = {name: os.environ.get(f"INFILOOP_{name}") for name in moved}
+    try:
+        for name, folder in moved.items():
+            setattr(paths, name, folder)
+            os.environ[f"INFILOOP_{name}"] = str(folder)
+        yield home
+    finally:
+        for name in moved:
+            setattr(paths, name, old_paths[name])
+            if old_env[name] is None:
+                os.environ.pop(f"INFILOOP_{name}", None)
+            else:
+                os.environ[f"INFILOOP_{name}"] = old_env[name]
+
+
+def apart_note(profile: str, device: str, home: Path) -> str:
+    """The line that says where a run kept apart (:func:`kept_apart`) keeps its files."""
+    made_for = {"cpu": "CPU", "cuda": "GPU"}.get(profiles.device(profile), profiles.device(profile))
+    return (f"profile {profile} is made for the {made_for} and runs on {device} here: its runs, results and figures "
+            f"are kept apart in {home}/ (runs/, {profile}/, figures/), never mixed with those of the {made_for}")
 
 
 def _parser() -> Parser:
@@ -225,7 +307,13 @@ def _parser() -> Parser:
                     help="a papermill parameter for the notebooks (value read as YAML)")
     ap.add_argument("--jobs", type=int, default=None,
                     help="jobs at a time on CPU (default: one single-threaded job per core; also the local "
-                         "cluster's); on CUDA one per GPU")
+                         "cluster's); on CUDA see --jobs-per-gpu")
+    ap.add_argument("--jobs-per-gpu", type=int, default=None,
+                    help="on CUDA, jobs side by side on each GPU (default: 1 for the gpu and paper profiles, "
+                         "up to 4 small jobs for the profiles made for the CPU, at most one per CPU core)")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="train without torch.compile (--set train.compile=off for every training of the run; "
+                         "the run folders stay the same: compile is not part of a run's hash)")
     ap.add_argument("--gpus-per-run", type=int, default=1,
                     help="GPUs per training run on CUDA (more than 1: torchrun, one process per GPU)")
     ap.add_argument("--device", default=None,
@@ -247,13 +335,24 @@ def _check_executor(args):
     elif args.device.startswith("cuda") and (problem := cuda_problem()):
         raise UsageError(f"--device {args.device}: CUDA is not usable here ({problem}); use --device cpu")
     if not args.no_compute:
-        from .scheduler import check_gpus_per_run, slots_for
+        from .scheduler import check_gpus_per_run
 
         try:
-            check_gpus_per_run(slots_for(args.device, args.jobs), args.gpus_per_run)
+            check_gpus_per_run(compute_slots(args.profile, args.device, args.jobs, args.jobs_per_gpu),
+                               args.gpus_per_run)
         except RuntimeError as e:
             raise UsageError(str(e)) from None
     return None
+
+
+def without_compile(planned) -> None:
+    """``--no-compile``: every training job of the plan told ``train.compile=off`` (its ``--set``). The run folders
+    stay the same: compile is left out of a run's hash (``recipes.config_hash``), like its CPU threads."""
+    from dataclasses import replace
+
+    for job in planned:
+        if job.kind == "train":
+            job.spec = replace(job.spec, overrides={**job.spec.overrides, "train.compile": "off"})
 
 
 def _compute_stage_on_cluster(stages: Stages, plan, args, cfg, selected, params, out_dir: Path) -> int | None:
@@ -287,6 +386,17 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"-p {', '.join(sorted(set(params) - known))}: not a parameter of the selected notebooks "
                  f"(theirs: {', '.join(sorted(known))})")
     params.setdefault("device", args.device)
+    with kept_apart(args.profile, args.device) as home:
+        if home is not None:
+            print(f"[reproduce] {apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
+        status = _run(ap, args, cluster_cfg, selected, params)
+    if status == 0 and offers_gpu_profile(args):
+        print_gpu_offer()
+    return status
+
+
+def _run(ap: Parser, args, cluster_cfg, selected: list[str], params: dict) -> int:
+    """The stages of the run: data, compute, the notebooks, the report; the exit status."""
     out_dir = paths.RESULTS / args.profile
     out_dir.mkdir(parents=True, exist_ok=True)
     stages = Stages(out_dir / "stages.json")
@@ -296,10 +406,13 @@ def main(argv: list[str] | None = None) -> int:
         plan = jobs.jobs(selected, args.profile, params)
     except UsageError as e:
         ap.error(str(e))
+    if args.no_compile:
+        without_compile(plan)
     if not args.no_compute:
         stages.run("data", lambda: _build_data(plan))
         if cluster_cfg is None:
-            stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run))
+            stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run,
+                                                   args.jobs_per_gpu))
         elif (status := _compute_stage_on_cluster(stages, plan, args, cluster_cfg, selected, params,
                                                   out_dir)) is not None:
             return status
@@ -320,3 +433,34 @@ def main(argv: list[str] | None = None) -> int:
     if report:
         print(f"[reproduce] report: {report[0]}")
     return 1 if failed else 0
+
+
+# The profile offered after the default run on a CUDA GPU (the next step up: 9x9 Sudoku, the paper's model).
+OFFERED_PROFILE = "gpu"
+
+
+def offers_gpu_profile(args) -> bool:
+    """Whether the run was the default one on a CUDA GPU (the default profile, every notebook, this machine), after
+    which, when it succeeded, the ``gpu`` profile is offered."""
+    return (args.profile == profiles.DEFAULT and not args.only and args.executor == "local"
+            and args.device.startswith("cuda") and profiles.device(args.profile) != "cuda")
+
+
+def print_gpu_offer() -> None:
+    """Print the ``gpu`` profile's offer (``cost.gpu_offer``): the pilot command first, its trainings, evaluations
+    and looped decoders, GPU-hours in all on this GPU (its cached timings, else FLOPs at the assumed throughput)."""
+    from .cost import device_name, gpu_offer
+
+    try:
+        gpu = device_name("cuda")
+    except Exception:  # noqa: BLE001 - the name only selects this GPU's cached timings
+        gpu = None
+    try:
+        lines = gpu_offer(OFFERED_PROFILE, gpu=gpu)
+    except Exception as e:  # noqa: BLE001 - the run is over: an offer that cannot be priced must not fail it
+        lines = [f"next on this GPU, the '{OFFERED_PROFILE}' profile (it could not be priced here: "
+                 f"{' '.join(str(e).split())[:200]}); "
+                 f"python -m infiloop plan --profile {OFFERED_PROFILE} lists its jobs"]
+    print("", file=sys.stderr)
+    for line in lines:
+        print(f"[reproduce] {line}", file=sys.stderr)

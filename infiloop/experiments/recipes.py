@@ -189,12 +189,15 @@ def _drop(node: dict, dotted: str) -> dict:
 
 def config_hash(cfg: dict) -> str:
     """Hash of everything that defines the trained model, ``code_version`` included (not the evaluation
-    settings, not CPU threads or the micro-batch (how the same update is computed), not a later-added setting
-    at its neutral value (``NEUTRAL_SETTINGS``) or where it does nothing (``INFILOOP_ONLY``, the candidate loss
-    of carry-last))."""
+    settings, not CPU threads, the micro-batch or ``torch.compile`` (how the same update is computed; compile is
+    hashed at its default ``auto`` whatever its value, so that the runs cached before keep their folders), not a
+    later-added setting at its neutral value (``NEUTRAL_SETTINGS``) or where it does nothing (``INFILOOP_ONLY``,
+    the candidate loss of carry-last))."""
     keyed = copy.deepcopy({k: v for k, v in cfg.items() if k != "eval"})
     keyed["train"].pop("threads", None)
     keyed["train"].pop("micro_batch", None)  # a run restarted with a smaller micro-batch after an OOM stays the run
+    if "compile" in keyed["train"]:  # compiled = eager (tests/test_compile.py): --no-compile trains the same run
+        keyed["train"]["compile"] = "auto"
     model = keyed.get("model", {})
     for axis in ("inner", "outer"):
         conn = model.get(axis, {})

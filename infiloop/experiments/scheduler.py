@@ -2,9 +2,11 @@
 
 - **Slots.** On CPU, ``workers`` processes with ``threads`` torch threads each (default: one single-
   threaded worker per core, the faster split on this project's workloads by ``benchmarks/workers.py``).
-  On CUDA, one slot per visible device: a job sees only its device (``CUDA_VISIBLE_DEVICES``), so two
-  concurrent jobs never share one. A training run that asks for ``gpus > 1`` takes that many free slots
-  and is launched with ``torchrun`` (one process per device, DDP).
+  On CUDA, ``per_gpu`` slots per visible device (:func:`jobs_per_gpu`: one for a profile made for the GPU,
+  several small jobs side by side for a profile made for the CPU); a job sees only its device
+  (``CUDA_VISIBLE_DEVICES``), and never more jobs share one than it has slots. A training run that asks
+  for ``gpus > 1`` takes a free slot on that many distinct devices and is launched with ``torchrun``
+  (one process per device, DDP).
 - **Order.** A job starts when the jobs it waits for have finished (an evaluation waits for its run's
   training); among ready jobs the costliest goes first (longest-processing-time order keeps the tail of
   the stage short). A job whose prerequisite failed is not started.
@@ -36,6 +38,10 @@ from .jobs import Job
 # Workers per core on CPU: 1.0 means one single-threaded process per core (benchmarks/workers.py measured
 # 2 x 1 thread against 1 x 2 threads on this project's 2-core reference machine; see benchmarks/RESULTS.md).
 CPU_WORKERS_PER_CORE = 1.0
+# Jobs side by side on one GPU for a profile made for the CPU: its models (tens of thousands of parameters, batches
+# of 32 to 128) keep a GPU busy a small fraction of the time, each job launching kernels from its own CPU thread, and
+# use well under a GiB of GPU memory each; a profile made for the GPU fills a device with one job.
+SMALL_JOBS_PER_GPU = 4
 
 
 @dataclass
@@ -65,21 +71,44 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-def gpu_slots(gpus: list[str] | None = None, threads: int | None = None) -> list[Slot]:
+def jobs_per_gpu(profile: str, gpus: int = 1) -> int:
+    """Jobs that share one GPU at once by default: one for a profile made for the GPU; for a profile made for
+    the CPU :data:`SMALL_JOBS_PER_GPU`, fewer where the CPUs cannot give each job of every GPU a thread of its own
+    (a small job's GPU time is launched from the CPU)."""
+    from . import profiles
+
+    if profiles.device(profile) == "cuda":
+        return 1
+    return max(1, min(SMALL_JOBS_PER_GPU, usable_cpus() // max(1, gpus)))
+
+
+def gpu_slots(gpus: list[str] | None = None, threads: int | None = None, per_gpu: int = 1) -> list[Slot]:
+    """``per_gpu`` slots on each visible CUDA device (``cuda:3``, or ``cuda:3/0``, ``cuda:3/1``, ... with several),
+    each with an equal share of the CPUs as torch threads."""
     gpus = visible_gpus() if gpus is None else gpus
     if not gpus:
         raise RuntimeError("device cuda: no CUDA device is visible (CUDA_VISIBLE_DEVICES, torch.cuda)")
-    threads = threads or max(1, usable_cpus() // len(gpus))
-    return [Slot(f"cuda:{g}", "cuda", threads, gpu=g) for g in gpus]
+    if per_gpu < 1:
+        raise UsageError(f"--jobs-per-gpu: expected 1 or more, got {per_gpu}")
+    threads = threads or max(1, usable_cpus() // (len(gpus) * per_gpu))
+    return [Slot(f"cuda:{g}" if per_gpu == 1 else f"cuda:{g}/{k}", "cuda", threads, gpu=g)
+            for k in range(per_gpu) for g in gpus]  # round robin: the first jobs spread over the devices
 
 
 def slots_for(device: str, workers: int | None = None, threads: int | None = None,
-              gpus: list[str] | None = None) -> list[Slot]:
+              gpus: list[str] | None = None, per_gpu: int = 1) -> list[Slot]:
+    """The compute stage's slots on ``device``: CPU workers, or ``per_gpu`` slots on each visible GPU (on the
+    one GPU named by ``cuda:N``)."""
     if device.startswith("cuda"):
-        if ":" in device:  # one named device: every job goes there, one at a time
+        if ":" in device:  # one named device: every job goes there
             gpus = [device.split(":", 1)[1]]
-        return gpu_slots(gpus, threads)
+        return gpu_slots(gpus, threads, per_gpu)
     return cpu_slots(workers, threads)
+
+
+def distinct_gpus(slots: list[Slot]) -> list[str]:
+    """The CUDA devices of ``slots``, each once, in order."""
+    return list(dict.fromkeys(s.gpu for s in slots if s.gpu is not None))
 
 
 def check_gpus_per_run(slots: list[Slot], gpus_per_run: int) -> None:
@@ -91,9 +120,24 @@ def check_gpus_per_run(slots: list[Slot], gpus_per_run: int) -> None:
     if not slots or slots[0].gpu is None:
         raise UsageError(f"--gpus-per-run {gpus_per_run}: several GPUs per run need --device cuda; "
                          f"this run's device is {slots[0].device if slots else 'none'}")
-    if gpus_per_run > len(slots):
-        raise UsageError(f"--gpus-per-run {gpus_per_run}: only {len(slots)} CUDA device(s) visible "
-                         f"({', '.join(s.gpu for s in slots)}); ask for at most {len(slots)}")
+    gpus = distinct_gpus(slots)
+    if gpus_per_run > len(gpus):
+        raise UsageError(f"--gpus-per-run {gpus_per_run}: only {len(gpus)} CUDA device(s) visible "
+                         f"({', '.join(gpus)}); ask for at most {len(gpus)}")
+
+
+def take_slots(free: list[Slot], need: int) -> tuple[list[Slot], list[Slot]] | None:
+    """``need`` free slots on distinct devices (one for a job on one device) and the slots left free, or ``None``
+    when the free slots cannot give them."""
+    mine: list[Slot] = []
+    for slot in free:
+        if len(mine) == need:
+            break
+        if need == 1 or slot.gpu not in {s.gpu for s in mine}:
+            mine.append(slot)
+    if len(mine) < need:
+        return None
+    return mine, [s for s in free if s not in mine]
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -185,9 +229,10 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
                        reverse=True)
         for j in ready:
             need = gpus_per_run if (j.kind == "train" and free and free[0].gpu is not None) else 1
-            if len(free) < need:
+            taken = take_slots(free, need)
+            if taken is None:
                 continue
-            mine, free = free[:need], free[need:]
+            mine, free = taken
             cmd, env = command(j, profile, mine)
             running[j.id] = (launch(cmd, env, log_path(j)), mine, time.time(), todo.pop(j.id))
             describe()
