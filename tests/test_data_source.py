@@ -77,6 +77,19 @@ def test_without_the_hub_the_gpu_data_stops_with_one_line_naming_the_three_ways(
     assert "generated 30x30 mazes (shortest path >= 111 moves)" in one_error_line(capsys.readouterr().err)
 
 
+def test_reproduce_of_a_hub_profile_stops_at_its_data_in_one_line(tmp_path, monkeypatch, capsys):
+    """The pipeline does not go on to train or run notebooks without its data: the data stage's error ends the run
+    in one line (recorded as the failed data stage), nothing trained."""
+    for name in ("RESULTS", "FIGURES"):
+        monkeypatch.setattr(paths, name, tmp_path / name.lower())
+    assert main(["reproduce", "--profile", "gpu", "--only", "01", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and "Three ways on: go online" in errors[0] and err.strip().endswith(errors[0][-40:])
+    assert "Traceback" not in err and "=== compute ===" not in err
+    assert not list((tmp_path / "runs").rglob("config.json"))
+
+
 def test_a_generated_set_under_the_hub_set_name_is_not_reused(tmp_path):
     """A build the old fallback generated in the hub set's folder is made again from the hub, not reused."""
     gpu = data_profile("gpu")

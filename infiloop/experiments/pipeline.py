@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import paths
-from ..errors import Parser, UsageError
+from ..errors import DataError, Parser, UsageError
 from ..io import atomic_write_text
 from ..machine import cuda_problem
 from . import cluster, jobs, profiles
@@ -88,23 +88,31 @@ class Stages:
             except (ValueError, KeyError):
                 self.stages = []
 
-    def run(self, name: str, fn) -> bool:
+    def run(self, name: str, fn, stop_on: tuple[type[BaseException], ...] = ()) -> bool:
+        """Run stage ``name`` and record it; a failure is recorded and the run goes on, except an error of a type in
+        ``stop_on``, which is recorded and raised (the command line prints it as one ``error:`` line)."""
         print(f"\n[reproduce] === {name} ===", file=sys.stderr, flush=True)
         t0 = time.time()
         rec = {"name": name, "status": "ok"}
+        stop = None
         try:
             extra = fn()
             if isinstance(extra, dict):  # measurements of the stage (the compute stage's floor)
                 rec.update(extra)
         except Exception as e:  # noqa: BLE001 - one failing stage must not stop the others
             rec.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
-            print(f"[reproduce] {name} FAILED: {rec['error']}", file=sys.stderr, flush=True)
+            if isinstance(e, stop_on):
+                stop = e
+            else:
+                print(f"[reproduce] {name} FAILED: {rec['error']}", file=sys.stderr, flush=True)
         rec["seconds"] = round(time.time() - t0, 2)
         rec["finished"] = _now()
         with self.lock:
             self.stages = [s for s in self.stages if s["name"] != name] + [rec]
             atomic_write_text(self.path, json.dumps({"stages": self.stages, "started": self.started,
                                                      "finished": _now()}, indent=1))
+        if stop is not None:
+            raise stop
         return rec["status"] == "ok"
 
 
@@ -409,7 +417,9 @@ def _run(ap: Parser, args, cluster_cfg, selected: list[str], params: dict) -> in
     if args.no_compile:
         without_compile(plan)
     if not args.no_compute:
-        stages.run("data", lambda: _build_data(plan))
+        # without its data nothing can be computed or shown: a data error (the hub unreachable for a hub set, a
+        # data.path that does not exist, a bad row) stops the run in one line
+        stages.run("data", lambda: _build_data(plan), stop_on=(DataError,))
         if cluster_cfg is None:
             stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run,
                                                    args.jobs_per_gpu))
