@@ -221,3 +221,23 @@ def test_jobs_per_gpu_by_default(monkeypatch):
     assert scheduler.jobs_per_gpu(profiles.DEFAULT, gpus=8) == 2
     monkeypatch.setattr(scheduler, "usable_cpus", lambda: 1)
     assert scheduler.jobs_per_gpu(profiles.DEFAULT) == 1
+
+
+def test_the_stage_line_sums_the_running_trainings_progress(tmp_path):
+    """The compute stage's line reads the last progress line of each running training's log (training.py writes
+    one every 30 s) and sums the minutes they have left; a log without one yet adds nothing."""
+    from infiloop.training import PROGRESS_LINE
+
+    def line(run, step, left):
+        return PROGRESS_LINE.format(run=run, step=step, end=1000, loss=0.5, cell=0.8, exact=0.1, s_per_step=0.2,
+                                    min_left=left) + "\n"
+
+    a, b, quiet = tmp_path / "a.log", tmp_path / "b.log", tmp_path / "c.log"
+    a.write_text("starting\n" + line("run-a", 100, 9) + "noise\n" + line("run-a", 400, 7))
+    b.write_text("x" * 20000 + "\n" + line("run-b", 50, 12))  # only the end of a long log is read
+    quiet.write_text("no progress yet\n")
+    assert scheduler.last_progress(a)["step"] == "400"
+    assert scheduler.last_progress(tmp_path / "missing.log") is None
+    text = scheduler.stage_line(3, 10, 3, [a, b, quiet])
+    assert text == "jobs 3/10 (3 running); 2 training(s) report 19 min of steps left (longest 12 min)"
+    assert scheduler.stage_line(0, 4, 1, [quiet]) == "jobs 0/4 (1 running)"

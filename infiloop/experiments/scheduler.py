@@ -11,7 +11,8 @@
   training); among ready jobs the costliest goes first (longest-processing-time order keeps the tail of
   the stage short). A job whose prerequisite failed is not started.
 - **Logs.** Each job writes its output to ``<run folder>/logs/<job>.log``; one progress line covers the
-  whole stage (jobs done / total, time left from the jobs' estimated costs).
+  whole stage (jobs done / total, time left from the jobs' estimated costs, and what the running trainings'
+  own progress lines say: :func:`stage_line`).
 
     python -m infiloop.experiments.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1
                                                   # one job (used internally)
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..machine import usable_cpus
+from ..training import PROGRESS_RE
 from .jobs import Job
 
 # Workers per core on CPU: 1.0 means one single-threaded process per core (benchmarks/workers.py measured
@@ -197,6 +199,31 @@ class Report:
     seconds: float = 0.0
 
 
+def last_progress(log: Path, tail_bytes: int = 8192) -> re.Match | None:
+    """The last progress line (``training.PROGRESS_LINE``) a training job wrote into its log, parsed; None before
+    its first (only the end of the log is read)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail_bytes))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = list(PROGRESS_RE.finditer(text))
+    return found[-1] if found else None
+
+
+def stage_line(finished: int, total: int, running: int, training_logs: list[Path]) -> str:
+    """The compute stage's progress line: jobs finished of all, jobs running, and the sum of the minutes the
+    running trainings say they have left in their last progress lines (with the longest of them)."""
+    line = f"jobs {finished}/{total} ({running} running)"
+    found = [m for m in map(last_progress, training_logs) if m is not None]
+    if found:
+        left = [int(m["min_left"]) for m in found]
+        line += f"; {len(found)} training(s) report {sum(left)} min of steps left (longest {max(left)} min)"
+    return line
+
+
 def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[Job], float] | None = None,
              gpus_per_run: int = 1, launch=_popen, poll: float = 0.5, progress: bool = True) -> Report:
     """Run every job not yet done, as many at a time as there are slots; see the module docstring."""
@@ -215,10 +242,11 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
     n_jobs = len(todo)
 
     def describe():
-        bar.set_description(f"jobs {len(report.done) + len(report.failed) + len(report.skipped)}/{n_jobs} "
-                            f"({len(running)} running)")
+        logs = [log_path(j) for *_, j in running.values() if j.kind == "train"] if progress else []
+        bar.set_description(stage_line(len(report.done) + len(report.failed) + len(report.skipped), n_jobs,
+                                       len(running), logs))
 
-    t0 = time.time()
+    t0 = last_read = time.time()
     describe()
     while todo or running:
         # a job whose prerequisite failed or was skipped never starts
@@ -242,6 +270,9 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
                     report.skipped.append(todo.pop(j.id).id)
             break
         time.sleep(poll)
+        if progress and time.time() - last_read >= 10:  # the trainings' own progress lines, every 10 s
+            last_read = time.time()
+            describe()
         for jid, (proc, mine, started, j) in list(running.items()):
             if proc.poll() is None:
                 continue
