@@ -7,16 +7,19 @@
 #   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per training (plan --profile gpu prices it)
 #   ./reproduce.sh --profile paper    the paper's configuration (GPU)
 #   ./reproduce.sh --only NAME -p KEY VALUE ...   one notebook, papermill parameters
-#   ./reproduce.sh --profile paper --executor slurm [--wait]   every job on a Slurm cluster (docs/cluster.md)
+#   ./reproduce.sh --profile paper --executor slurm [--wait]   every job on a Slurm cluster (docs/cluster.md);
+#                                     the jobs run this environment on GPU nodes: .venv gets torch's CUDA build
 #   ./reproduce.sh test [PYTEST ARGS] set up .venv if needed, then run the test suite
-#   ./reproduce.sh setup              only set up .venv
+#   ./reproduce.sh setup [--cuda]     only set up .venv (--cuda: with torch's CUDA build, even without a GPU here)
 #
 # Which Python: INFILOOP_PYTHON=/path/to/python if set; else the active conda environment
 # ($CONDA_PREFIX/bin/python) when it imports torch (conda env create -f environment.yml); either is used
 # as it is (no package is installed into it; only papermill's python3 kernel spec if it has none).
 # Otherwise .venv is built: PYTHON (interpreter used to create it,
 # default python3.11 or python3), INFILOOP_VENV (default .venv; setting it also skips the conda
-# environment), INFILOOP_TORCH (a pip requirement that overrides the torch choice).
+# environment), INFILOOP_TORCH (a pip requirement that overrides the torch choice). --executor slurm with a GPU
+# profile or --device cuda makes .venv's torch the CUDA build (the jobs run it on the nodes); an interpreter used
+# as it is is left alone, and python -m infiloop refuses in one line if its torch is a CPU build.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +27,8 @@ cd "$ROOT"
 VENV="${INFILOOP_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 EXTERNAL=""  # where an interpreter used as it is comes from (empty: .venv)
+
+WANT_CUDA=""  # set: torch's CUDA build, whatever this machine has (jobs of --executor slurm run on GPU nodes)
 
 log() { printf '[reproduce] %s\n' "$*" >&2; }
 
@@ -46,9 +51,55 @@ has_cuda_gpu() {
     command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
 }
 
+# Whether the run's arguments send CUDA jobs to Slurm: --executor slurm (on its slurm cluster, not --cluster local
+# or debug) with --device cuda, or without --device for a profile made for the GPU (gpu, paper: the profiles of
+# infiloop/experiments/profiles.py whose device is cuda). Those jobs run this environment's interpreter on the
+# nodes, so it needs torch's CUDA build even on a login node without a GPU.
+wants_cuda_build() {
+    local executor="" cluster="slurm" profile="" device="" prev=""
+    for a in "$@"; do
+        case "$prev" in
+            --executor) executor="$a" ;; --cluster) cluster="$a" ;; --profile) profile="$a" ;; --device) device="$a" ;;
+        esac
+        case "$a" in
+            --executor=*) executor="${a#*=}" ;; --cluster=*) cluster="${a#*=}" ;;
+            --profile=*) profile="${a#*=}" ;; --device=*) device="${a#*=}" ;;
+        esac
+        prev="$a"
+    done
+    [ "$executor" = slurm ] && [ "$cluster" = slurm ] || return 1
+    case "$device" in cuda*) return 0 ;; "") ;; *) return 1 ;; esac
+    case "$profile" in gpu|paper) return 0 ;; esac
+    return 1
+}
+
+torch_is_cpu_build() {
+    "$PY" -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)" >/dev/null 2>&1
+}
+
+install_cuda_torch() {
+    # PyPI's torch for Linux is the CUDA build (with its nvidia-* packages); a CPU build in place goes first.
+    local want="${INFILOOP_TORCH:-torch>=2.4}"
+    if "$PY" -c "import torch" >/dev/null 2>&1; then
+        log "the jobs of --executor slurm run $PY on GPU nodes: replacing its CPU build of torch by the CUDA build ($want)"
+        "$PY" -m pip uninstall --yes torch
+    else
+        log "the jobs of --executor slurm run $PY on GPU nodes: installing torch's CUDA build ($want)"
+    fi
+    "$PY" -m pip install "$want"
+}
+
 install_torch() {
     if "$PY" -c "import torch" >/dev/null 2>&1; then
+        if [ -n "$WANT_CUDA" ] && torch_is_cpu_build; then
+            install_cuda_torch
+            return
+        fi
         log "torch $("$PY" -c 'import torch; print(torch.__version__)') already installed"
+        return
+    fi
+    if [ -n "$WANT_CUDA" ]; then
+        install_cuda_torch
         return
     fi
     if [ -n "${INFILOOP_TORCH:-}" ]; then
@@ -102,6 +153,9 @@ setup() {
     local stamp="$VENV/.infiloop-setup" want
     want="$(cat pyproject.toml reproduce.sh | sha256sum | cut -c1-16)"
     if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        if [ -n "$WANT_CUDA" ] && torch_is_cpu_build; then
+            install_cuda_torch
+        fi
         return
     fi
     if [ ! -x "$PY" ]; then
@@ -121,6 +175,7 @@ setup() {
 cmd="${1:-run}"
 case "$cmd" in
     setup)
+        if [ "${2:-}" = "--cuda" ]; then WANT_CUDA=1; fi
         setup
         ;;
     test)
@@ -130,11 +185,12 @@ case "$cmd" in
         exec "$PY" -m pytest "$@"
         ;;
     -h|--help|help)
-        sed -n '2,19p' "$0"
+        sed -n '2,22p' "$0"
         ;;
     *)
         # On a CUDA GPU the default run trains there; after it, Python offers the gpu profile (its pilot first,
         # then its trainings, evaluations, looped decoders and GPU-hours: infiloop/experiments/cost.py gpu_offer).
+        if wants_cuda_build "$@"; then WANT_CUDA=1; fi
         setup
         exec "$PY" -m infiloop reproduce "$@"
         ;;

@@ -347,7 +347,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from .experiments import cluster
 
         args.device = args.device or profiles.device(args.profile)
-        return plan_main(args, cluster_cfg=cluster.settings(args))
+        return plan_main(args, cluster_cfg=cluster.settings(args, submitting=False))
     if args.device is None:  # as reproduce: the profile's device, or the default profile's GPU where there is one
         cuda_profile = profiles.device(args.profile) == "cuda"
         args.device = "cuda" if cuda_profile else pipeline.default_device(args.profile)

@@ -7,7 +7,8 @@
   ``allow_pickle=False``.
 - :func:`save_weights` / :func:`load_weights`: model weights as safetensors (no pickle).
 - :func:`locked`: an exclusive lock on a file (the ``filelock`` library), e.g. one process trains a run
-  folder while another waits for it.
+  folder while another waits for it; :func:`lock_problem`: whether such locks hold across the machines that
+  share a folder (a cluster's file system may refuse them, or keep them to one node).
 """
 
 from __future__ import annotations
@@ -192,6 +193,59 @@ def locked(path: str | os.PathLike):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(str(path))
+
+
+MOUNTS = Path("/proc/self/mounts")
+# Mount options under which a lock on a file holds only for the processes of one machine
+_NODE_LOCAL_LOCKS = {"lustre": ("localflock",), "nfs": ("local_lock=flock", "local_lock=all", "nolock"),
+                     "nfs4": ("local_lock=flock", "local_lock=all")}
+
+
+def _mount_of(folder: Path) -> tuple[str, str, list[str]]:
+    """The mount point, file system type and mount options of ``folder`` (from ``MOUNTS``; empty where unknown)."""
+    try:
+        lines = MOUNTS.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return "", "", []
+    best = ("", "", [])
+    where = str(folder.resolve())
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = where == point or where.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, parts[2], parts[3].split(","))
+    return best
+
+
+def lock_problem(folder: str | os.PathLike) -> tuple[str, str] | None:
+    """Whether locks on files in ``folder`` (:func:`locked`) keep processes on different machines apart:
+    ``None`` when they do (as far as can be told from here), ``("none", why)`` when no lock can be taken there at
+    all (Lustre mounted ``noflock``, NFS without its lock daemon: every lock raises), ``("node", why)`` when a lock
+    holds only on the machine that took it (Lustre ``localflock``, NFS ``local_lock=flock``)."""
+    import fcntl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    point, fs, options = _mount_of(folder)
+    on = f"{folder} ({fs or 'a file system'} at {point or '?'}" + (f", mounted {','.join(options)})" if options
+                                                                  else ")")
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".lock-probe-")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EACCES):
+            return "none", f"{on}: a file lock cannot be taken there ({e.strerror or e})"
+    finally:
+        os.close(fd)
+        os.unlink(probe)
+    local = [o for o in options if o in _NODE_LOCAL_LOCKS.get(fs, ())]
+    if local:
+        return "node", f"{on}: its locks hold only on the machine that takes them ({local[0]})"
+    return None
 
 
 def fill_block(text: str, start: str, end: str, block: str) -> str | None:

@@ -67,10 +67,31 @@ def cuda_problem() -> str | None:
     return "no CUDA device is visible" + (f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else "")
 
 
+def local_gpu(local_rank: int, visible: int, local_tasks: int) -> int:
+    """The index, among the CUDA devices this process sees, of the GPU of task ``local_rank`` of the
+    ``local_tasks`` tasks on its node: its own rank when it sees one GPU per task or more (torchrun, or Slurm
+    showing each task the job's GPUs), 0 when the site binds one GPU per task (it sees only that one)."""
+    if visible < 1:
+        raise RuntimeError(f"task {local_rank}: no CUDA device is visible to it "
+                           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    if visible >= local_tasks:
+        return local_rank
+    return 0 if visible == 1 else local_rank % visible
+
+
 def init_distributed(device: str) -> str:
     """Join the process group of a multi-process training (torchrun's or Slurm's ``RANK``, ``WORLD_SIZE``,
-    ``MASTER_ADDR``, ``LOCAL_RANK``): NCCL on CUDA, gloo on the CPU. Returns this process's device (its own GPU)."""
+    ``MASTER_ADDR``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``): NCCL on CUDA, gloo on the CPU. Returns this process's
+    device: its own GPU among those it sees (:func:`local_gpu`)."""
+    import torch
     import torch.distributed as dist
 
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if device.startswith("cuda") else device
+    if not device.startswith("cuda"):
+        dist.init_process_group("gloo")
+        return device
+    rank = int(os.environ.get("LOCAL_RANK", 0))
+    tasks = int(os.environ.get("LOCAL_WORLD_SIZE", rank + 1))
+    index = local_gpu(rank, torch.cuda.device_count(), tasks)
+    torch.cuda.set_device(index)
+    dist.init_process_group("nccl")
+    return f"cuda:{index}"

@@ -1,9 +1,9 @@
 """The compute stage as cluster jobs (infiloop/experiments/cluster.py, through submitit).
 
-- Slurm itself is faked by four small programs on PATH (``sbatch`` records each submission file and answers a
-  job id, ``sacct`` answers the states the test sets, ``srun`` and ``scancel`` exist): the submission files
-  submitit writes are checked line by line (resources, time limits, ``afterok`` dependencies) and the
-  re-submission rules are checked against the states.
+- Slurm itself is faked by small programs on PATH (``tests/test_cluster_slurm.py``: ``sbatch`` validates each
+  submission file as Slurm does, records it and answers a job id, ``sacct`` and ``squeue`` answer the states the
+  test sets): the submission files submitit writes are checked line by line (resources, time limits, ``afterok``
+  dependencies) and the re-submission rules are checked against the states.
 - submitit's debug cluster (jobs in this process) and local cluster (a process per job) run real smoke jobs:
   the same run folders and results as the local scheduler, and a training pre-empted, then killed, resumes
   from its checkpoint each time.
@@ -25,56 +25,15 @@ import pytest
 
 submitit = pytest.importorskip("submitit")
 
+from test_cluster_slurm import install_fake_slurm, sbatch_options  # noqa: E402  (the stricter fake Slurm)
+
 from infiloop.experiments import cluster, jobs  # noqa: E402
 from infiloop.experiments.cost import job_flops  # noqa: E402
-
-FAKE_SBATCH = """#!{python}
-import json, os, sys
-log = os.path.join(os.environ["FAKE_SLURM"], "submitted.jsonl")
-n = 1000 + (sum(1 for _ in open(log)) if os.path.exists(log) else 0)
-with open(log, "a") as f:
-    f.write(json.dumps({{"id": str(n), "file": open(sys.argv[-1]).read()}}) + "\\n")
-print(f"Submitted batch job {{n}}")
-"""
-FAKE_SACCT = """#!{python}
-import json, os, sys
-d = os.environ["FAKE_SLURM"]
-states = json.load(open(os.path.join(d, "states.json"))) if os.path.exists(os.path.join(d, "states.json")) else {{}}
-ids = [sys.argv[i + 1] for i, a in enumerate(sys.argv) if a == "-j"]
-print("JobID|State|NodeList")
-for i in ids:
-    print(f"{{i}}|{{states.get(i, 'PENDING')}}|node1")
-"""
-
-
-class FakeSlurm:
-    def __init__(self, folder: Path):
-        self.folder = folder
-
-    def submitted(self) -> list[dict]:
-        path = self.folder / "submitted.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
-
-    def set_states(self, states: dict[str, str]) -> None:
-        path = self.folder / "states.json"
-        old = json.loads(path.read_text()) if path.is_file() else {}
-        path.write_text(json.dumps({**old, **states}))
 
 
 @pytest.fixture
 def fake_slurm(tmp_path, monkeypatch):
-    bin_dir, state = tmp_path / "bin", tmp_path / "slurm"
-    bin_dir.mkdir()
-    state.mkdir()
-    for name, text in (("sbatch", FAKE_SBATCH), ("sacct", FAKE_SACCT), ("srun", "#!/bin/sh\n"),
-                       ("scancel", "#!/bin/sh\n")):
-        (bin_dir / name).write_text(text.format(python=sys.executable))
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SLURM", str(state))
-    # the watcher of Slurm states is shared by every SlurmJob: a fresh one per test (ids repeat across tests)
-    monkeypatch.setattr(submitit.SlurmJob, "watcher", submitit.slurm.slurm.SlurmInfoWatcher(delay_s=600))
-    return FakeSlurm(state)
+    return install_fake_slurm(tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -85,14 +44,7 @@ def roots(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _sbatch(text: str) -> dict[str, str]:
-    """The ``#SBATCH --key=value`` lines of a submission file."""
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("#SBATCH --"):
-            key, _, value = line[len("#SBATCH --"):].partition("=")
-            out[key] = value
-    return out
+_sbatch = sbatch_options
 
 
 def _main_table_plan():
@@ -116,6 +68,8 @@ def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_trainin
         assert (sb["partition"], sb["account"], sb["cpus-per-task"], sb["mem"], sb["exclude"]) == \
             ("gpu", "proj", "6", "64GB", "node7")
         assert sb["kill-on-invalid-dep"] == "yes" and "module load cuda" in texts[slurm_id]
+        assert sb["requeue"] is True and "wckey" not in sb and sb["signal"] == "USR2@90"
+        assert "srun --unbuffered" in texts[slurm_id] and "--cpus-per-task=6" in texts[slurm_id].split("srun ")[1]
         # a training: 2 GPUs and a task per GPU; an evaluation or a looped decoder: one of each
         assert (sb["gpus-per-node"], sb["ntasks-per-node"]) == (("2", "2") if job.kind == "train" else ("1", "1"))
         # no GPU here to measure: FLOPs at the stated throughput, times the margin, plus the slack
@@ -156,15 +110,15 @@ def test_waiting_names_the_log_of_a_failed_job_and_what_it_held_up(fake_slurm, r
     plan = [j for j in _main_table_plan() if j.spec.recipe == "infiloop"]  # one training, one evaluation
     train = next(j for j in plan if j.kind == "train")
     evaluation = next(j for j in plan if j.kind == "eval")
-    # the training (the first job submitted) fails; Slurm cancels its evaluation (kill-on-invalid-dep); nothing
-    # reaches the run cache
-    fake_slurm.set_states({"1000": "FAILED", "1001": "CANCELLED"})
+    # the training (the first job submitted) fails once submitted; Slurm cancels its evaluation
+    # (kill-on-invalid-dep); nothing reaches the run cache
+    fake_slurm.script({"1000": ["FAILED"], "1001": ["CANCELLED"]})
     out = cluster.run_cluster(plan, "smoke", "cpu", cfg, progress=False, wait=True, poll=0)
     assert out.submitted == {train.id: "1000", evaluation.id: "1001"}
-    assert set(out.failed) == {train.id, evaluation.id} and out.done == []
+    assert list(out.failed) == [train.id] and out.skipped == [evaluation.id] and out.done == []
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "FAILED" in ln]
     log = train.spec.run.dir / "logs" / "slurm" / f"{out.submitted[train.id]}_0_log.err"
-    assert f"[cluster] FAILED {train.id}: see {log}" in lines
+    assert lines == [f"[cluster] FAILED {train.id}: Slurm job 1000 failed: see {log}"]
 
 
 def test_without_submitit_the_slurm_executor_says_how_to_install_it_in_one_line(capsys, tmp_path, monkeypatch):

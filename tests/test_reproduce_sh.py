@@ -1,5 +1,6 @@
 """reproduce.sh picks its Python: INFILOOP_PYTHON, else an active conda environment that imports torch, else
-it builds .venv; on a CUDA machine it runs the same command (the run offers the gpu profile at its end). Run on
+it builds .venv; on a CUDA machine it runs the same command (the run offers the gpu profile at its end); with
+``--executor slurm`` and GPU jobs .venv gets torch's CUDA build even without a GPU here (the nodes run it). Run on
 a copy of the script in a temporary folder with stub interpreters that only log what they are asked to run (no
 environment is ever built)."""
 
@@ -17,6 +18,7 @@ STUB = """#!/bin/sh
 echo "$0 $*" >> "$STUB_LOG"
 case "$1 $2" in
   "-c import torch") exit ${STUB_TORCH:-0} ;;
+  "-c import sys, torch;"*) exit ${STUB_CPU_BUILD:-0} ;;
   "-c "*kernel.json*) exit ${STUB_KERNEL:-0} ;;
   "-m venv"*) exit 1 ;;
 esac
@@ -197,3 +199,71 @@ def test_the_notebooks_run_as_many_at_a_time_as_there_are_slots(tmp_path, monkey
     most[0] = 0
     pipeline._run_notebooks(stages, ["01", "02"], "smoke", {}, tmp_path, 1)  # one at a time: as they are
     assert most[0] == 1 and seen == {"01": (None, True), "02": (None, True)}
+
+
+# ------------------------------------------------------------------------------ --executor slurm: torch's CUDA build
+
+VENV_BASE = """#!/bin/sh
+echo "$0 $*" >> "$STUB_LOG"
+if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$STUB_FILE" "$3/bin/python" && chmod +x "$3/bin/python"; fi
+exit 0
+"""
+
+
+def _venv_with_stamp(box) -> Path:
+    """A .venv set up already (its stamp current) whose torch is a CPU build (the stub's default)."""
+    import hashlib
+
+    venv = box["repo"] / ".venv"
+    _exe(venv / "bin" / "python", STUB)
+    want = hashlib.sha256((box["repo"] / "pyproject.toml").read_bytes() + (box["repo"] / "reproduce.sh").read_bytes())
+    (venv / ".infiloop-setup").write_text(want.hexdigest()[:16] + "\n")
+    return venv
+
+
+def test_a_fresh_venv_for_slurm_gpu_jobs_gets_the_cuda_build_without_a_gpu_here(box, tmp_path):
+    base = _exe(tmp_path / "base2" / "python3", VENV_BASE)
+    res, calls = box["run"]("--profile", "paper", "--executor", "slurm", STUB_TORCH="1", PYTHON=str(base),
+                            STUB_FILE=str(box["conda"]))
+    assert res.returncode == 0, res.stderr
+    py = box["repo"] / ".venv" / "bin" / "python"
+    assert f"{py} -m pip install torch>=2.4" in calls, calls
+    assert not any("download.pytorch.org/whl/cpu" in c or "pip download" in c for c in calls)
+    assert "installing torch's CUDA build (torch>=2.4)" in res.stderr
+    assert f"{py} -m infiloop reproduce --profile paper --executor slurm" in calls
+
+
+@pytest.mark.parametrize("args", [["--profile", "gpu", "--executor", "slurm", "--wait"],
+                                  ["--executor=slurm", "--profile", "smoke", "--device", "cuda"],
+                                  ["setup", "--cuda"]])
+def test_a_cpu_build_in_venv_is_replaced_for_slurm_gpu_jobs(box, args):
+    venv = _venv_with_stamp(box)
+    res, calls = box["run"](*args, INFILOOP_VENV=str(venv))
+    assert res.returncode == 0, res.stderr
+    py = venv / "bin" / "python"
+    assert calls.index(f"{py} -m pip uninstall --yes torch") < calls.index(f"{py} -m pip install torch>=2.4"), calls
+    assert "replacing its CPU build of torch by the CUDA build" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["--profile", "paper"], ["--profile", "smoke", "--executor", "slurm"],
+                                  ["--profile", "paper", "--executor", "slurm", "--cluster", "local"],
+                                  ["--profile", "paper", "--executor", "slurm", "--device", "cpu"], ["setup"]])
+def test_no_cuda_build_is_installed_for_anything_else(box, args):
+    venv = _venv_with_stamp(box)
+    res, calls = box["run"](*args, INFILOOP_VENV=str(venv))
+    assert res.returncode == 0, res.stderr
+    assert not any("pip " in c for c in calls), calls
+
+
+def test_a_cuda_build_already_there_is_kept(box):
+    venv = _venv_with_stamp(box)
+    res, calls = box["run"]("--profile", "paper", "--executor", "slurm", INFILOOP_VENV=str(venv), STUB_CPU_BUILD="1")
+    assert res.returncode == 0, res.stderr
+    assert not any("pip " in c for c in calls), calls
+
+
+def test_an_environment_used_as_it_is_gets_nothing_installed_for_slurm(box):
+    """The conda environment is never changed: python -m infiloop refuses its CPU build in one line."""
+    res, calls = box["run"]("--profile", "paper", "--executor", "slurm")
+    assert res.returncode == 0, res.stderr
+    assert not any("pip " in c for c in calls) and _ran(calls, box["conda"], "-m infiloop reproduce --profile paper")

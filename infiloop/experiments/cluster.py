@@ -5,28 +5,34 @@ plan (``jobs.py``) becomes a Slurm job, each evaluation after its training.
     ./reproduce.sh --profile paper --executor slurm --wait       # ... wait for it, then the notebooks and report
     python -m infiloop plan --profile paper --executor slurm     # the jobs it would submit, nothing submitted
 
+- **Before anything.** The jobs run this interpreter (``sys.executable``): for CUDA jobs its PyTorch must be a
+  CUDA build (``./reproduce.sh`` installs one with ``--executor slurm``), else the command stops in one line. The
+  run cache must take file locks that hold across nodes: where no lock can be taken (Lustre mounted ``noflock``)
+  the command stops in one line; where locks hold on one node only (``localflock``) it says so.
 - **Resources.** A training asks for ``--gpus-per-run`` GPUs of one node (more than one: a task per GPU, DDP),
-  an evaluation or a looped decoder for one GPU; each task for ``cpus_per_task`` CPUs (on a CPU profile, as
-  many torch threads).
-  The time limit is the job's estimate times ``time_margin`` plus ``TIME_SLACK_MIN`` minutes for its start,
-  or ``time_min`` when the settings fix one. The estimate is ``plan``'s (``cost.job_seconds``, a calibration
-  measured here) when this machine has the jobs' device, else the job's FLOPs at ``tflops`` (the login node of
-  a GPU cluster has no GPU).
+  an evaluation or a looped decoder for one GPU; each task for ``cpus_per_task`` CPUs (given to ``srun`` too:
+  Slurm 22.05 to 23.02 do not pass it on). Looped decoders go ``decoders_per_job`` to a job (one after the other).
+  The time limit is the job's estimate times ``time_margin`` plus ``TIME_SLACK_MIN`` minutes, or ``time_min``;
+  never above ``max_time_min`` or the partition's longest limit (``scontrol``). The estimate is ``plan``'s
+  calibration when this machine has the jobs' device, else the job's FLOPs at ``tflops``.
 - **Dependencies.** An evaluation waits for its training (``--dependency=afterok:ID``); ``kill-on-invalid-dep``
   cancels it when the training fails, so that nothing waits for ever.
-- **Resumable.** A job pre-empted or at its time limit is requeued with the same arguments (submitit's
-  checkpoint hook, up to ``max_requeue`` times); a training resumes from its run folder's last checkpoint (at
-  most ``train.checkpoint_every`` steps are done again), an evaluation or a looped decoder (notebook 08's
-  minutes-long models) starts again.
+- **Resumable.** ``--requeue``: Slurm may requeue a job it pre-empts or whose node fails. At its time limit,
+  submitit's signal (USR2, 90 s before) checkpoints the call and requeues it (up to ``max_requeue`` times); a
+  training resumes from its run folder's last checkpoint, an evaluation or a looped decoder starts again. A job
+  that ended at its time limit all the same is submitted again with ``timeout_growth`` times its limit (at most
+  the longest limit; one that starts over and timed out there is reported instead).
 - **Submitted once.** Jobs already in the run cache are not submitted. Each submission is recorded beside its
   run (``<run>/logs/slurm/<job>.json``; a looped decoder's in ``runs/looplm/logs/<record>/slurm/``); one still
-  pending or running is not submitted again, and later jobs depend on it: running the same command again submits
-  only what is missing or failed.
+  queued or running, or whose state cannot be read (``sacct`` and ``squeue`` failing), is not submitted again, and
+  later jobs depend on it. The states are read by ``cluster_states.py``.
+- **The queue.** At most ``max_queued`` of these jobs are in the queue at once; a refused submission (a submit
+  limit, a dependency on a job that failed meanwhile, an option the site refuses) is reported and the rest go on.
+  What is not submitted is submitted as earlier jobs end (``--wait``) or by the next run of the command.
+  With ``--wait``, a job the cluster ended (time limit, pre-emption, node failure) is submitted again up to
+  ``resubmit`` times, and what Slurm cancelled with it after it.
 - **Logs.** submitit writes each job's output into ``<run>/logs/slurm/`` (``<Slurm id>_0_log.out`` and
   ``.err``); a failed job is named with its log in one line.
-
-The run cache (``runs/``), the data and this checkout must be on a filesystem the nodes share; jobs run this
-interpreter (``sys.executable``), after the ``setup`` lines of the settings.
 
 ``--cluster local`` and ``--cluster debug`` run the same jobs through submitit on this machine (a process per
 job, or all in this process): how the tests check this module, and a way to try a setup before the queue. Only
@@ -35,110 +41,59 @@ and always waits.
 
 Settings come from a YAML file (``--slurm-config``; ``slurm.yaml`` at the repository root when it exists) with
 the keys of :class:`ClusterConfig`; ``--partition`` and ``--account`` win over the file.
+
+This module holds the command line's side and the passes over the queue; ``cluster_jobs.py`` what one job is
+(settings, resources, limits, what it runs, one submission); ``cluster_states.py`` where the jobs stand.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 import time
-from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import paths
 from ..errors import UsageError
-from ..io import atomic_write_text
+from ..io import lock_problem
 from ..machine import usable_cpus
+from .cluster_jobs import (
+    TIME_SLACK_MIN,
+    ClusterConfig,
+    PlanJob,
+    Refused,
+    Submission,
+    bundle,
+    clock,
+    estimates,
+    job_log,
+    limit_cap,
+    read_config,
+    record_of,
+    render,
+    say,
+    submissions,
+    submit_one,
+    submitit,
+    time_limit,
+)
+from .cluster_states import ENDED, UNKNOWN, grown_limit, job_states, read_record, refusal, verdict
 
 if TYPE_CHECKING:
     from .jobs import Job
 
 CLUSTERS = ("slurm", "local", "debug")
-DEFAULT_CONFIG = paths.ROOT / "slurm.yaml"
-TIME_SLACK_MIN = 10  # minutes added to every estimated limit: queueing a node, starting Python, loading the data
-# Slurm states of a job that will still run (or is running): such a job is not submitted again.
-ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "COMPLETING", "RESIZING",
-          "SUSPENDED", "STAGE_OUT", "SIGNALING", "PREEMPTED"}
-INSTALL = "pip install submitit (or: pip install -e '.[cluster]')"
+POLL_S = 60.0  # seconds between two looks at the queue while waiting (one sacct call each)
+GROWTH_CAP_MIN = 7 * 24 * 60  # the longest a grown limit gets where neither the settings nor scontrol give one
+CPU_BUILD = ("--executor slurm: the jobs run this interpreter ({python}) on the nodes, and its PyTorch {version} is a "
+             "CPU build, so every {device} job would fail (\"Torch not compiled with CUDA enabled\"); install the "
+             "CUDA build: ./reproduce.sh setup --cuda (in .venv; or pip install --force-reinstall 'torch>=2.4' "
+             "from PyPI), or give --device cpu")
 
 
-def submitit():
-    """The submitit module, or a :class:`UsageError` saying how to install it."""
-    try:
-        import submitit as module
-    except ImportError:
-        raise UsageError(f"--executor slurm needs the submitit package, which is not installed: {INSTALL}") from None
-    return module
-
-
-# ------------------------------------------------------------------------------------------ settings
-
-
-@dataclass
-class ClusterConfig:
-    """Settings of the cluster's jobs: the keys of ``slurm.yaml`` (every one optional)."""
-
-    partition: str = ""
-    account: str = ""
-    qos: str = ""
-    constraint: str = ""
-    cpus_per_task: int = 8  # CPUs of each task (one task per GPU); on a CPU profile, its torch threads
-    mem_gb: float = 0.0  # memory per node (0: the partition's default)
-    gpus_per_node: int = 8  # the most GPUs one node has: --gpus-per-run may not ask for more
-    time_margin: float = 2.0  # time limit = estimate x margin + TIME_SLACK_MIN
-    time_min: int = 0  # a fixed time limit in minutes for every job (0: from the estimate)
-    max_time_min: int = 0  # the partition's longest limit (0: none); a longer job requeues there and resumes
-    tflops: float = 200.0  # achieved TFLOP/s assumed for a GPU job when no GPU is here to measure
-    max_requeue: int = 3  # requeues after pre-emption or the time limit
-    setup: list = field(default_factory=list)  # shell lines run before each job (module load ..., source ...)
-    sbatch: dict = field(default_factory=dict)  # any other sbatch option, e.g. {"exclude": "node12"}
-
-    def validate(self, where: str) -> None:
-        for f in fields(self):
-            value, kind = getattr(self, f.name), {"str": str, "int": int, "float": (int, float), "list": list,
-                                                  "dict": dict}[f.type]
-            if isinstance(value, bool) or not isinstance(value, kind):
-                raise UsageError(f"{where}: {f.name}={value!r}: expected a {f.type}")
-        for name in ("cpus_per_task", "gpus_per_node", "time_margin", "tflops"):
-            if getattr(self, name) <= 0:
-                raise UsageError(f"{where}: {name}={getattr(self, name)!r}: expected a number > 0")
-        for name in ("mem_gb", "time_min", "max_time_min", "max_requeue"):
-            if getattr(self, name) < 0:
-                raise UsageError(f"{where}: {name}={getattr(self, name)!r}: expected a number >= 0")
-        if not all(isinstance(line, str) for line in self.setup):
-            raise UsageError(f"{where}: setup: expected a list of shell lines (texts)")
-
-
-def read_config(path: str | Path | None = None, partition: str | None = None,
-                account: str | None = None) -> ClusterConfig:
-    """The settings: the YAML file ``path`` (default ``slurm.yaml`` when it exists), then the options."""
-    import yaml
-
-    d: dict = {}
-    if path is None and DEFAULT_CONFIG.is_file():
-        path = DEFAULT_CONFIG
-    where = "cluster settings"
-    if path is not None:
-        where = str(path)
-        try:
-            d = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except OSError as e:
-            raise UsageError(f"--slurm-config {path}: cannot read it ({e.strerror or e})") from None
-        except yaml.YAMLError as e:
-            raise UsageError(f"{path}: not YAML ({' '.join(str(e).split())[:100]})") from None
-        known = [f.name for f in fields(ClusterConfig)]
-        if not isinstance(d, dict):
-            raise UsageError(f"{path}: expected a mapping of settings ({', '.join(known)})")
-        unknown = sorted(map(str, set(d) - set(known)))
-        if unknown:
-            raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    d.update({k: v for k, v in (("partition", partition), ("account", account)) if v is not None})
-    cfg = ClusterConfig(**d)
-    cfg.validate(where)
-    return cfg
+# ------------------------------------------------------------------------------------------ the command line
 
 
 def add_options(ap) -> None:
@@ -157,211 +112,40 @@ def add_options(ap) -> None:
                     help="with --executor slurm: wait for the jobs, then run the notebooks and the report")
 
 
-def settings(args) -> ClusterConfig:
-    """The cluster settings of the command line (``add_options``), once submitit is known to be installed."""
+def settings(args, submitting: bool = True) -> ClusterConfig:
+    """The cluster settings of the command line (``add_options``), once submitit is known to be installed; when
+    ``submitting`` (``reproduce``, not ``plan``), once the jobs are known to be able to run
+    (:func:`check_submitter`)."""
     submitit()
-    return read_config(args.slurm_config, args.partition, args.account)
+    cfg = read_config(args.slurm_config, args.partition, args.account)
+    if submitting:
+        check_submitter(args.device, args.cluster)
+    return cfg
 
 
-# ------------------------------------------------------------------------------------------ what is submitted
-
-
-@dataclass
-class Submission:
-    """One job of the plan as a cluster job."""
-
-    job: Job
-    parameters: dict  # submitit's (AutoExecutor) parameters
-    seconds: float  # the estimate the time limit comes from (0 when the settings fix the limit)
-    gpus: int
-    tasks: int
-
-    @property
-    def folder(self) -> Path:
-        return self.job.log_dir / "slurm"
-
-    @property
-    def record(self) -> Path:
-        from .scheduler import job_name
-
-        return self.folder / f"{job_name(self.job)}.json"
-
-    @property
-    def timeout_min(self) -> int:
-        return self.parameters["timeout_min"]
-
-
-def time_limit(seconds: float, cfg: ClusterConfig) -> int:
-    """Minutes asked for a job estimated at ``seconds``: ``time_min``, else estimate x margin + slack (cut to
-    ``max_time_min``: the job then reaches it, requeues and resumes)."""
-    if cfg.time_min:
-        return cfg.time_min
-    minutes = math.ceil(seconds * cfg.time_margin / 60) + TIME_SLACK_MIN
-    return min(minutes, cfg.max_time_min) if cfg.max_time_min else minutes
-
-
-def estimates(todo: list[Job], device: str, cfg: ClusterConfig) -> tuple[dict[str, float], str]:
-    """Estimated seconds of each job, and how they were made: the plan's calibration when this machine has the
-    jobs' device, else FLOPs at ``cfg.tflops``."""
-    from ..machine import cuda_problem
-    from .cost import job_flops, job_seconds
-
-    if cfg.time_min:
-        return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
-    if not device.startswith("cuda") or cuda_problem() is None:
-        return job_seconds(todo, device, slots=1), f"the plan's calibration on this machine's {device}"
-    return ({j.id: job_flops(j) / (cfg.tflops * 1e12) for j in todo},
-            f"FLOPs at {cfg.tflops:g} TFLOP/s (no GPU here to measure; set tflops or time_min in the settings)")
-
-
-def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int, cfg: ClusterConfig,
-                seconds: dict[str, float] | None = None) -> list[Submission]:
-    """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring)."""
-    from .scheduler import job_name
-
-    if gpus_per_run < 1:
-        raise UsageError(f"--gpus-per-run: expected 1 or more, got {gpus_per_run}")
-    cuda = device.startswith("cuda")
-    if gpus_per_run > 1 and not cuda:
-        raise UsageError(f"--gpus-per-run {gpus_per_run}: several GPUs per run need --device cuda (this run's "
-                         f"device is {device})")
-    if gpus_per_run > cfg.gpus_per_node:
-        raise UsageError(f"--gpus-per-run {gpus_per_run}: a node has at most gpus_per_node={cfg.gpus_per_node} "
-                         "GPUs (settings); a run takes GPUs of one node")
-    todo = [j for j in planned if not j.done]
-    seconds = seconds if seconds is not None else estimates(todo, device, cfg)[0]
-    out = []
-    for j in todo:
-        gpus = (gpus_per_run if j.kind == "train" else 1) if cuda else 0
-        tasks = max(1, gpus) if j.kind == "train" else 1
-        params = {"name": f"infiloop-{job_name(j)}-{j.home}"[:120], "timeout_min": time_limit(seconds[j.id], cfg),
-                  "nodes": 1, "tasks_per_node": tasks, "cpus_per_task": cfg.cpus_per_task, "gpus_per_node": gpus,
-                  "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", **cfg.sbatch},
-                  "slurm_setup": list(cfg.setup)}
-        if cfg.mem_gb:
-            params["mem_gb"] = cfg.mem_gb
-        for key in ("partition", "account", "qos", "constraint"):
-            if getattr(cfg, key):
-                params[f"slurm_{key}"] = getattr(cfg, key)
-        out.append(Submission(j, params, seconds[j.id], gpus, tasks))
-    return out
-
-
-def render(subs: list[Submission], how: str, cluster: str = "slurm") -> str:
-    """``plan --executor slurm``: the jobs that would be submitted, their resources and what each waits for
-    (by row number)."""
-    row = {s.job.id: i for i, s in enumerate(subs, 1)}
-    lines = [f"## {len(subs)} job(s) to submit to {cluster} (time limits from {how})",
-             "  #  job                                                         GPUs tasks CPUs    limit  after"]
-    for i, s in enumerate(subs, 1):
-        after = ",".join(str(row[a]) for a in s.job.after if a in row) or "-"
-        lines.append(f"{i:3d}  {s.job.id[:59]:59s} {s.gpus:4d} {s.tasks:5d} {s.parameters['cpus_per_task']:4d} "
-                     f"{_minutes(s.timeout_min):>8s}  {after}")
-    total = sum(s.timeout_min * max(1, s.gpus) for s in subs)
-    lines.append(f"asked for in all: {total / 60:.1f} {'GPU' if any(s.gpus for s in subs) else 'node'}-hours of "
-                 "time limits (an upper bound: a job ends when it is done)")
-    return "\n".join(lines)
-
-
-def _minutes(m: int) -> str:
-    return f"{m // 60}:{m % 60:02d} h" if m >= 60 else f"{m} min"
-
-
-# ------------------------------------------------------------------------------------------ the job itself
-
-
-class PlanJob:
-    """What a cluster job runs: one job of the plan (``scheduler.run_one``). Pre-empted or at its time limit,
-    submitit calls :meth:`checkpoint` and requeues the same call: a training resumes from its run folder."""
-
-    def __call__(self, spec: dict, device: str, threads: int) -> str:
+def check_submitter(device: str, cluster: str) -> None:
+    """Refuse in one line what would make every job fail: CUDA jobs run by a CPU build of PyTorch (on Slurm), or
+    without a usable GPU here (the local and debug clusters); a run cache where no file lock can be taken. Says in
+    one line when its locks hold on one node only."""
+    if device.startswith("cuda"):
         import torch
 
-        from ..machine import init_distributed
-        from .scheduler import run_one
+        if cluster == "slurm" and torch.version.cuda is None:
+            raise UsageError(CPU_BUILD.format(python=sys.executable, version=torch.__version__, device=device))
+        from ..machine import cuda_problem
 
-        try:
-            tasks = submitit().JobEnvironment().num_tasks
-        except RuntimeError:  # the debug cluster's jobs run in the submitting process, outside any job environment
-            tasks = 1
-        if tasks > 1:  # one task per GPU of a multi-GPU training: DDP from Slurm's variables
-            submitit().helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
-            device = init_distributed(device)
-        old = torch.get_num_threads()
-        try:
-            run_one(spec, device, threads)
-        finally:
-            torch.set_num_threads(old)  # the debug cluster runs jobs in the submitting process
-        return spec.get("run_dir") or spec["root"]
-
-    def checkpoint(self, *args, **kwargs):
-        return submitit().helpers.DelayedSubmission(self, *args, **kwargs)
-
-
-# ------------------------------------------------------------------------------------------ submitting
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _state(job_id: str, folder: Path) -> str:
-    """The Slurm state of a job as ``sacct`` last said (:func:`_refresh`), its first word: ``PENDING``,
-    ``CANCELLED``, ...; ``UNKNOWN`` for a job sacct does not list (yet)."""
-    job = submitit().SlurmJob(folder, job_id)  # registers the id with the watcher shared by every SlurmJob
-    return (job.watcher.get_state(job_id, mode="cache") or "UNKNOWN").split()[0].upper()
-
-
-def _refresh() -> None:
-    """One ``sacct`` call for every job registered so far."""
-    submitit().SlurmJob.watcher.update()
-
-
-def in_flight(subs: list[Submission], cluster: str) -> dict[str, str]:
-    """The Slurm ids of these jobs' earlier submissions that are still pending or running (one ``sacct`` call), by
-    plan job id. Only a Slurm job outlives the process that submitted it: local and debug jobs are never in flight."""
+        if cluster != "slurm" and (problem := cuda_problem()):
+            raise UsageError(f"--device {device}: CUDA is not usable here ({problem}), and --cluster {cluster} runs "
+                             "the jobs on this machine; use --device cpu")
     if cluster != "slurm":
-        return {}
-    recorded = {}
-    for s in subs:
-        try:
-            rec = json.loads(s.record.read_text(encoding="utf-8"))
-            if rec.get("cluster") == "slurm":
-                recorded[s.job.id] = (str(rec["job_id"]), s.folder)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue  # none, or unreadable: submit again (the run's lock keeps two trainings apart)
-    for job_id, folder in recorded.values():
-        submitit().SlurmJob(folder, job_id)
-    if recorded:
-        _refresh()
-    return {jid: job_id for jid, (job_id, folder) in recorded.items() if _state(job_id, folder) in ACTIVE}
-
-
-def _executor(sub: Submission, cluster: str, cfg: ClusterConfig, dependency: list[str]):
-    ex = submitit().AutoExecutor(folder=sub.folder, cluster=cluster, slurm_max_num_timeout=cfg.max_requeue)
-    params = dict(sub.parameters)
-    if dependency and cluster == "slurm":
-        params["slurm_additional_parameters"] = {**params["slurm_additional_parameters"],
-                                                 "dependency": "afterok:" + ":".join(dependency)}
-    if cluster != "slurm":
-        params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
-    ex.update_parameters(**params)
-    return ex
-
-
-def submit_one(sub: Submission, profile: str, device: str, cluster: str, cfg: ClusterConfig,
-               dependency: list[str], max_running: int = 1):
-    """Submit one job and record it beside its run; returns submitit's job. A CPU job uses its ``cpus_per_task``
-    threads on a node, and its share of this machine's CPUs on the local and debug clusters (``max_running`` jobs
-    at a time)."""
-    threads = 0
-    if device == "cpu":
-        threads = cfg.cpus_per_task if cluster == "slurm" else max(1, min(cfg.cpus_per_task,
-                                                                           usable_cpus() // max_running))
-    job = _executor(sub, cluster, cfg, dependency).submit(PlanJob(), sub.job.to_json(profile), device, threads)
-    atomic_write_text(sub.record, json.dumps({"job_id": str(job.job_id), "cluster": cluster, "plan_job": sub.job.id,
-                                              "submitted": _now(), "after": dependency}, indent=1))
-    return job
+        return
+    problem = lock_problem(paths.RUNS)
+    if problem and problem[0] == "none":
+        raise UsageError(f"--executor slurm: the run cache {problem[1]}; every job locks its run folder there and "
+                         "would fail: mount it with flock (Lustre: -o flock), or move the run cache (INFILOOP_RUNS) "
+                         "to a file system that locks across nodes")
+    if problem:
+        say(f"warning: the run cache {problem[1]}: the submission records alone keep two jobs of one run apart")
 
 
 @dataclass
@@ -369,132 +153,265 @@ class Outcome:
     submitted: dict[str, str] = field(default_factory=dict)  # plan job id -> cluster job id (this call)
     waiting: dict[str, str] = field(default_factory=dict)  # submitted earlier, still pending or running
     done: list[str] = field(default_factory=list)
-    failed: dict[str, Path] = field(default_factory=dict)  # plan job id -> its log
+    failed: dict[str, Path | str] = field(default_factory=dict)  # plan job id -> its log, or why it was refused
     skipped: list[str] = field(default_factory=list)  # a prerequisite failed
-
-
-def _finished_well(job: Job) -> bool:
-    """Whether the job's result is in the run cache (the truth, whatever the queue says)."""
-    return job.finished()
+    held: list[str] = field(default_factory=list)  # not submitted yet: no room in the queue (or ask again later)
+    refused: dict[str, str] = field(default_factory=dict)  # plan job id -> sbatch's reason (also in failed)
 
 
 def run_cluster(planned: list[Job], profile: str, device: str, cfg: ClusterConfig, cluster: str = "slurm",
                 gpus_per_run: int = 1, wait: bool = False, poll: float | None = None,
                 progress: bool = True, max_running: int | None = None) -> Outcome:
-    """Submit every job of the plan that is not done nor in flight; with ``wait`` (always on the local and debug
+    """Submit every job of the plan that is not done nor in the queue; with ``wait`` (always on the local and debug
     clusters) wait until every job has ended. ``max_running``: jobs at a time on the local cluster (default: one
     per CPU). See the module docstring."""
     if cluster not in CLUSTERS:
         raise UsageError(f"--cluster {cluster}: expected one of {', '.join(CLUSTERS)}")
     submitit()
+    if cluster == "slurm":
+        cap = limit_cap(cfg)
+        subs = submissions(planned, profile, device, gpus_per_run, cfg, bundled=False, cap=cap)
+        run = _SlurmRun(subs, profile, device, cfg, cap, progress)
+        return run.until_done(wait, POLL_S if poll is None else poll)
     subs = submissions(planned, profile, device, gpus_per_run, cfg)
-    out = Outcome()
-    ids: dict[str, str] = {}  # plan job id -> cluster job id, for dependencies
-    out.waiting = in_flight(subs, cluster)
-    ids.update(out.waiting)
-    handles = {}  # plan job id -> submitit job
-    pending = _prerequisites_first([s for s in subs if s.job.id not in ids])
-    if cluster == "slurm":  # Slurm orders them (afterok): submit all now, each after its prerequisites
-        for s in pending:
-            dep = [ids[a] for a in s.job.after if a in ids]
-            handles[s.job.id] = submit_one(s, profile, device, cluster, cfg, dep)
-            out.submitted[s.job.id] = ids[s.job.id] = str(handles[s.job.id].job_id)
-            _say(f"submitted {s.job.id} as Slurm job {ids[s.job.id]}" + (f" (after {', '.join(dep)})" if dep else ""))
-        if not wait:
-            return out
-    return _wait(subs, pending, handles, out, profile, device, cluster, cfg,
-                 poll if poll is not None else (60.0 if cluster == "slurm" else 0.5), progress,
-                 max_running or usable_cpus())
+    return _run_here(subs, profile, device, cluster, cfg, 0.5 if poll is None else poll, progress,
+                     max_running or usable_cpus())
 
 
-def _prerequisites_first(subs: list[Submission]) -> list[Submission]:
-    """``subs`` ordered so that every job comes after the jobs among them it waits for (their Slurm ids are
-    needed for its ``afterok``)."""
-    ids, placed, out, rest = {s.job.id for s in subs}, set(), [], list(subs)
-    while rest:
-        ready = [s for s in rest if all(a not in ids or a in placed for a in s.job.after)]
-        if not ready:
-            raise RuntimeError(f"the plan's jobs wait for each other in a cycle: {', '.join(s.job.id for s in rest)}")
-        out += ready
-        placed |= {s.job.id for s in ready}
-        rest = [s for s in rest if s.job.id not in placed]
-    return out
+# ------------------------------------------------------------------------------------------ on Slurm
 
 
-def _say(text: str) -> None:
-    print(f"[cluster] {text}", file=sys.stderr, flush=True)
+class _SlurmRun:
+    """One ``run_cluster`` on Slurm, pass after pass: look at where every job stands (:meth:`look`), then submit
+    what is to be submitted (:meth:`submit`). Keyed by plan job id; looped decoders are bundled as submitted."""
+
+    def __init__(self, subs: list[Submission], profile: str, device: str, cfg: ClusterConfig, cap: int,
+                 progress: bool):
+        from tqdm.auto import tqdm
+
+        self.by_id = {s.key: s for s in subs}
+        self.profile, self.device, self.cfg, self.cap = profile, device, cfg, cap
+        self.records = {k: r for k, s in self.by_id.items()
+                        if (r := read_record(s.record)) is not None and r.get("cluster") == "slurm"}
+        self.final: dict[str, str] = {}  # plan job id -> done, failed or skipped
+        self.queued: dict[str, str] = {}  # plan job id -> Slurm id of its submission still in the queue
+        self.retries: Counter = Counter()
+        self.said: set[tuple[str, str]] = set()
+        self.out, self.note, self.why_held = Outcome(), "", set()
+        self.bar = tqdm(total=len(subs), disable=not progress, unit="job", dynamic_ncols=True, desc="cluster jobs")
+
+    def until_done(self, wait: bool, poll: float) -> Outcome:
+        first = True
+        while True:
+            self.submit(self.look(first))
+            first = False
+            if not wait or not (self.queued or self.out.held):
+                break
+            time.sleep(poll)
+        self.bar.close()
+        if self.out.held:
+            say(f"{len(self.out.held)} job(s) not submitted yet ({'; '.join(sorted(self.why_held))}): run the same "
+                "command again as jobs end, or add --wait")
+        return self.out
+
+    def _end(self, k: str, status: str, why: Path | str | None = None) -> None:
+        self.final[k] = status
+        self.queued.pop(k, None)
+        self.bar.update(1)
+        if status == "done":
+            self.out.done.append(k)
+        elif status == "skipped":
+            self.out.skipped.append(k)
+            say(f"not submitted: {k} (a job it waits for failed)")
+        else:
+            self.out.failed[k] = why
+            say(f"FAILED {k}: " + (f"see {why}" if isinstance(why, Path) else str(why)))
+
+    def look(self, first: bool) -> list[tuple[Submission, int]]:
+        """Where each job stands (one sacct call, squeue when needed); the jobs to submit, with their limits."""
+        ids = {str(r["job_id"]) for k, r in self.records.items() if k not in self.final}
+        states, note = job_states(ids)
+        if note != self.note:
+            self.note = note
+            if note:
+                say(note)
+        self.queued, todo = {}, []
+        for k, s in self.by_id.items():
+            if k in self.final:
+                continue
+            if s.finished():
+                self._end(k, "done")
+                continue
+            rec = self.records.get(k)
+            if rec is None:
+                todo.append((s, s.timeout_min))
+                continue
+            jid = str(rec["job_id"])
+            state = states.get(jid, UNKNOWN)
+            ready = all(a not in self.by_id or self.by_id[a].finished() for a in s.job.after)
+            step = verdict(state, first, ready, self.cfg.resubmit - self.retries[k])
+            if step == "wait":
+                self.queued[k] = jid
+                if first:
+                    self.out.waiting[k] = jid
+                self._once(k, state)
+            elif step == "fail":
+                log = job_log(Path(rec.get("folder") or s.folder), jid)
+                self._end(k, "failed", f"Slurm job {jid} {ENDED.get(state, state.lower())}: see {log}")
+            elif (limit := self._limit(s, rec, state)) is not None:
+                if not first and ready:
+                    self.retries[k] += 1
+                    say(f"{k}: Slurm job {jid} {ENDED.get(state, state.lower())}; submitting it again")
+                todo.append((s, limit))
+        return todo
+
+    def _once(self, k: str, state: str) -> None:
+        if state == "SUSPENDED" and (k, state) not in self.said:
+            self.said.add((k, state))
+            say(f"{k}: its Slurm job {self.queued[k]} is SUSPENDED; it goes on when Slurm resumes it")
+
+    def _limit(self, s: Submission, rec: dict, state: str) -> int | None:
+        """The limit of a job submitted again: its last one (never less than planned), grown when it ended at it;
+        None (and reported) for a job that starts over and timed out at the longest limit."""
+        previous = int(rec.get("timeout_min") or s.timeout_min)
+        if state != "TIMEOUT":
+            return max(previous, s.timeout_min)
+        grown = grown_limit(previous, s.timeout_min, self.cfg.timeout_growth, self.cap or GROWTH_CAP_MIN)
+        if grown is not None:
+            say(f"{s.key}: ended at its time limit of {clock(previous)}; asking for {clock(grown)} "
+                 f"(timeout_growth {self.cfg.timeout_growth:g})")
+            return grown
+        if s.resumable:  # at the longest limit: it resumes from its checkpoint all the same
+            return previous
+        self._end(s.key, "failed", f"timed out at {clock(previous)}, the longest limit it may ask for, and it "
+                                   "starts over each time: give it a faster partition or GPU, or a longer max_time_min")
+        return None
+
+    def _dependencies(self, sub: Submission) -> list[str] | str:
+        """The Slurm ids ``sub`` waits for, or ``skip`` (a prerequisite failed) or ``hold`` (one is not in the
+        queue yet)."""
+        out = []
+        for a in sub.job.after:
+            if a not in self.by_id or self.by_id[a].finished():
+                continue
+            if self.final.get(a) in ("failed", "skipped"):
+                return "skip"
+            if a not in self.queued:
+                return "hold"
+            out.append(self.queued[a])
+        return out
+
+    def submit(self, todo: list[tuple[Submission, int]]) -> None:
+        """Submit ``todo`` (prerequisites first, the looped decoders bundled), up to ``max_queued`` in the queue;
+        a refused job is reported and the others go on."""
+        limits = dict((s.key, limit) for s, limit in todo)
+        self.out.held, self.why_held, full = [], set(), ""
+        for sub in bundle([s for s, _ in todo], self.cfg, self.cap, limits):
+            members = [j.id for j in sub.jobs]
+            deps = self._dependencies(sub)
+            if deps == "skip":
+                for k in members:
+                    self._end(k, "skipped")
+                continue
+            room = not self.cfg.max_queued or len(set(self.queued.values())) < self.cfg.max_queued
+            if deps == "hold" or full or not room:
+                self.out.held += members
+                self.why_held.add("the queue refused more" if full else f"at most max_queued={self.cfg.max_queued} "
+                                  "in the queue" if not room else "waiting for a job not submitted yet")
+                continue
+            try:
+                limit = sub.timeout_min if sub.job.kind == "looplm" else limits[sub.key]  # a bundle's: bundle()
+                job = submit_one(sub, self.profile, self.device, "slurm", self.cfg, deps, limit=limit)
+            except Refused as e:
+                full = self._refused(sub, str(e))
+                continue
+            for k in members:
+                self.records[k] = read_record(record_of(self.by_id[k].job)) or {"job_id": str(job.job_id)}
+                self.queued[k] = self.out.submitted[k] = str(job.job_id)
+            say(f"submitted {sub.label} as Slurm job {job.job_id}" + (f" (after {', '.join(deps)})" if deps else ""))
+        if full:
+            say(f"the queue takes no more jobs now ({full}); {len(self.out.held)} job(s) wait for room")
+
+    def _refused(self, sub: Submission, message: str) -> str:
+        """Handle a refusal; returns the message when no more jobs should be submitted in this pass."""
+        members = [j.id for j in sub.jobs]
+        kind = refusal(message)
+        if kind in ("limit", "busy"):
+            self.out.held += members
+            self.why_held.add("the queue refused more")
+            return message
+        if kind == "dependency":
+            self.out.held += members
+            self.why_held.add("a job it waits for ended meanwhile")
+            say(f"{sub.label}: sbatch refused its dependency ({message}): a prerequisite ended meanwhile; looked at "
+                 "again at the next pass (--wait) or the next run")
+            return ""
+        for k in members:
+            self.out.refused[k] = message
+            self._end(k, "failed", f"refused by sbatch: {message}")
+        return ""
 
 
-def _wait(subs, pending, handles, out: Outcome, profile, device, cluster, cfg, poll, progress,
-          max_running) -> Outcome:
-    """Until every job has ended: on Slurm, poll sacct; on the local and debug clusters, start each job when its
-    prerequisites are done (they know no ``afterok``)."""
+# ------------------------------------------------------------------------------------------ on this machine
+
+
+def _run_here(subs, profile, device, cluster, cfg, poll, progress, max_running) -> Outcome:
+    """The local and debug clusters: start each job when its prerequisites are done (they know no ``afterok``),
+    ``max_running`` at a time, until every job has ended."""
     from tqdm.auto import tqdm
 
-    by_id = {s.job.id: s for s in subs}
-    todo = {s.job.id for s in pending} if cluster != "slurm" else set()
-    running = {jid for jid in by_id if jid not in todo}
+    by_id = {s.key: s for s in subs}
+    owner = {j.id: s.key for s in subs for j in s.jobs}
+    todo, running, handles, out = set(by_id), set(), {}, Outcome()
     bar = tqdm(total=len(subs), disable=not progress, unit="job", dynamic_ncols=True, desc="cluster jobs")
 
-    def ended(jid: str, ok: bool) -> None:
-        running.discard(jid)
-        if ok:
-            out.done.append(jid)
-        else:
-            s = by_id[jid]
-            log = _log(s, handles.get(jid), out.submitted.get(jid) or out.waiting.get(jid))
-            out.failed[jid] = log
-            _say(f"FAILED {jid}: see {log}")
+    def ended(key: str) -> None:
+        running.discard(key)
+        for j in by_id[key].jobs:
+            if j.finished():
+                out.done.append(j.id)
+            else:
+                out.failed[j.id] = handles[key].paths.stderr
+                say(f"FAILED {j.id}: see {out.failed[j.id]}")
         bar.update(1)
 
+    def blocked(key: str) -> bool:
+        return any(a in out.failed or a in out.skipped for a in by_id[key].job.after)
+
     while todo or running:
-        for jid in sorted(todo):  # local and debug: a job whose prerequisite failed never starts
-            if any(a in out.failed or a in out.skipped for a in by_id[jid].job.after):
-                todo.discard(jid)
-                out.skipped.append(jid)
-                bar.update(1)
-        for jid in sorted(todo):
+        for key in sorted(k for k in todo if blocked(k)):  # a job whose prerequisite failed never starts
+            todo.discard(key)
+            out.skipped += [j.id for j in by_id[key].jobs]
+            bar.update(1)
+        for key in sorted(todo):
             if len(running) >= max_running:
                 break
-            if all(a not in by_id or a in out.done for a in by_id[jid].job.after):
-                todo.discard(jid)
-                handles[jid] = submit_one(by_id[jid], profile, device, cluster, cfg, [], max_running)
-                out.submitted[jid] = str(handles[jid].job_id)
-                running.add(jid)
+            if all(a not in owner or a in out.done for a in by_id[key].job.after):
+                todo.discard(key)
+                handles[key] = submit_one(by_id[key], profile, device, cluster, cfg, [], max_running)
+                for j in by_id[key].jobs:
+                    out.submitted[j.id] = str(handles[key].job_id)
+                running.add(key)
                 if cluster == "debug":  # runs it, here and now
-                    error = handles[jid].exception()
+                    error = handles[key].exception()
                     if error is not None:
-                        _say(f"{jid}: {type(error).__name__}: {error}")
-                    ended(jid, error is None and _finished_well(by_id[jid].job))
-        if cluster == "slurm" and running:
-            _refresh()
-        for jid in sorted(running):
-            if cluster == "slurm":
-                state = _state(out.submitted.get(jid) or out.waiting[jid], by_id[jid].folder)
-                if state in ACTIVE or state == "UNKNOWN":  # UNKNOWN: not in sacct yet
-                    continue
-            elif not handles[jid].done():
-                continue
-            ended(jid, _finished_well(by_id[jid].job))
+                        say(f"{key}: {type(error).__name__}: {error}")
+                    ended(key)
+        for key in sorted(k for k in running if handles[k].done()):
+            ended(key)
         if todo or running:
             time.sleep(poll)
     bar.close()
     return out
 
 
-def _log(sub: Submission, handle, job_id: str | None) -> Path:
-    """The log of a failed job: submitit's error file (where Python's traceback is)."""
-    if handle is not None:
-        return handle.paths.stderr
-    return submitit().SlurmJob(sub.folder, job_id or "0").paths.stderr
-
-
 def describe(out: Outcome) -> dict:
     """The compute stage's record in stages.json."""
     return {"executor": "slurm", "submitted": len(out.submitted), "in_flight": len(out.waiting),
-            "done": len(out.done), "failed": len(out.failed), "skipped": len(out.skipped),
-            "cluster_jobs": {**out.waiting, **out.submitted}}
+            "done": len(out.done), "failed": len(out.failed), "skipped": len(out.skipped), "held": len(out.held),
+            "refused": out.refused, "cluster_jobs": {**out.waiting, **out.submitted}}
 
 
-__all__ = ["CLUSTERS", "ClusterConfig", "Outcome", "PlanJob", "Submission", "estimates", "read_config", "render",
-           "run_cluster", "submissions", "time_limit"]
+__all__ = ["CLUSTERS", "TIME_SLACK_MIN", "ClusterConfig", "Outcome", "PlanJob", "Refused", "Submission", "bundle",
+           "check_submitter", "describe", "estimates", "read_config", "render", "run_cluster", "settings",
+           "submissions", "time_limit"]

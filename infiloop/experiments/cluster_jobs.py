@@ -1,0 +1,467 @@
+"""What ``cluster.py`` submits to Slurm and how: the settings (:class:`ClusterConfig`), each job's resources and
+time limit (:func:`submissions`; looped decoders bundled, :func:`bundle`), what a job runs (:class:`PlanJob`) and
+one submission through submitit (:func:`submit_one`). See ``cluster.py`` for the whole.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import shutil
+import sys
+from contextlib import contextmanager, redirect_stderr
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import paths
+from ..errors import UsageError
+from ..io import atomic_write_text
+from ..machine import usable_cpus
+from .cluster_states import error_line, partition_max_minutes
+
+if TYPE_CHECKING:
+    from .jobs import Job
+
+DEFAULT_CONFIG = paths.ROOT / "slurm.yaml"
+TIME_SLACK_MIN = 10  # minutes added to every estimated limit: queueing a node, starting Python, loading the data
+INSTALL = "pip install submitit (or: pip install -e '.[cluster]')"
+
+
+def submitit():
+    """The submitit module, or a :class:`UsageError` saying how to install it."""
+    try:
+        import submitit as module
+    except ImportError:
+        raise UsageError(f"--executor slurm needs the submitit package, which is not installed: {INSTALL}") from None
+    return module
+
+
+# ------------------------------------------------------------------------------------------ settings
+
+
+@dataclass
+class ClusterConfig:
+    """Settings of the cluster's jobs: the keys of ``slurm.yaml`` (every one optional)."""
+
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    wckey: str = ""  # sbatch --wckey where the site asks for one (none is sent otherwise)
+    cpus_per_task: int = 8  # CPUs of each task (one task per GPU); on a CPU profile, its torch threads
+    mem_gb: float = 0.0  # memory per node (0: the partition's default)
+    gpus_per_node: int = 8  # the most GPUs one node has: --gpus-per-run may not ask for more
+    time_margin: float = 2.0  # time limit = estimate x margin + TIME_SLACK_MIN
+    time_min: int = 0  # a fixed time limit in minutes for every job (0: from the estimate)
+    max_time_min: int = 0  # the partition's longest limit (0: scontrol's, where it tells)
+    timeout_growth: float = 2.0  # a job that ended at its time limit is submitted again with this times the limit
+    tflops: float = 200.0  # achieved TFLOP/s assumed for a GPU job when no GPU is here to measure
+    max_requeue: int = 3  # submitit's requeues at the time limit (pre-emptions are not counted)
+    resubmit: int = 3  # with --wait: submissions again of a job the cluster ended (time limit, pre-emption, node)
+    max_queued: int = 100  # jobs of the plan in the queue at once (0: no cap); the rest follow as they end
+    decoders_per_job: int = 8  # looped decoders run one after the other in one job
+    setup: list = field(default_factory=list)  # shell lines run before each job (module load ..., source ...)
+    sbatch: dict = field(default_factory=dict)  # any other sbatch option, e.g. {"exclude": "node12"}
+
+    def validate(self, where: str) -> None:
+        for f in fields(self):
+            value, kind = getattr(self, f.name), {"str": str, "int": int, "float": (int, float), "list": list,
+                                                  "dict": dict}[f.type]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise UsageError(f"{where}: {f.name}={value!r}: expected a {f.type}")
+        for name in ("cpus_per_task", "gpus_per_node", "time_margin", "tflops", "decoders_per_job"):
+            if getattr(self, name) <= 0:
+                raise UsageError(f"{where}: {name}={getattr(self, name)!r}: expected a number > 0")
+        for name in ("mem_gb", "time_min", "max_time_min", "max_requeue", "resubmit", "max_queued"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{where}: {name}={getattr(self, name)!r}: expected a number >= 0")
+        if self.timeout_growth <= 1:
+            raise UsageError(f"{where}: timeout_growth={self.timeout_growth!r}: expected a number > 1")
+        if not all(isinstance(line, str) for line in self.setup):
+            raise UsageError(f"{where}: setup: expected a list of shell lines (texts)")
+
+
+def read_config(path: str | Path | None = None, partition: str | None = None,
+                account: str | None = None) -> ClusterConfig:
+    """The settings: the YAML file ``path`` (default ``slurm.yaml`` when it exists), then the options."""
+    import yaml
+
+    d: dict = {}
+    if path is None and DEFAULT_CONFIG.is_file():
+        path = DEFAULT_CONFIG
+    where = "cluster settings"
+    if path is not None:
+        where = str(path)
+        try:
+            d = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except OSError as e:
+            raise UsageError(f"--slurm-config {path}: cannot read it ({e.strerror or e})") from None
+        except yaml.YAMLError as e:
+            raise UsageError(f"{path}: not YAML ({' '.join(str(e).split())[:100]})") from None
+        known = [f.name for f in fields(ClusterConfig)]
+        if not isinstance(d, dict):
+            raise UsageError(f"{path}: expected a mapping of settings ({', '.join(known)})")
+        unknown = sorted(map(str, set(d) - set(known)))
+        if unknown:
+            raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    d.update({k: v for k, v in (("partition", partition), ("account", account)) if v is not None})
+    cfg = ClusterConfig(**d)
+    cfg.validate(where)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------ what is submitted
+
+
+@dataclass
+class Submission:
+    """One cluster job: one job of the plan, or several looped decoders run one after the other."""
+
+    jobs: list[Job]
+    parameters: dict  # submitit's (AutoExecutor) parameters
+    seconds: float  # the estimate the time limit comes from (0 when the settings fix the limit)
+    gpus: int
+    tasks: int
+
+    @property
+    def job(self) -> Job:
+        return self.jobs[0]
+
+    @property
+    def key(self) -> str:
+        return self.jobs[0].id
+
+    @property
+    def folder(self) -> Path:
+        return self.job.log_dir / "slurm"
+
+    @property
+    def record(self) -> Path:
+        return record_of(self.job)
+
+    @property
+    def timeout_min(self) -> int:
+        return self.parameters["timeout_min"]
+
+    @property
+    def resumable(self) -> bool:
+        """Whether a job that reached its limit goes on where it was (a training, from its checkpoint)."""
+        return self.job.kind == "train"
+
+    def finished(self) -> bool:
+        return all(j.finished() for j in self.jobs)
+
+    @property
+    def label(self) -> str:
+        return self.key if len(self.jobs) == 1 else f"{len(self.jobs)} looped decoders ({self.key}, ...)"
+
+
+def record_of(job: Job) -> Path:
+    """Where the submission of ``job`` is recorded."""
+    from .scheduler import job_name
+
+    return job.log_dir / "slurm" / f"{job_name(job)}.json"
+
+
+def time_limit(seconds: float, cfg: ClusterConfig, cap: int | None = None) -> int:
+    """Minutes asked for a job estimated at ``seconds``: ``time_min``, else estimate x margin + slack; cut to
+    ``cap`` (default ``max_time_min``; 0: none), where a training requeues and resumes."""
+    cap = cfg.max_time_min if cap is None else cap
+    minutes = cfg.time_min or math.ceil(seconds * cfg.time_margin / 60) + TIME_SLACK_MIN
+    return min(minutes, cap) if cap else minutes
+
+
+def limit_cap(cfg: ClusterConfig) -> int:
+    """The longest limit a job may ask for: ``max_time_min``, else the partition's by ``scontrol`` (0: none)."""
+    if cfg.max_time_min or shutil.which("scontrol") is None:
+        return cfg.max_time_min
+    return partition_max_minutes(cfg.partition)
+
+
+def estimates(todo: list[Job], device: str, cfg: ClusterConfig) -> tuple[dict[str, float], str]:
+    """Estimated seconds of each job, and how they were made: the plan's calibration when this machine has the
+    jobs' device, else FLOPs at ``cfg.tflops``."""
+    from ..machine import cuda_problem
+    from .cost import job_flops, job_seconds
+
+    if cfg.time_min:
+        return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
+    if not device.startswith("cuda") or cuda_problem() is None:
+        return job_seconds(todo, device, slots=1), f"the plan's calibration on this machine's {device}"
+    return ({j.id: job_flops(j) / (cfg.tflops * 1e12) for j in todo},
+            f"FLOPs at {cfg.tflops:g} TFLOP/s (no GPU here to measure; set tflops or time_min in the settings)")
+
+
+def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConfig) -> dict:
+    """submitit's parameters of a job (see the module docstring)."""
+    params = {"name": name[:120], "timeout_min": minutes, "nodes": 1, "tasks_per_node": tasks,
+              "cpus_per_task": cfg.cpus_per_task,
+              "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", "requeue": True, **cfg.sbatch},
+              "slurm_setup": list(cfg.setup), "slurm_srun_args": [f"--cpus-per-task={cfg.cpus_per_task}"]}
+    if cfg.wckey:
+        params["slurm_wckey"] = cfg.wckey
+    if gpus:
+        params["gpus_per_node"] = gpus
+    if cfg.mem_gb:
+        params["mem_gb"] = cfg.mem_gb
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(cfg, key):
+            params[f"slurm_{key}"] = getattr(cfg, key)
+    return params
+
+
+def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int, cfg: ClusterConfig,
+                seconds: dict[str, float] | None = None, bundled: bool = True,
+                cap: int | None = None) -> list[Submission]:
+    """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring); with
+    ``bundled``, the looped decoders ``decoders_per_job`` to a job."""
+    from .scheduler import job_name
+
+    if gpus_per_run < 1:
+        raise UsageError(f"--gpus-per-run: expected 1 or more, got {gpus_per_run}")
+    cuda = device.startswith("cuda")
+    if gpus_per_run > 1 and not cuda:
+        raise UsageError(f"--gpus-per-run {gpus_per_run}: several GPUs per run need --device cuda (this run's "
+                         f"device is {device})")
+    if gpus_per_run > cfg.gpus_per_node:
+        raise UsageError(f"--gpus-per-run {gpus_per_run}: a node has at most gpus_per_node={cfg.gpus_per_node} "
+                         "GPUs (settings); a run takes GPUs of one node")
+    todo = [j for j in planned if not j.done]
+    seconds = seconds if seconds is not None else estimates(todo, device, cfg)[0]
+    cap = limit_cap(cfg) if cap is None else cap
+    out = []
+    for j in todo:
+        gpus = (gpus_per_run if j.kind == "train" else 1) if cuda else 0
+        tasks = max(1, gpus) if j.kind == "train" else 1
+        limit = time_limit(seconds[j.id], cfg, cap)
+        out.append(Submission([j], _parameters(f"infiloop-{job_name(j)}-{j.home}", limit, gpus, tasks, cfg),
+                              seconds[j.id], gpus, tasks))
+    return bundle(out, cfg, cap) if bundled else out
+
+
+def bundle(subs: list[Submission], cfg: ClusterConfig, cap: int, limits: dict[str, int] | None = None
+           ) -> list[Submission]:
+    """``subs`` with their looped decoders ``decoders_per_job`` to a job, the bundles after the jobs nothing waits
+    for: the time limit of a bundle is that of its estimates' sum, or its members' largest in ``limits``."""
+    limits = limits or {}
+    decoders = [s for s in subs if s.job.kind == "looplm"]
+    rest = [s for s in subs if s.job.kind != "looplm"]
+    bundles = []
+    for i in range(0, len(decoders), cfg.decoders_per_job):
+        part = decoders[i:i + cfg.decoders_per_job]
+        seconds = sum(s.seconds for s in part)
+        minutes = max([time_limit(seconds, cfg, cap)] + [limits.get(s.key, 0) for s in part])
+        name = f"infiloop-looplm-{part[0].job.home}" + (f"-and-{len(part) - 1}" if len(part) > 1 else "")
+        bundles.append(Submission([s.job for s in part], _parameters(name, minutes, part[0].gpus, 1, cfg), seconds,
+                                  part[0].gpus, 1))
+    first = _prerequisites_first(rest)
+    return [s for s in first if not s.job.after] + bundles + [s for s in first if s.job.after]
+
+
+def render(subs: list[Submission], how: str, cluster: str = "slurm") -> str:
+    """``plan --executor slurm``: the jobs that would be submitted, their resources and what each waits for
+    (by row number)."""
+    row = {j.id: i for i, s in enumerate(subs, 1) for j in s.jobs}
+    lines = [f"## {len(subs)} job(s) to submit to {cluster} (time limits from {how})",
+             "  #  job                                                         GPUs tasks CPUs    limit  after"]
+    for i, s in enumerate(subs, 1):
+        after = ",".join(str(row[a]) for a in s.job.after if a in row) or "-"
+        lines.append(f"{i:3d}  {s.label[:59]:59s} {s.gpus:4d} {s.tasks:5d} {s.parameters['cpus_per_task']:4d} "
+                     f"{clock(s.timeout_min):>8s}  {after}")
+    total = sum(s.timeout_min * max(1, s.gpus) for s in subs)
+    lines.append(f"asked for in all: {total / 60:.1f} {'GPU' if any(s.gpus for s in subs) else 'node'}-hours of "
+                 "time limits (an upper bound: a job ends when it is done)")
+    return "\n".join(lines)
+
+
+def clock(m: int) -> str:
+    return f"{m // 60}:{m % 60:02d} h" if m >= 60 else f"{m} min"
+
+
+# ------------------------------------------------------------------------------------------ the job itself
+
+
+class PlanJob:
+    """What a cluster job runs: one job of the plan (``scheduler.run_one``), or several looped decoders one after
+    the other (``spec`` a list; one that fails does not stop the others). Pre-empted or at its time limit, submitit
+    calls :meth:`checkpoint` and requeues the same call: a training resumes from its run folder, a looped decoder
+    already recorded is not run again."""
+
+    def __call__(self, spec: dict | list, device: str, threads: int) -> str:
+        import torch
+
+        from ..machine import init_distributed
+
+        try:
+            tasks = submitit().JobEnvironment().num_tasks
+        except RuntimeError:  # the debug cluster's jobs run in the submitting process, outside any job environment
+            tasks = 1
+        if tasks > 1:  # one task per GPU of a multi-GPU training: DDP from Slurm's variables
+            submitit().helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+            device = init_distributed(device)
+        old = torch.get_num_threads()
+        try:
+            failed = _run_specs(spec if isinstance(spec, list) else [spec], device, threads, tasks)
+        finally:
+            torch.set_num_threads(old)  # the debug cluster runs jobs in the submitting process
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {len(spec)} looped decoders of this job failed: {'; '.join(failed)}")
+        first = spec[0] if isinstance(spec, list) else spec
+        return first.get("run_dir") or first["root"]
+
+    def checkpoint(self, *args, **kwargs):
+        return submitit().helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+def _run_specs(specs: list[dict], device: str, threads: int, tasks: int) -> list[str]:
+    """Run each job description; a single one raises its error, several say theirs and go on (returned)."""
+    import traceback
+
+    from .scheduler import run_one
+
+    failed = []
+    for spec in specs:
+        try:
+            with _run_lock(spec, tasks):
+                run_one(spec, device, threads)
+        except Exception as e:
+            if len(specs) == 1:
+                raise
+            traceback.print_exc()
+            failed.append(f"{spec.get('root', spec.get('run_dir'))}: {type(e).__name__}: {e}")
+    return failed
+
+
+@contextmanager
+def _run_lock(spec: dict, tasks: int):
+    """A multi-GPU training holds its run folder's lock (rank 0, without waiting): the trainer of one process
+    takes it itself, but the processes of a DDP training cannot wait for each other's. Held elsewhere, every rank
+    stops: another job is training the run."""
+    if tasks <= 1 or spec["kind"] != "train":
+        yield
+        return
+    import torch.distributed as dist
+    from filelock import Timeout
+
+    from ..io import locked
+
+    lock, got = locked(Path(spec["run_dir"]) / ".lock"), [True]
+    if dist.get_rank() == 0:
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            got[0] = False
+    dist.broadcast_object_list(got, src=0)
+    if not got[0]:
+        raise RuntimeError(f"{spec['run_dir']}: another process is training this run (it holds its .lock); this "
+                           "job stops, and the run is done when that one is")
+    try:
+        yield
+    finally:
+        if dist.get_rank() == 0:
+            lock.release()
+
+
+# ------------------------------------------------------------------------------------------ submitting
+
+
+class Refused(RuntimeError):
+    """``sbatch`` refused a job; the message is its reason, on one line."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@contextmanager
+def _clean_env(cluster: str):
+    """Submitting from inside an allocation (``salloc``, a batch job): the job's ``SLURM_*`` variables (and
+    torch's ``RANK``, ...) are hidden from ``sbatch`` (submitit's ``clean_env``), but not the user's own settings
+    of every Slurm command (``SBATCH_*``, ``SLURM_CONF``) nor submitit's signal (``SUBMITIT_PREEMPT_SIGNAL``)."""
+    if cluster != "slurm":
+        yield
+        return
+    keep = {k: v for k, v in os.environ.items()
+            if k.startswith("SBATCH_") or k in ("SLURM_CONF", "SUBMITIT_PREEMPT_SIGNAL")}  # the last: --signal's
+    with submitit().helpers.clean_env():
+        os.environ.update(keep)
+        try:
+            yield
+        finally:
+            for k in keep:
+                os.environ.pop(k, None)
+
+
+def _executor(sub: Submission, cluster: str, cfg: ClusterConfig, dependency: list[str], limit: int | None):
+    ex = submitit().AutoExecutor(folder=sub.folder, cluster=cluster, slurm_max_num_timeout=cfg.max_requeue)
+    params = dict(sub.parameters)
+    if limit:
+        params["timeout_min"] = limit
+    if dependency and cluster == "slurm":
+        params["slurm_additional_parameters"] = {**params["slurm_additional_parameters"],
+                                                 "dependency": "afterok:" + ":".join(dependency)}
+    if cluster != "slurm":
+        params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
+    ex.update_parameters(**params)
+    if cluster == "slurm" and "slurm_wckey" not in params:
+        # submitit sends --wckey=submitit unless told None, which its AutoExecutor drops: a site that enforces wckeys
+        # refuses the job (submitit issues 1632, 1758). None on the Slurm executor itself: no --wckey line.
+        ex._executor.parameters["wckey"] = None
+    return ex
+
+
+def submit_one(sub: Submission, profile: str, device: str, cluster: str, cfg: ClusterConfig,
+               dependency: list[str], max_running: int = 1, limit: int | None = None):
+    """Submit one cluster job and record it beside each of its plan's jobs; returns submitit's job, or raises
+    :class:`Refused`. A CPU job uses its ``cpus_per_task`` threads on a node, and its share of this machine's CPUs
+    on the local and debug clusters (``max_running`` jobs at a time)."""
+    threads = 0
+    if device == "cpu":
+        threads = cfg.cpus_per_task if cluster == "slurm" else max(1, min(cfg.cpus_per_task,
+                                                                           usable_cpus() // max_running))
+    spec = [j.to_json(profile) for j in sub.jobs] if len(sub.jobs) > 1 else sub.job.to_json(profile)
+    ex = _executor(sub, cluster, cfg, dependency, limit)
+    errors = (submitit().core.utils.FailedJobError, submitit().core.utils.FailedSubmissionError)
+    try:
+        with _clean_env(cluster), redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal: said below
+            job = ex.submit(PlanJob(), spec, device, threads)
+    except errors as e:
+        raise Refused(error_line(str(e))) from None
+    for j in sub.jobs:
+        atomic_write_text(record_of(j), json.dumps(
+            {"job_id": str(job.job_id), "cluster": cluster, "plan_job": j.id, "submitted": _now(), "after": dependency,
+             "timeout_min": limit or sub.timeout_min, "folder": str(sub.folder),
+             "bundle": [m.id for m in sub.jobs] if len(sub.jobs) > 1 else []}, indent=1))
+    return job
+
+
+def _prerequisites_first(subs: list[Submission]) -> list[Submission]:
+    """``subs`` ordered so that every job comes after the jobs among them it waits for (their Slurm ids are
+    needed for its ``afterok``)."""
+    ids, placed, out, rest = {s.key for s in subs}, set(), [], list(subs)
+    while rest:
+        ready = [s for s in rest if all(a not in ids or a in placed for a in s.job.after)]
+        if not ready:
+            raise RuntimeError(f"the plan's jobs wait for each other in a cycle: {', '.join(s.key for s in rest)}")
+        out += ready
+        placed |= {s.key for s in ready}
+        rest = [s for s in rest if s.key not in placed]
+    return out
+
+
+def say(text: str) -> None:
+    print(f"[cluster] {text}", file=sys.stderr, flush=True)
+
+
+def job_log(folder: Path, job_id: str) -> Path:
+    """The log of a failed job: submitit's error file (where Python's traceback is)."""
+    return submitit().core.utils.JobPaths(folder, job_id).stderr
+
+
+__all__ = ["DEFAULT_CONFIG", "INSTALL", "TIME_SLACK_MIN", "ClusterConfig", "PlanJob", "Refused", "Submission", "bundle",
+           "estimates", "limit_cap", "read_config", "record_of", "render", "submissions", "submit_one", "submitit",
+           "time_limit"]
