@@ -22,8 +22,8 @@
 # (TRM's rule), FPRM and InfiLoop, trained and evaluated at the chosen profile. Every cell says where it
 # comes from. At small profiles the tasks are smaller versions of the benchmarks (see `data/README.md`): their
 # numbers sit in their own columns, never in the paper's. Each measured cell is a mean over training seeds
-# with its 95 % interval (`infiloop/analysis/intervals.py`: a bootstrap over seeds and test puzzles or ARC tasks; with
-# one seed, over puzzles only).
+# with its 95 % interval (`infiloop/analysis/intervals.py`: a t interval over the seeds with the test puzzles' or ARC
+# tasks' variance folded in; with one seed, over puzzles only).
 
 # %% tags=["parameters"]
 profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from infiloop.analysis import claims as effects
 from infiloop.analysis import intervals, paper
 from infiloop.analysis import trajectories as analysis
 from infiloop.analysis.plotting import LABELS
@@ -74,7 +75,7 @@ for task in task_list:
         n = len(terms[r, task][0][0])
         subset = " (subset)" if task.startswith("arc") and run.test_data().info.get("subset") else ""
         what = f"pass@2, {n} tasks{subset}" if task.startswith("arc") else f"exact, {n} puzzles"
-        measured[r, task] = (intervals.bootstrap([[t] for t in terms[r, task]]),
+        measured[r, task] = (intervals.interval([[t] for t in terms[r, task]], vectorized=True),
                              f"{what}, {depth} updates, {len(seed_list)} seed(s)")
         print(f"{task:7s} {r:11s} {measured[r, task][0].pct():>24s}  ({measured[r, task][1]})")
 
@@ -101,20 +102,21 @@ display(pd.DataFrame(rows, columns=cols))
 
 # %%
 claims = []
-if "sudoku" in task_list:  # paired: both models on the same test puzzles of each seed
-    lead = intervals.bootstrap([[i, c] for i, c in zip(terms["infiloop", "sudoku"], terms["carry_last", "sudoku"])],
-                               combine=lambda q: q[0] - q[1])
+if "sudoku" in task_list:  # the effect: InfiLoop − carry-last on the same test puzzles of each seed (paired)
+    lead = effects.difference([(i[0], c[0]) for i, c in zip(terms["infiloop", "sudoku"],
+                                                             terms["carry_last", "sudoku"])])
     claims.append(nb.claim("main.infiloop_beats_carry_last_sudoku",
                            f"InfiLoop {measured['infiloop', 'sudoku'][0].pct()} vs carry-last "
                            f"{measured['carry_last', 'sudoku'][0].pct()} ({measured['infiloop', 'sudoku'][1]})",
-                           intervals.verdict(lead), note=intervals.verdict_note(lead, "InfiLoop − carry-last")))
+                           effect=lead))
 lines = [f"{names[t]}: " + ", ".join(f"{LABELS[r]} {measured[r, t][0].pct()}" for r in MAIN_RECIPES)
          for t in task_list]
 text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The paper's columns hold only the paper's "
         "numbers: at small profiles the tasks are scaled down (smaller grids, generated puzzles, ARC subsets), so "
         "only the comparison between rows measured in this harness is meaningful. Tasks not listed were not run "
-        "at this profile (set the `tasks` parameter). Each cell: mean over seeds [95 % interval]; a claim agrees "
-        "only when the interval of its effect excludes zero.")
+        "at this profile (set the `tasks` parameter). Each cell: mean over seeds [95 % interval]; a claim is decided "
+        "by its effect's interval beside the paper's effect (the rule: `infiloop/analysis/intervals.py`, in the "
+        "report).")
 print(text)
 nb.finish(text, figures=[], tables=[nb.table("Table 1", cols, rows,
                                          note="Paper columns: the paper's numbers. Profile columns: this project's "

@@ -47,6 +47,7 @@ workers = 0  # models trained at a time, one process and thread each (0: one per
 import matplotlib.pyplot as plt
 import numpy as np
 
+from infiloop.analysis import claims as effects
 from infiloop.analysis import intervals, plotting
 from infiloop.experiments import looplm
 from infiloop.experiments.notebook import Notebook, check, pct
@@ -99,15 +100,7 @@ def curve(task: str, alloc: str, conn: str, loops: list[int]) -> intervals.Inter
     for s in seed_list:
         f = np.stack([flags(task, alloc, conn, s, r) for r in loops])
         per_seed.append([(f, np.ones_like(f))])
-    return intervals.bootstrap(per_seed, items="items")
-
-
-def effect(pairs, what: str, side: int = +1) -> tuple[bool | None, str, intervals.Interval]:
-    """The verdict and note of a difference of accuracies, one (a, b) pair of flag arrays per seed on the same
-    items (paired): mean over seeds of acc(a) − acc(b)."""
-    iv = intervals.bootstrap([[(a, np.ones_like(a)), (b, np.ones_like(b))] for a, b in pairs],
-                             lambda q: q[0] - q[1], items="items")
-    return intervals.verdict(iv, side), intervals.verdict_note(iv, what, side=side), iv
+    return intervals.interval(per_seed, items="items", vectorized=True)
 
 
 loops = list(g.probe(g.cells[0]).budgets())
@@ -228,71 +221,85 @@ def pair_flags(task, a1, c1, r1, a2, c2, r2):
     return [(flags(task, a1, c1, s, r1), flags(task, a2, c2, s, r2)) for s in seed_list]
 
 
-verdicts = {}
-agrees, note, _ = effect(pair_flags("kinship", base, "carry_last", 2 * kb, base, "carry_last", kb),
-                         "BaseLoop reasoning, r = 2K − r = K")
+verdicts = {}  # claim id -> (ours, the interval of its effect; infiloop/analysis/claims.py)
 verdicts["study.loops_help_reasoning"] = (
     f"BaseLoop, kinship: {pct(curves[('kinship', 'carry_last')].value[loops.index(kb)])} @ K → "
-    f"{pct(curves[('kinship', 'carry_last')].value[loops.index(2 * kb)])} @ 2K", agrees, note)
-agrees, note, _ = effect(pair_flags("knowledge", base, "carry_last", 2 * kb, base, "carry_last", kb),
-                         "BaseLoop knowledge, r = 2K − r = K", side=-1)
+    f"{pct(curves[('kinship', 'carry_last')].value[loops.index(2 * kb)])} @ 2K",
+    effects.difference(pair_flags("kinship", base, "carry_last", 2 * kb, base, "carry_last", kb), "items"))
 verdicts["study.loops_hurt_knowledge"] = (
     f"BaseLoop, knowledge: {pct(curves[('knowledge', 'carry_last')].value[loops.index(kb)])} @ K → "
-    f"{pct(curves[('knowledge', 'carry_last')].value[loops.index(2 * kb)])} @ 2K", agrees, note)
+    f"{pct(curves[('knowledge', 'carry_last')].value[loops.index(2 * kb)])} @ 2K",
+    effects.difference(pair_flags("knowledge", base, "carry_last", 2 * kb, base, "carry_last", kb), "items"))
 if "history_lg" in conns:
-    agrees, note, _ = effect(pair_flags("kinship", base, "history_lg", r_far, base, "carry_last", r_far),
-                             "history + LG − BaseLoop, reasoning at r = 4K")
     verdicts["study.history_lg_beats_baseloop"] = (
         f"kinship @ 4K: history + LG {pct(curves[('kinship', 'history_lg')].value[-1])} vs BaseLoop "
-        f"{pct(curves[('kinship', 'carry_last')].value[-1])}", agrees, note)
+        f"{pct(curves[('kinship', 'carry_last')].value[-1])}",
+        effects.difference(pair_flags("kinship", base, "history_lg", r_far, base, "carry_last", r_far), "items"))
 not_here = "needs several allocations at matched depth (profile tiny lists four)"
+
+
+def change(task, alloc, to, frm):
+    """Per seed, an allocation's flags at r = ``to`` and at r = ``frm`` (a gain or a fall between them)."""
+    return [(flags(task, alloc, "carry_last", s, to), flags(task, alloc, "carry_last", s, frm)) for s in seed_list]
+
+
+def changes(task, a, a_to, a_from, b, b_to, b_from):
+    """Per seed, (a at a_to, a at a_from, b at b_to, b at b_from): a's change against b's."""
+    return [(*x, *y) for x, y in zip(change(task, a, a_to, a_from), change(task, b, b_to, b_from))]
+
+
 if len(allocs) > 1:
     shape = {a: looplm.allocation(a) for a in allocs}
     imbalance = {a: abs(np.log(shape[a][1] / shape[a][2])) for a in allocs}
     balanced, extreme = min(allocs, key=imbalance.get), max(allocs, key=imbalance.get)
-    gains = [(flags("kinship", balanced, "carry_last", s, 2 * K[balanced])
-              - flags("kinship", balanced, "carry_last", s, K[balanced]),
-              flags("kinship", extreme, "carry_last", s, 2 * K[extreme])
-              - flags("kinship", extreme, "carry_last", s, K[extreme])) for s in seed_list]
-    agrees, note, _ = effect(gains, f"reasoning gain K → 2K, {balanced} − {extreme}")
-    verdicts["study.balanced_allocation_extrapolates"] = (f"balanced {balanced} vs extreme {extreme}", agrees, note)
+    verdicts["study.balanced_allocation_extrapolates"] = (
+        f"reasoning gain K → 2K: balanced {balanced} vs extreme {extreme}",
+        effects.difference_of_changes(changes("kinship", balanced, 2 * K[balanced], K[balanced],
+                                              extreme, 2 * K[extreme], K[extreme])))
     same_core = [(a, b) for a in allocs for b in allocs
                  if shape[a][1:3] == shape[b][1:3] and shape[a][3] > shape[a][0] and shape[b][0] > shape[b][3]]
     if same_core:
         coda, prelude = same_core[0]
-        half = max(1, round(K[coda] / 2))
-        agrees, note, _ = effect(pair_flags("knowledge", coda, "carry_last", half, prelude, "carry_last", half),
-                                 f"knowledge at r = K/2, {coda} − {prelude}")
-        verdicts["study.coda_protects_knowledge"] = (f"coda-heavy {coda} vs prelude-heavy {prelude}", agrees, note)
-        agrees, note, _ = effect(pair_flags("kinship", prelude, "carry_last", 2 * K[prelude], coda, "carry_last",
-                                            2 * K[coda]), f"reasoning at r = 2K, {prelude} − {coda}")
-        verdicts["study.prelude_helps_reasoning"] = (f"prelude-heavy {prelude} vs coda-heavy {coda}", agrees, note)
+        half = {a: max(1, round(K[a] / 2)) for a in (coda, prelude)}
+        verdicts["study.coda_protects_knowledge"] = (
+            f"knowledge change K → K/2: coda-heavy {coda} vs prelude-heavy {prelude}",
+            effects.difference_of_changes(changes("knowledge", coda, half[coda], K[coda],
+                                                  prelude, half[prelude], K[prelude])))
+        verdicts["study.prelude_helps_reasoning"] = (
+            f"reasoning gain K → 2K: prelude-heavy {prelude} vs coda-heavy {coda}",
+            effects.difference_of_changes(changes("kinship", prelude, 2 * K[prelude], K[prelude],
+                                                  coda, 2 * K[coda], K[coda])))
+claims = [nb.claim(cid, ours, effect=iv) for cid, (ours, iv) in verdicts.items()]
 for cid in ("study.history_lg_beats_baseloop", "study.balanced_allocation_extrapolates",
             "study.coda_protects_knowledge", "study.prelude_helps_reasoning"):
-    verdicts.setdefault(cid, ("not run at this profile", None,
-                              not_here if "history" not in cid else "history_lg is not among the connections"))
-claims = [nb.claim(cid, ours, agrees, note=note) for cid, (ours, agrees, note) in verdicts.items()]
+    if cid not in verdicts:
+        claims.append(nb.claim(cid, "not run at this profile", None,
+                               not_here if "history" not in cid else "history_lg is not among the connections"))
 
-_, il_note, il = effect(pair_flags("kinship", base, "infiloop", r_far, base, "carry_last", r_far),
-                        "InfiLoop − BaseLoop, reasoning at r = 4K") if "infiloop" in conns else (None, "", None)
-_, il_know_note, _ = effect(pair_flags("knowledge", base, "infiloop", r_far, base, "carry_last", r_far),
-                            "InfiLoop − BaseLoop, knowledge at r = 4K") if "infiloop" in conns else (None, "", None)
-opposite = verdicts["study.loops_help_reasoning"][1] is True and verdicts["study.loops_hurt_knowledge"][1] is True
+il = effects.difference(pair_flags("kinship", base, "infiloop", r_far, base, "carry_last", r_far), "items") \
+    if "infiloop" in conns else None
+il_know = effects.difference(pair_flags("knowledge", base, "infiloop", r_far, base, "carry_last", r_far), "items") \
+    if "infiloop" in conns else None
+verdict_of = {c["id"]: c for c in claims}
+reasoning, knowledge = (verdict_of[k] for k in ("study.loops_help_reasoning", "study.loops_hurt_knowledge"))
+opposite = reasoning["agrees"] is True and knowledge["agrees"] is True
 finding = ("Past the horizon, reasoning rose and knowledge fell (r = 2K against K), the study's first finding. "
            if opposite else
            "Past the horizon the study's first finding does not appear here: reasoning did not rise with extra loops "
-           f"({verdicts['study.loops_help_reasoning'][2]}), while knowledge "
-           + ("fell" if verdicts["study.loops_hurt_knowledge"][1] is True else "did not fall measurably")
-           + f" ({verdicts['study.loops_hurt_knowledge'][2]}). ")
+           f"({reasoning['note']}), while knowledge "
+           + ("fell" if knowledge["agrees"] is True else "did not fall measurably")
+           + f" ({knowledge['note']}). ")
 text = (f"At profile **{profile}** ({len(seed_list)} training seeds per model, base allocation {base}, K = {kb}; "
         f"d = {settings['d_model']}, {settings['steps']} training steps, {settings['n_test']} test items per depth): "
         + "; ".join(f"{LABEL[cn]} {task} {pct(curves[(task, cn)].value[loops.index(kb)])} @ K → "
                     f"{pct(curves[(task, cn)].value[-1])} @ 4K" for (task, cn) in curves) + ". "
         + finding
-        + (f"On the extrapolation curve, {il_note}; {il_know_note}. " if il is not None else "")
+        + (f"On the extrapolation curve, InfiLoop − BaseLoop at r = 4K: reasoning {il.pct()}, knowledge "
+           f"{il_know.pct()} (mean over seeds, 95 % interval). " if il is not None else "")
         + "The study measured 1B-parameter language models on benchmark averages; here the tasks are generated and "
         "the models have about 0.1 M parameters, so compare directions, not levels. Each claim is decided by the 95 % "
-        "interval of its effect over the training seeds and the test items.")
+        "interval of its effect over the training seeds and the test items, beside the study's effect (the rule: "
+        "`infiloop/analysis/intervals.py`, in the report).")
 print(text)
 tables = [nb.table("Models", cols_models, rows_models),
           nb.table("Accuracy (%) against loops r, mean over seeds [95 % interval]", cols_loops, rows_loops),

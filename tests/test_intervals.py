@@ -1,10 +1,15 @@
-"""Intervals over seeds and puzzles (infiloop/analysis/intervals.py) and the per-puzzle terms they resample."""
+"""Intervals over seeds and puzzles (infiloop/analysis/intervals.py), the rule that turns them into verdicts, the
+coverage simulation that chose the method (infiloop/analysis/coverage.py), and the per-puzzle terms they resample."""
+
+import time
 
 import numpy as np
 import pytest
 
+from infiloop.analysis import coverage, intervals
 from infiloop.analysis import trajectories as analysis
-from infiloop.analysis.intervals import Interval, bootstrap, verdict, verdict_note
+from infiloop.analysis.intervals import Interval, bootstrap, interval, verdict, verdict_note
+from infiloop.analysis.quantiles import binomial_interval, t_quantile
 
 
 def trajectory(rng, k=40, p=120, solve_rate=0.7, lose_rate=0.2):
@@ -45,6 +50,38 @@ def test_one_seed_interval_matches_the_binomial_interval():
     assert "one seed" in iv.method and iv.seeds == 1 and iv.puzzles == n
 
 
+def test_t_quantiles_and_exact_binomial_bounds_match_their_tables():
+    assert t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-6)
+    assert t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-6)
+    assert t_quantile(0.975, 1) == pytest.approx(12.706205, abs=1e-6)
+    assert t_quantile(0.975, float("inf")) == pytest.approx(1.959964, abs=1e-6)
+    assert t_quantile(0.025, 5) == pytest.approx(-2.570582, abs=1e-6)
+    assert binomial_interval(0, 10) == pytest.approx((0.0, 0.308497), abs=1e-6)
+    assert binomial_interval(5, 10) == pytest.approx((0.187086, 0.812914), abs=1e-6)
+    assert binomial_interval(10, 10)[0] == pytest.approx(0.691503, abs=1e-6)
+    # with 3 seeds the interval is a t interval with about 2 degrees of freedom, not a normal one
+    rng = np.random.default_rng(0)
+    per_seed = [[(rng.random(200) < m, np.ones(200))] for m in (0.4, 0.6, 0.8)]
+    iv = interval(per_seed, vectorized=True)
+    assert 2 <= iv.df < 3 and (iv.hi - iv.lo) / 2 > 3.5 * np.std([0.4, 0.6, 0.8], ddof=1) / np.sqrt(3)
+
+
+def test_crossed_seeds_share_their_puzzle_draw():
+    """Three seeds that solve exactly the same puzzles carry no more information about the puzzles than one: with
+    the same puzzle draw for every seed (the crossed design) the interval is the one-seed interval; resampled as if
+    nested (a draw per seed) it would shrink by about √3."""
+    rng = np.random.default_rng(8)
+    x = rng.random(300) < 0.6
+    one = interval([[(x, np.ones(300))]], vectorized=True)
+    three = interval([[(x, np.ones(300))]] * 3, vectorized=True)
+    assert three.value == one.value and three.crossed
+    assert three.hi - three.lo == pytest.approx(one.hi - one.lo, rel=0.03)
+    nested = interval([[(x, np.ones(300))], [(x, np.ones(300))], [(x, np.ones(301)[:300])]], vectorized=True)
+    assert nested.hi - nested.lo == pytest.approx(one.hi - one.lo, rel=0.03)  # same sizes: still crossed
+    short = interval([[(x, np.ones(300))], [(x[:299], np.ones(299))]], vectorized=True)
+    assert not short.crossed and "drawn per seed" in short.method
+
+
 def test_seeds_are_resampled_so_their_spread_widens_the_interval():
     rng = np.random.default_rng(2)
     n = 4000
@@ -71,29 +108,98 @@ def test_two_models_on_the_same_puzzles_are_resampled_as_pairs():
     assert gain.lo > 0 and verdict(gain) is True and verdict(gain, side=-1) is False
 
 
-def test_curves_get_an_interval_per_update_and_the_peak_drop_combines_them():
+def test_curves_get_an_interval_per_update():
     t = trajectory(np.random.default_rng(4), lose_rate=0.5)
     curve = bootstrap([[analysis.accuracy_terms(t)]], replicates=300)
     assert curve.value.shape == curve.lo.shape == (40,) and np.all(curve.lo <= curve.value + 1e-12)
     p = curve.point(10)
     assert (p.value, p.lo, p.hi) == (curve.value[10], curve.lo[10], curve.hi[10]) and p.seeds == 1
-    drop = bootstrap([[analysis.accuracy_terms(t)]], combine=lambda r: np.nanmax(r[0]) - r[0][-1], replicates=300)
-    acc = analysis.exact_by_depth(t)[1]
-    assert drop.value == pytest.approx(acc.max() - acc[-1]) and drop.lo >= 0
+    fast = interval([[analysis.accuracy_terms(t)]], replicates=300, vectorized=True)
+    assert np.allclose(fast.value, curve.value) and np.allclose(fast.hi - fast.lo, curve.hi - curve.lo, rtol=0.2)
 
 
-def test_verdict_is_decided_by_the_interval():
+def test_verdict_rule_on_planted_intervals():
+    """intervals.RULE, case by case (the effect in its own units; the paper's effect +0.2 unless said)."""
     iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, 3, 100)  # noqa: E731
+    assert verdict(iv(0.01, 0.05), 0.2) is True  # above zero: agrees (even though below half the paper's effect)
+    assert verdict(iv(-0.05, 0.09), 0.2) is False  # contains zero, below half the paper's 0.2: differs
+    assert verdict(iv(0.0, 0.0), 0.2) is False  # at zero, ruling the paper's effect out
+    assert verdict(iv(-0.05, -0.01), 0.2) is False  # the other side
+    assert verdict(iv(-0.05, 0.15), 0.2) is None  # contains zero and half the paper's effect: undecided
+    assert verdict(iv(-0.05, 0.1), 0.2) is None  # exactly at the threshold is not below it
+    assert verdict(iv(-0.05, -0.01)) is False and verdict(iv(-0.01, 0.05)) is None  # no paper number: zero
     assert verdict(iv(0.01, 0.05)) is True
-    assert verdict(iv(-0.05, -0.01)) is False
-    assert verdict(iv(-0.01, 0.05)) is None
-    assert verdict(iv(-0.05, -0.01), side=-1) is True
-    assert verdict(iv(float("nan"), float("nan"))) is None
-    assert verdict_note(iv(0.01, 0.05), "gain") == ("gain: +3.0 points [+1.0, +5.0] (agrees; 95 % percentile "
-                                                    "bootstrap over seeds and test puzzles; 3 seed(s), 100 puzzles "
-                                                    "each, 0 replicates)")
+    # a paper effect that is a fall (negative): oriented so that the fall is positive
+    assert verdict(iv(-0.05, -0.01), -0.1) is True
+    assert verdict(iv(-0.04, 0.02), -0.1) is False  # the fall is at most 0.04 < 0.05
+    assert verdict(iv(-0.06, 0.02), -0.1) is None
+    assert verdict(iv(-0.05, -0.01), side=-1) is True and verdict(iv(0.01, 0.05), side=-1) is False
+    # a claim that something does not happen: the loss against half the paper's contrast (0.15 -> 0.075)
+    assert verdict(iv(0.0, 0.007), 0.15, absence=True) is True
+    assert verdict(iv(0.08, 0.2), 0.15, absence=True) is False
+    assert verdict(iv(0.05, 0.1), 0.15, absence=True) is None
+    assert verdict(iv(float("nan"), float("nan")), 0.2) is None
+    assert verdict_note(iv(0.01, 0.05), "gain").startswith("gain: +3.0 points [+1.0, +5.0] (agrees; 95 % t interval "
+                                                           "over seeds and test puzzles; 3 seed(s), 100 puzzles each")
     assert verdict_note(iv(float("nan"), float("nan")), "gain").endswith("undefined (no puzzle to measure it on, "
                                                                          "e.g. none solved); undecided")
+    assert "A claim that something does not happen" in intervals.RULE and "22 claims" in intervals.MULTIPLICITY
+
+
+def test_coverage_at_three_seeds_in_a_small_simulation():
+    """The method covers the true effect at its nominal level with three seeds spread as `search`'s (carry-last
+    47.7–78.9 % over its seeds): the issue's target, at least 93 % and at most 3.5 % false verdicts each way. The
+    earlier two-level percentile bootstrap covered 84 % here (docs/statistics.md); a t interval without the
+    puzzles' variance, or a normal one, would fall short as well. About 3 s."""
+    t0 = time.time()
+    null = coverage.simulate(coverage.project_interval, 3, 256, 0.0, "search", n=800, replicates=200, seed=1)
+    real = coverage.simulate(coverage.project_interval, 3, 256, 0.05, "search", n=800, replicates=200, seed=2)
+    assert null.covers >= 0.93 and null.above <= 0.035 and null.below <= 0.035, null
+    assert real.covers >= 0.93 and real.below <= 0.035 and real.above > 0.08, real  # and it finds the effect at times
+    assert time.time() - t0 < 30
+
+
+def test_monte_carlo_error_of_the_bounds_is_small_and_reported():
+    flags = coverage.draw(np.random.default_rng(7), 3, 256, 0.05, "search")
+    ones = np.ones(256)
+    per_seed = [[(flags[1, s], ones), (flags[0, s], ones)] for s in range(3)]
+    runs = [interval(per_seed, lambda q: q[0] - q[1], seed=k, vectorized=True) for k in range(6)]
+    assert all(iv.mc_error < intervals.MC_TOLERANCE for iv in runs)
+    assert np.std([iv.lo for iv in runs], ddof=1) < 0.001  # under 0.1 points from one resampling seed to another
+    assert "Monte-Carlo error of the bounds" in runs[0].method and runs[0].replicates >= intervals.MIN_REPLICATES
+
+
+def test_undefined_seeds_and_resamples_are_counted_not_dropped():
+    rng = np.random.default_rng(9)
+    solved = [rng.random(40) < 0.5, np.zeros(40, bool), np.eye(1, 40, 3, dtype=bool)[0]]  # none solved; one solved
+    per_seed = [[(s & (rng.random(40) < 0.3), s)] for s in solved]  # lost among solved
+    iv = interval(per_seed, replicates=500, vectorized=True)
+    assert iv.seeds == 2 and iv.undefined_seeds == 1  # the seed with nothing solved is left out, and counted
+    assert 100 < iv.undefined_replicates < 300  # its one solved puzzle is not drawn in about (39/40)^40 = 36 %
+    assert "1 of 3 seeds undefined" in iv.method
+    assert f"{iv.undefined_replicates} of 500 resamples undefined" in iv.method
+    empty = interval([[(np.zeros(5), np.zeros(5))]], replicates=50)
+    assert empty.value != empty.value and empty.lo != empty.lo and empty.undefined_seeds == 1
+
+
+def test_exact_bounds_are_contained_and_the_range_clips():
+    x = [np.zeros(200, bool)] * 3  # nothing lost: every resample gives 0
+    per_seed = [[(f, np.ones(200))] for f in x]
+    bare = interval(per_seed, vectorized=True)
+    assert bare.lo == bare.hi == 0.0
+    lo, hi = binomial_interval(0, 600)
+    widened = interval(per_seed, vectorized=True, exact=(lo, hi, "0 of 600"), bounds=(0.0, 1.0))
+    assert (widened.lo, widened.hi) == (0.0, pytest.approx(hi)) and "widened to contain 0 of 600" in widened.method
+
+
+def test_a_combine_declared_vectorized_must_act_on_each_resample_alone():
+    rng = np.random.default_rng(10)
+    per_seed = [[(rng.random((4, 30)) < 0.5, np.ones((4, 30)))] for _ in range(2)]
+    with pytest.raises(ValueError, match="declared vectorized"):
+        interval(per_seed, lambda q: np.nanmax(q[0]) - q[0][-1], vectorized=True)  # max over every resample
+    ok = interval(per_seed, lambda q: q[0][1] - q[0][-1], vectorized=True, replicates=100)
+    slow = interval(per_seed, lambda q: q[0][1] - q[0][-1], replicates=100)
+    assert ok.value == slow.value
 
 
 def test_quantities_of_one_seed_must_share_their_puzzles():
@@ -176,7 +282,10 @@ def test_a_constant_ratio_carries_a_per_seed_constant_through_the_bootstrap():
     expected = np.mean([c - s[0][0].mean() for c, s in zip((0.3, 0.5, 0.7), per_seed)])
     assert iv.value == pytest.approx(expected, abs=1e-12)
     const = bootstrap(per_seed, combine=lambda q: q[1], replicates=200)
-    assert const.value == pytest.approx(0.5) and 0.3 <= const.lo <= const.hi <= 0.7 and const.seeds == 3
+    # no puzzle variance: the t interval over the three seeds, 0.5 ± t(2 df) x 0.2 / √3
+    half = t_quantile(0.975, 2) * 0.2 / np.sqrt(3)
+    assert const.value == pytest.approx(0.5) and const.seeds == 3
+    assert (const.lo, const.hi) == (pytest.approx(0.5 - half), pytest.approx(0.5 + half))
 
 
 def test_rank_correlation_against_hand_computed_values():
@@ -195,7 +304,7 @@ def test_verdict_note_reads_the_paper_side_and_the_precision_asked_for():
     iv = Interval(-0.15, -0.27, -0.03, seeds=1, puzzles=10, replicates=100)
     assert verdict_note(iv, "rank correlation", 1.0, "", 2, side=-1).startswith(
         "rank correlation: -0.15 [-0.27, -0.03] (agrees;")
-    assert "(disagrees;" in verdict_note(iv, "rank correlation", 1.0, "", 2)
+    assert "(differs;" in verdict_note(iv, "rank correlation", 1.0, "", 2)
 
 
 def test_paired_effect_resamples_every_model_with_the_same_puzzles():

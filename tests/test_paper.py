@@ -60,8 +60,9 @@ def test_reported_numbers_appear_in_the_seeds():
                "FIG1A": [(p.layers, p.accuracy) for p in paper.FIG1A],
                "CARRY_LAST_DIAGNOSTICS": paper.CARRY_LAST_DIAGNOSTICS, "GAMMA": paper.GAMMA,
                "DIFFICULTY": paper.DIFFICULTY, "ABLATION_AXES": paper.ABLATION_AXES,
-               "ABLATION_DECAY": paper.ABLATION_DECAY, "PERTURBATION": paper.PERTURBATION}
-    allowed = {0.0}  # "none lost" is written in words
+               "ABLATION_DECAY": paper.ABLATION_DECAY, "PERTURBATION": paper.PERTURBATION,
+               "STUDY_NUMBERS": paper.STUDY_NUMBERS, "LOOPLM_EXTRAPOLATION": paper.LOOPLM_EXTRAPOLATION}
+    allowed = {0.0, 20.0, 40.0}  # "none lost" is written in words; L(r) = 20 and 40 are the study's depths
     for name, rec in records.items():
         # signs may be in words ("fell by 1.25"), fractions in percent, 1.42 M as "142만" (10^4)
         missing = sorted({v for v in leaves(rec) if v not in allowed
@@ -128,3 +129,128 @@ def test_claims_structure():
     assert {c.notebook for c in paper.CLAIMS} == set(paper.NOTEBOOKS) - set(paper.ILLUSTRATIONS)
     assert [c.id for c in paper.claims_for("04_perturbation")] == ["perturb.infiloop_retains",
                                                                     "perturb.carry_last_loses"]
+
+
+def test_every_claim_names_its_effect_and_the_papers_value_of_it():
+    """Each claim's effect is in words, with the paper's number beside it computed from the numbers typed above
+    (``basis`` says how); absence claims carry the contrast the paper draws."""
+    expected = {"main.infiloop_beats_carry_last_sudoku": 23.2, "depth.infiloop_improves_with_depth": 6.24,
+                "depth.carry_last_degrades": 4.1, "gamma.search_below_baseline": 0.16, "gamma.jump_at_solve": 0.35,
+                "gamma.score_tracks_correctness": -1.0, "perturb.infiloop_retains": 15.0,
+                "perturb.carry_last_loses": 15.0, "ablation.learned_beats_fixed": 8.1, "ablation.reverse_fails": 80.1,
+                "ablation.both_axes_best": 9.7, "ablation.content_score_matters": 6.0,
+                "study.loop_gating_helps": 0.32, "study.history_lg_best_pair": 1.16,
+                "study.loops_help_reasoning": 2.97, "study.loops_hurt_knowledge": -10.69}
+    for c in paper.CLAIMS:
+        assert c.effect and c.basis, c.id
+        assert c.paper_effect == pytest.approx(expected[c.id]) if c.id in expected else c.paper_effect is None, c.id
+        assert (c.scale, c.unit) == ((1.0, "") if c.id.startswith("gamma.") else (100.0, " points")), c.id
+    assert [c.id for c in paper.CLAIMS if c.absence] == ["perturb.infiloop_retains"]
+    assert "other half of the test puzzles" in paper.CLAIMS_BY_ID["depth.carry_last_degrades"].effect
+    assert "ε = 0" in paper.CLAIMS_BY_ID["perturb.carry_last_loses"].effect  # carry-last's own loss, not a gap
+    for cid in ("study.coda_protects_knowledge", "study.prelude_helps_reasoning"):  # a fall or a gain, not levels
+        assert "change" in paper.CLAIMS_BY_ID[cid].effect or "gain" in paper.CLAIMS_BY_ID[cid].effect
+
+
+def _other_side(builder, side: int = +1):
+    """Planted data for ``builder`` whose effect lies on the other side of zero from the paper's (``side``: +1, the
+    effect positive; -1, a fall), or, for a share (a loss: never negative), at zero: then the rule must still be able
+    to say differs."""
+    import numpy as np
+
+    from infiloop.analysis import claims
+
+    rng = np.random.default_rng(0)
+    a = [rng.random(300) < 0.5 for _ in range(3)]
+    better = [x | (rng.random(300) < 0.4) for x in a]
+    if builder is claims.difference:  # a below b (above it, against a paper's fall)
+        return claims.difference(list(zip(a, better)) if side > 0 else list(zip(better, a)))
+    if builder is claims.lead_over_best:  # the first below the best of the others
+        return claims.lead_over_best([[x, y, x] for x, y in zip(a, better)])
+    if builder is claims.difference_of_changes:  # a gains nothing, b gains
+        return claims.difference_of_changes([(x, x, y, x) for x, y in zip(a, better)])
+    if builder is claims.held_out_fall:  # half 0 spikes at update 2, then both halves keep gaining
+        k, p = 12, 300
+        curves = []
+        for _ in range(3):
+            c = np.zeros((k, p), bool)
+            c[:, 1::2] = np.arange(k)[:, None] * 25 > rng.integers(0, k * 25, p)[None, 1::2]  # half 1 rises
+            c[:, 0::2] = np.arange(k)[:, None] * 30 > rng.integers(0, k * 25, p)[None, 0::2]
+            c[2, 0::2] = True  # half 0's peak: update 2 (every puzzle right there)
+            curves.append(c)
+        return claims.held_out_fall(curves)
+    if builder is claims.proportion:  # nothing lost
+        return claims.proportion([np.zeros(300, bool)] * 3, a)
+    if builder is claims.phase_contrast:  # γ above 1 − β while searching, and no jump at the solve
+        ones = np.ones(300)
+        q = [[(0.9 * ones, ones), (0.5 * ones, ones), (0.6 * ones, ones), (0.6 * ones, ones), (0.6 * ones, ones)]] * 3
+        return claims.phase_contrast(q, "below"), claims.phase_contrast(q, "jump")
+    if builder is claims.score_trend:  # the score rises with the wrong cells
+        bins = np.arange(6.0)
+        sums = np.repeat((bins[:, None] + rng.normal(0, 0.1, (6, 1))), 300, 1)
+        return claims.score_trend([[(sums, np.ones((6, 300)))]] * 3, bins)
+    raise AssertionError(f"no planted case for {builder.__name__}")
+
+
+def test_no_claims_effect_takes_one_sign_by_construction():
+    """Every claim's effect can land on the other side of zero from the paper's (a difference measured on held-out
+    puzzles, not the peak of the same curve) and every claim can read 'differs'; a share (a loss of solved puzzles)
+    is never negative by its nature, and its 'differs' lies between zero and half the paper's loss."""
+    from infiloop.analysis import claims, intervals
+
+    assert set(claims.BUILDERS) == {c.id for c in paper.CLAIMS}
+    for cid, builder in claims.BUILDERS.items():
+        c = paper.CLAIMS_BY_ID[cid]
+        side = -1 if (c.paper_effect or 1) < 0 else 1
+        planted = _other_side(builder, side)
+        ivs = planted if isinstance(planted, tuple) else (planted,)
+        iv = ivs[1] if cid == "gamma.jump_at_solve" else ivs[0]
+        if builder is claims.proportion:
+            assert iv.value == 0 and iv.hi < 0.5 * c.paper_effect / c.scale, cid
+        else:
+            assert side * iv.value < 0 and (iv.hi if side > 0 else -iv.lo) < 0, cid
+        if not c.absence:
+            assert intervals.verdict(iv, None if c.paper_effect is None else c.paper_effect / c.scale) is False, cid
+    # the old effect of depth.carry_last_degrades, peak − last on the same curve, is never negative on the same data
+    fall = _other_side(claims.held_out_fall)
+    assert fall.value < 0 and fall.extra["peaks"] == [2, 11]
+
+
+def test_a_claim_records_its_effect_beside_the_papers_and_the_rule_decides():
+    import numpy as np
+
+    from infiloop.analysis import claims
+
+    rng = np.random.default_rng(1)
+    a = [rng.random(256) < 0.7 for _ in range(3)]
+    lead = claims.difference([(x | (rng.random(256) < 0.3), x) for x in a])
+    c = claims.claim_dict("main.infiloop_beats_carry_last_sudoku", "ours", effect=lead)
+    e = c["effect"]
+    assert c["agrees"] is True and c["rule"] == claims.RULE_VERSION and c["seeds"] == 3
+    assert (e["paper_effect"], e["threshold"], e["scale"]) == (23.2, 11.6, 100.0) and e["lo"] > 0
+    assert claims.effect_text(e).endswith("points; the paper +23.2 (differs below +11.6)")
+    assert c["note"].startswith("InfiLoop − carry-last, exact accuracy at the training depth: +")
+    assert "(agrees; 95 %" in c["note"]
+    kept = claims.claim_dict("perturb.infiloop_retains", "ours", effect=claims.proportion([a[0] & False], [a[0]]),
+                             untestable="nothing moved")
+    assert kept["agrees"] is None and kept["untestable"] == "nothing moved"
+    assert "Untestable: nothing moved" in kept["note"]
+    with pytest.raises(ValueError, match="not both"):
+        claims.claim_dict("main.infiloop_beats_carry_last_sudoku", "ours", True, effect=lead)
+
+
+def test_a_difference_no_resample_moves_is_not_taken_as_certain():
+    """Models that agree on every puzzle give a difference of exactly zero in every resample: its interval is
+    widened to ± the exact bound on the share of puzzles that could differ (0 of 32: 10.9 points), not [0, 0]."""
+    import numpy as np
+
+    from infiloop.analysis import claims, intervals
+
+    same = np.zeros(32, bool)
+    for iv in (claims.difference([(same, same)]), claims.lead_over_best([[same, same, same]]),
+               claims.difference_of_changes([(same, same, same, same)])):
+        assert iv.value == 0 and iv.hi == pytest.approx(0.109, abs=1e-3) and iv.lo == -iv.hi, iv
+        assert "exact bound on the share of the 32 puzzle-seed pairs" in iv.method
+        assert intervals.verdict(iv, 0.0116) is None  # it cannot rule out the study's +1.16 points
+    cost = claims.perturbation_cost([same | True], [same | True], [np.arange(32) < 10])  # 10 solved, all kept
+    assert cost.hi == pytest.approx(0.3085, abs=1e-3)  # 0 of the 10 solved puzzles: the exact bound 30.8 %

@@ -65,12 +65,29 @@ def built(tmp_path_factory):
                    {"id": "depth.extra", "claim": "an extra claim", "agrees": True, **claim},
                    {"id": "depth.unmeasured", "claim": "not measured here", "agrees": None, **claim, "ours": ""}]})
     _write(summaries / "03_gamma_dynamics.json", "{not json")
+    _write(summaries / "04_perturbation.json", {
+        "notebook": "04_perturbation", "title": "Perturbation", "profile": "tiny", "created": "2026-11-29T10:02:00Z",
+        "claims": _claims_with_effects()})
     _write(root / "results" / "tiny" / "stages.json", {
         "started": "2026-11-29T09:59:00Z", "finished": "2026-11-29T10:02:00Z",
         "stages": [{"name": "data", "seconds": 3.1, "status": "ok"},
                    {"name": "04_perturbation", "seconds": 40.2, "status": "failed", "error": "boom <err>"}]})
     out = report.build_report("tiny", root=root)
     return root, out, out.read_text(encoding="utf-8"), png
+
+
+def _claims_with_effects() -> list[dict]:
+    """Notebook 04's claims as the analysis writes them: one from three seeds, untestable; one from one seed."""
+    import numpy as np
+
+    from infiloop.analysis import claims
+
+    solved = [np.arange(100) < 60] * 3
+    kept = claims.claim_dict("perturb.infiloop_retains", "InfiLoop kept all", effect=claims.proportion(
+        [np.zeros(100, bool)] * 3, solved), untestable="the perturbation moved no model")
+    lost = claims.claim_dict("perturb.carry_last_loses", "carry-last lost none",
+                             effect=claims.proportion([np.zeros(100, bool)], solved[:1]))
+    return [{**kept, "profile": "tiny"}, {**lost, "profile": "tiny"}]
 
 
 def test_save_figure_writes_png_and_pdf_atomically(tmp_path):
@@ -131,15 +148,23 @@ def test_order_main_table_first(built):
 
 
 def test_claims_table(built):
+    from infiloop.analysis.intervals import MULTIPLICITY, RULE
+
     _, _, text, _ = built
     claims = text[text.index('id="claims"'):text.index('id="provenance"')]
-    reported = 5
-    unreported = len(paper.CLAIMS) - 3  # three of the paper's claims were reported
+    reported = 7
+    unreported = len(paper.CLAIMS) - 5  # five of the paper's claims were reported
     assert claims.count('<tr class="claim"') == reported + unreported
     assert '<td class="yes">✓</td>' in claims and '<td class="no">✗</td>' in claims
-    assert '<td class="undecided">?</td>' in claims  # measured, the interval of the effect contains zero
-    assert (f"2 agree ✓, 1 differ ✗, 1 undecided ? (the 95 % interval of the effect contains zero), 1 not measured "
-            f"at this profile –, {unreported} not reported") in claims
+    assert '<td class="undecided">?</td>' in claims  # measured, neither agrees nor differs
+    assert '<td class="na">⊘</td>' in claims and "untestable: the perturbation moved no model" in claims
+    assert '<td class="no">✗¹</td>' in claims  # differs, from one trained model: marked
+    assert (f"2 agree ✓, 2 differ ✗, 1 undecided ?, 1 untestable ⊘, 1 not measured at this profile –, {unreported} "
+            "not reported by any notebook; 1 verdict(s) from one trained model ¹") in claims
+    assert "0.0 [0.0, 6.0] points; the paper +15 (differs below +7.5)" in claims  # the effect beside the paper's
+    # the rule is stated once in the report, with the multiplicity sentence and the one-model mark explained
+    assert text.count("The rule: ") == 1 and report._inline(RULE) in claims
+    assert report.esc(MULTIPLICITY) in claims and "¹ one trained model per connection" in claims
 
 
 def test_provenance_and_problems(built):
@@ -149,8 +174,8 @@ def test_provenance_and_problems(built):
         assert f"<th>{key}</th>" in prov
     assert "40.2" in prov and "failed" in prov
     problems = prov[prov.index('<div id="problems">'):]
-    for name in ("03_gamma_dynamics: summary unreadable", "04_perturbation: no summary",
-                 "05_beta0_ablation: no summary", "stage 04_perturbation: failed"):
+    for name in ("03_gamma_dynamics: summary unreadable", "05_beta0_ablation: no summary",
+                 "stage 04_perturbation: failed"):
         assert name in problems, name
 
 
@@ -255,7 +280,9 @@ def test_one_heading_per_notebook_and_its_verdicts_beside_its_figures(built):
     headings = re.findall(r"<h2>(.*?)</h2>", text)
     assert len(headings) == len(set(headings)), headings
     assert headings[:2] == ["Main table", "Depth scaling"]  # the notebooks' own titles, nothing added before them
-    depth = text[text.index('id="nb-02_depth_scaling"'):text.index('id="claims"')]
+    depth = text[text.index('id="nb-02_depth_scaling"'):text.index('id="nb-04_perturbation"')]
     assert depth.index('<ul class="verdicts">') < depth.index("<figure") < depth.index("<details>")
     assert depth.count("<li><span class=") == 4 and '<span class="no">✗</span>' in depth
     assert "not measured at this profile" in depth
+    perturbation = text[text.index('id="nb-04_perturbation"'):text.index('id="claims"')]
+    assert '<span class="no">✗¹</span>' in perturbation and "effect 0.0 [0.0, 6.0] points" in perturbation

@@ -22,6 +22,32 @@ def test_the_readme_table_is_the_rendering_of_the_recorded_summaries():
     block = text[text.index(results.START):text.index(results.END) + len(results.END)]
     assert block == f"{results.START}\n{results.render_table(only=results.HEADLINE)}\n{results.END}"
     assert len(text.splitlines()) <= 200, "the README is the front door: at most 200 lines"
+    from infiloop.analysis.intervals import RULE
+
+    assert text.count(RULE) == 1 and text.count("The rule: ") == 1  # the rule, stated once
+
+
+def test_recorded_perturbation_claims_are_decided_again_from_their_table():
+    """The recorded `search` run of notebook 04 kept every solved puzzle of every model at every ε (each cell
+    "100.0 % [100.0, 100.0]", per-seed counts recorded): that fixes the analysis's data, so its two claims are decided
+    by the current rule: carry-last's own loss at ε = 0 is 0 of 503 solved puzzles, which rules out the paper's
+    15–20 % (differs); InfiLoop's claim is untestable, since the perturbation moved no model."""
+    by_id = {c["id"]: c for c in results.recorded_claims() if c["profile"] == "search"}
+    loses, keeps = by_id["perturb.carry_last_loses"], by_id["perturb.infiloop_retains"]
+    assert loses["agrees"] is False and loses["rule"] and loses["redecided"] and loses["seeds"] == 3
+    assert loses["effect"]["hi"] < 0.0075 and loses["effect"]["value"] == 0.0
+    assert "0.0 % [0.0, 0.7] of 185 / 209 / 109 solved puzzles" in loses["ours"]
+    assert keeps["agrees"] is None and "cost no model a solved puzzle" in keeps["untestable"]
+    assert results.verdict_cell(loses) == "differs‡" and results.verdict_cell(keeps) == "untestable‡"
+    # claims recorded before the rule, whose per-puzzle data the record does not keep, are marked as such
+    assert results.verdict_cell(by_id["main.infiloop_beats_carry_last_sudoku"]) == "agrees (earlier rule†)"
+    quick = {c["id"]: c for c in results.recorded_claims() if c["profile"] == "quick"}
+    assert results.verdict_cell(quick["perturb.carry_last_loses"]) == "differs¹‡"  # one seed: marked
+    assert results.verdict_cell(quick["ablation.reverse_fails"]) == "differs¹ (earlier rule†)"
+    # a table in which one model lost a puzzle does not fix the data: nothing is re-decided
+    summary = json.loads((results.RECORDED / "search" / "04_perturbation.json").read_text(encoding="utf-8"))
+    summary["tables"][0]["rows"][0][3] = "99.8 % [99.5, 100.0]"
+    assert results.redecide(summary) == summary["claims"]
 
 
 def test_every_recorded_profile_has_its_current_table_in_docs_results():
@@ -49,9 +75,11 @@ def test_record_and_render(tmp_path, monkeypatch):
     assert sorted(p.name for p in written) == ["01_main_table.json", "02_depth_scaling.json"]
     table = results.render_table(rec)
     lines = table.splitlines()
-    assert lines[2] == "| 01 | InfiLoop beats \\| carry-last | 97.9 vs 74.7 % | 90 vs 80 % | agrees |"
-    assert lines[3].endswith("| undecided |") and lines[4].endswith("| – | not measured |")
-    assert "`smoke` (2026-12-01)" in table and "1 agrees, 0 differs, 1 undecided, 1 not measured" in table
+    assert lines[2] == ("| 01 | InfiLoop beats \\| carry-last | 97.9 vs 74.7 % | 90 vs 80 % | recorded without its "
+                        "effect | agrees (earlier rule†) |")
+    assert lines[3].endswith("| undecided (earlier rule†) |") and lines[4].endswith("| – | – | not measured |")
+    assert "`smoke` (2026-12-01)" in table
+    assert "1 not measured; by the earlier rule†: 1 agrees, 0 differs, 1 undecided" in table
 
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{results.START}\nold\n{results.END}\nrest\n")

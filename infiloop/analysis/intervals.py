@@ -3,34 +3,73 @@
 Every headline number of the notebooks is a mean over training seeds of a per-seed statistic that is a
 ratio of sums over that seed's test puzzles (exact accuracy: solved / puzzles; solved-then-lost: lost /
 solved; state change after the solve: summed per-puzzle means / puzzles solved), or a function of such
-ratios (a difference between two models on the same puzzles, a peak minus the last value of a curve).
+ratios (a difference between two models on the same puzzles, the fall of a curve after its peak).
 
-**Method**: a two-level percentile bootstrap. Each replicate draws the seeds with replacement, then,
-within each drawn seed, its test puzzles with replacement (one draw per seed, shared by every quantity
-of that seed, so that two models evaluated on the same puzzles stay paired); the statistic of the
-replicate is the mean over the drawn seeds. The interval is the 2.5th and 97.5th percentile of the
-replicates. With one seed only the puzzles are resampled: the interval then covers the sampling of the
-test set, not the variation between training runs, and :attr:`Interval.method` says so.
+**Method** (:func:`interval`; chosen by the coverage simulation of ``benchmarks/interval_coverage.py``, table and
+reasoning in ``docs/statistics.md``). Seeds and puzzles are *crossed*: every seed is tested on the same puzzles.
+With θ_s the statistic of seed s on all its puzzles and θ̄ their mean over the S seeds, the variance of θ̄ has a
+seed part, a puzzle part and their interaction, σ²_seed/S + σ²_puzzle/P + σ²_int/(SP). It is estimated as
 
-A claim's **verdict** (:func:`verdict`) is decided by the interval of the effect the paper reports:
-``True`` (agrees) when the interval lies on the paper's side of zero, ``False`` (disagrees) when it lies
-on the other side, ``None`` (undecided) when it contains zero.
+    V = A + B − C,   A = s²(θ_s)/S,   B = Var*(θ̄*),   C = (mean_s Var*(θ_s*) − B)/(S − 1),
+
+where * is a resample of the test puzzles, *the same draw for every seed* (the crossed design), so that B holds
+the shared puzzle variance; A, the spread of the per-seed statistics, holds the seed variance and C removes the
+interaction that A and B both count (V is never below A or B). The interval is θ̄ ± t·√V with Student's t at
+Satterthwaite's degrees of freedom, ν = V² / (A²/(S − 1) + (V − A)²/(P − 1)): near S − 1 when the seeds
+dominate (t = 4.30 for three seeds), near P − 1 when the puzzles do. With one seed, V = B and the interval covers
+the sampling of the test set, not the variation between training runs (:attr:`Interval.method` says so).
+
+The puzzle resamples are added until the Monte-Carlo error of each bound (batch means over 10 groups of
+resamples) is below ``MC_TOLERANCE`` (0.0005: 0.05 points of a fraction, so that it is under 0.1 with a margin); it
+is reported. A seed whose statistic is undefined (e.g. no solved puzzle to take a share of) is left out and
+counted, as is every resample in which a used seed's statistic is undefined: nothing is dropped silently. Where
+the statistic is a proportion of pooled counts, a caller may pass their exact (Clopper–Pearson) interval: the
+interval then contains it, which keeps it honest when no resample can move the statistic (0 of 500 solved puzzles
+lost reads [0.0, 0.7] %, not [0, 0]).
+
+A claim's **verdict** (:func:`verdict`) applies :data:`RULE` to the interval of its effect and the paper's
+effect beside it.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
+from .quantiles import t_quantile
+
 Ratio = tuple[np.ndarray, np.ndarray]  # (numerator, denominator), the puzzle axis last
+
+MC_TOLERANCE = 5e-4  # Monte-Carlo error allowed on a bound: 0.05 points of a fraction (under 0.1 with margin)
+MIN_REPLICATES, MAX_REPLICATES = 2_000, 200_000
+MAX_LOOPED = 20_000  # the most resamples for a combine that is not vectorized (called once per resample and seed)
+MC_GROUPS = 10  # batch means: the bounds from 10 disjoint groups of resamples give their Monte-Carlo error
+FRACTION = 0.5  # differs: the interval lies below this fraction of the paper's effect
+
+RULE = ("Each claim's effect is oriented so that the paper's effect is positive. **agrees**: its 95 % interval lies "
+        "above zero (on the paper's side); **differs**: otherwise, when the interval lies below half the paper's "
+        "effect (below zero where the paper gives no number), so the data rule the paper's effect out; "
+        "**undecided**: neither. A claim that something does not happen (InfiLoop keeps its solved puzzles) agrees "
+        "when the interval of what would happen (its loss) lies below half the contrast the paper draws (TRM's 15 % "
+        "loss: 7.5 %), differs when it lies above, and is **untestable** when the perturbation moved no model.")
+MULTIPLICITY = ("About 22 claims are decided at once, each by its own 95 % interval with no adjustment for "
+                "multiplicity: even with every interval covering as it should, one verdict in twenty may be wrong by "
+                "chance, so a single agrees or differs among many is weaker evidence than it reads.")
 
 
 @dataclass
 class Interval:
-    """A statistic (mean over seeds) with its bootstrap interval; arrays for curves, floats for scalars."""
+    """A statistic (mean over seeds) with its 95 % interval; arrays for curves, floats for scalars.
+
+    ``seeds``: the seeds whose statistic is defined (used); ``undefined_seeds``: those left out (where the
+    statistic is undefined on all their puzzles); ``undefined_replicates``: puzzle resamples left out because a used
+    seed's statistic was undefined in them (the most over a curve's points); ``df``: Satterthwaite's degrees of
+    freedom; ``mc_error``: the Monte-Carlo error of the bounds (the largest over bounds and a curve's points)."""
 
     value: np.ndarray | float
     lo: np.ndarray | float
@@ -40,18 +79,47 @@ class Interval:
     level: float = 0.95
     replicates: int = 0
     items: str = "puzzles"  # what the test items are (the looped decoder's are text items)
+    df: np.ndarray | float = float("nan")
+    mc_error: float = 0.0
+    undefined_seeds: int = 0
+    undefined_replicates: int = 0
+    crossed: bool = True
+    exact: str = ""  # the exact interval the bounds were widened to contain, in words ("" when none)
+    extra: dict = field(default_factory=dict)  # what a builder records beside it (e.g. the chosen peaks)
+
+    def describe(self, scale: float = 100.0, unit: str = " points") -> str:
+        """How the interval was computed, in words; the Monte-Carlo error in the statistic's display units."""
+        if self.seeds == 0:
+            return f"undefined: none of the {self.undefined_seeds} seed(s) has anything to measure it on"
+        if self.seeds > 1:
+            head = (f"{100 * self.level:.0f} % t interval over seeds and test {self.items}; {self.seeds} seed(s), "
+                    f"{self.puzzles} {self.items} each (Satterthwaite's {_df_text(self.df)} degrees of freedom")
+        else:
+            head = (f"{100 * self.level:.0f} % interval over test {self.items} only (one seed: no seed variation); "
+                    f"{self.seeds} seed(s), {self.puzzles} {self.items} each (")
+        draw = "" if self.seeds <= 1 else ", the same draw for every seed" if self.crossed else \
+            ", drawn per seed: their test sets differ"
+        out = (f"{head}{'; ' if self.seeds > 1 else ''}the {self.items}' variance from {self.replicates:,} "
+               f"resamples{draw}; Monte-Carlo error of the bounds {scale * self.mc_error:.2g}{unit})")
+        if self.exact:
+            out += f"; widened to contain {self.exact}"
+        if self.undefined_seeds:
+            out += (f"; {self.undefined_seeds} of {self.seeds + self.undefined_seeds} seeds undefined (nothing to "
+                    "measure it on), left out")
+        if self.undefined_replicates:
+            out += f"; {self.undefined_replicates:,} of {self.replicates:,} resamples undefined, left out"
+        return out
 
     @property
     def method(self) -> str:
-        over = f"seeds and test {self.items}" if self.seeds > 1 else \
-            f"test {self.items} only (one seed: no seed variation)"
-        return (f"{100 * self.level:.0f} % percentile bootstrap over {over}; {self.seeds} seed(s), "
-                f"{self.puzzles} {self.items} each, {self.replicates} replicates")
+        return self.describe()
 
     def point(self, i: int) -> Interval:
         """Element ``i`` of a curve's interval, as a scalar interval."""
-        return Interval(float(self.value[i]), float(self.lo[i]), float(self.hi[i]), self.seeds, self.puzzles,
-                        self.level, self.replicates, self.items)
+        pick = (lambda a: float(np.asarray(a)[i]) if np.ndim(a) else float(a))
+        return Interval(pick(self.value), pick(self.lo), pick(self.hi), self.seeds, self.puzzles, self.level,
+                        self.replicates, self.items, pick(self.df), self.mc_error, self.undefined_seeds,
+                        self.undefined_replicates, self.crossed, self.exact)
 
     def pct(self, digits: int = 1) -> str:
         """``"90.6 % [88.1, 92.9]"`` for a scalar fraction."""
@@ -65,86 +133,221 @@ class Interval:
         return f"{self.value:{fmt}} [{self.lo:{fmt}}, {self.hi:{fmt}}]"
 
 
+def _df_text(df) -> str:
+    d = float(np.nanmin(df)) if np.ndim(df) else float(df)
+    return "–" if d != d else (f"{d:.1f}" if d < 100 else f"{d:,.0f}")
+
+
 def _ratio(num: np.ndarray, den: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """sum(num) / sum(den) over the puzzle axis, each puzzle counted ``weights`` times (a bootstrap draw)."""
+    """sum(num) / sum(den) over the puzzle axis, each puzzle counted ``weights`` times (a resample); ``weights``
+    may be [P] or [P, R] (R resamples at once: the result gains a last axis R)."""
     n, d = (num.sum(-1), den.sum(-1)) if weights is None else (num @ weights, den @ weights)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(d > 0, n / np.where(d > 0, d, 1), np.nan)
 
 
-def bootstrap(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.ndarray]], np.ndarray | float]
-              = lambda r: r[0], replicates: int = 1000, level: float = 0.95, seed: int = 0,
-              items: str = "puzzles") -> Interval:
-    """The interval of ``mean over seeds of combine([ratio_1, ratio_2, ...])``.
+def _first(r):
+    return r[0]
 
-    ``per_seed[i]`` holds seed i's quantities as (numerator, denominator) arrays whose last axis is that
-    seed's test puzzles (the same puzzles for every quantity of the seed); ``ratio_j`` is
-    ``numerator_j.sum(-1) / denominator_j.sum(-1)`` (NaN where the denominator is 0), a float or, for a
-    curve ([K, P] arrays), an array over K. ``combine`` maps the seed's ratios to its statistic; ``items`` names
-    the test items in the interval's description."""
+
+def _prepare(per_seed) -> list[list[Ratio]]:
     if not per_seed or any(not q for q in per_seed):
-        raise ValueError("bootstrap: expected at least one seed with at least one quantity")
-    per_seed = [[(np.asarray(n, np.float64), np.asarray(d, np.float64)) for n, d in q] for q in per_seed]
-    for i, q in enumerate(per_seed):
+        raise ValueError("interval: expected at least one seed with at least one quantity")
+    out = [[(np.asarray(n, np.float64), np.asarray(d, np.float64)) for n, d in q] for q in per_seed]
+    for i, q in enumerate(out):
         if len({a.shape[-1] for pair in q for a in pair}) != 1:
-            raise ValueError(f"bootstrap: seed {i}'s quantities are not over the same puzzles (last axes differ)")
-    n_seeds = len(per_seed)
+            raise ValueError(f"interval: seed {i}'s quantities are not over the same puzzles (last axes differ)")
+    return out
 
-    def stat(seeds: Sequence[int], weights: Sequence[np.ndarray | None]) -> np.ndarray:
-        vals = np.stack([np.asarray(combine([_ratio(n, d, w) for n, d in per_seed[s]]), np.float64)
-                         for s, w in zip(seeds, weights)])
-        with warnings.catch_warnings():  # a replicate whose every seed is undefined (no solved puzzle) is NaN
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmean(vals, axis=0)
 
-    value = stat(range(n_seeds), [None] * n_seeds)
-    rng = np.random.default_rng(seed)
-    reps = []
-    for _ in range(replicates):
-        seeds = rng.integers(0, n_seeds, n_seeds) if n_seeds > 1 else [0]
-        weights = []
-        for s in seeds:
-            p = per_seed[s][0][0].shape[-1]
-            weights.append(np.bincount(rng.integers(0, p, p), minlength=p).astype(np.float64))
-        reps.append(stat(seeds, weights))
-    tail = 100 * (1 - level) / 2
+def _weights(rng: np.random.Generator, p: int, r: int) -> np.ndarray:
+    """[P, R]: how often each of ``p`` puzzles is drawn in each of ``r`` resamples (with replacement)."""
+    idx = rng.integers(0, p, (r, p)) + p * np.arange(r)[:, None]
+    return np.bincount(idx.ravel(), minlength=r * p).reshape(r, p).T.astype(np.float64)
+
+
+def _resampled(per_seed, combine, weights: list[np.ndarray], vectorized: bool) -> np.ndarray:
+    """[S, ..., R]: each seed's statistic in each resample (``weights[s]`` [P, R] for seed s)."""
+    out = []
+    for q, w in zip(per_seed, weights):
+        ratios = [_ratio(n, d, w) for n, d in q]
+        if vectorized:
+            out.append(np.asarray(combine(ratios), np.float64))
+        else:
+            out.append(np.stack([np.asarray(combine([x[..., r] for x in ratios]), np.float64)
+                                 for r in range(w.shape[1])], axis=-1))
+    return np.stack(out)
+
+
+def _check_vectorized(per_seed, combine, rng) -> None:
+    """A combine declared vectorized must give, on a batch of resamples, what it gives on each one alone."""
+    w = _weights(rng, per_seed[0][0][0].shape[-1], 5)
+    batch = _resampled(per_seed[:1], combine, [w], True)
+    alone = _resampled(per_seed[:1], combine, [w], False)
+    if batch.shape != alone.shape or not np.allclose(batch, alone, equal_nan=True, rtol=1e-9, atol=1e-12):
+        raise ValueError("interval: combine was declared vectorized but does not act on each resample alone "
+                         "(it must work element-wise along a last axis of resamples)")
+
+
+def _components(theta: np.ndarray, reps: np.ndarray) -> tuple:
+    """From the per-seed statistics ``theta`` [S, ...] and their resamples ``reps`` [S, ..., R]: (used [S, ...],
+    value, A, B, C, number of used seeds, undefined resamples [...]) as in the module docstring."""
+    used = np.isfinite(theta)
+    n_used = used.sum(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanpercentile(np.stack(reps), [tail, 100 - tail], axis=0)
+        value = np.nanmean(np.where(used, theta, np.nan), axis=0)
+        a = np.where(n_used > 1, np.nanvar(np.where(used, theta, np.nan), axis=0, ddof=1) / np.maximum(n_used, 1), 0.0)
+        r = np.where(used[..., None], reps, 0.0)
+        bad = (used[..., None] & ~np.isfinite(reps)).any(0)  # a used seed undefined in this resample
+        mean = np.where(bad, np.nan, r.sum(0) / np.maximum(n_used, 1)[..., None])
+        b = np.nanvar(mean, axis=-1, ddof=1)
+        per_seed = np.nanvar(np.where(bad[None] | ~used[..., None], np.nan, reps), axis=-1, ddof=1)
+        v_bar = np.nanmean(np.where(used, per_seed, np.nan), axis=0)
+        c = np.where(n_used > 1, np.maximum(0.0, (v_bar - b) / np.maximum(n_used - 1, 1)), 0.0)
+    return used, value, a, np.nan_to_num(b), np.nan_to_num(c), n_used, bad.sum(-1)
+
+
+def _bounds(value, a, b, c, n_used, p: int, level: float):
+    """θ̄ ∓ t·√V at Satterthwaite's degrees of freedom (module docstring), element-wise."""
+    v = np.maximum(np.maximum(a + b - c, a), b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dfs = np.where(n_used > 1, v ** 2 / (a ** 2 / np.maximum(n_used - 1, 1) + np.maximum(v - a, 0) ** 2
+                                            / max(p - 1, 1)), max(p - 1, 1))
+    dfs = np.where(np.isfinite(dfs) & (dfs > 0), dfs, np.maximum(n_used - 1, 1))
+    t = _t_quantiles((1 + level) / 2, np.atleast_1d(dfs)).reshape(np.shape(dfs))
+    half = t * np.sqrt(v)
+    return value - half, value + half, dfs
+
+
+def _t_quantiles(q: float, dfs: np.ndarray) -> np.ndarray:
+    """t quantiles for many degrees of freedom: exact (memoized) for up to 64 values; for a curve's hundreds,
+    interpolated in log df on 4,000 exact points from 0.5 to 10⁷ (relative error below 1e-5)."""
+    flat = np.asarray(dfs, np.float64).ravel()
+    if flat.size <= 64:
+        return np.array([t_quantile(q, float(f"{d:.6g}")) for d in flat])
+    grid, values = _t_grid(q)
+    return np.interp(np.log(np.clip(flat, grid[0], grid[-1])), np.log(grid), values)
+
+
+@lru_cache(maxsize=4)
+def _t_grid(q: float) -> tuple[np.ndarray, np.ndarray]:
+    grid = np.geomspace(0.5, 1e7, 4000)
+    return grid, np.array([t_quantile(q, float(d)) for d in grid])
+
+
+def _mc_error(value, a, reps, used, n_used, p: int, level: float) -> float:
+    """The Monte-Carlo error of the bounds: their spread over ``MC_GROUPS`` disjoint groups of resamples, each
+    group's bounds computed as the full estimate's (degrees of freedom included), divided by √groups."""
+    m = reps.shape[-1] // MC_GROUPS
+    if m < 2:
+        return float("nan")
+    grouped = reps[..., : m * MC_GROUPS].reshape(*reps.shape[:-1], MC_GROUPS, m)
+    mask = np.broadcast_to(used[..., None], grouped.shape[:-1])
+    _, _, _, b, c, _, _ = _components(np.where(mask, 0.0, np.nan), grouped)  # [..., groups]
+    expand = (lambda x: np.asarray(x)[..., None])
+    lo, hi, _ = _bounds(expand(value), expand(a), b, c, expand(n_used), p, level)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        err = np.nanstd(np.stack([lo, hi]), axis=-1, ddof=1) / math.sqrt(MC_GROUPS)
+    return float(np.nanmax(err)) if np.isfinite(err).any() else 0.0
+
+
+def interval(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.ndarray]], np.ndarray | float] = _first,
+             replicates: int | None = None, level: float = 0.95, seed: int = 0, items: str = "puzzles",
+             vectorized: bool = False, exact: tuple[float, float, str] | None = None,
+             bounds: tuple[float, float] | None = None, mc_tolerance: float = MC_TOLERANCE) -> Interval:
+    """The interval of ``mean over seeds of combine([ratio_1, ratio_2, ...])`` (module docstring).
+
+    ``per_seed[i]`` holds seed i's quantities as (numerator, denominator) arrays whose last axis is the test
+    puzzles (the same puzzles for every quantity and, for the crossed resampling, every seed); ``ratio_j`` is
+    ``numerator_j.sum(-1) / denominator_j.sum(-1)`` (NaN where the denominator is 0), a float or, for a curve
+    ([K, P] arrays), an array over K. ``combine`` maps a seed's ratios to its statistic; ``vectorized=True``
+    declares that it also works element-wise on ratios with a last axis of resamples (checked), which is much
+    faster. ``replicates``: puzzle resamples (None: from 2,000 up until the Monte-Carlo error of the bounds is below
+    ``mc_tolerance``, at most 200,000, or 20,000 for a combine that is not vectorized; the error is reported).
+    ``exact``: (lo, hi, words) that the interval must contain (an exact interval of pooled counts); ``bounds``: the
+    statistic's range, to which the interval is clipped."""
+    per_seed = _prepare(per_seed)
+    sizes = {q[0][0].shape[-1] for q in per_seed}
+    crossed, p = len(sizes) == 1, max(sizes)
+    theta = np.stack([np.asarray(combine([_ratio(n, d) for n, d in q]), np.float64) for q in per_seed])
+    rng = np.random.default_rng(seed)
+    if vectorized:
+        _check_vectorized(per_seed, combine, rng)
+    reps, wanted = [], replicates or MIN_REPLICATES
+    while True:
+        for start in range(sum(r.shape[-1] for r in reps), wanted, 1000):
+            n = min(1000, wanted - start)
+            w = [_weights(rng, p, n)] * len(per_seed) if crossed else \
+                [_weights(rng, q[0][0].shape[-1], n) for q in per_seed]
+            reps.append(_resampled(per_seed, combine, w, vectorized))
+        allr = np.concatenate(reps, axis=-1)
+        used, value, a, b, c, n_used, bad = _components(theta, allr)
+        lo, hi, dfs = _bounds(value, a, b, c, n_used, p, level)
+        mc = _mc_error(value, a, allr, used, n_used, p, level)
+        cap = MAX_REPLICATES if vectorized else MAX_LOOPED
+        if replicates is not None or not mc > mc_tolerance or wanted >= cap:
+            break
+        wanted = min(cap, int(wanted * (mc / mc_tolerance) ** 2 * 1.2) + 1000)
+    words = ""
+    if exact is not None:
+        lo, hi, words = np.minimum(lo, exact[0]), np.maximum(hi, exact[1]), exact[2]
+    if bounds is not None:
+        lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
     out = float if np.ndim(value) == 0 else np.asarray
-    return Interval(out(value), out(lo), out(hi), n_seeds, int(per_seed[0][0][0].shape[-1]), level, replicates,
-                    items)
+    lo, hi = np.where(n_used > 0, lo, np.nan), np.where(n_used > 0, hi, np.nan)
+    n_max = int(np.max(n_used))
+    missing = len(per_seed) - (int(np.min(n_used[n_used > 0])) if n_max else 0)
+    return Interval(out(value), out(lo), out(hi), n_max, p, level, allr.shape[-1], items, out(dfs), mc, missing,
+                    int(np.max(bad)), crossed, words)
 
 
-def verdict(effect: Interval, side: int = +1) -> bool | None:
-    """The paper's effect on ``side`` of zero (+1: positive, -1: negative): True when the interval lies
-    entirely on that side, False when entirely on the other, None (undecided) when it contains zero."""
-    lo, hi = (effect.lo, effect.hi) if side > 0 else (-effect.hi, -effect.lo)
+bootstrap = interval  # the earlier name (a two-level percentile bootstrap until issue 49), kept for its callers
+
+
+def verdict(effect: Interval, paper: float | None = None, side: int | None = None, absence: bool = False,
+            fraction: float = FRACTION) -> bool | None:
+    """:data:`RULE`, the one place a verdict is decided: True (agrees), False (differs), None (undecided).
+
+    ``paper``: the paper's effect in the effect's own units (signed; None when the paper gives no number);
+    ``side``: the paper's direction (+1 or -1; default: the sign of ``paper``, else +1). ``absence``: a claim that
+    something does not happen; ``paper`` is then the contrast the paper draws (TRM's loss), the effect what would
+    happen (InfiLoop's loss): agrees when the interval lies below ``fraction`` of the contrast, differs above."""
+    lo, hi = float(np.asarray(effect.lo)), float(np.asarray(effect.hi))
     if not (lo == lo and hi == hi):
         return None
+    if absence:
+        margin = fraction * abs(paper)
+        return True if hi < margin else False if lo > margin else None
+    s = side if side is not None else (-1 if paper is not None and paper < 0 else +1)
+    lo, hi = (lo, hi) if s > 0 else (-hi, -lo)
     if lo > 0:
         return True
-    if hi < 0:
+    if hi < (fraction * abs(paper) if paper is not None else 0.0):
         return False
     return None
 
 
+LABELS = {True: "agrees", False: "differs", None: "undecided"}
+
+
 def verdict_note(effect: Interval, what: str, scale: float = 100.0, unit: str = " points", digits: int = 1,
-                 side: int = +1) -> str:
+                 side: int = +1, paper: float | None = None) -> str:
     """One line for the claims table: the effect, its interval (``digits`` decimals after ``scale``), the
-    verdict for the paper's ``side`` (:func:`verdict`) and how the interval was computed."""
+    verdict (:func:`verdict`; ``paper`` in display units) and how the interval was computed."""
     if effect.value != effect.value:
         return f"{what}: undefined (no puzzle to measure it on, e.g. none solved); undecided"
-    v = {True: "agrees", False: "disagrees", None: "undecided"}[verdict(effect, side)]
+    v = LABELS[verdict(effect, None if paper is None else paper / scale, side)]
     f = f"+.{digits}f"
     return (f"{what}: {scale * effect.value:{f}}{unit} [{scale * effect.lo:{f}}, {scale * effect.hi:{f}}] "
-            f"({v}; {effect.method})")
+            f"({v}; {effect.describe(scale, unit)})")
 
 
 def paired_effect(solved: Mapping[str, np.ndarray], keys: Sequence[str],
                   combine: Callable[[list[np.ndarray]], float], what: str) -> tuple[bool | None, str]:
     """A claim decided on one seed's test puzzles: ``solved[k]`` is model k's [P] right-or-wrong flags on the
     same puzzles; the effect ``combine([accuracy of keys[0], ...])`` is resampled with one draw of the puzzles
-    for every model (paired). Returns its :func:`verdict` and :func:`verdict_note`."""
-    iv = bootstrap([[(np.asarray(solved[k], np.float64), np.ones(len(solved[k]))) for k in keys]], combine)
+    for every model (paired). Returns its :func:`verdict` (no paper number: the side of zero) and its note."""
+    iv = interval([[(np.asarray(solved[k], np.float64), np.ones(len(solved[k]))) for k in keys]], combine)
     return verdict(iv), verdict_note(iv, what)

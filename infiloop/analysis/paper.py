@@ -206,73 +206,149 @@ ABLATION_DECAY: list[dict] = [
 
 # --- Claims the notebooks check -------------------------------------------------------------------
 
+# The looped-LM study's numbers behind notebook 08's claims (benchmark averages in %; Llama3.1-1B backbone,
+# 20 effective layers in training: L(K) = 20).
+LOOPLM_EXTRAPOLATION = {"reasoning": {20: 28.52, 40: 31.49}, "knowledge": {20: 62.80, 40: 52.11}}
+
+# The looped-LM study's numbers behind its claims (benchmark averages in %).
+STUDY_NUMBERS = {
+    "loop_gating": 36.91, "baseloop": 36.59,  # overall, L(r) = 56, Qwen3-0.6B 7×4
+    "history_lg": 37.30, "history_lg_over_best_part": 1.16,  # D = 84
+    "source": STUDY,
+}
+
+
 @dataclass(frozen=True)
 class Claim:
-    """A qualitative claim of the paper, its number as the paper gives it, and who checks it."""
+    """A qualitative claim of the paper, its number as the paper gives it, who checks it, and the effect that
+    decides it (``infiloop/analysis/intervals.py``, ``RULE``).
+
+    ``effect``: what the notebook measures, in words; ``paper_effect``: the paper's value of that effect in the same
+    units (``unit``; accuracies in points, i.e. the fraction × ``scale`` = 100), signed (negative: the paper's effect
+    is a fall), None where the paper gives no number; ``basis``: how it follows from the paper's numbers. An
+    ``absence`` claim says that something does not happen: its effect is what would happen (a loss) and
+    ``paper_effect`` the contrast the paper draws (TRM's loss)."""
 
     id: str
     claim: str
     paper: str
     notebook: str
+    effect: str = ""
+    paper_effect: float | None = None
+    basis: str = ""
+    unit: str = " points"
+    scale: float = 100.0
+    absence: bool = False
+
+
+_TRM, _INF = TABLE1_BY_CONNECTION["carry_last"], TABLE1_BY_CONNECTION["infiloop"]
+_DECAY = {(d["decay"], d["beta"]): d for d in ABLATION_DECAY}
+_INF_DEPTH = {p.updates: p.accuracy for p in DEPTH_SCALING if p.model == "InfiLoop"}
+_TRM_LOSS = PERTURBATION["trm_loss_pct"][0]  # the lower end of 15–20 %: the smaller effect, the stricter differs
+
+
+def _paper_ranks() -> float:
+    """The rank correlation of the paper's median content scores with their wrong-cell counts (−1: they fall)."""
+    pairs = sorted(GAMMA["content_score_median"].items())
+    xs, ys = [k for k, _ in pairs], [v for _, v in pairs]
+    rx, ry = (sorted(xs).index(x) for x in xs), (sorted(ys).index(y) for y in ys)
+    d2 = sum((a - b) ** 2 for a, b in zip(rx, ry))
+    n = len(xs)
+    return 1 - 6 * d2 / (n * (n * n - 1))
 
 
 CLAIMS: list[Claim] = [
     Claim("main.infiloop_beats_carry_last_sudoku", "InfiLoop beats carry-last (TRM) on Sudoku-Extreme",
-          "97.9 vs 74.7 %", "01_main_table"),
+          "97.9 vs 74.7 %", "01_main_table", "InfiLoop − carry-last, exact accuracy at the training depth",
+          round(_INF.sudoku - _TRM.sudoku, 2), "Table 1: 97.9 − 74.7"),
     Claim("depth.infiloop_improves_with_depth", "InfiLoop's accuracy keeps rising with test-time depth",
-          "86.5 % @ 936 → 92.74 % @ 24,960 layers", "02_depth_scaling"),
+          "86.5 % @ 936 → 92.74 % @ 24,960 layers", "02_depth_scaling",
+          "InfiLoop's exact accuracy at the deepest evaluation − at the training depth",
+          round(_INF_DEPTH[960] - _INF_DEPTH[36], 2), "depth table: 92.74 % @ 960 − 86.5 % @ 36 updates"),
     Claim("depth.carry_last_degrades", "carry-last peaks early and then loses accuracy with more updates",
-          "62.2 % @ 468 → 58.1 % @ 1,872 layers", "02_depth_scaling"),
+          "62.2 % @ 468 → 58.1 % @ 1,872 layers", "02_depth_scaling",
+          "carry-last's fall after its peak: accuracy at the peak − at the deepest evaluation, the peak chosen on the "
+          "other half of the test puzzles", round(FIG1A[0].accuracy - FIG1A[1].accuracy, 2),
+          "Fig. 1a: 62.2 % @ 18 − 58.1 % @ 72 updates"),
     Claim("gamma.search_below_baseline", "before the solve, γ stays below the equal-weight baseline 1 − β",
-          "≈0.40 vs 0.56", "03_gamma_dynamics"),
+          "≈0.40 vs 0.56", "03_gamma_dynamics", "1 − β − mean γ in the updates before the first solve",
+          round(GAMMA["equal_weight_baseline"] - GAMMA["search_mean"], 2), "0.56 − 0.40", "", 1.0),
     Claim("gamma.jump_at_solve", "γ jumps at the update that completes the board, then returns to 1 − β",
-          "0.91, back to 0.56 within 6 updates", "03_gamma_dynamics"),
+          "0.91, back to 0.56 within 6 updates", "03_gamma_dynamics",
+          "γ at the solving update − the larger of γ before it and 1 − β",
+          round(GAMMA["at_solve"] - max(GAMMA["search_mean"], GAMMA["equal_weight_baseline"]), 2),
+          "0.91 − max(0.40, 0.56)", "", 1.0),
     Claim("gamma.score_tracks_correctness", "the content score falls as the number of wrong cells grows",
-          "median 7.25 / 2.75 / −0.58 at 0 / 20 / 33 wrong cells", "03_gamma_dynamics"),
+          "median 7.25 / 2.75 / −0.58 at 0 / 20 / 33 wrong cells", "03_gamma_dynamics",
+          "rank correlation of the mean content score with the candidate's wrong cells", round(_paper_ranks(), 2),
+          "the rank correlation of the paper's three medians with 0 / 20 / 33 wrong cells", "", 1.0),
     Claim("perturb.infiloop_retains", "InfiLoop keeps its solved puzzles after a perturbation of the state",
-          "100 % at every ε ∈ [1e-4, 0.3]", "04_perturbation"),
+          "100 % at every ε ∈ [1e-4, 0.3]", "04_perturbation",
+          "InfiLoop's loss of solved puzzles under the strongest perturbation", _TRM_LOSS,
+          "InfiLoop loses none (0 %) where TRM loses 15–20 %: the contrast is 15 points", absence=True),
     Claim("perturb.carry_last_loses", "carry-last loses solved puzzles, even without a perturbation",
-          "15–20 % lost, even at ε = 0", "04_perturbation"),
+          "15–20 % lost, even at ε = 0", "04_perturbation",
+          "carry-last's loss of its solved puzzles without a perturbation (ε = 0)", _TRM_LOSS,
+          "15–20 % lost at ε = 0: the lower end"),
     Claim("ablation.learned_beats_fixed", "a learned decay beats a fixed, uniform or reverse one",
-          "82.1 vs 74.0 / 38.4 / 2.0 % (H3 L6)", "05_beta0_ablation"),
-    Claim("ablation.reverse_fails", "a reverse decay (β > 1) fails", "2.0 % (β = 1.82, H3 L6)", "05_beta0_ablation"),
+          "82.1 vs 74.0 / 38.4 / 2.0 % (H3 L6)", "05_beta0_ablation",
+          "learned − the best of the fixed, uniform and reverse decays at the short budget",
+          round(_DECAY["learned", 0.55]["H3L6"] - _DECAY["fixed", 0.55]["H3L6"], 2), "82.1 − 74.0 (H3 L6)"),
+    Claim("ablation.reverse_fails", "a reverse decay (β > 1) fails", "2.0 % (β = 1.82, H3 L6)", "05_beta0_ablation",
+          "learned − reverse decay at the short budget",
+          round(_DECAY["learned", 0.55]["H3L6"] - _DECAY["reverse", 1.82]["H3L6"], 2), "82.1 − 2.0 (H3 L6)"),
     Claim("ablation.both_axes_best", "InfiLoop on both axes beats inner-only and outer-only",
-          "82.1 vs 72.6 / 75.1 % (H3 L6); 89.7 vs 79.4 / 80.0 % (H32 L6)", "05_beta0_ablation"),
+          "82.1 vs 72.6 / 75.1 % (H3 L6); 89.7 vs 79.4 / 80.0 % (H32 L6)", "05_beta0_ablation",
+          "both axes − the better single axis at the long budget",
+          round(ABLATION_AXES["both"]["H32L6"] - max(ABLATION_AXES["inner"]["H32L6"], ABLATION_AXES["outer"]["H32L6"]),
+                2), "89.7 − 80.0 (H32 L6)"),
     Claim("ablation.content_score_matters", "removing the content score costs accuracy",
-          "6–7 points (train- or test-time)", "05_beta0_ablation"),
+          "6–7 points (train- or test-time)", "05_beta0_ablation",
+          "with − without the content score at the long budget", float(GAMMA["no_content_score_cost_points"][0]),
+          "6–7 points: the lower end"),
     # the looped-LM study (language models, FineWeb-Edu; its numbers are benchmark averages in %)
     Claim("study.history_beats_dense_injection",
           "history-state injection extrapolates where dense initial-state injection collapses",
           f"{STUDY}: dense injection collapses past the horizon; history (dense, w = 1) stays near the "
-          "non-looped reference", "06_conditioning"),
+          "non-looped reference", "06_conditioning", "history (w = 1) − dense injection at the longest budget",
+          None, "no number"),
     Claim("study.window_one_best", "a history window w = 1 extrapolates better than w = 2",
-          f"{STUDY}: w = 2 or 4 progressively diminishes extrapolation", "06_conditioning"),
+          f"{STUDY}: w = 2 or 4 progressively diminishes extrapolation", "06_conditioning",
+          "w = 1 − w = 2 at the longest budget", None, "no number"),
     Claim("study.loop_gating_helps", "loop gating beats the unconditioned loop past the training horizon",
-          f"{STUDY}: LG 36.91 vs BaseLoop 36.59 % overall (L(r) = 56, Qwen3-0.6B 7×4)", "06_conditioning"),
+          f"{STUDY}: LG 36.91 vs BaseLoop 36.59 % overall (L(r) = 56, Qwen3-0.6B 7×4)", "06_conditioning",
+          "loop gating − unconditioned at the longest budget",
+          round(STUDY_NUMBERS["loop_gating"] - STUDY_NUMBERS["baseloop"], 2), "36.91 − 36.59"),
     Claim("study.history_lg_best_pair", "history + loop gating beats each of its parts",
           f"{STUDY}: H+LG 37.30 %, +1.16 pp over its strongest part; I+H 36.91, I+LG 36.33 (D = 84)",
-          "06_conditioning"),
+          "06_conditioning", "history + LG − the better of its parts at the longest budget",
+          STUDY_NUMBERS["history_lg_over_best_part"], "+1.16 pp"),
     # the looped-LM study's own system (notebook 08): a looped decoder C ∘ F^r ∘ P run past its horizon K
     Claim("study.loops_help_reasoning", "extra loops past the training horizon raise reasoning accuracy",
           f"{STUDY}: reasoning 28.52 → 31.49 % from L(r) = 20 (r = K) to 40 (r = 2K), at test time only",
-          "08_looped_lm"),
+          "08_looped_lm", "BaseLoop's reasoning accuracy at r = 2K − at r = K",
+          round(LOOPLM_EXTRAPOLATION["reasoning"][40] - LOOPLM_EXTRAPOLATION["reasoning"][20], 2), "31.49 − 28.52"),
     Claim("study.loops_hurt_knowledge", "extra loops past the training horizon lower knowledge accuracy",
-          f"{STUDY}: knowledge 62.80 → 52.11 % over the same range", "08_looped_lm"),
+          f"{STUDY}: knowledge 62.80 → 52.11 % over the same range", "08_looped_lm",
+          "BaseLoop's knowledge accuracy at r = 2K − at r = K",
+          round(LOOPLM_EXTRAPOLATION["knowledge"][40] - LOOPLM_EXTRAPOLATION["knowledge"][20], 2), "52.11 − 62.80"),
     Claim("study.history_lg_beats_baseloop", "history injection + loop gating beats BaseLoop past the horizon",
-          f"{STUDY}: H+LG 37.30 % at D = 84; LG alone 36.91 vs BaseLoop 36.59 % at L(r) = 56", "08_looped_lm"),
+          f"{STUDY}: H+LG 37.30 % at D = 84; LG alone 36.91 vs BaseLoop 36.59 % at L(r) = 56", "08_looped_lm",
+          "history + LG − BaseLoop, reasoning at r = 4K", None,
+          "no number at one depth: H+LG is given at D = 84, BaseLoop at L(r) = 56"),
     Claim("study.balanced_allocation_extrapolates",
           "a balanced core and loop count gains more from extra loops than an extreme allocation",
           f"{STUDY}: 5×4 and 4×5 keep improving to L(r) = 40; 2×10 peaks early and degrades, 10×2 stays flat",
-          "08_looped_lm"),
+          "08_looped_lm", "reasoning gain from r = K to 2K, balanced − extreme allocation", None, "no number"),
     Claim("study.coda_protects_knowledge", "a coda protects knowledge when the core runs fewer loops (r < K)",
-          f"{STUDY}: 0+2×9+2 substantially mitigates knowledge decay under under-unrolling", "08_looped_lm"),
+          f"{STUDY}: 0+2×9+2 substantially mitigates knowledge decay under under-unrolling", "08_looped_lm",
+          "knowledge change from r = K to K/2, coda-heavy − prelude-heavy (positive: the coda's knowledge falls less)",
+          None, "no number"),
     Claim("study.prelude_helps_reasoning", "a prelude-heavy allocation extrapolates reasoning better",
-          f"{STUDY}: 2+2×9+0, 5+5×3+0 and 4+5×3+1 show strong reasoning extrapolation", "08_looped_lm"),
+          f"{STUDY}: 2+2×9+0, 5+5×3+0 and 4+5×3+1 show strong reasoning extrapolation", "08_looped_lm",
+          "reasoning gain from r = K to 2K, prelude-heavy − coda-heavy", None, "no number"),
 ]
 
-# The looped-LM study's numbers behind notebook 08's claims (benchmark averages in %; Llama3.1-1B backbone,
-# 20 effective layers in training: L(K) = 20).
-LOOPLM_EXTRAPOLATION = {"reasoning": {20: 28.52, 40: 31.49}, "knowledge": {20: 62.80, 40: 52.11}}
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
 

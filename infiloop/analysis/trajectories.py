@@ -246,25 +246,38 @@ def score_terms(traj: dict, axis: str = "outer", of: str = "candidate", bins: np
     return bins, sums, counts
 
 
-def rank_correlation(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rank correlation of x and y over the entries where both are finite (NaN with fewer
-    than 3; ties share their mean rank)."""
-    ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 3:
-        return float("nan")
+def rank_correlation(x: np.ndarray, y: np.ndarray) -> float | np.ndarray:
+    """Spearman's rank correlation of x and y over the entries where both are finite (NaN with fewer than 3, or
+    when either is constant there; ties share their mean rank). ``y`` may carry a last axis of resamples ([B, R]
+    against x [B]): the result is then [R], each column's correlation, exactly as one at a time."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if y.ndim == 1:
+        return float(_rank_correlation_columns(x, y[:, None])[0])
+    return _rank_correlation_columns(x, y)
 
-    def ranks(v):
-        order = np.argsort(v, kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v), dtype=np.float64)
-        for u in np.unique(v):  # ties: mean rank
-            r[v == u] = r[v == u].mean()
-        return r
 
-    rx, ry = ranks(np.asarray(x, np.float64)[ok]), ranks(np.asarray(y, np.float64)[ok])
-    if rx.std() == 0 or ry.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
+def _mean_ranks(v: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """[B, R]: each entry's rank among the valid entries of its column (0-based; ties: their mean rank)."""
+    less = ((v[None, :, :] < v[:, None, :]) & ok[None, :, :]).sum(1)
+    equal = ((v[None, :, :] == v[:, None, :]) & ok[None, :, :]).sum(1)
+    return less + (equal - 1) / 2.0
+
+
+def _rank_correlation_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    out = np.full(y.shape[1], np.nan)
+    for start in range(0, y.shape[1], 512):  # bounded memory: [B, B, 512] comparisons at a time
+        yc = y[:, start:start + 512]
+        xc = np.broadcast_to(x[:, None], yc.shape)
+        ok = np.isfinite(xc) & np.isfinite(yc)
+        rx, ry = _mean_ranks(np.where(ok, xc, 0.0), ok), _mean_ranks(np.where(ok, yc, 0.0), ok)
+        n = ok.sum(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx, my = (np.where(ok, rx, 0).sum(0) / n, np.where(ok, ry, 0).sum(0) / n)
+            dx, dy = np.where(ok, rx - mx, 0.0), np.where(ok, ry - my, 0.0)
+            sxx, syy = (dx ** 2).sum(0), (dy ** 2).sum(0)
+            r = (dx * dy).sum(0) / np.sqrt(sxx * syy)
+        out[start:start + 512] = np.where((n >= 3) & (sxx > 1e-12) & (syy > 1e-12), np.clip(r, -1, 1), np.nan)
+    return out
 
 
 def score_by_wrong_cells(traj: dict, axis: str = "outer", of: str = "candidate") -> dict[int, tuple[float, int]]:

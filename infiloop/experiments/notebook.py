@@ -4,8 +4,9 @@ A notebook calls ``nb = Notebook("02_depth_scaling", "Depth scaling", profile=..
 ``parameters`` cell; every parameter is checked there with a message that names it, and a parameter that
 papermill injects but the notebook does not declare (a typo such as ``-p max_update 480``) is refused. At the end,
 ``nb.finish(text=..., figures=..., tables=..., claims=...)`` writes ``results/<profile>/summaries/<name>.json``
-for the report; its claims are built by ``nb.claim(id, ours, agrees)`` (the paper's side from
-``infiloop/analysis/paper.py``)
+for the report; its claims are built by ``nb.claim(id, ours, effect=interval)`` (the paper's side from
+``infiloop/analysis/paper.py``, the effect from ``infiloop/analysis/claims.py``, the verdict by the rule of
+``infiloop/analysis/intervals.py``)
 and its tables by ``nb.table(title, columns, rows)``.
 """
 
@@ -144,19 +145,23 @@ class Notebook:
 
         return needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
 
-    def claim(self, cid: str, ours: str, agrees, note: str | None = None) -> dict:
+    def claim(self, cid: str, ours: str, agrees=None, note: str | None = None, *, effect=None, untestable: str = "",
+              digits: int = 1) -> dict:
         """One of the paper's claims (``analysis/paper.py``, ``CLAIMS``) checked by this notebook: the claim and the
-        paper's number come from there, ``ours`` is what this run measured, ``agrees`` the verdict (``None``:
-        not decided)."""
+        paper's number come from there, ``ours`` is what this run measured.
+
+        ``effect``: the interval of the claim's effect (``analysis/claims.py`` computes it); the verdict is then
+        decided by the rule (``analysis/intervals.py``, ``verdict``: ``RULE``) against the paper's effect, and the
+        effect, the paper's value beside it and how the interval was computed are recorded (``claims.record``);
+        ``untestable``: why the claim cannot be tested at this scale (no verdict). Without ``effect``, ``agrees`` is
+        the verdict as given (``None``: not decided; a claim not measured here)."""
+        from ..analysis import claims
+
         c = paper.CLAIMS_BY_ID.get(cid)
         if c is None or c.notebook != self.name:
             mine = ", ".join(c.id for c in paper.claims_for(self.name))
             raise KeyError(f"{cid!r} is not a claim of {self.name} (infiloop/analysis/paper.py); its claims: {mine}")
-        out = {"id": c.id, "claim": c.claim, "paper": c.paper, "ours": ours,
-               "agrees": None if agrees is None else bool(agrees)}
-        if note:
-            out["note"] = note
-        return out
+        return claims.claim_dict(cid, ours, agrees, note, effect=effect, untestable=untestable, digits=digits)
 
     @staticmethod
     def table(title: str, columns: list, rows: list, note: str | None = None) -> dict:

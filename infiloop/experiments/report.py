@@ -8,7 +8,11 @@ Inputs (``results/`` is ``paths.RESULTS``, or ``<root>/results`` for the checkou
      "text": "conclusion (a little markdown)", "figures": [{"path": "figures/tiny/x.png", "caption": "..."}],
      "tables": [{"title": "...", "columns": [...], "rows": [[...]], "note": "..."}],
      "claims": [{"id": "...", "claim": "...", "paper": "...", "ours": "...", "agrees": true | false | null,
-                 "profile": "tiny", "note": "..."}]}
+                 "profile": "tiny", "note": "...", "effect": {...}, "seeds": 3, "rule": 2, "untestable": "why"}]}
+
+  ``effect`` (``analysis/claims.py``, ``record``): the claim's effect, its interval and the paper's value of it;
+  ``agrees`` follows from them by the rule (``analysis/intervals.py``, ``RULE``); ``untestable``: why the claim
+  cannot be tested at this scale (no verdict). A summary written before issue 49 has none of these four.
 
 - ``results/<profile>/stages.json`` (optional), written by the pipeline runner::
 
@@ -174,33 +178,68 @@ def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
 
 
 MARK = {"agrees": ("yes", "✓"), "differs": ("no", "✗"), "undecided": ("undecided", "?"),
-        "not measured": ("na", "–")}  # a verdict's CSS class and mark
+        "untestable": ("na", "⊘"), "not measured": ("na", "–")}  # a verdict's CSS class and mark
+ONE_MODEL = "¹"  # marks a verdict that rests on one trained model per connection (one seed)
+ONE_MODEL_NOTE = (f"{ONE_MODEL} one trained model per connection: the interval covers the test puzzles, not the "
+                  "variation between training runs (the coverage simulation, docs/statistics.md: with one seed and a "
+                  "seed spread like search's, a 95 % interval covers 57–70 % of the time).")
 
 
 def verdict(c: dict) -> str:
-    """agrees, differs, undecided (measured, but the interval of the effect contains zero), not measured."""
+    """agrees, differs, undecided (measured, neither: ``intervals.RULE``), untestable (the claim cannot be tested at
+    this scale; why: ``c["untestable"]``), not measured."""
+    if c.get("untestable"):
+        return "untestable"
     if c.get("agrees") is True:
         return "agrees"
     if c.get("agrees") is False:
         return "differs"
-    return "not measured" if c.get("unreported") or not c.get("ours") else "undecided"
+    return "not measured" if c.get("unreported") or not c.get("ours") or not _measured(c) else "undecided"
+
+
+def _measured(c: dict) -> bool:
+    """A claim with an effect, or an earlier summary's claim whose ``ours`` says it was measured."""
+    return "effect" in c or not str(c.get("ours", "")).startswith("not ")
+
+
+def one_model(c: dict) -> bool:
+    """The claim's verdict rests on one trained model per connection: its effect's interval has one seed (in a
+    summary written before issue 49, its note says "1 seed(s)")."""
+    seeds = c.get("seeds", 1 if "1 seed(s)" in f"{c.get('note', '')} {c.get('ours', '')}" else None)
+    return seeds == 1 and verdict(c) in ("agrees", "differs", "undecided")
+
+
+def effect_cell(c: dict) -> str:
+    """The claim's effect beside the paper's (``claims.effect_text``), or "" for a claim recorded without one."""
+    from ..analysis.claims import effect_text
+
+    return effect_text(c["effect"]) if isinstance(c.get("effect"), dict) else ""
 
 
 def claims_html(claims: list[dict]) -> str:
-    """The aggregated claims table, with a count of each verdict."""
+    """The aggregated claims table, with a count of each verdict, the rule that decides them (stated once, here),
+    the mark of a verdict from one trained model and a sentence on multiplicity."""
+    from ..analysis.intervals import MULTIPLICITY, RULE
+
     rows = []
     for c in claims:
         cls, sym = MARK[verdict(c)]
+        why = f"<br><span class=\"meta\">untestable: {esc(c['untestable'])}</span>" if c.get("untestable") else ""
         rows.append(f'<tr class="claim" id="claim-{esc(c.get("id"))}"><td>{esc(c.get("claim"))}<br>'
                     f'<span class="meta">{esc(c.get("id"))} · {esc(c.get("notebook"))}</span></td>'
-                    f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td>"
-                    f'<td class="{cls}">{sym}</td><td>{esc(c.get("profile"))}</td><td>{esc(c.get("note"))}</td></tr>')
+                    f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td><td>{esc(effect_cell(c))}{why}</td>"
+                    f'<td class="{cls}">{sym}{ONE_MODEL if one_model(c) else ""}</td><td>{esc(c.get("profile"))}</td>'
+                    f'<td>{esc(c.get("note"))}</td></tr>')
     n = {k: sum(verdict(c) == k and not c.get("unreported") for c in claims) for k in MARK}
     n_unreported = sum(bool(c.get("unreported")) for c in claims)
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "agrees", "profile", "note"))
-    return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ? (the 95 % interval "
-            f"of the effect contains zero), {n['not measured']} not measured at this profile –, "
-            f"{n_unreported} not reported by any notebook.</p>"
+    n_one = sum(one_model(c) for c in claims)
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "effect: ours; the paper's", "verdict",
+                                             "profile", "note"))
+    return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ?, {n['untestable']} "
+            f"untestable ⊘, {n['not measured']} not measured at this profile –, {n_unreported} not reported by any "
+            f"notebook; {n_one} verdict(s) from one trained model {ONE_MODEL}.</p>"
+            f'<p class="rule">The rule: {_inline(RULE)}</p>'
+            f'<p class="note">{esc(ONE_MODEL_NOTE)} {esc(MULTIPLICITY)}</p>'
             f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
@@ -344,12 +383,14 @@ def stages_html(profile: str, root: Path | None = None) -> tuple[str, list[str]]
 
 
 def verdict_lines(claims: list[dict]) -> str:
-    """A notebook's claims, one line each: the verdict's mark, the claim, ours beside the paper's number."""
+    """A notebook's claims, one line each: the verdict's mark, the claim, ours and its effect beside the paper's."""
     items = []
     for c in claims:
         cls, sym = MARK[verdict(c)]
         ours = esc(c.get("ours")) if c.get("ours") else "not measured at this profile"
-        items.append(f'<li><span class="{cls}">{sym}</span> {esc(c.get("claim"))}: {ours} '
+        effect = f" · effect {esc(effect_cell(c))}" if effect_cell(c) else ""
+        mark = f"{sym}{ONE_MODEL if one_model(c) else ''}"
+        items.append(f'<li><span class="{cls}">{mark}</span> {esc(c.get("claim"))}: {ours}{effect} '
                      f'<span class="meta">(paper: {esc(c.get("paper"))})</span></li>')
     return f'<ul class="verdicts">{"".join(items)}</ul>' if items else ""
 

@@ -1,0 +1,273 @@
+"""The effect behind each of the paper's claims, computed from the measurements, and the record of its verdict.
+
+Each claim of ``paper.CLAIMS`` names its effect in words (``Claim.effect``) and the paper's value of it
+(``Claim.paper_effect``); :data:`BUILDERS` says which function below computes it, and every one of them can take
+either sign (``tests/test_paper.py`` plants data on the other side for each). The verdict is
+``intervals.verdict``, :data:`intervals.RULE` in words; :func:`record` writes what the summary keeps of it.
+
+- :func:`difference`: accuracy of a − accuracy of b on the same puzzles of each seed (a lead, a gain with depth,
+  a fall with extra loops);
+- :func:`lead_over_best`: the first accuracy − the best of the others (learned decay against every other decay);
+- :func:`difference_of_changes`: (a₁ − a₀) − (b₁ − b₀), the gain or fall of one allocation against another's;
+- :func:`held_out_fall`: accuracy at the peak − at the deepest update, the peak chosen on the other half of the
+  puzzles, so that the fall is not positive by construction (as the peak of the same curve would make it);
+- :func:`proportion`: events / trials pooled per seed (solved puzzles lost), with its exact binomial bounds, and
+  :func:`perturbation_cost` with :func:`perturbation_moved`: whether a perturbation moves anything at all;
+- :func:`phase_contrast` and :func:`score_trend`: the γ phases against each other and 1 − β, and the content
+  score's rank correlation with the wrong cells.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import intervals, paper
+from .intervals import Interval
+from .quantiles import binomial_interval
+from .trajectories import rank_correlation
+
+Flags = np.ndarray  # [P] right-or-wrong (or kept-or-lost) flags of one seed's test puzzles
+
+
+def _diff(q):
+    return q[0] - q[1]
+
+
+def _unmoved(iv: Interval, per_seed: list, n: int | None = None, level: float = 0.95) -> Interval:
+    """A difference of solved flags that no resample moves (the models agree on every puzzle of every seed that the
+    statistic reads: its interval is [x, x]) is widened to ± the exact upper bound on the share of the puzzle-seed
+    pairs that could disagree (none of ``n`` does; default, every puzzle of every seed), so that it does not claim a
+    certainty it does not have."""
+    if not iv.seeds or np.ndim(iv.value) or iv.hi - iv.lo > 0:
+        return iv
+    n = sum(len(flags[0]) for flags in per_seed) if n is None else n
+    u = binomial_interval(0, n, level)[1]
+    iv.lo, iv.hi = max(-1.0, iv.value - u), min(1.0, iv.value + u)
+    iv.exact = f"± {100 * u:.1f} points, the exact bound on the share of the {n:,} puzzle-seed pairs that could differ"
+    return iv
+
+
+def difference(pairs: list[tuple[Flags, Flags]], items: str = "puzzles") -> Interval:
+    """Mean over seeds of accuracy(a) − accuracy(b): ``pairs[s]`` = (a, b), seed s's flags on the same items."""
+    per_seed = [[(np.asarray(a, np.float64), np.ones(len(a))), (np.asarray(b, np.float64), np.ones(len(b)))]
+                for a, b in pairs]
+    iv = intervals.interval(per_seed, _diff, vectorized=True, items=items, bounds=(-1.0, 1.0))
+    return _unmoved(iv, pairs)
+
+
+def _lead(q):
+    return q[0] - np.maximum.reduce(list(q[1:]))
+
+
+def lead_over_best(per_seed: list[list[Flags]], items: str = "puzzles") -> Interval:
+    """Mean over seeds of accuracy(first) − max(accuracy of the others), all on the same items of the seed."""
+    quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
+    return _unmoved(intervals.interval(quantities, _lead, vectorized=True, items=items, bounds=(-1.0, 1.0)), per_seed)
+
+
+def _changes(q):
+    return (q[0] - q[1]) - (q[2] - q[3])
+
+
+def difference_of_changes(per_seed: list[tuple[Flags, Flags, Flags, Flags]], items: str = "items") -> Interval:
+    """Mean over seeds of (acc a₁ − acc a₀) − (acc b₁ − acc b₀): ``per_seed[s]`` = (a₁, a₀, b₁, b₀) on the same
+    items (e.g. an allocation's gain from r = K to 2K against another's)."""
+    quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
+    return _unmoved(intervals.interval(quantities, _changes, vectorized=True, items=items, bounds=(-2.0, 2.0)),
+                    per_seed)
+
+
+def held_out_fall(curves: list[np.ndarray]) -> Interval:
+    """The fall after the peak with the peak chosen on held-out puzzles: ``curves[s]`` [K, P] is seed s's solved
+    flags at each recorded update (the last row the deepest). The puzzles are split by index parity (generated in
+    random order: a random split); each half's peak is the first update where the other half's mean curve over
+    seeds is highest; the effect is the mean over seeds and puzzles of solved-at-its-peak − solved-at-the-end.
+    The peaks (row indices, for half 0 and half 1) are in ``extra["peaks"]``."""
+    p = curves[0].shape[1]
+    half = np.arange(p) % 2  # 0 or 1
+    chosen = []
+    for h in (0, 1):  # the peak of half h, chosen on half h's mean curve, is used for the other half's puzzles
+        mean = np.mean([c[:, half == h].mean(1) for c in curves], axis=0)
+        chosen.append(int(np.argmax(mean)))
+    pairs = [(np.where(half == 0, c[chosen[1]], c[chosen[0]]), c[-1]) for c in curves]
+    iv = difference(pairs)
+    iv.extra = {"peaks": chosen}
+    return iv
+
+
+def proportion(events: list[Flags], trials: list[Flags], level: float = 0.95) -> Interval:
+    """Mean over seeds of events / trials (``events[s]``, ``trials[s]``: seed s's [P] flags, events among trials),
+    containing the exact (Clopper–Pearson) interval of the pooled counts."""
+    x = int(sum(np.asarray(e, bool).sum() for e in events))
+    n = int(sum(np.asarray(t, bool).sum() for t in trials))
+    lo, hi = binomial_interval(x, n, level)
+    per_seed = [[(np.asarray(e, np.float64), np.asarray(t, np.float64))] for e, t in zip(events, trials)]
+    exact = (lo, hi, f"the exact binomial interval of the pooled {x:,} of {n:,}") if n else None
+    return intervals.interval(per_seed, intervals._first, vectorized=True, bounds=(0.0, 1.0), exact=exact)
+
+
+def perturbation_cost(kept_control: list[Flags], kept: list[Flags], solved: list[Flags]) -> Interval:
+    """What a perturbation cost: mean over seeds of (kept without it − kept with it) / solved at the perturbation,
+    on the same puzzles (``kept_control[s]``, ``kept[s]``, ``solved[s]``: seed s's [P] flags)."""
+    per_seed = [[(np.asarray(a, np.float64), np.asarray(n, np.float64)), (np.asarray(b, np.float64),
+                                                                         np.asarray(n, np.float64))]
+                for a, b, n in zip(kept_control, kept, solved)]
+    iv = intervals.interval(per_seed, _diff, vectorized=True, bounds=(-1.0, 1.0))
+    return _unmoved(iv, list(zip(kept_control, kept)), n=int(sum(np.asarray(s, bool).sum() for s in solved)))
+
+
+def perturbation_moved(costs: dict[str, Interval], eps: float) -> str:
+    """"" when some model's cost of the strongest perturbation lies above zero (the perturbation moves a solved
+    answer, so that a claim of keeping them can be tested), else why the claim is untestable, in words."""
+    if any(float(iv.lo) > 0 for iv in costs.values()):
+        return ""
+    return (f"the strongest perturbation (ε = {eps:g}) cost no model a solved puzzle beyond its unperturbed run (no "
+            "cost interval above zero: " + ", ".join(f"{k} {iv.pct()}" for k, iv in costs.items())
+            + "), so keeping them says nothing at this scale")
+
+
+def _below(q):
+    return q[4] - q[0]
+
+
+def _jump(q):
+    return q[1] - np.maximum(q[0], q[4])
+
+
+def phase_contrast(quantities: list[list], which: str) -> Interval:
+    """``quantities[s]``: seed s's γ phase terms (search, solve, after, unsolved) and its 1 − β as a constant ratio
+    (notebook 03). ``which``: ``below`` (1 − β − γ(search)) or ``jump`` (γ(solve) − max(γ(search), 1 − β))."""
+    return intervals.interval(quantities, {"below": _below, "jump": _jump}[which], vectorized=True)
+
+
+def score_trend(per_seed: list[list], bins: np.ndarray) -> Interval:
+    """The rank correlation of the mean content score at each wrong-cell count with that count; ``per_seed[s]`` =
+    [(score sums [B, P], samples [B, P])] on the common ``bins``."""
+    x = np.asarray(bins, np.float64)
+    return intervals.interval(per_seed, lambda q: rank_correlation(x, q[0]), vectorized=True, bounds=(-1.0, 1.0))
+
+
+# Which builder computes each claim's effect (the test plants data on the other side for every builder).
+BUILDERS = {
+    "main.infiloop_beats_carry_last_sudoku": difference, "depth.infiloop_improves_with_depth": difference,
+    "depth.carry_last_degrades": held_out_fall, "gamma.search_below_baseline": phase_contrast,
+    "gamma.jump_at_solve": phase_contrast, "gamma.score_tracks_correctness": score_trend,
+    "perturb.infiloop_retains": proportion, "perturb.carry_last_loses": proportion,
+    "ablation.learned_beats_fixed": lead_over_best, "ablation.reverse_fails": difference,
+    "ablation.both_axes_best": lead_over_best, "ablation.content_score_matters": difference,
+    "study.history_beats_dense_injection": difference, "study.window_one_best": difference,
+    "study.loop_gating_helps": difference, "study.history_lg_best_pair": lead_over_best,
+    "study.loops_help_reasoning": difference, "study.loops_hurt_knowledge": difference,
+    "study.history_lg_beats_baseloop": difference, "study.balanced_allocation_extrapolates": difference_of_changes,
+    "study.coda_protects_knowledge": difference_of_changes, "study.prelude_helps_reasoning": difference_of_changes,
+}
+
+
+def _show(x: float, digits: int, signed: bool, marks: list[float]) -> str:
+    """``x`` with ``digits`` decimals, or up to three more where fewer would print it equal to a value the rule
+    compares it with (0, the threshold) that it is not: a reader can then check the verdict from the digits."""
+    for d in range(digits, digits + 4):
+        text = f"{x:{'+' if signed else ''}.{d}f}"
+        if not any(round(x, d) == round(m, d) and x != m for m in marks):
+            break
+    return text
+
+
+def effect_text(e: dict) -> str:
+    """One effect record (:func:`record`) in words: ours with its interval, the paper's beside it and the threshold
+    of the rule, e.g. ``+8.2 [+3.0, +13.4] points; the paper +23.2 (differs below +11.6)``."""
+    if e.get("value") is None:
+        return "undefined (nothing to measure it on)"
+    d, s = e.get("digits", 1), e["scale"]
+    marks = [0.0] + ([] if e.get("paper_effect") is None else [e["threshold"]])
+    show = (lambda x: _show(s * x, d, e.get("signed", True), marks))
+    ours = f"{show(e['value'])} [{show(e['lo'])}, {show(e['hi'])}]{e['unit']}"
+    if e.get("absence"):
+        return (f"{ours}; the paper none, where TRM loses {e['paper_effect']:g} (agrees below "
+                f"{e['threshold']:g}, differs above)")
+    if e.get("paper_effect") is None:
+        return f"{ours}; the paper gives no number (differs below 0)"
+    side = "below" if e["paper_effect"] > 0 else "above"
+    return f"{ours}; the paper {e['paper_effect']:+g} (differs {side} {e['threshold']:+g})"
+
+
+def record(cid: str, effect: Interval | None, untestable: str = "", digits: int = 1) -> dict:
+    """What a summary keeps of a claim's effect: its verdict (``agrees``: True, False or None, by
+    ``intervals.verdict``; None when ``untestable`` says why it cannot be tested here), and ``effect``: the effect in
+    words, its value and interval (the statistic's units; ``scale`` and ``unit`` to show it), the paper's value and the
+    rule's threshold (display units), the seeds and items, what was undefined and how the interval was computed."""
+    c = paper.CLAIMS_BY_ID[cid]
+    if effect is None:
+        return {"agrees": None}
+    undefined = effect.value != effect.value
+    paper_stat = None if c.paper_effect is None else c.paper_effect / c.scale
+    agrees = None if untestable or undefined else intervals.verdict(effect, paper_stat, absence=c.absence)
+    threshold = round(intervals.FRACTION * c.paper_effect, 4) if c.paper_effect is not None else 0.0
+    e = {"what": c.effect, "value": None if undefined else float(effect.value),
+         "lo": None if undefined else float(effect.lo), "hi": None if undefined else float(effect.hi),
+         "scale": c.scale, "unit": c.unit, "digits": digits if c.scale != 1 else 2,
+         "paper_effect": c.paper_effect,
+         "paper_basis": c.basis, "threshold": abs(threshold) if c.absence else threshold, "absence": c.absence,
+         "signed": BUILDERS.get(cid) is not proportion, "seeds": effect.seeds, "items": effect.puzzles,
+         "undefined_seeds": effect.undefined_seeds,
+         "undefined_replicates": effect.undefined_replicates, "replicates": effect.replicates,
+         "mc_error": effect.mc_error, "method": effect.describe(c.scale, c.unit)}
+    out = {"agrees": agrees, "effect": e, "seeds": effect.seeds, "rule": RULE_VERSION}
+    if untestable:
+        out["untestable"] = untestable
+    return out
+
+
+RULE_VERSION = 2  # 1: a two-level percentile bootstrap, verdict by the side of zero (until issue 49)
+
+
+def claim_dict(cid: str, ours: str, agrees=None, note: str | None = None, *, effect: Interval | None = None,
+               untestable: str = "", digits: int = 1) -> dict:
+    """A claim as a summary keeps it (``experiments/notebook.py``, ``Notebook.claim``): the claim and the paper's number
+    from ``paper.CLAIMS``, ``ours``, and either the verdict decided by the rule from ``effect`` (:func:`record`; its
+    note the effect beside the paper's and how the interval was computed) or, without one, ``agrees`` as given."""
+    c = paper.CLAIMS_BY_ID[cid]
+    out = {"id": c.id, "claim": c.claim, "paper": c.paper, "ours": ours,
+           "agrees": None if agrees is None else bool(agrees)}
+    if effect is not None:
+        if agrees is not None:
+            raise ValueError(f"claim {cid}: give an effect (its verdict follows from the rule) or agrees, not both")
+        rec = record(cid, effect, untestable, digits)
+        out.update(rec)
+        label = "untestable" if untestable else intervals.LABELS[rec["agrees"]]
+        note = note or (f"{c.effect}: {effect_text(rec['effect'])} ({label}; {rec['effect']['method']})"
+                        + (f". Untestable: {untestable}" if untestable else ""))
+    if note:
+        out["note"] = note
+    return out
+
+
+def perturbation_claims(terms: dict[str, list[list[tuple[Flags, Flags]]]], eps: tuple[float, ...],
+                        labels: dict[str, str]) -> list[dict]:
+    """Notebook 04's two claims from ``terms[recipe][seed][i]`` = (solved at the perturbation and right at the end,
+    solved at the perturbation) at ``eps[i]``; ``labels``: the models' names. ``perturb.carry_last_loses``: carry-last's
+    own loss at ε = 0; ``perturb.infiloop_retains``: InfiLoop's loss at the strongest ε, untestable unless that
+    perturbation costs some model a solved puzzle beyond its unperturbed run (:func:`perturbation_moved`)."""
+    strongest = int(np.argmax(eps))
+    control = list(eps).index(0.0) if 0.0 in eps else None
+
+    def lost(r, i):
+        return [q[i][1] & ~q[i][0] for q in terms[r]], [q[i][1] for q in terms[r]]
+
+    retention = proportion(*[[q[strongest][k] for q in terms["infiloop"]] for k in (0, 1)])
+    inf_loss = proportion(*lost("infiloop", strongest))
+    if control is None:
+        untestable = ("ε = 0 (the unperturbed control) is not in the grid: what the perturbation costs cannot be "
+                      "measured")
+    else:
+        costs = {labels[r]: perturbation_cost([q[control][0] for q in t], [q[strongest][0] for q in t],
+                                              [q[strongest][1] for q in t]) for r, t in terms.items()}
+        untestable = perturbation_moved(costs, eps[strongest])
+    out = [claim_dict("perturb.infiloop_retains", f"InfiLoop's retention at ε = {eps[strongest]:g}: {retention.pct()}",
+                      effect=inf_loss, untestable=untestable)]
+    if control is None:
+        return out + [claim_dict("perturb.carry_last_loses", "not measured: ε = 0 is not in the grid")]
+    cl_loss = proportion(*lost("carry_last", control))
+    solved = " / ".join(str(int(np.sum(q[control][1]))) for q in terms["carry_last"])
+    return out + [claim_dict("perturb.carry_last_loses", f"carry-last's loss at ε = 0: {cl_loss.pct()} of {solved} "
+                             "solved puzzles", effect=cl_loss)]
