@@ -25,26 +25,12 @@ import pytest
 
 submitit = pytest.importorskip("submitit")
 
-from test_cluster_slurm import install_fake_slurm, sbatch_options  # noqa: E402  (the stricter fake Slurm)
+import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and its fixtures)
 
 from infiloop.experiments import cluster, jobs  # noqa: E402
 from infiloop.experiments.cost import job_flops  # noqa: E402
 
-
-@pytest.fixture
-def fake_slurm(tmp_path, monkeypatch):
-    return install_fake_slurm(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def roots(tmp_path, monkeypatch):
-    from infiloop import paths
-
-    monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
-    return tmp_path
-
-
-_sbatch = sbatch_options
+fake_slurm, roots, _sbatch = strict.fake_slurm, strict.roots, strict.sbatch_options
 
 
 def _main_table_plan():
