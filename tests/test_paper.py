@@ -116,14 +116,14 @@ def test_other_numbers():
 
 def test_claims_structure():
     ids = [c.id for c in paper.CLAIMS]
-    assert len(ids) == len(set(ids)) == 22
+    assert len(ids) == len(set(ids)) == 29
     assert set(paper.CLAIMS_BY_ID) == set(ids)
     assert paper.NOTEBOOKS == ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
                                "05_beta0_ablation", "06_conditioning", "07_watch_the_loop", "08_looped_lm")
     for c in paper.CLAIMS:
         assert c.notebook in paper.NOTEBOOKS, c
         assert c.claim and c.paper, c
-        assert c.id.split(".")[0] in {"main", "depth", "gamma", "perturb", "ablation", "study"}, c
+        assert c.id.split(".")[0] in {"main", "depth", "diagnosis", "gamma", "perturb", "ablation", "study"}, c
         assert (c.id.startswith("study.")) == c.paper.startswith(paper.STUDY), c  # whose number it is
     # every experiment notebook checks something; the animations only show
     assert {c.notebook for c in paper.CLAIMS} == set(paper.NOTEBOOKS) - set(paper.ILLUSTRATIONS)
@@ -140,12 +140,21 @@ def test_every_claim_names_its_effect_and_the_papers_value_of_it():
                 "perturb.carry_last_loses": 15.0, "ablation.learned_beats_fixed": 8.1, "ablation.reverse_fails": 80.1,
                 "ablation.both_axes_best": 9.7, "ablation.content_score_matters": 6.0,
                 "study.loop_gating_helps": 0.32, "study.history_lg_best_pair": 1.16,
-                "study.loops_help_reasoning": 2.97, "study.loops_hurt_knowledge": -10.69}
+                "study.loops_help_reasoning": 2.97, "study.loops_hurt_knowledge": -10.69,
+                "diagnosis.carry_last_changes_more": 53.0, "diagnosis.carry_last_wrong_cells_grow": 0.21,
+                "diagnosis.infiloop_wrong_cells_fall": 1.25, "diagnosis.carry_last_flips_right_cells": 18.5,
+                "diagnosis.carry_last_state_moves_after_solve": 2.7, "diagnosis.carry_last_loses_after_solve": 19.7,
+                "diagnosis.infiloop_keeps_after_solve": 19.7}
+    per_puzzle = {"diagnosis.carry_last_changes_more": " predictions",
+                  "diagnosis.carry_last_wrong_cells_grow": " cells", "diagnosis.infiloop_wrong_cells_fall": " cells"}
     for c in paper.CLAIMS:
         assert c.effect and c.basis, c.id
         assert c.paper_effect == pytest.approx(expected[c.id]) if c.id in expected else c.paper_effect is None, c.id
-        assert (c.scale, c.unit) == ((1.0, "") if c.id.startswith("gamma.") else (100.0, " points")), c.id
-    assert [c.id for c in paper.CLAIMS if c.absence] == ["perturb.infiloop_retains"]
+        units = (1.0, "") if c.id.startswith("gamma.") else (1.0, per_puzzle[c.id]) if c.id in per_puzzle else \
+            (100.0, " points")
+        assert (c.scale, c.unit) == units, c.id
+    assert [c.id for c in paper.CLAIMS if c.absence] == ["diagnosis.infiloop_keeps_after_solve",
+                                                          "perturb.infiloop_retains"]
     assert "other half of the test puzzles" in paper.CLAIMS_BY_ID["depth.carry_last_degrades"].effect
     assert "ε = 0" in paper.CLAIMS_BY_ID["perturb.carry_last_loses"].effect  # carry-last's own loss, not a gap
     for cid in ("study.coda_protects_knowledge", "study.prelude_helps_reasoning"):  # a fall or a gain, not levels
@@ -179,6 +188,10 @@ def _other_side(builder, side: int = +1):
             c[2, 0::2] = True  # half 0's peak: update 2 (every puzzle right there)
             curves.append(c)
         return claims.held_out_fall(curves)
+    if builder is claims.ratio_difference:  # a's mean per puzzle below b's (above it, against a paper's fall)
+        lo = [(rng.poisson(2.0, 300).astype(float), np.ones(300)) for _ in range(3)]
+        hi = [(n + rng.poisson(3.0, 300), d) for n, d in lo]
+        return claims.ratio_difference(list(zip(lo, hi)) if side > 0 else list(zip(hi, lo)))
     if builder is claims.proportion:  # nothing lost
         return claims.proportion([np.zeros(300, bool)] * 3, a)
     if builder is claims.phase_contrast:  # γ above 1 − β while searching, and no jump at the solve

@@ -7,6 +7,8 @@ either sign (``tests/test_paper.py`` plants data on the other side for each). Th
 
 - :func:`difference`: accuracy of a − accuracy of b on the same puzzles of each seed (a lead, a gain with depth,
   a fall with extra loops);
+- :func:`ratio_difference`: the same on any ratios of per-puzzle sums (predictions changed per puzzle, wrong cells,
+  a share of cells; the carry-last diagnosis, ``diagnosis.py``);
 - :func:`lead_over_best`: the first accuracy − the best of the others (learned decay against every other decay);
 - :func:`difference_of_changes`: (a₁ − a₀) − (b₁ − b₀), the gain or fall of one allocation against another's;
 - :func:`held_out_fall`: accuracy at the peak − at the deepest update, the peak chosen on the other half of the
@@ -53,6 +55,14 @@ def difference(pairs: list[tuple[Flags, Flags]], items: str = "puzzles") -> Inte
                 for a, b in pairs]
     iv = intervals.interval(per_seed, _diff, vectorized=True, items=items, bounds=(-1.0, 1.0))
     return _unmoved(iv, pairs)
+
+
+def ratio_difference(per_seed: list[tuple[intervals.Ratio, intervals.Ratio]],
+                     bounds: tuple[float, float] | None = None) -> Interval:
+    """Mean over seeds of ratio(a) − ratio(b) on the same puzzles: ``per_seed[s]`` = (a, b), each a (numerator,
+    denominator) pair over seed s's puzzles (a paired difference of means per puzzle or of shares, e.g. predictions
+    changed per puzzle, or a model's wrong cells at one update − at another)."""
+    return intervals.interval([list(q) for q in per_seed], _diff, vectorized=True, bounds=bounds)
 
 
 def _lead(q):
@@ -160,6 +170,10 @@ BUILDERS = {
     "study.loops_help_reasoning": difference, "study.loops_hurt_knowledge": difference,
     "study.history_lg_beats_baseloop": difference, "study.balanced_allocation_extrapolates": difference_of_changes,
     "study.coda_protects_knowledge": difference_of_changes, "study.prelude_helps_reasoning": difference_of_changes,
+    **{f"diagnosis.{k}": ratio_difference for k in ("carry_last_changes_more", "carry_last_wrong_cells_grow",
+                                                    "infiloop_wrong_cells_fall", "carry_last_flips_right_cells",
+                                                    "carry_last_state_moves_after_solve")},
+    "diagnosis.carry_last_loses_after_solve": proportion, "diagnosis.infiloop_keeps_after_solve": proportion,
 }
 
 

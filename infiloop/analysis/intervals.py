@@ -41,6 +41,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .paper import CLAIMS
 from .quantiles import t_quantile
 
 Ratio = tuple[np.ndarray, np.ndarray]  # (numerator, denominator), the puzzle axis last
@@ -57,9 +58,10 @@ RULE = ("Each claim's effect is oriented so that the paper's effect is positive.
         "**undecided**: neither. A claim that something does not happen (InfiLoop keeps its solved puzzles) agrees "
         "when the interval of what would happen (its loss) lies below half the contrast the paper draws (TRM's 15 % "
         "loss: 7.5 %), differs when it lies above, and is **untestable** when the perturbation moved no model.")
-MULTIPLICITY = ("About 22 claims are decided at once, each by its own 95 % interval with no adjustment for "
-                "multiplicity: even with every interval covering as it should, one verdict in twenty may be wrong by "
-                "chance, so a single agrees or differs among many is weaker evidence than it reads.")
+MULTIPLICITY = (f"The {len(CLAIMS)} claims of this companion are decided at once, each by its own 95 % interval "
+                "with no adjustment for multiplicity: even with every interval covering as it should, one verdict in "
+                "twenty may be wrong by chance, so a single agrees or differs among many is weaker evidence than it "
+                "reads.")
 
 
 @dataclass

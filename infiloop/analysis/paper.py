@@ -244,6 +244,7 @@ class Claim:
 _TRM, _INF = TABLE1_BY_CONNECTION["carry_last"], TABLE1_BY_CONNECTION["infiloop"]
 _DECAY = {(d["decay"], d["beta"]): d for d in ABLATION_DECAY}
 _INF_DEPTH = {p.updates: p.accuracy for p in DEPTH_SCALING if p.model == "InfiLoop"}
+_DIAG = CARRY_LAST_DIAGNOSTICS
 _TRM_LOSS = PERTURBATION["trm_loss_pct"][0]  # the lower end of 15–20 %: the smaller effect, the stricter differs
 
 
@@ -270,6 +271,43 @@ CLAIMS: list[Claim] = [
           "carry-last's fall after its peak: accuracy at the peak − at the deepest evaluation, the peak chosen on the "
           "other half of the test puzzles", round(FIG1A[0].accuracy - FIG1A[1].accuracy, 2),
           "Fig. 1a: 62.2 % @ 18 − 58.1 % @ 72 updates"),
+    # the carry-last diagnosis (infiloop/analysis/diagnosis.py): snapshots at 3/4 and 3/2 of the training depth
+    Claim("diagnosis.carry_last_changes_more",
+          "between two snapshots past the training depth carry-last changes more predictions than InfiLoop",
+          "77.0 vs 24.0 per puzzle (updates 36 → 72)", "02_depth_scaling",
+          "carry-last − InfiLoop, predictions changed per puzzle between the snapshots (summed over the updates)",
+          round(_DIAG["changed_predictions_per_puzzle"]["TRM"] - _DIAG["changed_predictions_per_puzzle"]["InfiLoop"],
+                2), "77.0 − 24.0", " predictions", 1.0),
+    Claim("diagnosis.carry_last_wrong_cells_grow", "carry-last's wrong cells grow between the snapshots",
+          "+0.21 per puzzle (36 → 72)", "02_depth_scaling",
+          "carry-last's wrong cells per puzzle at the second snapshot − at the first",
+          _DIAG["wrong_cells_change"]["TRM"], "+0.21", " cells", 1.0),
+    Claim("diagnosis.infiloop_wrong_cells_fall", "InfiLoop's wrong cells fall between the snapshots",
+          "−1.25 per puzzle (36 → 72)", "02_depth_scaling",
+          "InfiLoop's wrong cells per puzzle at the first snapshot − at the second (positive: they fall)",
+          -_DIAG["wrong_cells_change"]["InfiLoop"], "a fall of 1.25", " cells", 1.0),
+    Claim("diagnosis.carry_last_flips_right_cells",
+          "carry-last turns more of the cells both models had right wrong at least once",
+          "20.9 vs 2.4 % of the blank cells right at 36", "02_depth_scaling",
+          "carry-last − InfiLoop, share of the blank cells both had right at the first snapshot turned wrong at least "
+          "once before the second",
+          round(_DIAG["flipped_at_least_once_pct"]["TRM"] - _DIAG["flipped_at_least_once_pct"]["InfiLoop"], 2),
+          "20.9 − 2.4"),
+    Claim("diagnosis.carry_last_state_moves_after_solve",
+          "after the first solve carry-last's state keeps changing while InfiLoop's settles",
+          "about 3 % per update at its lowest, back to about 10 % (TRM); 0.3 % (InfiLoop)", "02_depth_scaling",
+          "carry-last − InfiLoop, mean relative state change per update in the 36 updates after the first solve, "
+          "puzzles both solved",
+          round(_DIAG["state_change_min_pct"]["TRM"] - _DIAG["state_change_min_pct"]["InfiLoop"], 2),
+          "3.0 − 0.3: TRM's lowest, the smaller contrast (its mean over the window lies between 3 and 10 %)"),
+    Claim("diagnosis.carry_last_loses_after_solve", "carry-last loses solved puzzles within 36 updates of the solve",
+          "19.7 % of its solved puzzles", "02_depth_scaling",
+          "carry-last's share of its solved puzzles wrong at least once in the 36 updates after the first solve",
+          _DIAG["lost_after_36_pct"]["TRM"], "19.7 %"),
+    Claim("diagnosis.infiloop_keeps_after_solve", "InfiLoop loses none of its solved puzzles within 36 updates",
+          "0 % (TRM 19.7 %)", "02_depth_scaling",
+          "InfiLoop's share of its solved puzzles wrong at least once in the 36 updates after the first solve",
+          _DIAG["lost_after_36_pct"]["TRM"], "InfiLoop loses none where TRM loses 19.7 %: the contrast", absence=True),
     Claim("gamma.search_below_baseline", "before the solve, γ stays below the equal-weight baseline 1 − β",
           "≈0.40 vs 0.56", "03_gamma_dynamics", "1 − β − mean γ in the updates before the first solve",
           round(GAMMA["equal_weight_baseline"] - GAMMA["search_mean"], 2), "0.56 − 0.40", "", 1.0),

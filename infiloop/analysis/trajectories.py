@@ -17,7 +17,8 @@ def info(traj: dict) -> dict:
     return json.loads(str(traj["info"]))
 
 
-def _row(traj: dict, update: int) -> int:
+def row(traj: dict, update: int) -> int:
+    """The row of ``update`` in a trajectory's per-update arrays."""
     hits = np.flatnonzero(traj["updates"] == update)
     if not len(hits):
         raise ValueError(f"update {update} was not recorded (recorded: {traj['updates'][0]}..{traj['updates'][-1]} "
@@ -32,7 +33,7 @@ def exact_by_depth(traj: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def solved_at(traj: dict, update: int) -> np.ndarray:
     """[P]: whole answer right at the recorded ``update``."""
-    return traj["correct"][_row(traj, update)]
+    return traj["correct"][row(traj, update)]
 
 
 def accuracy_at(traj: dict, update: int) -> float:
@@ -52,7 +53,7 @@ def difficulty_breakdown(traj: dict, update: int, values: np.ndarray | None = No
     e.g. a maze's shortest-path length): {value: (accuracy, puzzles)}, in increasing order. With ``groups``
     and more distinct values than that, the values are grouped into at most ``groups`` ranges of about equal
     size, keyed ``"lo–hi"``."""
-    ok = traj["correct"][_row(traj, update)]
+    ok = traj["correct"][row(traj, update)]
     v = np.asarray(traj["blanks"] if values is None else values)[: len(ok)]
     if len(v) != len(ok):
         raise ValueError(f"difficulty values: {len(v)} for {len(ok)} puzzles")
@@ -171,37 +172,6 @@ def state_change_by_depth_terms(traj: dict) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("state change by depth needs a trajectory recorded at every update (every=1)")
     before = (traj["first_solve"] > 0)[None, :] & (traj["first_solve"][None, :] < ups[:, None])
     return np.where(before, traj["state_change"].astype(np.float64), 0.0), before
-
-
-def changes_between(traj: dict) -> dict[str, float]:
-    """Between the two prediction snapshots a < b, per puzzle:
-
-    - ``changed_per_puzzle``: predictions changed, summed over every update from a to b (the paper's
-      measure: 77.0 for TRM, 24.0 for InfiLoop between 36 and 72; a cell that flips away and back counts
-      twice);
-    - ``net_changed_per_puzzle``: cells whose prediction differs between the two snapshots;
-    - ``wrong_gained_per_puzzle``: wrong cells at b minus wrong cells at a;
-    - ``lost``: share of the puzzles right at a that are wrong at b.
-    """
-    a, b = (int(u) for u in traj["snapshot_updates"][:2])
-    pa, pb = traj["pred_snapshots"][0], traj["pred_snapshots"][1]
-    wa, wb = traj["wrong_cells"][_row(traj, a)], traj["wrong_cells"][_row(traj, b)]
-    ca, cb = traj["correct"][_row(traj, a)], traj["correct"][_row(traj, b)]
-    return {"from": a, "to": b, "changed_per_puzzle": float(traj["changes"].mean()),
-            "net_changed_per_puzzle": float((pa != pb).sum(1).mean()),
-            "wrong_gained_per_puzzle": float((wb.astype(np.int64) - wa).mean()),
-            "lost": float((ca & ~cb).sum() / max(1, ca.sum()))}
-
-
-def flip_rate(trajs: dict[str, dict], to_fill: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Of the cells to fill (``tasks.cells_to_fill``: Sudoku's blanks) that every model had right at the first
-    snapshot, the fraction each model flips at least once before the second snapshot (the paper: TRM 20.9 %,
-    InfiLoop 2.4 %)."""
-    right = np.asarray(to_fill, dtype=bool).copy()
-    for t in trajs.values():
-        right &= t["pred_snapshots"][0] == labels
-    n = int(right.sum())
-    return {name: float(t["flipped"][right].sum() / max(1, n)) for name, t in trajs.items()} | {"cells": n}
 
 
 def gamma_phase_terms(traj: dict, axis: str = "outer", search: int = 6, settle: int = 6) -> dict[str, tuple]:
@@ -347,7 +317,7 @@ def arc_vote(traj: dict, test_data, update: int, k: int = 2):
     if update not in snaps:
         raise ValueError(f"update {update} has no prediction snapshot (snapshots: {snaps})")
     pred = traj["pred_snapshots"][snaps.index(update)]
-    conf = 1 / (1 + np.exp(-traj["q_halt"][_row(traj, update)].astype(np.float64)))
+    conf = 1 / (1 + np.exp(-traj["q_halt"][row(traj, update)].astype(np.float64)))
     attempts = attempts_from_predictions(test_data, pred, conf, run="eval")
     return vote_pass_at_k(attempts, solutions_from_data(test_data), k=k)
 
