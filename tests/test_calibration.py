@@ -210,7 +210,7 @@ def test_drift_summary_reads_every_recorded_row(tmp_path):
     lossy = {**facts, "carry_last": {**facts["carry_last"], "max_drop": 1.0, "max_lost": 19.7}}
     assert not calibration.contrast_absent(lossy)
     empty = {"max_drop": 0.0, "row": None, "max_lost": 0.0, "lost_row": None, "max_change": 0.0, "change_row": None}
-    assert calibration.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, **{
+    assert calibration.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, "as_built": 0, **{
         r: empty for r in calibration.CONNECTIONS}})
 
 
@@ -219,6 +219,18 @@ def test_the_recorded_rows_are_read_by_notebook_02():
     recorded = sorted(p.stem for p in calibration.RECORDED.glob("*.json"))
     assert recorded and facts["rows"] == len(rows) <= len(recorded)
     assert {r[0] for r in rows} <= set(recorded)
+
+
+def test_rows_recorded_before_the_connection_study_say_their_infiloop_is_as_built(tmp_path):
+    """A row's InfiLoop from before the connection study is named 'as built' in the search table and counted in the
+    statement; carry-last's (its runs unchanged) is not."""
+    assert calibration.as_built({"updated": "2026-11-30T14:03:57+00:00"})
+    assert not calibration.as_built({"updated": "2026-12-01T10:00:00+00:00"})
+    table = calibration.render_table(calibration.RECORDED)
+    assert "| infiloop (as built) |" in table and "| carry_last (as built) |" not in table
+    _, _, facts = calibration.drift_summary()
+    assert facts["as_built"] == facts["rows"]  # every recorded row predates the study
+    assert f"in {facts['rows']} of these rows are the connection as built" in calibration.drift_statement(facts)
 
 
 def test_the_results_page_shows_every_recorded_row(tmp_path):

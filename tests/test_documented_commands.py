@@ -35,8 +35,6 @@ SLOW = {
         "builds the tiny data and times 22 model shapes: minutes on 2 CPU cores (`plan --profile smoke` runs "
         "the same form in the suite)",
     "python -m infiloop plan --profile tiny --calibrate": "the same, measured again",
-    "python -m infiloop plan --profile search": "builds the search data (856 puzzles that singles do not solve, "
-                                                "about a minute) and times its model shapes",
     "python -m infiloop plan --profile tiny -p seeds 0,1,2": "the same with three seeds (tests/test_plan.py plans "
                                                              "`-p seeds 0,1,2` at smoke in the suite)",
     **{f"python -m infiloop train --profile search --recipe {r} --set model.mixer=attention{more} --max-steps 600":

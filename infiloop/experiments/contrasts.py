@@ -416,6 +416,16 @@ def _cell(values: list[float], scale: float = 100.0, fmt: str = "{:.1f}") -> str
     return text + (f" ({fmt.format(min(v))}–{fmt.format(max(v))})" if len(v) > 1 else "")
 
 
+# The connection study changed InfiLoop (and FPRM) on this day (docs/connection-study.md); carry-last's runs kept
+# their names. A row recorded before it holds InfiLoop as built, which the study still trains (variant `baseline`).
+CONNECTION_STUDY_DATE = "2026-12-01"
+
+
+def as_built(record: dict) -> bool:
+    """Whether a row's InfiLoop models are the connection as built before the connection study."""
+    return str(record.get("updated", "")) < CONNECTION_STUDY_DATE
+
+
 def render_table(results: Path | None = None, rows: dict[str, dict] | None = None) -> str:
     """The search table from the results files: a line per candidate and connection, in the order of
     ``ROWS`` (then any other results files by name)."""
@@ -443,7 +453,8 @@ def render_table(results: Path | None = None, rows: dict[str, dict] | None = Non
             task = _difficulty(r["data"], r.get("task", "sudoku"))
             lines.append(
                 f"| {n} | {task} | {m['d_model']} | {m['mixer']} x {m['n_layers']} | {m['H']} "
-                f"| {m['L']} | {t['max_segments']} ({depth}) | {t['steps']:,} | {recipe} | {len(recs)} "
+                f"| {m['L']} | {t['max_segments']} ({depth}) | {t['steps']:,} | "
+                f"{recipe}{' (as built)' if recipe == 'infiloop' and as_built(r) else ''} | {len(recs)} "
                 f"| {' | '.join(acc)} | {peak} | {change} "
                 f"| {_cell([x['lost_after_solve'] for x in recs])} | {minutes} |")
     if len(lines) == 2:
@@ -472,7 +483,7 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
         columns += [f"{name} @1x (%)", f"{name} peak − @60x (points)", f"{name} solved, then lost (%)",
                     f"{name} state change per update after the solve (%)"]
     worst = {"max_drop": 0.0, "row": None, "max_lost": 0.0, "lost_row": None, "max_change": 0.0, "change_row": None}
-    table, facts = [], {"rows": 0, "seeds": 0, **{r: dict(worst) for r in CONNECTIONS}}
+    table, facts = [], {"rows": 0, "seeds": 0, "as_built": 0, **{r: dict(worst) for r in CONNECTIONS}}
     for n in order:
         r = files[n]
         if not all(r["results"].get(recipe) for recipe in CONNECTIONS):
@@ -495,6 +506,7 @@ def drift_summary(results: Path | None = None, rows: dict[str, dict] | None = No
                 if values and (max(values) > f[key] or f[row_key] is None):
                     f.update({key: max(values), row_key: n})
         facts["rows"] += 1
+        facts["as_built"] += as_built(r)
         facts["seeds"] += int(line[2])
         table.append(line)
     return columns, table, facts
@@ -516,6 +528,10 @@ def drift_statement(facts: dict) -> str:
             f"{cl['max_change']:.2f} % per update after the solve (row `{cl['change_row']}`; InfiLoop "
             f"{il['max_change']:.2f} %); the paper's TRM: {PAPER_FALL:.1f} points, {PAPER_LOST:.0f}–20 %, about "
             f"{PAPER_CHANGE:.0f} %.")
+    if facts.get("as_built"):
+        text += (f" InfiLoop's numbers in {facts['as_built']} of these rows are the connection as built before the "
+                 f"connection study ({CONNECTION_STUDY_DATE}; `docs/connection-study.md`, variant `baseline`); "
+                 "carry-last's runs are today's.")
     if contrast_absent(facts):
         text += (" **In none of these settings does carry-last reach the paper's fall or its loss of solved "
                  "puzzles: at this scale the paper's contrast did not appear.**")
