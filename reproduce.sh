@@ -11,6 +11,7 @@
 #                                     the jobs run this environment on GPU nodes: .venv gets torch's CUDA build
 #   ./reproduce.sh test [PYTEST ARGS] set up .venv if needed, then run the test suite
 #   ./reproduce.sh setup [--cuda]     only set up .venv (--cuda: with torch's CUDA build, even without a GPU here)
+#   ./reproduce.sh lock               write requirements-cpu.lock from .venv (after its tests passed; docs/setup.md)
 #
 # Which Python: INFILOOP_PYTHON=/path/to/python if set; else the active conda environment
 # ($CONDA_PREFIX/bin/python) when it imports torch (conda env create -f environment.yml); either is used
@@ -20,6 +21,9 @@
 # environment), INFILOOP_TORCH (a pip requirement that overrides the torch choice). --executor slurm with a GPU
 # profile or --device cuda makes .venv's torch the CUDA build (the jobs run it on the nodes); an interpreter used
 # as it is is left alone, and python -m infiloop refuses in one line if its torch is a CPU build.
+# On the CPU path .venv is installed from requirements-cpu.lock (exact versions, hashes checked; torch the CPU build of
+# the version the lock names) when the lock was made for this Python and platform; INFILOOP_UNLOCKED=1 resolves the
+# newest versions pyproject.toml allows instead. The report's provenance says whether the environment matches the lock.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,6 +33,8 @@ PY="$VENV/bin/python"
 EXTERNAL=""  # where an interpreter used as it is comes from (empty: .venv)
 
 WANT_CUDA=""  # set: torch's CUDA build, whatever this machine has (jobs of --executor slurm run on GPU nodes)
+LOCK="$ROOT/requirements-cpu.lock"
+TORCH_SPEC="torch>=2.4"  # the CPU path's torch; the lock's exact version when the lock applies
 
 log() { printf '[reproduce] %s\n' "$*" >&2; }
 
@@ -116,7 +122,7 @@ install_torch() {
     # otherwise take one from the PyTorch CPU index. Never a bare `torch` (a multi-GB CUDA build).
     local tmp wheel
     tmp="$(mktemp -d)"
-    if "$PY" -m pip download --quiet --no-index --no-deps "torch>=2.4" -d "$tmp" >/dev/null 2>&1; then
+    if "$PY" -m pip download --quiet --no-index --no-deps "$TORCH_SPEC" -d "$tmp" >/dev/null 2>&1; then
         wheel="$(ls "$tmp"/torch-*+cpu*.whl 2>/dev/null | head -n 1 || true)"
         if [ -n "$wheel" ]; then
             log "no GPU: installing the local CPU build $(basename "$wheel")"
@@ -126,8 +132,8 @@ install_torch() {
         fi
     fi
     rm -rf "$tmp"
-    log "no GPU: installing torch from the PyTorch CPU index"
-    "$PY" -m pip install "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu \
+    log "no GPU: installing torch from the PyTorch CPU index ($TORCH_SPEC)"
+    "$PY" -m pip install "$TORCH_SPEC" --index-url https://download.pytorch.org/whl/cpu \
         --extra-index-url https://pypi.org/simple
 }
 
@@ -148,10 +154,55 @@ setup_external() {
     log "using $PY from $EXTERNAL (no .venv is built)"
 }
 
+# Why the lock does not apply to this setup ("" when it does): no lock, INFILOOP_UNLOCKED, a CUDA build, a torch of
+# one's own, or a lock made for another Python or platform.
+lock_refusal() {
+    if [ ! -f "$LOCK" ]; then echo "no requirements-cpu.lock"; return; fi
+    if [ -n "${INFILOOP_UNLOCKED:-}" ]; then echo "INFILOOP_UNLOCKED is set"; return; fi
+    if [ -n "$WANT_CUDA" ] || has_cuda_gpu; then echo "torch's CUDA build is wanted"; return; fi
+    if [ -n "${INFILOOP_TORCH:-}" ]; then echo "INFILOOP_TORCH chooses torch"; return; fi
+    local made here
+    made="$(sed -n 's/^# locked for: python \([0-9.]*\), \([^,]*\), torch==.*$/\1 \2/p' "$LOCK")"
+    here="$("$PY" -c 'import platform, sys; print(f"{sys.version_info[0]}.{sys.version_info[1]} {platform.system().lower()}-{platform.machine().lower()}")')"
+    if [ "$made" != "$here" ]; then echo "the lock is for python ${made:-?}, this is python $here"; fi
+}
+
+install_locked() {
+    TORCH_SPEC="torch==$(sed -n 's/^# locked for: .*, torch==\(.*\)$/\1/p' "$LOCK")"
+    install_torch
+    log "installing the locked environment (requirements-cpu.lock: exact versions, hashes checked)"
+    "$PY" -m pip install --quiet --require-hashes --no-deps -r "$LOCK"
+    "$PY" -m pip install --quiet --no-deps -e .
+}
+
+write_lock() {
+    # The environment's own pins (torch aside: not hash-locked) compiled with the index's hashes by pip-tools.
+    local tmp torch_version made
+    tmp="$(mktemp -d)"
+    "$PY" -m pip freeze --exclude-editable | grep -v -i -E '^(torch|infiloop)( |=|@)' > "$tmp/pins.in"
+    torch_version="$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')"
+    made="$("$PY" -c 'import platform, sys; print(f"python {sys.version_info[0]}.{sys.version_info[1]}, {platform.system().lower()}-{platform.machine().lower()}")')"
+    log "compiling $(wc -l < "$tmp/pins.in") pinned packages with their hashes (pip-tools; a few minutes)"
+    "$PY" -m piptools compile --quiet --generate-hashes --allow-unsafe --no-strip-extras --no-emit-index-url \
+        --no-emit-find-links --no-header --no-annotate -o "$tmp/lock.txt" "$tmp/pins.in"
+    {
+        echo "# The exact environment the test suite and the default run passed with (infiloop/machine.py)."
+        echo "# Installed by ./reproduce.sh setup on the CPU path; refreshed by ./reproduce.sh lock; $(date -u +%Y-%m-%d)."
+        echo "# locked for: $made, torch==$torch_version"
+        echo "# torch: the CPU build of that version, installed by reproduce.sh (not hash-locked: its wheels differ by index)."
+        cat "$tmp/lock.txt"
+    } > "$LOCK.tmp"
+    mv "$LOCK.tmp" "$LOCK"
+    rm -rf "$tmp"
+    log "wrote $LOCK ($(grep -c '==' "$LOCK") packages)"
+}
+
 setup() {
     if [ -n "$EXTERNAL" ]; then setup_external; return; fi
-    local stamp="$VENV/.infiloop-setup" want
-    want="$(cat pyproject.toml reproduce.sh | sha256sum | cut -c1-16)"
+    local stamp="$VENV/.infiloop-setup" want locked=()
+    if [ -f "$LOCK" ]; then locked=("$LOCK"); fi
+    want="$({ cat pyproject.toml reproduce.sh "${locked[@]}"; if [ -n "${INFILOOP_UNLOCKED:-}" ]; then echo unlocked; fi; } \
+        | sha256sum | cut -c1-16)"
     if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         if [ -n "$WANT_CUDA" ] && torch_is_cpu_build; then
             install_cuda_torch
@@ -163,9 +214,15 @@ setup() {
         log "creating $VENV with $base ($("$base" --version 2>&1))"
         "$base" -m venv "$VENV"
     fi
-    install_torch
-    log "installing the infiloop package and its tools (pip install -e .[dev])"
-    "$PY" -m pip install --quiet -e ".[dev]"
+    local refusal; refusal="$(lock_refusal)"
+    if [ -z "$refusal" ]; then
+        install_locked
+    else
+        log "not installing from the lock ($refusal): the newest versions pyproject.toml allows"
+        install_torch
+        log "installing the infiloop package and its tools (pip install -e .[dev])"
+        "$PY" -m pip install --quiet -e ".[dev]"
+    fi
     # papermill needs a kernel named python3 inside this environment (never a path in $HOME).
     "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (infiloop)" >/dev/null
     echo "$want" > "$stamp"
@@ -178,6 +235,13 @@ case "$cmd" in
         if [ "${2:-}" = "--cuda" ]; then WANT_CUDA=1; fi
         setup
         ;;
+    lock)
+        if [ -n "$EXTERNAL" ] || [ ! -x "$PY" ]; then
+            log "error: ./reproduce.sh lock writes the lock from a .venv that reproduce.sh built (none at $VENV): run ./reproduce.sh test first"
+            exit 1
+        fi
+        write_lock
+        ;;
     test)
         shift
         setup
@@ -185,7 +249,7 @@ case "$cmd" in
         exec "$PY" -m pytest "$@"
         ;;
     -h|--help|help)
-        sed -n '2,22p' "$0"
+        sed -n '2,26p' "$0"
         ;;
     *)
         # On a CUDA GPU the default run trains there; after it, Python offers the gpu profile (its pilot first,

@@ -1,4 +1,5 @@
-"""The machine this runs on: its CPU, for provenance, and how many CPUs this process may use.
+"""The machine this runs on: its CPU and its Python environment against the lock file, for provenance, and how many
+CPUs this process may use.
 
 ``usable_cpus`` counts the CPUs the process is allowed to run on (``os.sched_getaffinity``: a container's or
 ``taskset``'s limit), not every CPU of the machine, so that jobs and threads are sized to what is really there.
@@ -6,10 +7,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
+from importlib import metadata
 from pathlib import Path
+
+from .paths import ROOT
 
 
 def usable_cpus() -> int:
@@ -95,3 +100,87 @@ def init_distributed(device: str) -> str:
     torch.cuda.set_device(index)
     dist.init_process_group("nccl")
     return f"cuda:{index}"
+
+
+# --- The exact environment ------------------------------------------------------------------------------------
+# The lock file holds every Python package version (with hashes) that the suite and the default run passed with.
+#
+# ``requirements-cpu.lock`` is written by ``./reproduce.sh lock`` (pip-compile of the environment's own pins, hashes
+# from the package index) and installed by ``./reproduce.sh setup`` on the CPU path (``pip install --require-hashes
+# --no-deps``). torch is not hash-locked: its CPU wheels differ by index (PyTorch's CPU index, a local build), so the
+# lock names its version in its header and ``reproduce.sh`` installs the CPU build of exactly that version. The report's
+# provenance says whether the environment it ran in matches the lock (:func:`lock_status`), so that a run in a different
+# environment says so.
+
+LOCK = ROOT / "requirements-cpu.lock"
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)")
+_HEADER = re.compile(r"^# locked for: python (\d+\.\d+), (\S+), torch==(\S+)")
+
+
+def canonical(name: str) -> str:
+    """A distribution name as PEP 503 compares them (``Jinja2`` and ``jinja2``, ``ruamel.yaml`` and ``ruamel-yaml``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_lock(path: Path = LOCK) -> dict:
+    """``{"pins": {name: version}, "python": "3.11", "platform": "linux-x86_64", "torch": "2.13.0"}`` of a lock
+    file; ValueError naming the file when its header or a pin cannot be read."""
+    text = Path(path).read_text(encoding="utf-8")
+    header = next((m for m in map(_HEADER.match, text.splitlines()) if m), None)
+    if header is None:
+        raise ValueError(f"{path}: no '# locked for: python X.Y, PLATFORM, torch==VERSION' header line")
+    pins = {}
+    for line in text.splitlines():
+        m = _PIN.match(line)
+        if m:
+            pins[canonical(m.group(1))] = m.group(3)
+    if not pins:
+        raise ValueError(f"{path}: no pinned package (NAME==VERSION lines)")
+    return {"pins": pins, "python": header.group(1), "platform": header.group(2), "torch": header.group(3)}
+
+
+def this_platform() -> str:
+    """``linux-x86_64``: the system and machine a lock is made for."""
+    return f"{platform.system().lower()}-{platform.machine().lower()}"
+
+
+def installed_versions() -> dict[str, str]:
+    """Every installed distribution's version by canonical name."""
+    out = {}
+    for d in metadata.distributions():
+        name = d.metadata["Name"]
+        if name:
+            out[canonical(name)] = d.version
+    return out
+
+
+def lock_differences(lock: dict, have: dict[str, str]) -> list[str]:
+    """What differs between a lock and the installed versions: ``name lock → installed`` (``missing`` when absent);
+    torch compared by its public version (``2.13.0+cpu`` is the lock's ``2.13.0``); the project itself ignored."""
+    out = []
+    for name, want in sorted({**lock["pins"], "torch": lock["torch"]}.items()):
+        got = have.get(name)
+        if got is None:
+            out.append(f"{name} {want} → missing")
+        elif (got.split("+")[0] if name == "torch" else got) != want:
+            out.append(f"{name} {want} → {got}")
+    return out
+
+
+def lock_status(path: Path = LOCK, have: dict[str, str] | None = None) -> str:
+    """One line for the report's provenance: whether this environment is the lock's (its file and sha256), or how
+    it differs (the first differences named), or that there is no lock."""
+    path = Path(path)
+    if not path.is_file():
+        return f"no lock file ({path.name} absent): versions as resolved on the day of setup"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    try:
+        lock = read_lock(path)
+    except ValueError as e:
+        return f"unreadable lock: {e}"
+    diff = lock_differences(lock, installed_versions() if have is None else have)
+    where = f"{path.name} (sha256 {digest}…; python {lock['python']}, {lock['platform']})"
+    if not diff:
+        return f"matches {where}: {len(lock['pins']) + 1} packages"
+    shown = "; ".join(diff[:5]) + (f"; and {len(diff) - 5} more" if len(diff) > 5 else "")
+    return f"DIFFERS from {where} in {len(diff)} package(s): {shown}"

@@ -45,7 +45,7 @@ from pathlib import Path
 from .. import paths
 from ..analysis import paper
 from ..io import atomic_write_text
-from ..machine import cpu_name
+from ..machine import cpu_name, lock_status
 from . import profiles
 
 MAIN_NOTEBOOK = "01_main_table"
@@ -277,6 +277,7 @@ def provenance(root: Path | None = None) -> dict[str, str]:
     info.update(cuda_provenance(root))
     info["platform"] = platform.platform()
     info[PACKAGES_KEY] = f"{len(installed_packages())} ({PACKAGES_FILE})"
+    info["environment lock"] = lock_status()
     return info
 
 
