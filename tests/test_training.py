@@ -304,6 +304,7 @@ SETTING_EDGES = [
     {"max_segments": 2, "halt_exploration": 1.0}, {"halt_exploration": 0.0}, {"halt_loss_weight": 0.0},
     {"loss": "softmax"}, {"checkpoint_every": 1, "log_every": 1}, {"seed": 2**31 - 1}, {"precision": "bf16"},
     {"precision": "fp32"}, {"compile": "off"}, {"threads": 1}, {"micro_batch": 1}, {"micro_batch": 1000},
+    {"max_segments": 2, "halt_exploration": 1.0, "checkpoint_every": 1, "model": {"recall": False}},
 ]
 NOT_AT_EDGES = {"compile": "'on' compiles for minutes on a CPU: tests/test_training_gpu_path.py fakes it"}
 

@@ -173,6 +173,7 @@ NEUTRAL_SETTINGS: dict[str, Any] = {
     **{f"model.{axis}.{k}": v for axis in ("inner", "outer")
        for k, v in (("clip_mode", "hard"), ("z0_candidate", True), ("history_grad", False))},
     "train.candidate_loss": 0.0,
+    "model.recall": True,
 }
 # Settings that do nothing for some models, left out of those models' hashes: InfiLoop's own switches on an
 # axis whose connection is not InfiLoop, and the candidate loss where the outer connection is carry-last (its

@@ -6,6 +6,10 @@ One *outer update* is L inner updates of the latent and one update of the answer
     inner (L times):  z_cand = f(z + y + x),   z <- connection_inner.step(z_cand)
     outer (once):     y_cand = f(y + z),       y <- connection_outer.step(y_cand)
 
+With ``recall=False`` the input is not fed again: it enters only the initial states (y_0 = y_init + x,
+z_0 = z_init + x) and the inner update is z_cand = f(z + y) (Bansal et al. 2022's network without recall; TRM,
+like their recall network, feeds x at every inner update).
+
 With ``carry_last`` on both axes this is TRM's rule exactly (z <- f(z + y + x), y <- f(y + z));
 with ``infiloop`` each axis keeps its own (q, beta, h, log D). A supervision segment is H outer
 updates with gradients through the last ``grad_outer`` of them; the state is detached between
@@ -85,6 +89,8 @@ class ModelConfig:
     H: int = 3
     L: int = 6
     grad_outer: int = 1
+    # recall: the input x fed to every inner update (TRM's rule); False: x only in the initial states
+    recall: bool = True
     inner: ConnectionConfig = field(default_factory=ConnectionConfig)
     outer: ConnectionConfig = field(default_factory=ConnectionConfig)
     # conditioners of the looped-LM study (test-time recurrence in looped language models); all "none" by default
@@ -94,6 +100,13 @@ class ModelConfig:
     def prefix(self) -> int:
         """Positions before the grid cells: the puzzle-embedding prefix."""
         return self.puzzle_emb_len
+
+    @property
+    def size_agnostic(self) -> bool:
+        """Whether no weight depends on the grid's size, so that a model trained on one size runs on another
+        (:meth:`LoopedReasoner.resized`): attention (TRM's token-mixing MLP is as wide as the sequence) with rotary
+        or no positions (learned and grid positions are tables of the training size)."""
+        return self.mixer == "attention" and self.pos in ("rope", "none")
 
     @property
     def layers_per_outer_update(self) -> int:
@@ -143,6 +156,9 @@ class ModelConfig:
                 br, bc = self.box
                 if br < 1 or bc < 1 or rows % br or cols % bc:
                     bad("box", f"box {br}x{bc} does not tile the grid {rows}x{cols}")
+        if not self.recall and self.cond.active:
+            bad("recall", "recall=False (the input only in the initial states) is not defined with the looped-LM "
+                "study's conditioners, which inject the input themselves")
         self.inner.validate("model.inner")
         self.outer.validate("model.outer")
         self.cond.validate("model.cond")
@@ -243,6 +259,8 @@ class LoopedReasoner(nn.Module):
         carry = {"y": self.conn_outer.init(y0), "z": self.conn_inner.init(z0)}
         if self.cond is not None:
             carry["cond"] = self.cond.init(y0)
+        if not self.cfg.recall:  # the samples whose initial states still wait for their input (the next update)
+            carry["fresh"] = {"mask": torch.ones(batch_size, dtype=torch.bool, device=device)}
         return carry
 
     def reset_carry(self, carry: Carry, mask: Tensor) -> Carry:
@@ -254,6 +272,8 @@ class LoopedReasoner(nn.Module):
         }
         if self.cond is not None:
             out["cond"] = self.cond.reset(carry["cond"], mask)
+        if not self.cfg.recall:
+            out["fresh"] = {"mask": carry["fresh"]["mask"] | mask}
         return out
 
     @staticmethod
@@ -269,6 +289,11 @@ class LoopedReasoner(nn.Module):
         the mean of the inner steps.
         """
         z_state, y_state = carry["z"], carry["y"]
+        if not self.cfg.recall:  # the input enters the states once, at a sample's first update
+            fresh = carry["fresh"]["mask"]
+            y_state = self.conn_outer.reset(y_state, fresh, self.y_init + x)
+            z_state = self.conn_inner.reset(z_state, fresh, self.z_init + x)
+            x = torch.zeros((), dtype=x.dtype, device=x.device)
         y = y_state["h"]
         y_in, mod, t = y, None, None
         if self.cond is not None:
@@ -296,6 +321,8 @@ class LoopedReasoner(nn.Module):
         new = {"y": y_state, "z": z_state}
         if self.cond is not None:
             new["cond"] = self.cond.advance(carry["cond"], y)
+        if not self.cfg.recall:
+            new["fresh"] = {"mask": torch.zeros_like(carry["fresh"]["mask"])}
         return new, out
 
     def logits(self, y: Tensor) -> Tensor:
@@ -345,6 +372,21 @@ class LoopedReasoner(nn.Module):
         for k in range(1, n_updates + 1):
             carry, diag = self.outer_update(carry, x, horizon)
             yield k, carry, diag
+
+    def resized(self, grid: tuple[int, int]) -> LoopedReasoner:
+        """The same weights on a grid of another size (a longer sequence is a 1 x N grid): a new model sharing
+        this one's parameters, for a size-agnostic configuration (``ModelConfig.size_agnostic``); ValueError
+        naming what ties the weights to the training size otherwise."""
+        if not self.cfg.size_agnostic:
+            raise ValueError(f"this model's weights depend on its grid size (mixer={self.cfg.mixer!r}, "
+                             f"pos={self.cfg.pos!r}): only attention with rope or no positions runs on other sizes")
+        rows, cols = int(grid[0]), int(grid[1])
+        box = self.cfg.box if self.cfg.box and rows % self.cfg.box[0] == 0 and cols % self.cfg.box[1] == 0 else None
+        like = self.y_init
+        other = LoopedReasoner(self.cfg.replace(grid=(rows, cols), seq_len=rows * cols, box=box))
+        other = other.to(device=like.device, dtype=like.dtype)
+        other.load_state_dict(self.state_dict())
+        return other.train(self.training)
 
     # ---------------------------------------------------------------- accounting
     def n_params(self) -> int:
