@@ -6,6 +6,8 @@
     data build --task sudoku|maze|arc1|arc2 --profile smoke|tiny|paper [--set key=value ...] [--force]
                (--set path=DIR: your own files; --set source=generate: generated instead of the hub's set)
     data describe --task sudoku|maze --profile P [P ...] [--set key=value ...] [--json]
+    data audit PROFILE [PROFILE ...] [--task T ...] [--set key=value ...] | --folder DIR [--task T]
+               (test puzzles in the training set, up to the augmentation group: infiloop/tasks/audit.py)
 
 The data profiles are handed in by the caller (``infiloop/cli.py`` passes those of the run profiles), so that the
 tasks wing never reads the experiments' definitions.
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from .. import paths
 from ..config import coerce, parse_setting, type_of_default
-from ..errors import Parser, run_command
-from . import maze, sudoku
+from ..errors import Parser, UsageError, run_command
+from . import audit, maze, sudoku
 from .datasets import TASKS, DataProfile, build, describe, describe_markdown, profile_config
 
 
@@ -111,6 +114,18 @@ def parser(data_profiles: dict[str, DataProfile]) -> argparse.ArgumentParser:
                    help="override a profile setting, e.g. --set needs_search=true")
     d.add_argument("--root", type=Path, default=None, help=f"data folder (default {paths.DATA})")
     d.add_argument("--json", action="store_true", help="print JSON instead of a markdown table")
+
+    a = sub.add_parser("audit", help="look for test puzzles in the training set, up to the augmentation group "
+                                     "(built first if needed; exit status 1 on a leak)")
+    a.add_argument("profile", nargs="*", metavar="PROFILE", help=f"data profiles: {', '.join(data_profiles)}")
+    a.add_argument("--task", action="append", choices=TASKS, default=None,
+                   help="audit this task only (repeatable; default: every task of the profile)")
+    a.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile setting, as in `data build`")
+    a.add_argument("--root", type=Path, default=None, help=f"data folder (default {paths.DATA})")
+    a.add_argument("--folder", type=Path, action="append", default=[], metavar="DIR",
+                   help="a data folder in the layout `data build` writes (train.npz, test.npz; its task from "
+                        "build.json or --task), e.g. data your own code built")
     return p
 
 
@@ -145,6 +160,8 @@ def _main(argv: list[str], data_profiles: dict[str, DataProfile]) -> int:
               f"(path length {m.path_length.min()}-{m.path_length.max()})")
     elif args.cmd == "validate":
         print(_summary(args.task, args.file, args.box))
+    elif args.cmd == "audit":
+        return _audit(args, data_profiles)
     elif args.cmd == "describe":
         rows = [describe(args.task, data_profiles[p], args.root,
                          _overrides(args.task, data_profiles[p], args.overrides), verbose=True) for p in args.profile]
@@ -157,3 +174,39 @@ def _main(argv: list[str], data_profiles: dict[str, DataProfile]) -> int:
         for k, v in files.items():
             print(f"  {k}: {v}")
     return 0
+
+
+def _shown(folder: Path) -> str:
+    """A folder as the audit names it: relative to the working directory when it lies under it."""
+    rel = os.path.relpath(Path(folder).resolve())
+    return rel if not rel.startswith("..") else str(Path(folder).resolve())
+
+
+def _audit(args, data_profiles: dict[str, DataProfile]) -> int:
+    """``data audit``: one ``error:`` line (stderr) per leaking test row, ``note:`` lines for facts and a one-line
+    summary per data set (stdout); exit status 1 when a test row leaks."""
+    if not args.profile and not args.folder:
+        raise UsageError(f"data audit: give a data profile ({', '.join(data_profiles)}) or --folder DIR")
+    unknown = [p for p in args.profile if p not in data_profiles]
+    if unknown:
+        raise UsageError(f"data audit: unknown data profile {unknown[0]!r}; data profiles: "
+                         f"{', '.join(data_profiles)} (a run profile trains on one of them: its \"data\")")
+    if args.folder and args.task and len(args.task) > 1:
+        raise UsageError("data audit: --folder takes one --task (the folder's)")
+    sets = [(f, args.task[0] if args.task else None) for f in args.folder]
+    for name in args.profile:
+        data = data_profiles[name]
+        tasks = [t for t in TASKS if t in data.tasks and (not args.task or t in args.task)]
+        if not tasks:
+            raise UsageError(f"data audit: data profile {name!r} has no {' or '.join(args.task)} data; its tasks: "
+                             f"{', '.join(data.tasks)}")
+        for task in tasks:
+            files = build(task, data, args.root, _overrides(task, data, args.overrides))
+            sets.append((files["train"].parent, task))
+    leaked = False
+    for folder, task in sets:
+        result = audit.audit_folder(folder, task)
+        for line in result.lines(_shown(folder)):
+            print(line, file=sys.stderr if line.startswith("error: ") else sys.stdout, flush=True)
+        leaked |= not result.ok
+    return 1 if leaked else 0

@@ -123,8 +123,10 @@ def build(task: str, data: DataProfile, root: Path | None = None, overrides: dic
     Returns paths: ``train``, ``test`` (.npz), ``manifest`` (build.json) and, where there are CSVs,
     ``train_csv``/``test_csv``. The manifest's ``source`` says where the data came from; ``inputs`` the path,
     size and sha256 of each file read (hub or ``path``); ``hub`` the repository, the revision asked and the
-    commit it resolved to. A hub set the hub cannot provide is a :class:`DataError` naming the three ways on
-    (:func:`hub_ways_on`). ``root`` defaults to ``paths.DATA`` (read at call time).
+    commit it resolved to; ``seeds`` the seed and random stream of every draw (the split, a subsample, the
+    augmentations or views; not part of ``config``, so a build made before it was recorded is still reused). A
+    hub set the hub cannot provide is a :class:`DataError` naming the three ways on (:func:`hub_ways_on`).
+    ``root`` defaults to ``paths.DATA`` (read at call time).
     """
     root = paths.DATA if root is None else Path(root)
     cfg = profile_config(task, data, overrides)
@@ -374,11 +376,13 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
         train_all, test = _read_sudoku_csv(csvs[0], cfg), _read_sudoku_csv(csvs[1], cfg)
         rng = np.random.default_rng(seed)
         base = train_all.take(np.sort(rng.choice(len(train_all), min(cfg["n_train"], len(train_all)), replace=False)))
+        n_test_all = len(test)
         if cfg["n_test"] is not None and cfg["n_test"] < len(test):
             test = test.take(np.sort(rng.choice(len(test), cfg["n_test"], replace=False)))
         source = f"{origin} (train subsample {len(base)} of {len(train_all)}, test {len(test)})"
         files["train_csv"], files["test_csv"] = csvs
         selected = False  # a published set is used as published
+        seeds = _published_seeds(seed, len(base), len(train_all), len(test), n_test_all)
     else:
         # the hub's whole test set has no size: a generated set of such settings takes fallback_n_test puzzles
         n_test = cfg["n_test"] if cfg["n_test"] is not None else cfg.get("fallback_n_test")
@@ -396,6 +400,9 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
         sudoku.write_csv(files["test_csv"], test)
         accepted = {k: round(len(s) / int(s.drawn.sum()), 5) for k, s in (("train", base), ("test", test))
                     if selected and s.drawn is not None}
+        seeds = {"seed": seed, "split": GENERATED_SPLIT,
+                 **{split: _stream(f"sudoku/{g.n}/{g.br}x{g.bc}/{lo}-{hi}/{seed}/{split}", "puzzle")
+                    for split in SPLITS for lo, hi in [split_setting(cfg, "blanks", split)]}}
     aug, base_idx, aug_idx = sudoku.augment(base, cfg["augment"], np.random.default_rng(seed))
     tr_meta = {"base": base_idx.astype(np.int32), "aug": aug_idx.astype(np.int32)}
     te_meta = {}
@@ -405,12 +412,34 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
     tr = sudoku.to_taskdata("sudoku-train", aug, tr_meta, {"source": source})
     te = sudoku.to_taskdata("sudoku-test", test, te_meta, info={"source": source})
     files["train"], files["test"] = tr.save(out / "train.npz"), te.save(out / "test.npz")
+    seeds["augment"] = {"rng": f"numpy.random.default_rng({seed})", "copies": cfg["augment"],
+                        "draw": "a new generator: sudoku.augment's random transforms of each training puzzle in turn"}
+    record = {**record, "seeds": seeds}
     summary = {"train_rows": len(tr), "train_base": len(base), "test_rows": len(te),
                "test_blanks": [int(te.meta["blanks"].min()), int(te.meta["blanks"].max())],
                "test_rating_max": int(te.meta["rating"].max())}
     if accepted:
         summary["accepted_fraction"] = accepted  # puzzles kept / candidates drawn
     return files, source, summary, record
+
+
+GENERATED_SPLIT = "no draw divides one set: the training and test sets are generated from streams of their own"
+
+
+def _stream(prefix: str, what: str) -> dict:
+    """The manifest's record of a generated split: item ``i`` is drawn from its own random stream."""
+    return {"rng": f"random.Random('{prefix}/<i>')", "draw": f"{what} i from its own stream (rejection sampling "
+            f"where a selection is set), so a split is the same whatever the number of workers"}
+
+
+def _published_seeds(seed: int, n_train: int, n_train_all: int, n_test: int, n_test_all: int) -> dict:
+    """The manifest's record of the subsample draws of a published set (``_build_sudoku``)."""
+    test = (f"then {n_test} of {n_test_all} rows from the same generator, the same way" if n_test < n_test_all
+            else f"all {n_test_all} rows (no draw)")
+    return {"seed": seed, "split": "as published (train.csv, test.csv)",
+            "subsample": {"rng": f"numpy.random.default_rng({seed})",
+                          "train": f"{n_train} of {n_train_all} rows without replacement, kept in file order",
+                          "test": test}}
 
 
 def _read_maze_csv(path: Path, cfg: dict) -> maze.MazeSet:
@@ -431,6 +460,7 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
         train, test = _read_maze_csv(csvs[0], cfg), _read_maze_csv(csvs[1], cfg)
         source = f"{origin} (train {len(train)}, test {len(test)})"
         files["train_csv"], files["test_csv"] = csvs
+        seeds = {"split": "as published (train.csv, test.csv)", "subsample": "none: every row of both files"}
     else:
         seed = cfg["seed"]
         args = (cfg["size"], cfg["min_path"])
@@ -443,6 +473,9 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
                                         progress=verbose, min_dead_ends=dead)
             texts[split] = f", >= {dead} dead ends" if dead else ""
         train, test = sets["train"], sets["test"]
+        stream = f"maze/{cfg['size']}/{cfg['min_path']}/{cfg['loops']}/{seed}"
+        seeds = {"seed": seed, "split": GENERATED_SPLIT,
+                 **{split: _stream(f"{stream}/{split}", "maze") for split in SPLITS}}
         extra = texts["train"] if texts["train"] == texts["test"] else \
             f"; train{texts['train'] or ' any dead ends'}; test{texts['test'] or ' any dead ends'}"
         source = f"generated offline ({cfg['size']}x{cfg['size']}, shortest path >= {cfg['min_path']} moves{extra})"
@@ -456,7 +489,7 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
     files["train"], files["test"] = tr.save(out / "train.npz"), te.save(out / "test.npz")
     pl = te.meta["path_length"]
     summary = {"train_rows": len(tr), "test_rows": len(te), "test_path_length": [int(pl.min()), int(pl.max())]}
-    return files, source, summary, record
+    return files, source, summary, {**record, "seeds": seeds}
 
 
 def _build_arc(task, cfg, out: Path, root: Path, verbose):
@@ -485,4 +518,10 @@ def _build_arc(task, cfg, out: Path, root: Path, verbose):
                "n_puzzles": tr.n_puzzles, "subset": subset}
     if cfg.get("path"):
         summary["user_files"] = origin
-    return files, source, summary, {}
+    seeds = {"seed": cfg["seed"], "split": "as published: the training set holds every pair of the training tasks "
+             "and the demonstration pairs of the evaluation tasks, the test set the evaluation tasks' test pairs",
+             "tasks": "no draw: the first tasks by id whose grids fit max_side (n_train_tasks, n_eval_tasks)",
+             "views": {"rng": f"numpy.random.default_rng({cfg['seed']})", "views": cfg["views"],
+                       "draw": "view 0 the identity, then distinct random (dihedral, colour permutation) views, "
+                               "task by task, training tasks first (arc.build_sets)"}}
+    return files, source, summary, {"seeds": seeds}

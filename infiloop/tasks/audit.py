@@ -1,0 +1,628 @@
+"""Leakage audits: does a test puzzle appear in the training set, up to the symmetries the project trains under?
+
+Each audit compares every test row with the training set through an *exact canonical form*: a function of a
+puzzle that is the same for every member of its orbit under a group of symmetries and differs between orbits, so
+that two puzzles are equivalent exactly when their canonical forms are equal. The groups are those of the
+project's augmentations, so that a test puzzle found here is one the model may have been trained on as it is or
+as one of its augmented views.
+
+- **Sudoku** (:func:`audit_sudoku`): the group of :func:`.sudoku.random_transforms` (which ``augment`` and
+  ``augment_tokens`` apply): permutations of the bands (of ``br`` rows) and of the rows within each band,
+  permutations of the stacks (of ``bc`` columns) and of the columns within each stack, transposition where the box
+  is square (``br == bc``: 4x4, 9x9; a 2x3 box becomes 3x2 under transposition, so 6x6 has none), and any
+  relabelling of the digits. Sizes without the digits: 128 (4x4), 3,456 (6x6 with 2x3 boxes), 3,359,232 (9x9). The
+  canonical form (:func:`sudoku_canonical`) is the least grid, row-major and lexicographic with blank (0) first,
+  over the spatial transforms, of the transformed grid with its digits relabelled 1, 2, ... in order of first
+  appearance (which makes it independent of the digit relabelling). It is computed exactly by branch and bound:
+  every column arrangement is enumerated, rows are chosen one at a time (bands kept whole), and only the
+  partial grids whose rows so far are the least are extended; about 0.1 ms a 4x4 grid, 0.5-1 ms a 6x6 grid,
+  25-150 ms a 9x9 grid. An exact-invariant prefilter (:func:`sudoku_invariants`: given counts per row by band
+  and per column by stack, digit counts, and for every pair of rows and of columns the shape of the partial
+  digit permutation from one to the other) decides first which rows can be equivalent at all; only rows whose
+  invariant occurs in both sets are canonicalised, so a set of thousands of 9x9 puzzles audits in seconds too.
+  The givens are audited (a test puzzle equivalent to a training puzzle is a leak); the solution grids too,
+  reported as a fact: small Sudoku have few essentially different solution grids (2 at 4x4), so test and
+  training puzzles share them as a matter of course.
+- **Maze** (:func:`audit_maze`): the 8 symmetries of the square (rotations and reflections, ``base.dihedral``,
+  the project's optional maze augmentation ``maze.to_taskdata(dihedral_views=True)``) of the whole token grid,
+  so that walls, start and goal move together; the canonical form is the least of the 8 transformed grids. A
+  maze equal to a training maze with start and goal exchanged (the same path) is reported as a fact.
+- **ARC** (:func:`audit_arc`): the project's views (``arc.random_views``): the 8 dihedral transforms with any
+  permutation of the colours 1..9 (0 stays). A test pair whose input and output are, under one view, a pair of
+  the training set is a leak; a test output grid equal under a view to a training target of another pair is
+  reported with its rows; and whether the training set holds the evaluation tasks' demonstration pairs (as TRM's
+  and HRM's do: their protocol, not an error) is stated as a fact.
+
+Training sets hold augmented copies (Sudoku's ``meta.aug > 0``, the views of Maze and ARC, ``meta.view > 0``),
+which are members of their originals' orbits by construction; the audits compare the originals (the rows the
+copies were made from) and name training rows by their index in ``train.npz``.
+
+``python -m infiloop data audit PROFILE`` (:func:`audit_folder`) audits a built data folder (data/README.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from .arc import decode_grid
+from .base import DataError, TaskData, dihedral
+from .sudoku_solver import Geometry, geometry
+
+__all__ = ["AuditResult", "Match", "arc_canonical", "arc_pair_canonical", "audit", "audit_arc", "audit_folder",
+           "audit_maze", "audit_sudoku", "audit_sudoku_grids", "maze_canonical", "sudoku_canonical",
+           "sudoku_group_size", "sudoku_invariants"]
+
+
+@dataclass
+class Match:
+    """A test row equal, up to the group, to one or more training rows (indices into ``test.npz`` and
+    ``train.npz``); ``exact``: identical to at least one of them without any transform."""
+
+    test_row: int
+    train_rows: list[int]
+    exact: bool
+    kind: str = "puzzle"
+    detail: str = ""
+
+
+@dataclass
+class AuditResult:
+    """What an audit found. ``leaks``: test rows that are in the training set up to the group (the audit fails);
+    ``facts``: matches that are reported but are no error (Sudoku solution grids, Maze start and goal exchanged,
+    ARC output grids), by kind; ``notes``: facts in words; ``compared``: how many rows of each set were compared."""
+
+    task: str
+    group: str
+    compared: dict
+    leaks: list[Match] = field(default_factory=list)
+    facts: dict[str, list[Match]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.leaks
+
+    @property
+    def test_rows(self) -> list[int]:
+        """The test rows that leak."""
+        return [m.test_row for m in self.leaks]
+
+    @property
+    def train_rows(self) -> list[int]:
+        """The training rows that test rows leak from."""
+        return sorted({r for m in self.leaks for r in m.train_rows})
+
+    def counts(self) -> dict:
+        return {"leaks": len(self.leaks), "exact": sum(m.exact for m in self.leaks),
+                **{k: len(v) for k, v in self.facts.items()}, "train": self.compared["train"],
+                "test": self.compared["test"]}
+
+    def lines(self, where: str) -> list[str]:
+        """One ``error: ...`` line per leak, then ``note: ...`` lines, then a one-line summary."""
+        out = [f"error: {where}: test row {m.test_row} {_equals(m)}" for m in self.leaks]
+        out += [f"note: {where}: {n}" for n in self.notes]
+        c = self.compared
+        what = f"{c['test']:,} test against {c['train']:,} training {c['unit']}"
+        if self.leaks:
+            out.append(f"{where}: LEAKS: {len(self.leaks)} of {c['test']:,} test {c['unit']} are in the training "
+                       f"set ({sum(m.exact for m in self.leaks)} identical), compared {what} up to {self.group}")
+        else:
+            out.append(f"{where}: clean: no test {c['unit'][:-1] if c['unit'].endswith('s') else c['unit']} in the "
+                       f"training set; compared {what} up to {self.group}")
+        return out
+
+
+def _rows(rows: list[int], limit: int = 5) -> str:
+    shown = ", ".join(str(r) for r in rows[:limit])
+    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def _equals(m: Match) -> str:
+    s = "s" if len(m.train_rows) > 1 else ""
+    how = "(identical)" if m.exact and len(m.train_rows) == 1 else \
+        "up to symmetry" + (" (identical to one of them)" if m.exact else "")
+    what = {"puzzle": "", "pair": " (input and output)"}.get(m.kind, f" ({m.kind})")
+    return f"equals training row{s} {_rows(m.train_rows)}{what} {how}" + (f": {m.detail}" if m.detail else "")
+
+
+def _match(train_keys: list, test_keys: list, train_rows: np.ndarray, test_rows: np.ndarray,
+           train_exact: list | None = None, test_exact: list | None = None, kind: str = "puzzle") -> list[Match]:
+    """Test rows whose key is a training key, with every training row of that key; ``*_exact``: keys of the
+    grids themselves, to tell an identical copy from a transformed one."""
+    where = defaultdict(list)
+    for i, k in enumerate(train_keys):
+        if k is not None:
+            where[k].append(i)
+    out = []
+    for j, k in enumerate(test_keys):
+        if k is None or k not in where:
+            continue
+        idx = where[k]
+        exact = train_exact is not None and any(train_exact[i] == test_exact[j] for i in idx)
+        out.append(Match(int(test_rows[j]), sorted(int(train_rows[i]) for i in idx), exact, kind))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- Sudoku
+
+
+@cache
+def _axis_perms(groups: int, size: int) -> np.ndarray:
+    """Every arrangement of ``groups`` blocks of ``size`` lines that keeps blocks whole: ``[groups! size!^groups,
+    groups * size]``, output line -> source line."""
+    out = []
+    for order in itertools.permutations(range(groups)):
+        for inner in itertools.product(itertools.permutations(range(size)), repeat=groups):
+            out.append([order[s] * size + inner[s][k] for s in range(groups) for k in range(size)])
+    return np.array(out, dtype=np.int64)
+
+
+def sudoku_group_size(g: Geometry) -> int:
+    """The number of spatial transforms of the Sudoku group (digit relabelling apart)."""
+    nb, ns = g.n // g.br, g.n // g.bc
+    rows = math.factorial(nb) * math.factorial(g.br) ** nb
+    cols = math.factorial(ns) * math.factorial(g.bc) ** ns
+    return rows * cols * (2 if g.br == g.bc else 1)
+
+
+def sudoku_group_words(g: Geometry) -> str:
+    t = ", transposition" if g.br == g.bc else ""
+    return (f"the {sudoku_group_size(g):,} symmetries of {g.n}x{g.n} Sudoku with {g.br}x{g.bc} boxes (band, stack, "
+            f"row and column permutations{t}) and digit relabelling")
+
+
+def sudoku_canonical(grids: np.ndarray, g: Geometry, states: int = 400_000) -> np.ndarray:
+    """The exact canonical form of each grid (``[N, n*n]``, 0 blank, digits 1..n; puzzles or solutions) under the
+    Sudoku group of :func:`.sudoku.random_transforms` with digit relabelling: ``[N, n*n]`` int8, equal for two grids
+    exactly when one is a transform of the other.
+
+    The least over the spatial transforms (row-major, lexicographic, 0 first) of the transformed grid relabelled
+    1, 2, ... in order of first appearance. Branch and bound: a state is (orientation and column arrangement,
+    the rows chosen so far, the digit relabelling so far); every column arrangement starts, each step appends
+    each row allowed next (an unused band's row at a band's start, else an unused row of the current band), and
+    only the states whose new row is the least for their grid survive (a larger prefix cannot become the least
+    grid). States with the same arrangement, the same rows used and the same relabelling have the same future
+    and are merged. ``states`` bounds the work of one batch of grids."""
+    n, br, bc = g.n, g.br, g.bc
+    grids = np.asarray(grids)
+    if grids.ndim != 2 or grids.shape[1] != n * n:
+        raise ValueError(f"grids must be [N, {n * n}], got {grids.shape}")
+    cols = _axis_perms(n // bc, bc)
+    per_grid = (2 if br == bc else 1) * len(cols) * n
+    step = max(1, states // per_grid)
+    out = np.zeros((len(grids), n * n), np.int8)
+    for a in range(0, len(grids), step):
+        out[a:a + step] = _canonical_batch(grids[a:a + step].reshape(-1, n, n), g, cols)
+    return out
+
+
+def _canonical_batch(grids: np.ndarray, g: Geometry, cols: np.ndarray) -> np.ndarray:
+    n, br = g.n, g.br
+    n_grids, n_cols = len(grids), len(cols)
+    sources = [grids] + ([grids.transpose(0, 2, 1)] if g.br == g.bc else [])
+    n_t = len(sources)
+    # arrangements: arr = (grid * n_t + t) * n_cols + c holds source t of the grid with its columns in order cols[c]
+    arrange = np.stack([s[:, :, cols].astype(np.int8) for s in sources], axis=1)  # [G, T, n, C, n]
+    arrange = arrange.transpose(0, 1, 3, 2, 4).reshape(n_grids * n_t * n_cols, n, n)
+    arr = np.arange(len(arrange))
+    gid = arr // (n_t * n_cols)
+    lut = np.zeros((len(arr), n + 1), np.int64)  # digit -> label (0 while unseen; 0 stays 0)
+    nxt = np.ones(len(arr), np.int64)
+    used = np.zeros((len(arr), n), bool)
+    band_of = np.arange(n) // br
+    powers = (n + 1) ** np.arange(n - 1, -1, -1, dtype=np.int64)
+    bits = 1 << np.arange(n, dtype=np.int64)
+    lut_powers = (n + 1) ** np.arange(n + 1, dtype=np.int64)
+    out = np.zeros((n_grids, n, n), np.int8)
+    last = np.zeros(len(arr), np.int64)
+    for i in range(n):
+        if i % br == 0:
+            allowed = ~used.reshape(len(arr), n // br, br).any(axis=2)[:, band_of]
+        else:
+            allowed = (band_of[None, :] == band_of[last][:, None]) & ~used
+        si, r = np.nonzero(allowed)
+        vals = arrange[arr[si], r].astype(np.int64)
+        lu, nx = lut[si], nxt[si]
+        e = np.arange(len(si))
+        row = np.zeros_like(vals)
+        for k in range(n):
+            v = vals[:, k]
+            new = (v != 0) & (lu[e, v] == 0)
+            lu[e[new], v[new]] = nx[new]
+            nx = nx + new
+            row[:, k] = lu[e, v]
+        key = row @ powers
+        gs = gid[si]  # non-decreasing: states stay ordered by grid
+        starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+        best = np.minimum.reduceat(key, starts)
+        keep = key == np.repeat(best, np.diff(np.r_[starts, len(gs)]))
+        kept = np.flatnonzero(keep)
+        lead = kept[np.r_[True, gs[kept][1:] != gs[kept][:-1]]]  # one least state of each grid
+        out[gs[lead], i] = row[lead]
+        si, r = si[keep], r[keep]
+        arr, gid, lut, nxt, last = arr[si], gid[si], lu[keep], nx[keep], r
+        used = used[si]
+        used[np.arange(len(si)), r] = True
+        # merge states with the same future: same arrangement, same rows used, same relabelling
+        ident, labels = arr * (1 << n) + used @ bits, lut @ lut_powers
+        order = np.lexsort((labels, ident))
+        idk, lk = ident[order], labels[order]
+        uniq = order[np.r_[True, (idk[1:] != idk[:-1]) | (lk[1:] != lk[:-1])]]
+        uniq.sort()
+        arr, gid, lut, nxt, last, used = arr[uniq], gid[uniq], lut[uniq], nxt[uniq], last[uniq], used[uniq]
+    return out.reshape(n_grids, n * n)
+
+
+def _pair_shapes(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """For rows (or columns) ``a`` and ``b`` (``[N, n]``): the partial digit permutation a[c] -> b[c] over the
+    positions where both are given, as a code per grid that depends only on its shape (the lengths of its cycles
+    and paths), so it is unchanged by digit relabelling, by moving positions, and by exchanging ``a`` and ``b``."""
+    N = len(a)
+    gi = np.arange(N)[:, None]
+    both = (a > 0) & (b > 0)
+    fwd_map = np.zeros((N, n + 1), np.int64)
+    bwd_map = np.zeros((N, n + 1), np.int64)
+    fwd_map[gi, np.where(both, a, 0)] = np.where(both, b, 0)
+    bwd_map[gi, np.where(both, b, 0)] = np.where(both, a, 0)
+    fwd_map[:, 0] = bwd_map[:, 0] = 0
+    start = np.broadcast_to(np.arange(1, n + 1), (N, n))
+    involved = (fwd_map[:, 1:] > 0) | (bwd_map[:, 1:] > 0)
+
+    def walk(m):
+        cur, steps, cycle = start.copy(), np.zeros((N, n), np.int64), np.zeros((N, n), np.int64)
+        for k in range(1, n + 1):
+            cur = m[gi, cur]
+            alive = cur > 0
+            steps += alive & (cycle == 0)
+            cycle = np.where((cycle == 0) & (cur == start), k, cycle)
+        return steps, cycle
+
+    f_steps, cycle = walk(fwd_map)
+    b_steps, _ = walk(bwd_map)
+    code = np.where(cycle > 0, cycle, np.where(involved, n + f_steps + b_steps + 1, 0))
+    code.sort(axis=1)
+    return code @ ((2 * n + 2) ** np.arange(n - 1, -1, -1, dtype=np.int64))
+
+
+def _orientation_invariant(x: np.ndarray, block: int, n: int) -> np.ndarray:
+    """Invariant of the rows of ``x`` ([N, n, n]) grouped in blocks of ``block`` lines under permutations of the
+    blocks, of the lines within blocks and of the positions along them: given counts by block, and the pair
+    shapes of lines in the same block and in different blocks, each sorted."""
+    N = len(x)
+    counts = (x > 0).sum(axis=2).reshape(N, n // block, block)
+    counts.sort(axis=2)
+    block_codes = np.sort(counts @ ((n + 1) ** np.arange(block - 1, -1, -1)), axis=1)
+    same, cross = [], []
+    for i, j in itertools.combinations(range(n), 2):
+        (same if i // block == j // block else cross).append(_pair_shapes(x[:, i], x[:, j], n))
+    parts = [block_codes, np.sort(np.stack(same, axis=1), axis=1)]
+    if cross:
+        parts.append(np.sort(np.stack(cross, axis=1), axis=1))
+    return np.concatenate(parts, axis=1)
+
+
+def sudoku_invariants(grids: np.ndarray, g: Geometry) -> list[bytes]:
+    """A key per grid that is unchanged by the Sudoku group (so equivalent grids share it; grids that share it
+    need not be equivalent): digit counts, and for rows by band and columns by stack the given counts and the
+    shapes of the partial digit permutations between pairs of lines (rows and columns unordered where the box is
+    square, since transposition exchanges them)."""
+    n = g.n
+    x = np.asarray(grids).reshape(-1, n, n).astype(np.int64)
+    digits = np.sort(np.stack([(x == d).sum(axis=(1, 2)) for d in range(1, n + 1)], axis=1), axis=1)
+    rows = _orientation_invariant(x, g.br, n)
+    cols = _orientation_invariant(x.transpose(0, 2, 1), g.bc, n)
+    keys = []
+    for k in range(len(x)):
+        r, c = rows[k].tobytes(), cols[k].tobytes()
+        if g.br == g.bc and c < r:
+            r, c = c, r
+        keys.append(digits[k].tobytes() + b"|" + r + b"|" + c)
+    return keys
+
+
+def _canonical_keys(grids: np.ndarray, g: Geometry, invariants: list[bytes], wanted: set) -> list[bytes | None]:
+    """Canonical forms (as bytes) of the grids whose invariant is in ``wanted``; None for the others."""
+    rows = [i for i, k in enumerate(invariants) if k in wanted]
+    out: list[bytes | None] = [None] * len(grids)
+    if rows:
+        canon = sudoku_canonical(np.asarray(grids)[rows], g)
+        for i, c in zip(rows, canon):
+            out[i] = c.tobytes()
+    return out
+
+
+def _grid_matches(train: np.ndarray, test: np.ndarray, g: Geometry, train_rows, test_rows, kind: str
+                  ) -> tuple[list[Match], list[bytes | None]]:
+    inv_tr, inv_te = sudoku_invariants(train, g), sudoku_invariants(test, g)
+    shared = set(inv_tr) & set(inv_te)
+    key_tr = _canonical_keys(train, g, inv_tr, shared)
+    key_te = _canonical_keys(test, g, inv_te, shared)
+    exact_tr = [r.tobytes() for r in np.asarray(train, np.int8)]
+    exact_te = [r.tobytes() for r in np.asarray(test, np.int8)]
+    return _match(key_tr, key_te, train_rows, test_rows, exact_tr, exact_te, kind), key_tr
+
+
+def audit_sudoku_grids(train_puzzles: np.ndarray, test_puzzles: np.ndarray, g: Geometry,
+                       train_solutions: np.ndarray | None = None, test_solutions: np.ndarray | None = None,
+                       train_rows=None, test_rows=None) -> AuditResult:
+    """Audit Sudoku grids (``[N, n*n]`` values, 0 blank): a test puzzle whose givens equal a training puzzle's
+    up to the group is a leak; solution grids equal up to the group are a fact (``facts["solution"]``).
+    ``train_rows``/``test_rows`` name the rows in the reports (default 0..N-1)."""
+    tr_rows = np.arange(len(train_puzzles)) if train_rows is None else np.asarray(train_rows)
+    te_rows = np.arange(len(test_puzzles)) if test_rows is None else np.asarray(test_rows)
+    for name, grids in (("training", train_puzzles), ("test", test_puzzles), ("training", train_solutions),
+                        ("test", test_solutions)):
+        if grids is not None and len(grids) and not (np.asarray(grids).shape[1:] == (g.cells,)
+                                                     and 0 <= np.min(grids) and np.max(grids) <= g.n):
+            raise DataError(f"sudoku: the {name} grids are not {g.n}x{g.n} grids of 0 (blank) and digits 1..{g.n}")
+    leaks, _ = _grid_matches(train_puzzles, test_puzzles, g, tr_rows, te_rows, "puzzle")
+    res = AuditResult("sudoku", sudoku_group_words(g),
+                      {"train": len(train_puzzles), "test": len(test_puzzles), "unit": "puzzles"}, leaks)
+    if train_solutions is not None and test_solutions is not None:
+        sol, keys = _grid_matches(train_solutions, test_solutions, g, tr_rows, te_rows, "solution grid")
+        leaked = set(res.test_rows)
+        sol = [m for m in sol if m.test_row not in leaked]  # a leaked puzzle's solution says nothing more
+        res.facts["solution"] = sol
+        if sol:
+            classes = len({k for k in keys if k is not None})
+            res.notes.append(
+                f"{len(sol)} of {len(test_puzzles):,} test puzzles have other givens than any training puzzle but a "
+                f"solution grid equal up to symmetry to a training puzzle's ({sum(m.exact for m in sol)} identical): "
+                f"expected at small sizes, not a leak (4x4 Sudoku has 2 essentially different solution grids, 6x6 "
+                f"with 2x3 boxes 49, 9x9 5,472,730,538; the training set's fall in {classes:,}); test rows "
+                f"{_rows([m.test_row for m in sol])}")
+    return res
+
+
+def audit_sudoku(train: TaskData, test: TaskData) -> AuditResult:
+    """Audit a Sudoku training set against its test set (:class:`TaskData` of ``data build``): the training
+    rows compared are the original puzzles (``meta.aug == 0`` where the set records augmentations: the others
+    are transforms of them); rows are named by their index in the files."""
+    from .sudoku import decode
+
+    g = geometry(train.grid[0], tuple(train.box) if train.box else None)
+    if test.grid != train.grid or (test.box and tuple(test.box) != (g.br, g.bc)):
+        raise DataError(f"sudoku: training grids {train.grid} (box {train.box}) and test grids {test.grid} "
+                        f"(box {test.box}) differ")
+    tr_rows = np.flatnonzero(train.meta["aug"] == 0) if "aug" in train.meta else np.arange(len(train))
+    te_rows = np.arange(len(test))
+    res = audit_sudoku_grids(decode(train.inputs[tr_rows]), decode(test.inputs), g, decode(train.labels[tr_rows]),
+                             decode(test.labels), tr_rows, te_rows)
+    if len(tr_rows) < len(train):
+        res.compared["train"] = len(tr_rows)
+        res.notes.insert(0, f"the training set's {len(train):,} rows are {len(tr_rows):,} puzzles and "
+                            f"{len(train) - len(tr_rows):,} augmented copies of them (transforms of the group); "
+                            f"the puzzles were compared")
+    return res
+
+
+# ------------------------------------------------------------------------------------------------------- Maze
+
+
+def maze_canonical(tokens: np.ndarray, size: int) -> list[bytes]:
+    """The canonical form of each maze (token grids ``[N, size*size]``): the least, as bytes, of its 8 dihedral
+    transforms (walls, start and goal move together), equal for two mazes exactly when one is a rotation or
+    reflection of the other."""
+    x = np.asarray(tokens).astype(np.int8).reshape(-1, size, size)
+    views = [np.ascontiguousarray(dihedral(x, t)).reshape(len(x), -1) for t in range(8)]
+    return [min(v[i].tobytes() for v in views) for i in range(len(x))]
+
+
+def audit_maze(train: TaskData, test: TaskData) -> AuditResult:
+    """Audit a Maze training set against its test set: a test maze equal to a training maze under a rotation or
+    reflection of the square is a leak; equal with start and goal exchanged (the same path), a fact
+    (``facts["start and goal exchanged"]``). Only the first view of each maze is compared where the sets
+    hold the 8 views (``meta.view``)."""
+    if train.grid != test.grid:
+        raise DataError(f"maze: training grids {train.grid} and test grids {test.grid} differ")
+    k = train.grid[0]
+    tr_rows = np.flatnonzero(train.meta["view"] == 0) if "view" in train.meta else np.arange(len(train))
+    te_rows = np.flatnonzero(test.meta["view"] == 0) if "view" in test.meta else np.arange(len(test))
+    x_tr, x_te = train.inputs[tr_rows], test.inputs[te_rows]
+    key_tr, key_te = maze_canonical(x_tr, k), maze_canonical(x_te, k)
+    exact_tr = [r.astype(np.int8).tobytes() for r in x_tr]
+    exact_te = [r.astype(np.int8).tobytes() for r in x_te]
+    leaks = _match(key_tr, key_te, tr_rows, te_rows, exact_tr, exact_te)
+    res = AuditResult("maze", "the 8 rotations and reflections of the square",
+                      {"train": len(tr_rows), "test": len(te_rows), "unit": "mazes"}, leaks)
+    swapped = np.asarray(x_te).copy()
+    start, goal = swapped == 3, swapped == 4  # tokens of S and G (CHARSET "# SGo" -> 1..5)
+    swapped[start], swapped[goal] = 4, 3
+    leaked = set(res.test_rows)
+    sg = [m for m in _match(key_tr, maze_canonical(swapped, k), tr_rows, te_rows) if m.test_row not in leaked]
+    for m in sg:
+        m.kind = "start and goal exchanged"
+    res.facts["start and goal exchanged"] = sg
+    if sg:
+        res.notes.append(f"{len(sg)} test mazes equal a training maze up to symmetry with start and goal "
+                         f"exchanged (the same shortest path, outside the project's augmentation group): test rows "
+                         f"{_rows([m.test_row for m in sg])}")
+    return res
+
+
+# -------------------------------------------------------------------------------------------------------- ARC
+
+
+def _relabel(colours: np.ndarray) -> np.ndarray:
+    """Colours 1..9 renamed 1, 2, ... in order of first appearance (0 stays): the same for every colour map."""
+    flat = colours.reshape(-1)
+    lut = np.zeros(10, np.int8)
+    seen = [c for c in dict.fromkeys(flat.tolist()) if c != 0]
+    lut[seen] = np.arange(1, len(seen) + 1)
+    return lut[colours]
+
+
+def arc_canonical(grid: np.ndarray) -> bytes:
+    """The canonical form of an ARC grid under the project's views (8 dihedral transforms, any permutation of the
+    colours 1..9, 0 fixed): the least of the 8 transforms, each with its colours relabelled by first appearance,
+    with its shape; equal for two grids exactly when one is a view of the other."""
+    grid = np.asarray(grid, np.int8)
+    keys = []
+    for t in range(8):
+        v = np.ascontiguousarray(dihedral(grid, t))
+        keys.append(bytes(v.shape) + _relabel(v).tobytes())
+    return min(keys)
+
+
+def arc_pair_canonical(inp: np.ndarray, out: np.ndarray) -> bytes:
+    """The canonical form of an (input, output) pair under one view applied to both (colours relabelled by
+    first appearance in the input, then the output)."""
+    inp, out = np.asarray(inp, np.int8), np.asarray(out, np.int8)
+    keys = []
+    for t in range(8):
+        a, b = np.ascontiguousarray(dihedral(inp, t)), np.ascontiguousarray(dihedral(out, t))
+        both = _relabel(np.concatenate([a.reshape(-1), b.reshape(-1)]))
+        keys.append(bytes(a.shape) + bytes(b.shape) + both.tobytes())
+    return min(keys)
+
+
+def audit_arc(train: TaskData, test: TaskData) -> AuditResult:
+    """Audit an ARC training set against its test set (the evaluation tasks' test pairs): a test pair equal to a
+    training pair under a view is a leak, as is a training row that the set's own records name as an evaluation
+    task's test pair; a test output grid equal under a view to the target of a training row is a fact
+    (``facts["output"]``, named by rows); the evaluation tasks' demonstration pairs in the training set are stated
+    (TRM's and HRM's protocol). Only view 0 of each pair is compared where the sets record views."""
+    canvas = train.grid[0]
+    tr_rows = np.flatnonzero(train.meta["view"] == 0) if "view" in train.meta else np.arange(len(train))
+    te_rows = np.flatnonzero(test.meta["view"] == 0) if "view" in test.meta else np.arange(len(test))
+    te_rows = np.array([r for r in te_rows if test.labels[r].any()], dtype=np.int64)  # outputs known
+
+    def grids(d: TaskData, rows):
+        out = []
+        for r in rows:
+            a, b = decode_grid(d.inputs[r], canvas), decode_grid(d.labels[r], canvas)
+            if a is None or b is None:
+                raise DataError(f"{d.name}: row {r} does not decode to an ARC grid")
+            out.append((a, b))
+        return out
+
+    g_tr, g_te = grids(train, tr_rows), grids(test, te_rows)
+    pair_tr = [arc_pair_canonical(a, b) for a, b in g_tr]
+    pair_te = [arc_pair_canonical(a, b) for a, b in g_te]
+    exact_tr = [bytes(a.shape) + a.tobytes() + bytes(b.shape) + b.tobytes() for a, b in g_tr]
+    exact_te = [bytes(a.shape) + a.tobytes() + bytes(b.shape) + b.tobytes() for a, b in g_te]
+    pairs = _match(pair_tr, pair_te, tr_rows, te_rows, exact_tr, exact_te, "pair")
+    info = train.info
+    names, splits = info.get("tasks"), info.get("task_split")
+
+    def who(row: int, d: TaskData) -> str:
+        return names[int(d.meta["task"][row])] if names and "task" in d.meta else "?"
+
+    def own_demo(row: int, m: Match) -> bool:  # a demonstration pair of the test pair's own task
+        return ("task" in train.meta and "is_test" in train.meta and train.meta["is_test"][row] == 0
+                and train.meta["task"][row] == test.meta["task"][m.test_row])
+
+    def pair(row: int, d: TaskData) -> str:
+        if not names or "task" not in d.meta or "is_test" not in d.meta or "example" not in d.meta:
+            return f"row {row}"
+        kind = "test" if d.meta["is_test"][row] else "demonstration"
+        split = f"{splits[int(d.meta['task'][row])]} " if splits else ""
+        return f"{split}task {who(row, d)} {kind} pair {int(d.meta['example'][row])}"
+
+    leaks, own = [], []
+    for m in pairs:
+        others = [r for r in m.train_rows if not own_demo(r, m)]
+        if others:
+            detail = f"{pair(m.test_row, test)} ~ " + ", ".join(pair(r, train) for r in others[:3])
+            leaks.append(Match(m.test_row, others, m.exact, m.kind, detail))
+        else:
+            own.append(m)
+    res = AuditResult(train.name.split("-")[0], "the views (8 rotations and reflections, any permutation of the "
+                      "colours 1..9)", {"train": len(tr_rows), "test": len(te_rows), "unit": "pairs"}, leaks)
+    res.facts["own demonstration"] = own
+    if own:
+        res.notes.append(
+            f"{len(own)} test pairs equal, under a view, a demonstration pair of their own task (a property of the "
+            f"task, whose demonstrations a solver is given; in the training set by TRM's and HRM's protocol): "
+            + "; ".join(f"test row {m.test_row} ({who(m.test_row, test)}) ~ training row"
+                        f"{'s' if len(m.train_rows) > 1 else ''} {_rows(m.train_rows, 3)}"
+                        f"{' (identical)' if m.exact else ''}" for m in own[:5])
+            + (f"; and {len(own) - 5} more" if len(own) > 5 else ""))
+    out_tr = [arc_canonical(b) for _, b in g_tr]
+    out_te = [arc_canonical(b) for _, b in g_te]
+    leaked = {m.test_row for m in pairs}
+    outs = [m for m in _match(out_tr, out_te, tr_rows, te_rows, [b.tobytes() + bytes(b.shape) for _, b in g_tr],
+                              [b.tobytes() + bytes(b.shape) for _, b in g_te], "output grid")
+            if m.test_row not in leaked]
+    res.facts["output"] = outs
+    if outs:
+        same = sum(all(who(r, train) == who(m.test_row, test) for r in m.train_rows) for m in outs)
+        res.notes.append(f"{len(outs)} of {len(te_rows)} test output grids equal the target of a training row "
+                         f"under a view, with another input ({same} only within their own task's demonstrations): "
+                         + "; ".join(f"test row {m.test_row} ({who(m.test_row, test)}) ~ training row"
+                                     f"{'s' if len(m.train_rows) > 1 else ''} {_rows(m.train_rows, 3)} "
+                                     f"({', '.join(sorted({who(r, train) for r in m.train_rows}))})"
+                                     for m in outs[:5]) + (f"; and {len(outs) - 5} more" if len(outs) > 5 else ""))
+    if names and splits and "task" in train.meta and "is_test" in train.meta:
+        is_eval = np.array([s == "evaluation" for s in splits])
+        task = train.meta["task"].astype(np.int64)
+        ev_rows = is_eval[task]
+        demo = ev_rows & (train.meta["is_test"] == 0)
+        wrong = np.flatnonzero(ev_rows & (train.meta["is_test"] == 1))
+        known = {m.test_row for m in res.leaks}
+        for r in wrong:  # the set's own record says an evaluation task's test pair is in training
+            if "view" in train.meta and train.meta["view"][r] != 0:
+                continue
+            match = [j for j in te_rows if test.meta["task"][j] == task[r] and
+                     test.meta["example"][j] == train.meta["example"][r]]
+            if match and match[0] not in known:
+                res.leaks.append(Match(int(match[0]), [int(r)], True, "pair"))
+        n_ev = int(is_eval.sum())
+        with_demo = len(set(task[demo].tolist()))
+        res.notes.append(
+            f"the training set holds the demonstration pairs of {with_demo} of the {n_ev} evaluation tasks "
+            f"({int(demo.sum()):,} rows, all views), as TRM's and HRM's do (their protocol, not a leak); their test "
+            f"pairs are {'in the training set: ' + str(len(wrong)) + ' rows' if len(wrong) else 'not'}")
+    return res
+
+
+# ---------------------------------------------------------------------------------------------------- folders
+
+
+AUDITS = {"sudoku": audit_sudoku, "maze": audit_maze, "arc1": audit_arc, "arc2": audit_arc}
+
+
+def audit(task: str, train: TaskData, test: TaskData) -> AuditResult:
+    """The audit of ``task`` ("sudoku", "maze", "arc1", "arc2")."""
+    if task not in AUDITS:
+        raise ValueError(f"unknown task {task!r}; tasks: {', '.join(AUDITS)}")
+    return AUDITS[task](train, test)
+
+
+def folder_task(folder: Path) -> str:
+    """The task of a data folder in the layout ``data build`` writes: ``build.json``'s ``task``, else the name
+    of its ``train.npz``."""
+    folder = Path(folder)
+    manifest = folder / "build.json"
+    if manifest.is_file():
+        try:
+            task = json.loads(manifest.read_text()).get("task")
+        except (ValueError, OSError) as e:
+            raise DataError(f"{manifest}: not a build manifest ({e})") from None
+        if task in AUDITS:
+            return task
+    name = TaskData.load(folder / "train.npz").name.split("-")[0]
+    if name in AUDITS:
+        return name
+    raise DataError(f"{folder}: cannot tell the task of this data folder (no build.json naming it); give --task")
+
+
+def audit_folder(folder: Path, task: str | None = None) -> AuditResult:
+    """Audit the data folder ``folder`` (``train.npz`` and ``test.npz``, as ``data build`` writes them)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(f"{folder}: no such data folder")
+    missing = [f for f in ("train.npz", "test.npz") if not (folder / f).is_file()]
+    if missing:
+        raise DataError(f"{folder}: no {' and no '.join(missing)} in it (a data folder as `data build` writes it "
+                        f"holds train.npz and test.npz)")
+    task = task or folder_task(folder)
+    return audit(task, TaskData.load(folder / "train.npz"), TaskData.load(folder / "test.npz"))
