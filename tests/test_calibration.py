@@ -1,4 +1,4 @@
-"""The calibration harness (infiloop/experiments/contrasts.py): the candidate rows cover the search's axes, and a
+"""The calibration harness (experiments/studies/contrasts.py): the candidate rows cover the search's axes, and a
 row at the smoke profile runs end to end (both connections trained, evaluated to 60x the training
 depth, results written, the table rendered) in temporary folders only."""
 
@@ -9,8 +9,8 @@ import pytest
 
 from infiloop import paths
 from infiloop.analysis import trajectories as analysis
-from infiloop.experiments import contrasts as calibration
-from infiloop.experiments import profiles
+from infiloop.experiments.settings import profiles
+from infiloop.experiments.studies import contrasts as calibration
 
 ROW = {"profile": "smoke", "data": {"needs_search": False, "n_train": 40, "n_test": 12}, "steps": 6,
        "max_segments": 2, "limit": 12}
@@ -136,9 +136,9 @@ def test_command_line(tmp_path, data_root, capsys):
 def test_a_profile_row_reads_the_profiles_own_runs_and_depth_trajectories(data_root, monkeypatch, tmp_path):
     """A row that names a profile (``search-profile``) resolves to the runs its notebooks train, and its
     evaluation is notebook 02's depth trajectory (same cache file) when the depths agree."""
-    from infiloop.experiments import jobs as manifest
-    from infiloop.experiments.cache import get_run
-    from infiloop.experiments.profiles import PROFILES
+    from infiloop.experiments.notebooks import manifest
+    from infiloop.experiments.settings.profiles import PROFILES
+    from infiloop.experiments.store.runs import get_run
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     row = {"profile": "smoke"}
@@ -258,8 +258,8 @@ def test_tinys_maze_models_are_the_recorded_maze_row(tmp_path):
     """The Maze column of `tiny`'s main table trains the models of the recorded row maze8-700 (same
     configuration, so the same run folder name): carry-last's as it is; InfiLoop's row was recorded before the
     connection study's choice (docs/connection-study.md), so it is the as-built connection's model."""
-    from infiloop.experiments.cache import resolve
-    from infiloop.experiments.connection_study import AS_BUILT
+    from infiloop.experiments.store.runs import resolve
+    from infiloop.experiments.studies.connection_study import AS_BUILT
 
     row = json.loads((calibration.RECORDED / "maze8-700.json").read_text())
     assert "maze" in profiles.PROFILES["tiny"]["main_tasks"]

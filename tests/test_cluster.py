@@ -1,4 +1,4 @@
-"""The compute stage as cluster jobs (infiloop/experiments/cluster.py, through submitit).
+"""The compute stage as cluster jobs (infiloop/experiments/compute/cluster.py, through submitit).
 
 - Slurm itself is faked by small programs on PATH (``tests/test_cluster_slurm.py``: ``sbatch`` validates each
   submission file as Slurm does, records it and answers a job id, ``sacct`` and ``squeue`` answer the states the
@@ -27,8 +27,9 @@ submitit = pytest.importorskip("submitit")
 
 import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and its fixtures)
 
-from infiloop.experiments import cluster, jobs  # noqa: E402
-from infiloop.experiments.cost import job_flops  # noqa: E402
+from infiloop.experiments.compute import cluster  # noqa: E402
+from infiloop.experiments.compute.plan import job_flops  # noqa: E402
+from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 
 fake_slurm, roots, _sbatch = strict.fake_slurm, strict.roots, strict.sbatch_options
 
@@ -41,7 +42,7 @@ def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_trainin
     monkeypatch.setattr("infiloop.machine.cuda_problem", lambda: "no CUDA device is visible")  # a login node
     cfg = cluster.ClusterConfig(partition="gpu", account="proj", cpus_per_task=6, mem_gb=64, tflops=1e-6,
                                 setup=["module load cuda"], sbatch={"exclude": "node7"})
-    from infiloop.experiments.scheduler import job_name
+    from infiloop.experiments.compute.scheduler import job_name
 
     decoder = next(j for j in jobs.jobs(["08"], "smoke", {}) if j.kind == "looplm")  # one of notebook 08's models
     plan = [*_main_table_plan(), decoder]
@@ -156,7 +157,7 @@ def test_the_debug_cluster_trains_and_evaluates_what_the_local_scheduler_does(tm
     """The same jobs, the same run folders (their hashes) and the same results through submitit as through the
     local scheduler (one thread per job in both)."""
     from infiloop import paths
-    from infiloop.experiments import scheduler
+    from infiloop.experiments.compute import scheduler
 
     results = {}
     for name in ("local", "debug"):

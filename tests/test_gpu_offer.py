@@ -12,7 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from infiloop import paths
-from infiloop.experiments import cost, pipeline, profiles, recipes
+from infiloop.experiments import pipeline
+from infiloop.experiments.compute import plan as cost
+from infiloop.experiments.settings import profiles, recipes
 
 
 @pytest.fixture
@@ -43,14 +45,14 @@ def _fake_stages(monkeypatch, seen: dict) -> None:
     monkeypatch.setattr(pipeline, "_compute", compute)
     monkeypatch.setattr(pipeline, "_run_notebooks", lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "declared_parameters", lambda name: {"device"})
-    monkeypatch.setattr("infiloop.experiments.report.build_report", lambda profile: paths.RESULTS / "report.html")
+    monkeypatch.setattr("infiloop.experiments.report.build.build_report", lambda profile: paths.RESULTS / "report.html")
 
 
 def test_the_default_run_on_a_cuda_box_runs_there_apart_and_ends_with_the_gpu_offer(cuda_box, monkeypatch, capsys):
     """`reproduce` without arguments: device cuda, several jobs per GPU (two faked GPUs), the run's folders in
     results/cuda/ while it runs and restored after, then the offer (here of the smoke profile, to stay fast)."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    monkeypatch.setattr("infiloop.experiments.scheduler.usable_cpus", lambda: 16)
+    monkeypatch.setattr("infiloop.experiments.compute.scheduler.usable_cpus", lambda: 16)
     monkeypatch.setattr(pipeline, "OFFERED_PROFILE", "smoke")
     seen: dict = {}
     _fake_stages(monkeypatch, seen)
@@ -75,7 +77,7 @@ def test_the_default_run_on_a_cuda_box_runs_there_apart_and_ends_with_the_gpu_of
 
 def test_the_offer_uses_this_gpus_calibration_where_it_has_one(cuda_box):
     """After `plan --device cuda` measured this GPU, the offer prices the shapes it measured by those timings."""
-    from infiloop.experiments.cost import Calibration, Timing
+    from infiloop.experiments.compute.plan import Calibration, Timing
 
     class Timer:
         def train_step(self, run, batch, threads, device):
@@ -127,8 +129,8 @@ def test_a_gpu_listed_without_usable_cuda_is_said_and_the_default_run_stays_on_t
 def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch, tmp_path):
     """reproduce --no-compile: each training job's command sets train.compile=off and trains into the same folder
     (compile is hashed at its default, as CPU threads are left out); evaluations are untouched."""
-    from infiloop.experiments import scheduler
-    from infiloop.experiments.jobs import Job
+    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.notebooks.manifest import Job
 
     specs = {r: pipeline.jobs.needs("02", "smoke").runs[r] for r in recipes.MAIN_RECIPES}
     planned = [Job(f"train {s.run.dir.name}", "train", s) for s in specs.values()]
@@ -151,7 +153,7 @@ def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch
 
 
 def test_train_no_compile_sets_it_for_that_training(monkeypatch, capsys):
-    import infiloop.experiments.cache as cache
+    import infiloop.experiments.store.runs as cache
     from infiloop.cli import main
 
     asked = {}

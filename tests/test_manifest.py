@@ -1,4 +1,4 @@
-"""The experiment plan as data (infiloop/experiments/jobs.py): each notebook's runs and evaluations, declared once,
+"""The experiment plan as data (experiments/notebooks/manifest.py): each notebook's runs and evaluations, declared once,
 deduplicated by cache key, in the order the scheduler needs."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from infiloop import paths
 from infiloop.cli import main
-from infiloop.experiments import jobs as manifest
-from infiloop.experiments import profiles, recipes
+from infiloop.experiments.notebooks import manifest
+from infiloop.experiments.settings import profiles, recipes
 
 
 @pytest.fixture(scope="module")

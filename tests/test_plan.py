@@ -11,10 +11,10 @@ import re
 import pytest
 
 from infiloop import paths
-from infiloop.experiments import archives as runs
-from infiloop.experiments import cost as plan
-from infiloop.experiments import profiles, recipes
-from infiloop.experiments.cost import Timing
+from infiloop.experiments.compute import plan
+from infiloop.experiments.compute.plan import Timing
+from infiloop.experiments.settings import profiles, recipes
+from infiloop.experiments.store import archives as runs
 from infiloop.model import ModelConfig
 
 STEP_S, START_S, UPDATE_S = 0.5, 2.0, 0.25
@@ -217,8 +217,8 @@ def test_bad_arguments_are_one_line(capsys):
 
 
 def test_every_notebook_is_planned():
-    """A new notebook must be declared in infiloop/experiments/jobs.py (or its cost is silently missing)."""
-    from infiloop.experiments import jobs as manifest
+    """A new notebook must be declared in experiments/notebooks/manifest.py (or its cost is silently missing)."""
+    from infiloop.experiments.notebooks import manifest
 
     assert manifest.undeclared_notebooks() == []
 
@@ -340,7 +340,7 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
         assert plan.main(args, timer=FakeTimer(), stream=out) == 0
         return out.getvalue()
 
-    from infiloop.experiments import jobs as jobs_
+    from infiloop.experiments.notebooks import manifest as jobs_
 
     both = planned("02", "perturbation")
     notebooks = {ln[:2] for ln in both.split("## evaluations")[1].splitlines() if re.match(r"\d\d  ", ln)}

@@ -7,7 +7,7 @@ from importlib import metadata
 
 import torch
 
-from infiloop.experiments import report
+from infiloop.experiments.report import build as report
 
 
 def _fake_nvidia_smi(folder, out):

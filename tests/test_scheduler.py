@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from infiloop.experiments import scheduler
-from infiloop.experiments.jobs import Job
+from infiloop.experiments.compute import scheduler
+from infiloop.experiments.notebooks.manifest import Job
 
 
 def fake_job(jid: str, kind: str = "eval", after=(), tmp: Path = Path("/tmp")) -> Job:
@@ -213,7 +213,7 @@ def test_a_run_on_several_gpus_takes_distinct_devices_among_shared_slots(tmp_pat
 def test_jobs_per_gpu_by_default(monkeypatch):
     """One job per GPU for a profile made for the GPU; up to SMALL_JOBS_PER_GPU small ones for a profile made for
     the CPU, at most one per CPU core."""
-    from infiloop.experiments import profiles
+    from infiloop.experiments.settings import profiles
 
     monkeypatch.setattr(scheduler, "usable_cpus", lambda: 16)
     assert scheduler.jobs_per_gpu("gpu") == scheduler.jobs_per_gpu("paper") == 1

@@ -88,7 +88,7 @@ def test_every_import_goes_down_a_wing():
 
 def test_the_wing_test_sees_a_climbing_import(tmp_path):
     """The check above would catch the method importing the experiments."""
-    assert wing("infiloop.model.connections") == "model" and wing("infiloop.experiments.cache") == "experiments"
+    assert wing("infiloop.model.connections") == "model" and wing("infiloop.experiments.store.runs") == "experiments"
     assert "experiments" not in ALLOWED["model"] and "analysis" not in ALLOWED["model"]
     assert "experiments" not in ALLOWED["analysis"] and "training" not in ALLOWED["tasks"]
 
@@ -130,9 +130,9 @@ def test_no_function_is_longer_than_80_lines():
 
 
 def test_profiles_are_defined_and_checked_in_one_place():
-    """Outside ``experiments/profiles.py`` no module compares a value with a profile's name, tests membership in
+    """Outside ``settings/profiles.py`` no module compares a value with a profile's name, tests membership in
     a list of them, or reads ``PROFILES``/``DATA_PROFILES`` directly (the CLI lists the data profiles' names)."""
-    from infiloop.experiments.profiles import PROFILES
+    from infiloop.experiments.settings.profiles import PROFILES
 
     names = set(PROFILES)
     found = []
@@ -176,7 +176,7 @@ HASHES = {
 
 @pytest.mark.parametrize("run", list(HASHES), ids=lambda r: "-".join(map(str, r[:3])) + ("+" if r[3] else ""))
 def test_runs_keep_their_hashes(run):
-    from infiloop.experiments.recipes import config_hash, resolve_config
+    from infiloop.experiments.settings.recipes import config_hash, resolve_config
 
     task, recipe, profile, over = run
     assert config_hash(resolve_config(task, recipe, profile, dict(over))) == HASHES[run]
@@ -186,7 +186,7 @@ def test_resolving_a_run_builds_no_data(tmp_path, monkeypatch):
     """Sudoku's and Maze's model settings come from the data settings (``tasks.header``), so resolving even the
     paper's runs builds nothing; the header agrees with the one a built set carries."""
     from infiloop import tasks
-    from infiloop.experiments import profiles, recipes
+    from infiloop.experiments.settings import profiles, recipes
     from infiloop.io import load_npz
 
     def refuse(*a, **k):

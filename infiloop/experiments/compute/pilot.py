@@ -30,12 +30,13 @@ from pathlib import Path
 
 import torch
 
-from .. import paths
-from ..errors import Parser, UsageError
-from ..io import atomic_write_text
-from ..training import read_metrics, train
-from . import cost, profiles, recipes
-from .cache import resolve
+from ... import paths
+from ...errors import Parser, UsageError
+from ...io import atomic_write_text
+from ...training import read_metrics, train
+from ..settings import profiles, recipes
+from ..store.runs import resolve
+from . import plan as cost
 
 CONNECTIONS = recipes.MAIN_RECIPES  # Table 1: carry-last, FPRM, InfiLoop
 LOSS_DROP = 0.05  # criterion 1: the last logged loss at most 95 % of the first

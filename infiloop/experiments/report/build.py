@@ -42,11 +42,11 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from .. import paths
-from ..analysis import paper
-from ..io import atomic_write_text
-from ..machine import cpu_name
-from . import profiles
+from ... import paths
+from ...analysis import paper
+from ...io import atomic_write_text
+from ...machine import cpu_name
+from ..settings import profiles
 
 MAIN_NOTEBOOK = "01_main_table"
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
@@ -211,7 +211,7 @@ def one_model(c: dict) -> bool:
 
 def effect_cell(c: dict) -> str:
     """The claim's effect beside the paper's (``claims.effect_text``), or "" for a claim recorded without one."""
-    from ..analysis.claims import effect_text
+    from ...analysis.claims import effect_text
 
     return effect_text(c["effect"]) if isinstance(c.get("effect"), dict) else ""
 
@@ -219,7 +219,7 @@ def effect_cell(c: dict) -> str:
 def claims_html(claims: list[dict]) -> str:
     """The aggregated claims table, with a count of each verdict, the rule that decides them (stated once, here),
     the mark of a verdict from one trained model and a sentence on multiplicity."""
-    from ..analysis.intervals import MULTIPLICITY, RULE
+    from ...analysis.intervals import MULTIPLICITY, RULE
 
     rows = []
     for c in claims:
@@ -353,8 +353,8 @@ def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], 
 
 def _profile_notebooks(profile: str) -> set[str]:
     """The notebooks ``profile`` runs (every one for a profile without its own list, or an unknown one)."""
-    from ..errors import UsageError
-    from .jobs import profile_notebooks
+    from ...errors import UsageError
+    from ..notebooks.manifest import profile_notebooks
 
     try:
         return set(profile_notebooks(profiles.check(profile)))

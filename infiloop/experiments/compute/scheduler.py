@@ -1,4 +1,4 @@
-"""Run the experiment plan's jobs (infiloop/experiments/jobs.py) on every core or GPU of this machine.
+"""Run the experiment plan's jobs (infiloop/experiments/notebooks/manifest.py) on every core or GPU of this machine.
 
 - **Slots.** On CPU, ``workers`` processes with ``threads`` torch threads each (default: one single-
   threaded worker per core, the faster split on this project's workloads by ``benchmarks/workers.py``).
@@ -14,7 +14,7 @@
   whole stage (jobs done / total, time left from the jobs' estimated costs, and what the running trainings'
   own progress lines say: :func:`stage_line`).
 
-    python -m infiloop.experiments.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1
+    python -m infiloop.experiments.compute.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1
                                                   # one job (used internally)
 """
 
@@ -32,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
-from ..machine import usable_cpus
-from ..training import PROGRESS_RE
-from .jobs import Job
+from ...errors import UsageError
+from ...machine import usable_cpus
+from ...training import PROGRESS_RE
+from ..notebooks.manifest import Job
 
 # Workers per core on CPU: 1.0 means one single-threaded process per core (benchmarks/workers.py measured
 # 2 x 1 thread against 1 x 2 threads on this project's 2-core reference machine; see benchmarks/RESULTS.md).
@@ -77,7 +77,7 @@ def jobs_per_gpu(profile: str, gpus: int = 1) -> int:
     """Jobs that share one GPU at once by default: one for a profile made for the GPU; for a profile made for
     the CPU :data:`SMALL_JOBS_PER_GPU`, fewer where the CPUs cannot give each job of every GPU a thread of its own
     (a small job's GPU time is launched from the CPU)."""
-    from . import profiles
+    from ..settings import profiles
 
     if profiles.device(profile) == "cuda":
         return 1
@@ -172,7 +172,7 @@ def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]
             return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                     f"--nproc_per_node={len(slots)}", *args[1:]], env
         return [sys.executable, *args], env
-    return [sys.executable, "-m", "infiloop.experiments.scheduler", "job",
+    return [sys.executable, "-m", "infiloop.experiments.compute.scheduler", "job",
             json.dumps(job.to_json(profile), default=list),
             "--device", slots[0].device, "--threads", str(slots[0].threads)], env
 
@@ -295,7 +295,7 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
 def run_planned(jobs: list[Job], workers: int, progress: bool = True) -> Report:
     """Run jobs declared outside the notebooks on ``workers`` CPU slots of one thread each, the costliest ready
     job first by the plan's cost model (``cost.job_seconds``; without progress, in the given order)."""
-    from .cost import job_seconds
+    from .plan import job_seconds
 
     slots = cpu_slots(workers=max(1, workers), threads=1)
     costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
@@ -330,12 +330,12 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
     """Execute one job description (``Job.to_json``) in this process."""
     import torch
 
-    from . import cache
+    from ..store import runs as cache
 
     if threads:
         torch.set_num_threads(threads)
     if spec["kind"] == "looplm":
-        from . import looplm
+        from .. import looplm
 
         looplm.record(looplm.Probe.from_dict(spec["probe"]), spec["root"], device)
         return
@@ -351,10 +351,10 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import run_command
+    from ...errors import run_command
 
     def _main(argv):
-        ap = argparse.ArgumentParser(prog="python -m infiloop.experiments.scheduler")
+        ap = argparse.ArgumentParser(prog="python -m infiloop.experiments.compute.scheduler")
         sub = ap.add_subparsers(dest="cmd", required=True)
         j = sub.add_parser("job", help="run one job of the plan (JSON as printed by python -m infiloop manifest)")
         j.add_argument("spec")

@@ -50,11 +50,11 @@ from typing import Protocol
 
 import numpy as np
 
-from .. import paths
-from ..io import atomic_write_text
-from ..machine import cpu_name, threads_per_job, usable_cpus
-from . import cache
-from . import jobs as manifest  # the declared jobs ("jobs" is a slot count here)
+from ... import paths
+from ...io import atomic_write_text
+from ...machine import cpu_name, threads_per_job, usable_cpus
+from ..notebooks import manifest  # the declared jobs ("jobs" is a slot count here)
+from ..store import runs as cache
 
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
@@ -90,8 +90,8 @@ def flops_per_token(model_cfg) -> float:
 def _flops_per_token(model_cfg) -> float:
     import torch
 
-    from ..model.layers import Attention, TokenMixMLP
-    from ..model.reasoner import LoopedReasoner
+    from ...model.layers import Attention, TokenMixMLP
+    from ...model.reasoner import LoopedReasoner
 
     with torch.device("meta"):
         model = LoopedReasoner(model_cfg)
@@ -125,7 +125,7 @@ def looplm_counts(probe) -> dict[str, float]:
 
     import torch
 
-    from .looplm import data_of, flops, work
+    from ..looplm import data_of, flops, work
 
     key = "looplm " + json.dumps(asdict(probe), sort_keys=True, default=str)
     if key not in _COUNTED:
@@ -268,7 +268,7 @@ def _read_from_trajectory(job: manifest.Job, jobs: list[manifest.Job]) -> bool:
 
 def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
               notebooks: list[str] | None = None, params: dict | None = None, per_gpu: int | None = None) -> Plan:
-    """The runs and evaluations that ``profile``'s notebooks read (infiloop/experiments/jobs.py), not yet timed;
+    """The runs and evaluations that ``profile``'s notebooks read (experiments/notebooks/manifest.py), not yet timed;
     ``jobs`` slots (default: as reproduce's scheduler, a slot per core, or ``per_gpu`` per visible GPU)."""
     planned = manifest.jobs(notebooks or manifest.profile_notebooks(profile), profile, params)
     return plan_of(planned, profile, device, jobs or default_slots(profile, device, per_gpu))
@@ -372,8 +372,8 @@ def _declared_eval(e: manifest.EvalSpec) -> dict:
 def _test_puzzles(run: cache.Run, limit: int | None) -> int:
     """Puzzles of the profile's test set an evaluation with ``limit`` runs on, from the data settings (their
     ``n_test``; a hub set's whole test set is taken as at least the limit)."""
-    from .. import tasks
-    from . import profiles
+    from ... import tasks
+    from ..settings import profiles
 
     settings = tasks.profile_config(run.config["task"], profiles.data_profile(run.config["data_profile"]),
                                     run.config["data_overrides"] or None)
@@ -460,7 +460,7 @@ class MeasuredTimer:
     def _train(self, run, b, threads, device):
         import torch
 
-        from ..training import METRICS, train
+        from ...training import METRICS, train
 
         cfg = copy.copy(run.train_config())
         cfg.batch_size, cfg.log_every, cfg.checkpoint_every = b, 1, 10**9
@@ -490,8 +490,9 @@ class MeasuredTimer:
         builds its model on ``device`` (the least of two starts: the first may pay for a cold disk cache)."""
         import subprocess
 
-        code = ("import sys, torch; from infiloop.experiments import cache, scheduler; "
-                "from infiloop.model.reasoner import LoopedReasoner; run = cache.load_run(sys.argv[1]); "
+        code = ("import sys, torch; from infiloop.experiments.compute import scheduler; "
+                "from infiloop.experiments.store import runs; "
+                "from infiloop.model.reasoner import LoopedReasoner; run = runs.load_run(sys.argv[1]); "
                 "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
         with self._run_folder(run) as (d, env):
             times = []
@@ -506,9 +507,9 @@ class MeasuredTimer:
         caches and memory bandwidth): the same short evaluation in ``jobs`` processes at once, against one."""
         import subprocess
 
-        code = ("import sys, time, torch; torch.set_num_threads(1); from infiloop.experiments import cache; "
+        code = ("import sys, time, torch; torch.set_num_threads(1); from infiloop.experiments.store import runs; "
                 "from infiloop.evaluation import evaluate; from infiloop.model.reasoner import LoopedReasoner; "
-                "import numpy as np; run = cache.load_run(sys.argv[1]); data = run.test_data(); "
+                "import numpy as np; run = runs.load_run(sys.argv[1]); data = run.test_data(); "
                 "data = data.subset(np.arange(64) % len(data)); "
                 "m = LoopedReasoner(run.model_config()).eval(); evaluate(m, data, 1, 1, 64, 'cpu', progress=False); "
                 "t0 = time.perf_counter(); evaluate(m, data, 12, 1, 64, 'cpu', progress=False); "
@@ -524,8 +525,8 @@ class MeasuredTimer:
         return Timing(max(1.0, together / alone), 0.0, 0)
 
     def eval_update(self, run, batch, device):
-        from ..evaluation import evaluate
-        from ..model.reasoner import LoopedReasoner
+        from ...evaluation import evaluate
+        from ...model.reasoner import LoopedReasoner
 
         b = _calibration_batch(flops_per_update(run.model_config(), batch), batch, device)
         data = run.test_data()
@@ -542,12 +543,12 @@ class MeasuredTimer:
 
 
     def looplm_step(self, probe, device):
-        from .looplm import time_train_step
+        from ..looplm import time_train_step
 
         return Timing(time_train_step(probe, device, TRAIN_WARM, TRAIN_TIMED), 0.0, probe.train.batch_size)
 
     def looplm_block(self, probe, device):
-        from .looplm import time_forward_block
+        from ..looplm import time_forward_block
 
         return Timing(time_forward_block(probe, device, EVAL_REPEATS), 0.0, probe.train.eval_batch)
 
@@ -557,7 +558,8 @@ class MeasuredTimer:
         import subprocess
         from dataclasses import asdict
 
-        code = ("import sys, json, torch; from infiloop.experiments import looplm, scheduler; "
+        code = ("import sys, json, torch; from infiloop.experiments import looplm; "
+                "from infiloop.experiments.compute import scheduler; "
                 "p = looplm.Probe.from_dict(json.loads(sys.argv[1])); "
                 "looplm.LoopLM(looplm.model_config(p)).to(sys.argv[2])")
         times = []
@@ -968,7 +970,7 @@ def render(plan: Plan, calibration: Calibration) -> str:
     out += _render_models(plan.models)
     for name in manifest.undeclared_notebooks():
         out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
-                   "infiloop/experiments/jobs.py)")
+                   "infiloop/experiments/notebooks/manifest.py)")
     out += _render_totals(plan, calibration, train_total, eval_total, model_total)
     return "\n".join(out)
 

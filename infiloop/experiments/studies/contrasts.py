@@ -30,16 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import paths, tasks
-from ..analysis import paper
-from ..analysis import trajectories as analysis
-from ..io import atomic_write_text, fill_block
-from ..model.layers import swiglu_width
-from . import profiles
-from .cache import resolve
-from .jobs import EvalSpec, Job, RunSpec, jobs_for
-from .recipes import resolve_config
-from .scheduler import job_name
+from ... import paths, tasks
+from ...analysis import paper
+from ...analysis import trajectories as analysis
+from ...io import atomic_write_text, fill_block
+from ...model.layers import swiglu_width
+from ..compute.scheduler import job_name
+from ..notebooks.manifest import EvalSpec, Job, RunSpec, jobs_for
+from ..settings import profiles
+from ..settings.recipes import resolve_config
+from ..store.runs import resolve
 
 DOC = paths.DOCS / "calibration.md"
 RECORDED = paths.DOCS / "calibration-results"  # the rows run so far, kept with the code (docs/calibration.md)
@@ -364,7 +364,7 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
     results file and returns {row: results}; a model that fails is reported and the others go on
     (RuntimeError at the end, naming the failures). ``root``: the run cache (default ``paths.RUNS``);
     ``results``: the results folder (default :func:`results_folder`)."""
-    from .scheduler import log_path, run_planned
+    from ..compute.scheduler import log_path, run_planned
 
     rows = ROWS if rows is None else rows
     root = paths.RUNS if root is None else Path(root)

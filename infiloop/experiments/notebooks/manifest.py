@@ -8,7 +8,7 @@ A notebook's needs are declared once, here, as a function of its papermill param
   each run once per training seed (the first seed under the plain id, the others as ``id@seed``), and each
   of its evaluations once per seed;
 - an **evaluation** is (run, kind, arguments) with a stable id such as ``depth/carry_last``; ``kind`` is
-  the :class:`~infiloop.experiments.cache.Run` method that computes and caches it (``evaluate``, ``perturb``,
+  the :class:`~infiloop.experiments.store.runs.Run` method that computes and caches it (``evaluate``, ``perturb``,
   ``budgets``);
 - a **model** is one looped decoder of notebook 08 (a :class:`~infiloop.experiments.looplm.Probe`, id such as
   ``kinship/1+1x4+1/infiloop@2``), trained and evaluated in one job, its record cached in
@@ -17,10 +17,10 @@ A notebook's needs are declared once, here, as a function of its papermill param
 Three readers use the same declaration, so they cannot disagree:
 
 - ``./reproduce.sh`` (:func:`jobs`) computes every run and evaluation of the selected notebooks once,
-  shared ones deduplicated by their cache key, on every core or GPU (:mod:`infiloop.experiments.scheduler`);
+  shared ones deduplicated by their cache key, on every core or GPU (:mod:`infiloop.experiments.compute.scheduler`);
 - the notebooks (:func:`needs`) only read them: ``need.run(id)``, ``need.result(id)``; opened
   interactively with new parameters, a notebook computes what is missing (same code path);
-- ``python -m infiloop plan`` (:mod:`infiloop.experiments.cost`) lists and times them before anything runs.
+- ``python -m infiloop plan`` (:mod:`infiloop.experiments.compute.plan`) lists and times them before anything runs.
 
     python -m infiloop manifest --profile tiny            # every job of every notebook, as JSON lines
     python -m infiloop manifest --profile smoke 02 -p max_updates 48
@@ -36,11 +36,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import paths
-from ..errors import UsageError
-from . import cache, looplm, profiles
-from .cache import Run
-from .recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
+from ... import paths
+from ...errors import UsageError
+from .. import looplm
+from ..settings import profiles
+from ..settings.recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
+from ..store import runs as cache
+from ..store.runs import Run
 
 KINDS = ("evaluate", "perturb", "budgets")
 
@@ -479,7 +481,7 @@ def jobs_for(evals: list[EvalSpec], who: str) -> dict[str, Job]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import Parser
+    from ...errors import Parser
 
     ap = Parser(prog="python -m infiloop manifest", description=__doc__.split("\n\n")[0])
     ap.add_argument("notebooks", nargs="*", help="notebooks (default: all)")
@@ -496,6 +498,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ..errors import run_command
+    from ...errors import run_command
 
     sys.exit(run_command(main, sys.argv[1:]))

@@ -1,0 +1,2 @@
+"""The studies run through the same machinery as the notebooks: the search for the paper's contrast
+(``contrasts``) and the study of the learned connection (``connection_study``)."""
