@@ -358,7 +358,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          f"{args.device} (add --device cuda)")
     args.by_flops = args.device.startswith("cuda") and (problem is not None or args.tflops is not None)
     if args.by_flops:
-        from .experiments.compute.plan import ASSUMED_GPU_TFLOPS, device_name
+        from .experiments.compute.flops import ASSUMED_GPU_TFLOPS
+        from .experiments.compute.timing import device_name
 
         args.gpu_name = None if problem else device_name(args.device)  # this GPU's cached timings, where it has any
         args.tflops = args.tflops or ASSUMED_GPU_TFLOPS

@@ -28,7 +28,7 @@ submitit = pytest.importorskip("submitit")
 import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and its fixtures)
 
 from infiloop.experiments.compute import cluster  # noqa: E402
-from infiloop.experiments.compute.plan import job_flops  # noqa: E402
+from infiloop.experiments.compute.flops import job_flops  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 
 fake_slurm, roots, _sbatch = strict.fake_slurm, strict.roots, strict.sbatch_options
@@ -158,13 +158,14 @@ def test_the_debug_cluster_trains_and_evaluates_what_the_local_scheduler_does(tm
     local scheduler (one thread per job in both)."""
     from infiloop import paths
     from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.compute.slots import cpu_slots
 
     results = {}
     for name in ("local", "debug"):
         monkeypatch.setattr(paths, "RUNS", tmp_path / name)
         plan = jobs.jobs(["03_gamma_dynamics"], "smoke", {})
         if name == "local":
-            report = scheduler.run_jobs(plan, "smoke", scheduler.cpu_slots(1, 1), progress=False)
+            report = scheduler.run_jobs(plan, "smoke", cpu_slots(1, 1), progress=False)
             assert len(report.done) == 2, report
         else:
             out = cluster.run_cluster(plan, "smoke", "cpu", cluster.ClusterConfig(time_min=10, cpus_per_task=1),

@@ -11,6 +11,7 @@ import nbformat
 import pytest
 
 from infiloop import paths
+from infiloop.experiments.compute.slots import cpu_slots
 from infiloop.paths import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
@@ -73,7 +74,7 @@ def executed(tmp_path_factory):
         for job in manifest.jobs([name], "smoke", SMOKE[name]):
             jobs.setdefault(job.id, job)
     jobs = list(jobs.values())
-    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=2, cpus=2), progress=False)
     computed = _eval_files() | _records()
     out = tmp_path_factory.mktemp("executed")
     failures = {}
@@ -258,7 +259,7 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
     params = {nb: {**SMOKE[nb], "seeds": "0,1"} for nb in ("03_gamma_dynamics", "04_perturbation")}
     jobs = {j.id: j for nb, p in params.items() for j in manifest.jobs([nb], "smoke", p)}
     assert {j.spec.overrides.get("train.seed") for j in jobs.values() if j.kind == "train"} == {0, 1}
-    report = scheduler.run_jobs(list(jobs.values()), "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    report = scheduler.run_jobs(list(jobs.values()), "smoke", cpu_slots(workers=2, cpus=2), progress=False)
     assert not report.failed and not report.skipped, report
     for nb, p in params.items():
         pm.execute_notebook(str(ROOT / "notebooks" / f"{nb}.ipynb"), str(tmp_path / f"{nb}.ipynb"),
@@ -292,7 +293,7 @@ def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
     params = {**SMOKE["02_depth_scaling"], "task": "maze"}
     jobs = manifest.jobs(["02_depth_scaling"], "smoke", params)
     assert jobs and {j.spec.task for j in jobs} == {"maze"}
-    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=2, cpus=2), progress=False)
     assert not report.failed and not report.skipped, report
     pm.execute_notebook(str(ROOT / "notebooks" / "02_depth_scaling.ipynb"), str(tmp_path / "maze.ipynb"),
                         kernel_name="python3", parameters={"profile": "smoke", **params}, cwd=str(ROOT),
