@@ -30,6 +30,7 @@ import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and 
 from infiloop.experiments.compute import cluster  # noqa: E402
 from infiloop.experiments.compute.flops import job_flops  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
+from infiloop.experiments.notebooks import specs  # noqa: E402
 
 fake_slurm, roots, _sbatch = strict.fake_slurm, strict.roots, strict.sbatch_options
 
@@ -216,11 +217,11 @@ def test_a_training_preempted_then_killed_resumes_from_its_checkpoint_each_time(
     """Pre-empted (the signal Slurm sends before a time limit), the job is requeued by submitit and resumes; killed
     outright, it fails, and running the stage again submits it once more and it resumes again."""
     from infiloop import paths
+    from infiloop.experiments.store import runs
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     over = {"train.steps": 60, "train.checkpoint_every": 5, "train.log_every": 5}
-    spec = jobs.RunSpec("long", "sudoku", "infiloop", over,
-                        jobs.cache.resolve("sudoku", "infiloop", "smoke", over))
+    spec = specs.RunSpec("long", "sudoku", "infiloop", over, runs.resolve("sudoku", "infiloop", "smoke", over))
     plan = [jobs.Job(f"train {spec.run.dir.name}", "train", spec, done=False)]
     sub = cluster.submissions(plan, "smoke", "cpu", 1, cluster.ClusterConfig(time_min=10))[0]
     cfg = cluster.ClusterConfig(time_min=10, cpus_per_task=1)

@@ -67,10 +67,10 @@ def executed(tmp_path_factory):
     import papermill as pm
 
     from infiloop.experiments.compute import scheduler
-    from infiloop.experiments.notebooks import manifest
+    from infiloop.experiments.notebooks import declarations, manifest
 
     jobs = {}  # each notebook's plan at its own smoke parameters, shared jobs once
-    for name in manifest.DECLARATIONS:
+    for name in declarations.DECLARATIONS:
         for job in manifest.jobs([name], "smoke", SMOKE[name]):
             jobs.setdefault(job.id, job)
     jobs = list(jobs.values())

@@ -218,9 +218,9 @@ def test_bad_arguments_are_one_line(capsys):
 
 def test_every_notebook_is_planned():
     """A new notebook must be declared in experiments/notebooks/manifest.py (or its cost is silently missing)."""
-    from infiloop.experiments.notebooks import manifest
+    from infiloop.experiments.notebooks import declarations
 
-    assert manifest.undeclared_notebooks() == []
+    assert declarations.undeclared_notebooks() == []
 
 
 def test_plan_takes_the_notebooks_parameters_such_as_seeds(root):

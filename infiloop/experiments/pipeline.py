@@ -36,6 +36,7 @@ from ..errors import DataError, Parser, UsageError
 from ..io import atomic_write_text
 from ..machine import cuda_problem
 from .compute import cluster
+from .notebooks import declarations, parameters
 from .notebooks import manifest as jobs
 from .settings import profiles
 
@@ -57,7 +58,7 @@ def select(names: list[str], only: list[str], profile: str) -> list[str]:
     if only:
         return [n for n in names if any(matches(n, o) for o in only)]
     if profiles.notebooks(profile):
-        return [n for n in names if n in set(jobs.profile_notebooks(profile))]
+        return [n for n in names if n in set(declarations.profile_notebooks(profile))]
     return names
 
 
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster_cfg = _check_executor(args)
         selected = select(notebooks(), args.only, args.profile)
-        params = jobs.read_parameters(args.p)
+        params = parameters.read_parameters(args.p)
     except UsageError as e:
         ap.error(str(e))
     known = set().union(*(declared_parameters(n) for n in selected))

@@ -37,7 +37,7 @@ import argparse
 import sys
 
 from ...machine import threads_per_job
-from ..notebooks import manifest
+from ..notebooks import declarations, manifest, parameters
 from .flops import ASSUMED_GPU_TFLOPS
 from .planning import ModelItem, Plan, declared_plan, estimate, make_plan, training_wall, wall
 from .timing import Calibration, FlopCalibration, Timer
@@ -130,7 +130,7 @@ def render(plan: Plan, calibration: Calibration) -> str:
                f"evaluations: {_fmt_s(eval_total)}")
     model_total = sum(m.seconds for m in plan.models)
     out += _render_models(plan.models)
-    for name in manifest.undeclared_notebooks():
+    for name in declarations.undeclared_notebooks():
         out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
                    "infiloop/experiments/notebooks/manifest.py)")
     out += _render_totals(plan, calibration, train_total, eval_total, model_total)
@@ -160,12 +160,12 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
     cached timings of ``args.gpu_name`` or of the GPU measured last replacing it; no data built); with
     ``cluster_cfg`` (``--executor slurm``) the cluster jobs that ``reproduce`` would submit."""
     stream = stream or sys.stdout
-    notebooks = getattr(args, "notebooks", None) or manifest.profile_notebooks(args.profile)
+    notebooks = getattr(args, "notebooks", None) or declarations.profile_notebooks(args.profile)
     by_flops = getattr(args, "by_flops", False)
     print(f"# resolving the runs of profile {args.profile} (no data is built: a FLOP estimate) ..." if by_flops else
           f"# building the data and resolving the runs of profile {args.profile} ...", file=sys.stderr, flush=True)
 
-    params = manifest.read_parameters(getattr(args, "p", None))
+    params = parameters.read_parameters(getattr(args, "p", None))
     if cluster_cfg is not None:
         from . import cluster
 

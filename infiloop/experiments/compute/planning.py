@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...machine import threads_per_job
-from ..notebooks import manifest  # the declared jobs ("jobs" is a slot count here)
+from ..notebooks import declarations, manifest, specs  # manifest: the declared jobs ("jobs" is a slot count here)
 from ..store import runs as cache
 from .flops import looplm_counts
 from .slots import jobs_per_gpu, simulate, slots_for, visible_gpus
@@ -129,7 +129,7 @@ def make_plan(profile: str, device: str = "cpu", jobs: int | None = None,
               notebooks: list[str] | None = None, params: dict | None = None, per_gpu: int | None = None) -> Plan:
     """The runs and evaluations that ``profile``'s notebooks read (experiments/notebooks/manifest.py), not yet timed;
     ``jobs`` slots (default: as reproduce's scheduler, a slot per core, or ``per_gpu`` per visible GPU)."""
-    planned = manifest.jobs(notebooks or manifest.profile_notebooks(profile), profile, params)
+    planned = manifest.jobs(notebooks or declarations.profile_notebooks(profile), profile, params)
     return plan_of(planned, profile, device, jobs or default_slots(profile, device, per_gpu))
 
 
@@ -169,10 +169,10 @@ def declared_plan(profile: str, device: str, jobs: int, notebooks: list[str] | N
     anywhere. Runs are deduplicated by folder and evaluations by their arguments with the run's defaults filled in,
     as the run cache does; an evaluation runs on its limit of puzzles, at most the data settings' test size; a
     budgets evaluation that a trajectory of the same run answers costs nothing (as in :func:`plan_of`)."""
-    runs: dict[str, manifest.RunSpec] = {}
-    evals: dict[str, tuple[str, manifest.EvalSpec, dict]] = {}
-    models: dict[str, tuple[str, manifest.ModelSpec]] = {}
-    for nb in notebooks or manifest.profile_notebooks(profile):
+    runs: dict[str, specs.RunSpec] = {}
+    evals: dict[str, tuple[str, specs.EvalSpec, dict]] = {}
+    models: dict[str, tuple[str, specs.ModelSpec]] = {}
+    for nb in notebooks or declarations.profile_notebooks(profile):
         need = manifest.needs(nb, profile, **(params or {}))
         for spec in need.runs.values():
             runs.setdefault(str(spec.run.dir), spec)
@@ -203,7 +203,7 @@ def _given(args: dict, name: str, default):
     return default if value is None else value
 
 
-def _declared_eval(e: manifest.EvalSpec) -> dict:
+def _declared_eval(e: specs.EvalSpec) -> dict:
     """An evaluation's arguments with its run's defaults filled in (as ``Run.eval_key`` resolves them), its puzzle
     count and the outer updates each puzzle goes through, from the declaration and the data settings alone."""
     run, a = e.run.run, e.args
@@ -241,7 +241,7 @@ def _test_puzzles(run: cache.Run, limit: int | None) -> int:
     return min(sizes)
 
 
-def _answered_by_trajectory(e: manifest.EvalSpec, resolved: dict, others: list[tuple[manifest.EvalSpec, dict]]
+def _answered_by_trajectory(e: specs.EvalSpec, resolved: dict, others: list[tuple[specs.EvalSpec, dict]]
                             ) -> bool:
     """:func:`_read_from_trajectory` for declared evaluations: a budgets evaluation of a model without a horizon,
     with a trajectory of the same run over as many puzzles that reaches every budget."""
@@ -253,7 +253,7 @@ def _answered_by_trajectory(e: manifest.EvalSpec, resolved: dict, others: list[t
                for o, r in others)
 
 
-def _declared_eval_item(notebook: str, e: manifest.EvalSpec, resolved: dict, key: str) -> EvalItem:
+def _declared_eval_item(notebook: str, e: specs.EvalSpec, resolved: dict, key: str) -> EvalItem:
     """The :class:`EvalItem` of a declared evaluation (:func:`_eval_item` without the data). It counts as computed
     only where its run is trained here and its cache file exists."""
     run = e.run.run

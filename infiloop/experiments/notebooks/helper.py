@@ -141,7 +141,8 @@ class Notebook:
     def needs(self, namespace: dict):
         """What this notebook reads at the parameters in ``namespace`` (its ``globals()``), as declared in
         notebooks/manifest.py: ``need.run(id)`` and ``need.result(id)`` load them, computing what is missing."""
-        from .manifest import needs, notebook_defaults
+        from .manifest import needs
+        from .parameters import notebook_defaults
 
         return needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
 

@@ -25,7 +25,7 @@ from ...analysis import paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
-from .build import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
+from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"

@@ -33,7 +33,8 @@ from ...analysis import intervals
 from ...analysis import trajectories as analysis
 from ...io import atomic_write_text, fill_block
 from ..compute.scheduler import run_planned
-from ..notebooks.manifest import EvalSpec, RunSpec, jobs_for
+from ..notebooks.manifest import jobs_for
+from ..notebooks.specs import EvalSpec, RunSpec
 from ..store.runs import get_run, resolve
 
 DOC = paths.DOCS / "connection-study.md"
