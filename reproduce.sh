@@ -59,7 +59,7 @@ has_cuda_gpu() {
 
 # Whether the run's arguments send CUDA jobs to Slurm: --executor slurm (on its slurm cluster, not --cluster local
 # or debug) with --device cuda, or without --device for a profile made for the GPU (gpu, paper: the profiles of
-# infiloop/experiments/profiles.py whose device is cuda). Those jobs run this environment's interpreter on the
+# infiloop/experiments/settings/profiles.py whose device is cuda). Those jobs run this environment's interpreter on the
 # nodes, so it needs torch's CUDA build even on a login node without a GPU.
 wants_cuda_build() {
     local executor="" cluster="slurm" profile="" device="" prev=""
@@ -253,7 +253,7 @@ case "$cmd" in
         ;;
     *)
         # On a CUDA GPU the default run trains there; after it, Python offers the gpu profile (its pilot first,
-        # then its trainings, evaluations, looped decoders and GPU-hours: infiloop/experiments/cost.py gpu_offer).
+        # then its trainings, evaluations, looped decoders and GPU-hours: infiloop/experiments/compute/plan.py gpu_offer).
         if wants_cuda_build "$@"; then WANT_CUDA=1; fi
         setup
         exec "$PY" -m infiloop reproduce "$@"

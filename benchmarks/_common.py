@@ -268,7 +268,7 @@ def public(rows: list[dict]) -> list[dict]:
 
 def model_pair(preset: str, device, backend: str = "auto", seed: int = 0):
     """The same model (same weights) with InfiLoop on both axes and with carry-last on both axes."""
-    from infiloop.experiments.recipes import profile_model
+    from infiloop.experiments.settings.recipes import profile_model
     from infiloop.model import LoopedReasoner
     from infiloop.model.connections import ConnectionConfig
 

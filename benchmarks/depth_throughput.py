@@ -22,7 +22,7 @@ import time
 import _common as C
 import torch
 
-from infiloop.experiments.recipes import profile_model
+from infiloop.experiments.settings.recipes import profile_model
 from infiloop.model import LoopedReasoner
 from infiloop.model.connections import ConnectionConfig
 

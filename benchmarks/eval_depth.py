@@ -22,7 +22,7 @@ from _common import header  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time, torch
 torch.set_num_threads(int(sys.argv[4]))
-from infiloop.experiments.cache import load_run
+from infiloop.experiments.store.runs import load_run
 from infiloop.evaluation import evaluate
 run = load_run(sys.argv[1])
 model = run.load_model()

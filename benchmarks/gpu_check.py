@@ -9,7 +9,7 @@ Parts (each in its own subprocess, with its own timeout, so that a hung or crash
   (1 + max |truth|). A case outside this is a correctness failure.
 - ``step_speed``: one step (768 x 81 rows, d 512), eager vs Triton (vs ``torch.compile`` last), forward and forward
   + backward; the forward's bandwidth as a share of a measured device-to-device copy; a sweep of rows per program.
-- ``training``: the pilot's training path (``infiloop.experiments.pilot.pilot_run``: the gpu profile's model, batch
+- ``training``: the pilot's training path (``experiments.compute.pilot.pilot_run``: the gpu profile's model, batch
   768, bf16 autocast, ``torch.compile``) for carry-last, InfiLoop and FPRM, an equal share of the part's time each:
   compile seconds, s/step after the first logged window, peak memory, loss and cell accuracy by step; graph breaks
   of each model by ``torch._dynamo.explain``. The device has no network: it trains on **generated** 9x9 puzzles
@@ -308,7 +308,7 @@ def graph_breaks(name: str, profile: str, overrides: list[str], root: Path, devi
     """``torch._dynamo.explain`` of one forward of the model (training mode, bf16 autocast on CUDA, batch 2): the
     graphs and breaks ``torch.compile`` sees. In a dry run InfiLoop takes the kernel's custom operator (under the
     interpreter), the path a GPU takes."""
-    from infiloop.experiments.cache import resolve
+    from infiloop.experiments.store.runs import resolve
     from infiloop.model import LoopedReasoner
     from infiloop.model.connections import InfiLoop, choose_kernels
 
@@ -339,8 +339,8 @@ def pilot_once(name: str, profile: str, device: str, seconds: float, root: Path,
     Dynamo counters of its compilation; returns (the PilotRun, its record)."""
     from torch._dynamo.utils import counters
 
-    from infiloop.experiments import pilot
-    from infiloop.experiments.cache import resolve
+    from infiloop.experiments.compute import pilot
+    from infiloop.experiments.store.runs import resolve
 
     torch._dynamo.reset()
     counters.clear()
@@ -359,8 +359,8 @@ def pilot_once(name: str, profile: str, device: str, seconds: float, root: Path,
 
 
 def part_training(ctx: Ctx) -> None:
-    from infiloop.experiments import pilot
-    from infiloop.experiments.cache import resolve
+    from infiloop.experiments.compute import pilot
+    from infiloop.experiments.store.runs import resolve
 
     res = ctx.result
     profile, over = _profile(ctx)
@@ -412,7 +412,7 @@ def eval_seconds(model, data, updates: int, warm: int, batch: int, device: str, 
 
 
 def part_evaluation(ctx: Ctx) -> None:
-    from infiloop.experiments.cache import resolve
+    from infiloop.experiments.store.runs import resolve
     from infiloop.model import LoopedReasoner
 
     res = ctx.result

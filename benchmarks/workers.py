@@ -1,6 +1,6 @@
 """How many jobs at a time pay on this CPU: w workers x t threads (w x t = cores) for training and evaluation.
 
-The compute stage of ``./reproduce.sh`` runs the plan's jobs on slots (infiloop/experiments/scheduler.py). On a CPU a
+The compute stage of ``./reproduce.sh`` runs the plan's jobs on slots (experiments/compute/scheduler.py). On a CPU a
 slot is one process with some torch threads; this script measures which split of the cores gives the most
 work per second. Each split starts ``w`` identical worker processes that wait at a common start time (so
 their timed windows overlap) and then each run the same work: ``--steps`` training steps of the profile's
@@ -34,7 +34,7 @@ def splits(cores: int) -> list[tuple[int, int]]:
 
 def worker(args) -> None:
     from infiloop.evaluation import evaluate
-    from infiloop.experiments import cache as experiments
+    from infiloop.experiments.store import runs as experiments
     from infiloop.model import LoopedReasoner
     from infiloop.training import train
 

@@ -87,8 +87,8 @@ def _check_device(device: str) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .experiments import profiles
-    from .experiments.recipes import profile_model
+    from .experiments.settings import profiles
+    from .experiments.settings.recipes import profile_model
     from .model.connections import ConnectionConfig
     from .model.reasoner import LoopedReasoner
 
@@ -109,7 +109,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
-    from .experiments.cache import get_run
+    from .experiments.store.runs import get_run
 
     _check_device(args.device)
     if args.no_compile:  # the same run folder: compile is not part of a run's hash
@@ -160,7 +160,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import torch
 
     from .evaluation import accuracy_by_depth
-    from .experiments.cache import load_run
+    from .experiments.store.runs import load_run
 
     budgets = _budgets(args.budgets) if args.budgets is not None else None
     eps = _floats(args.eps) if args.perturb_at is not None else None
@@ -273,7 +273,7 @@ RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
-    from .experiments import archives
+    from .experiments.store import archives
 
     rows = archives.list_runs(args.root)
     root = archives.runs_root(args.root)
@@ -292,7 +292,7 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
 
 
 def cmd_runs_prune(args: argparse.Namespace) -> int:
-    from .experiments import archives
+    from .experiments.store import archives
 
     stale = archives.prune(args.root, dry_run=not args.yes)
     for r in stale:
@@ -305,7 +305,7 @@ def cmd_runs_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_runs_export(args: argparse.Namespace) -> int:
-    from .experiments import archives
+    from .experiments.store import archives
 
     path, entries = archives.export_runs(args.run_dirs, args.output)
     n_files = sum(len(e["files"]) for e in entries)
@@ -321,13 +321,13 @@ def _print_imported(results) -> int:
 
 
 def cmd_runs_import(args: argparse.Namespace) -> int:
-    from .experiments import archives
+    from .experiments.store import archives
 
     return _print_imported(archives.import_runs(args.archive, args.root))
 
 
 def cmd_runs_pull(args: argparse.Namespace) -> int:
-    from .experiments import archives
+    from .experiments.store import archives
 
     return _print_imported(archives.pull(args.repo_id, args.revision, args.root, args.cache_dir))
 
@@ -336,15 +336,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: the notebooks of ``--only`` (as ``reproduce --only`` chooses them) or the profile's; on the device
     ``reproduce`` would use, and on a CUDA device that is not here, a FLOP estimate (``args.by_flops``); a run that
     ``reproduce`` keeps apart (``pipeline.kept_apart``) is planned against its own run cache."""
-    from .experiments import pipeline, profiles
-    from .experiments.cost import main as plan_main
+    from .experiments import pipeline
+    from .experiments.compute.plan import main as plan_main
+    from .experiments.settings import profiles
 
     profiles.check(args.profile, "--profile")
     args.notebooks = pipeline.select(pipeline.notebooks(), args.only, args.profile) if args.only else None
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
         raise UsageError(f"--jobs-per-gpu: expected 1 or more, got {args.jobs_per_gpu}")
     if args.executor == "slurm":  # the jobs' device is the nodes', not this machine's
-        from .experiments import cluster
+        from .experiments.compute import cluster
 
         args.device = args.device or profiles.device(args.profile)
         return plan_main(args, cluster_cfg=cluster.settings(args, submitting=False))
@@ -357,7 +358,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          f"{args.device} (add --device cuda)")
     args.by_flops = args.device.startswith("cuda") and (problem is not None or args.tflops is not None)
     if args.by_flops:
-        from .experiments.cost import ASSUMED_GPU_TFLOPS, device_name
+        from .experiments.compute.flops import ASSUMED_GPU_TFLOPS
+        from .experiments.compute.timing import device_name
 
         args.gpu_name = None if problem else device_name(args.device)  # this GPU's cached timings, where it has any
         args.tflops = args.tflops or ASSUMED_GPU_TFLOPS
@@ -373,20 +375,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 # Commands that own their whole argument list: python -m infiloop <command> ARGS -> <module>.main(ARGS).
 def cmd_data(argv: list[str]) -> int:
-    from .experiments import profiles
+    from .experiments.settings import profiles
     from .tasks.cli import main as data_main
 
     return data_main(argv, {name: profiles.data_profile(name) for name in profiles.DATA_PROFILES})
 
 
 def cmd_report(argv: list[str]) -> int:
-    from .experiments.report import main as report_main
+    from .experiments.report.build import main as report_main
 
     return report_main(argv)
 
 
 def cmd_pilot(argv: list[str]) -> int:
-    from .experiments.pilot import main as pilot_main
+    from .experiments.compute.pilot import main as pilot_main
 
     return pilot_main(argv)
 
@@ -398,25 +400,25 @@ def cmd_reproduce(argv: list[str]) -> int:
 
 
 def cmd_manifest(argv: list[str]) -> int:
-    from .experiments.jobs import main as manifest_main
+    from .experiments.notebooks.manifest import main as manifest_main
 
     return manifest_main(argv)
 
 
 def cmd_contrasts(argv: list[str]) -> int:
-    from .experiments.contrasts import main as contrasts_main
+    from .experiments.studies.contrasts import main as contrasts_main
 
     return contrasts_main(argv)
 
 
 def cmd_connection_study(argv: list[str]) -> int:
-    from .experiments.connection_study import main as study_main
+    from .experiments.studies.connection_study import main as study_main
 
     return study_main(argv)
 
 
 def cmd_results(argv: list[str]) -> int:
-    from .experiments.results import main as results_main
+    from .experiments.report.results import main as results_main
 
     return results_main(argv)
 
@@ -476,7 +478,7 @@ def _add_info(sub) -> None:
 
 
 def _add_train(sub) -> None:
-    from .experiments import profiles
+    from .experiments.settings import profiles
 
     p = sub.add_parser("train", help="train (or resume, or return) the run of a profile", epilog=TRAIN_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -529,7 +531,8 @@ def _add_eval(sub) -> None:
 
 
 def _add_plan(sub) -> None:
-    from .experiments import cluster, profiles
+    from .experiments.compute import cluster
+    from .experiments.settings import profiles
 
     p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
                        description="List every training run and evaluation the notebooks of a profile execute "

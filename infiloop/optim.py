@@ -1,19 +1,33 @@
 """The optimisers of training: AdamATan2 (TRM's main optimiser), sign-SGD for the puzzle embeddings, the
 weight-decay groups, the learning-rate schedule and the EMA of the weights.
 
-Each takes the training settings (``training.TrainConfig``) as its ``cfg``.
+Each takes the training settings (``training.TrainConfig``, read through :class:`OptimSettings`) as its ``cfg``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from .training import TrainConfig
+
+class OptimSettings(Protocol):
+    """The training settings the optimisers read (``training.TrainConfig`` has them: this module stands below it)."""
+
+    lr: float
+    betas: tuple[float, float]
+    weight_decay: float
+    decay: str
+    optimizer: str
+    puzzle_emb_optimizer: str
+    puzzle_emb_lr: float | None
+    puzzle_emb_weight_decay: float | None
+    schedule: str
+    warmup_steps: int
+    steps: int
+    lr_min_ratio: float
 
 
 class AdamATan2(torch.optim.Optimizer):
@@ -70,7 +84,7 @@ class SignSGD(torch.optim.Optimizer):
                 p[r] = p[r] * (1 - group["lr"] * group["weight_decay"]) - group["lr"] * p.grad[r].sign()
 
 
-def _split_puzzle_emb(model: nn.Module, cfg: TrainConfig) -> tuple[list, list]:
+def _split_puzzle_emb(model: nn.Module, cfg: OptimSettings) -> tuple[list, list]:
     """(named parameters of the main optimiser, parameters of the puzzle-embedding sign-SGD)."""
     main, emb = [], []
     for name, p in model.named_parameters():
@@ -79,7 +93,7 @@ def _split_puzzle_emb(model: nn.Module, cfg: TrainConfig) -> tuple[list, list]:
     return main, [p for _, p in emb]
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, cfg: OptimSettings) -> torch.optim.Optimizer:
     """The main optimiser. Weight decay on every parameter (``decay="all"``, TRM), only on matrices
     (``"matrices"``: not on 1-D parameters and not on the loop connections' q and rho) or on every
     parameter but the loop connections' (``"no_connections"``)."""
@@ -97,7 +111,7 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
 
 
-def make_puzzle_emb_optimizer(model: nn.Module, cfg: TrainConfig) -> SignSGD | None:
+def make_puzzle_emb_optimizer(model: nn.Module, cfg: OptimSettings) -> SignSGD | None:
     """TRM's sign-SGD for the puzzle embedding, or None (no embedding, or trained by the main optimiser)."""
     _, emb = _split_puzzle_emb(model, cfg)
     if not emb:
@@ -106,7 +120,7 @@ def make_puzzle_emb_optimizer(model: nn.Module, cfg: TrainConfig) -> SignSGD | N
     return SignSGD(emb, lr=cfg.puzzle_emb_lr or cfg.lr, weight_decay=wd)
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
+def lr_at(step: int, cfg: OptimSettings) -> float:
     """Linear warm-up to ``lr``, then constant (TRM) or cosine to ``lr_min_ratio * lr``."""
     if cfg.schedule == "constant" and step >= cfg.warmup_steps:
         return cfg.lr

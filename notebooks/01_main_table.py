@@ -26,7 +26,7 @@
 # tasks' variance folded in; with one seed, over puzzles only).
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the measured models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 tasks = ""  # comma-separated tasks to measure (sudoku, maze, arc1, arc2); empty: the profile's main tasks
@@ -41,8 +41,8 @@ from infiloop.analysis import claims as effects
 from infiloop.analysis import intervals, paper
 from infiloop.analysis import trajectories as analysis
 from infiloop.analysis.plotting import LABELS
-from infiloop.experiments.notebook import Notebook, check
-from infiloop.experiments.recipes import MAIN_RECIPES
+from infiloop.experiments.notebooks.helper import Notebook, check
+from infiloop.experiments.settings.recipes import MAIN_RECIPES
 
 nb = Notebook("01_main_table", "Main table", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
@@ -50,7 +50,7 @@ check("tasks", tasks, str, expected="comma-separated task names")
 check("tasks", [t.strip() for t in tasks.split(",") if t.strip()], list,
       lambda v: set(v) <= {"sudoku", "maze", "arc1", "arc2"}, "names among sudoku, maze, arc1, arc2")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 task_list = need.derived["tasks"]
 seed_list = need.seeds
 

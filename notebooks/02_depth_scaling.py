@@ -31,7 +31,7 @@
 # of their effects beside the paper's (the rule: `intervals.RULE`, stated in the report).
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper: data, model and training (experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper: data, model and training (settings/profiles.py)
 task = "sudoku"  # sudoku | maze (the paper's depth figure is Sudoku-Extreme's; Maze runs the same analyses)
 device = "cpu"  # torch device for training and evaluation
 seeds = ""  # training seeds of the three models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
@@ -49,9 +49,9 @@ from infiloop import tasks
 from infiloop.analysis import claims as effects
 from infiloop.analysis import diagnosis, intervals, paper, plotting
 from infiloop.analysis import trajectories as analysis
-from infiloop.experiments import contrasts as calibration
-from infiloop.experiments.notebook import Notebook, check, pct
-from infiloop.experiments.recipes import MAIN_RECIPES
+from infiloop.experiments.notebooks.helper import Notebook, check, pct
+from infiloop.experiments.settings.recipes import MAIN_RECIPES
+from infiloop.experiments.studies import contrasts as calibration
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
@@ -67,7 +67,7 @@ plotting.use_style()
 # Trained once per configuration and cached under `runs/`; re-running this notebook reuses them.
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 max_updates = need.params["max_updates"]  # 0 became the profile's depth
 seed_list = need.seeds
 runs = {r: need.run(r, device) for r in MAIN_RECIPES}  # the first seed's (the others differ only in train.seed)

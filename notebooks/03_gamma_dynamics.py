@@ -27,7 +27,7 @@
 # the first solve, for both axes, and the content score against the number of wrong cells.
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the InfiLoop model, e.g. "0,1,2" ("": the profile's; one at tiny, three at search)
 max_updates = 0  # outer updates evaluated (0: the profile's depth; as in 02_depth_scaling, whose trajectory it reads)
@@ -43,7 +43,7 @@ import numpy as np
 from infiloop.analysis import claims as effects
 from infiloop.analysis import intervals, paper, plotting
 from infiloop.analysis import trajectories as analysis
-from infiloop.experiments.notebook import Notebook, check
+from infiloop.experiments.notebooks.helper import Notebook, check
 
 nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
@@ -55,7 +55,7 @@ check("settle", settle, int, lambda v: v <= after, f"an integer <= after={after}
 plotting.use_style()
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 max_updates = need.params["max_updates"]  # 0 became the profile's depth
 seed_list = need.seeds
 by_seed = need.results("depth/infiloop", device)  # {seed: trajectory}

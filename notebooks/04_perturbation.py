@@ -25,7 +25,7 @@
 # `perturb_at`; ε = 0 is the unperturbed control.
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py)
 device = "cpu"  # torch device
 seeds = ""  # training seeds of the models, e.g. "0,1,2" ("": the profile's; one at tiny, three at search)
 eps = "0,1e-4,1e-3,1e-2,0.1,0.3"  # relative perturbation sizes, comma-separated (0 : the control)
@@ -41,8 +41,8 @@ import numpy as np
 from infiloop.analysis import claims as effects
 from infiloop.analysis import plotting
 from infiloop.analysis import trajectories as analysis
-from infiloop.experiments.notebook import Notebook, ParameterError, check, pct
-from infiloop.experiments.recipes import MAIN_RECIPES
+from infiloop.experiments.notebooks.helper import Notebook, ParameterError, check, pct
+from infiloop.experiments.settings.recipes import MAIN_RECIPES
 
 nb = Notebook("04_perturbation", "Perturbation stability", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
@@ -58,7 +58,7 @@ for name, value in dict(perturb_at=perturb_at, updates_after=updates_after, limi
 plotting.use_style()
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 seed_list = need.seeds
 at, after = need.derived["at"], need.derived["after"]
 by_seed = {r: need.results(f"perturb/{r}", device) for r in MAIN_RECIPES}  # {recipe: {seed: result}}

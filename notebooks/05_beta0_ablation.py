@@ -22,12 +22,12 @@
 # 63.3 %. InfiLoop on both axes (82.1 / 89.7) beats the inner axis only (72.6 / 79.4) and the outer axis only
 # (75.1 / 80.0). Removing the content score costs 6–7 points.
 #
-# Each variant below is one InfiLoop model trained at the chosen profile (`infiloop/experiments/recipes.py`,
+# Each variant below is one InfiLoop model trained at the chosen profile (`infiloop/experiments/settings/recipes.py`,
 # `ABLATIONS`), evaluated at a short budget (the training depth, as H3 L6 is the paper's training budget) and
 # a long one (about ten times more outer updates, as H32 against H3).
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of every variant
 budget_short = 0  # outer updates of the short budget (0: the training depth)
@@ -41,8 +41,8 @@ import numpy as np
 from infiloop.analysis import claims as effects
 from infiloop.analysis import paper, plotting
 from infiloop.analysis import trajectories as analysis
-from infiloop.experiments.notebook import Notebook, check, pct
-from infiloop.experiments.recipes import ABLATIONS
+from infiloop.experiments.notebooks.helper import Notebook, check, pct
+from infiloop.experiments.settings.recipes import ABLATIONS
 
 nb = Notebook("05_beta0_ablation", "Ablations: β₀, decay, axes, content score", profile, device, seed)
 for name, value in dict(budget_short=budget_short, budget_long=budget_long, limit=limit).items():
@@ -50,7 +50,7 @@ for name, value in dict(budget_short=budget_short, budget_long=budget_long, limi
 plotting.use_style()
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 short, long = need.derived["short"], need.derived["long"]
 label = {key: a["label"] for key, a in ABLATIONS.items()}
 acc = {}  # ablation id (recipes.ABLATIONS) -> accuracy @ short, @ long, learned beta

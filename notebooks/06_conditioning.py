@@ -35,7 +35,7 @@
 # embedded puzzle, and a timestep-conditioned model is told each test budget as its L_infer.
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py)
 device = "cpu"  # torch device for training and evaluation
 seed = 0  # training seed of every model
 max_budget = 0  # the longest test budget, in outer updates (0: the profile's depth; 960, the paper's, at tiny)
@@ -50,8 +50,8 @@ import torch
 
 from infiloop.analysis import claims as effects
 from infiloop.analysis import plotting
-from infiloop.experiments.notebook import Notebook, check, pct
-from infiloop.experiments.recipes import CONDITIONING_RECIPES
+from infiloop.experiments.notebooks.helper import Notebook, check, pct
+from infiloop.experiments.settings.recipes import CONDITIONING_RECIPES
 from infiloop.model.conditioning import HISTORY_MAPS
 
 nb = Notebook("06_conditioning", "Conditioning the loop: the looped-LM study beside InfiLoop", profile, device, seed)
@@ -67,7 +67,7 @@ plotting.use_style()
 # InfiLoop. Each starts as the unconditioned model (the conditioners are the identity at initialisation).
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 max_budget = need.params["max_budget"]  # 0 became the profile's depth
 runs = {r: need.run(r, device) for r in CONDITIONING_RECIPES}
 depth = runs["carry_last"].training_depth

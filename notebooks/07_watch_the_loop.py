@@ -33,7 +33,7 @@
 # (each frame says so), at most `max_frames` whatever the depth.
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py)
 device = "cpu"  # torch device
 seed = 0  # training seed of the models (the main table's)
 task = "sudoku"  # sudoku | maze: the task of the puzzle and race animations
@@ -49,8 +49,8 @@ arc_task = ""  # ARC task id to animate ("": the test input InfiLoop gets closes
 from IPython.display import display
 
 from infiloop.analysis import animation, plotting
-from infiloop.experiments.notebook import Notebook, check, find_arc_runs, pct
-from infiloop.experiments.recipes import MAIN_RECIPES
+from infiloop.experiments.notebooks.helper import Notebook, check, find_arc_runs, pct
+from infiloop.experiments.settings.recipes import MAIN_RECIPES
 
 nb = Notebook("07_watch_the_loop", "Watch the loop", profile, device, seed)
 check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
@@ -67,7 +67,7 @@ figs = plotting.figure_dir(profile)
 # ## The models and their recorded trajectories
 
 # %%
-need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/jobs.py)
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 max_updates = need.params["max_updates"]  # 0 became the profile's depth
 runs = {r: need.run(r, device) for r in MAIN_RECIPES}
 depth = runs["infiloop"].training_depth

@@ -36,7 +36,7 @@
 # on lengths 2–4, the composed relation asked).
 
 # %% tags=["parameters"]
-profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/profiles.py, LOOPLM)
+profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py, LOOPLM)
 device = "cpu"  # torch device for training and evaluation
 seeds = ""  # comma-separated training seeds (empty: the profile's)
 connections = ""  # comma-separated loop connections (empty: the profile's): carry_last, infiloop, history_lg
@@ -50,7 +50,7 @@ import numpy as np
 from infiloop.analysis import claims as effects
 from infiloop.analysis import intervals, plotting
 from infiloop.experiments import looplm
-from infiloop.experiments.notebook import Notebook, check, pct
+from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.machine import usable_cpus
 
 nb = Notebook("08_looped_lm", "The looped language model past its training horizon, with InfiLoop", profile, device, 0)
@@ -58,7 +58,7 @@ check("seeds", seeds, (str, int), expected="comma-separated training seeds, or e
 check("connections", connections, str, expected=f"comma-separated names among {', '.join(looplm.CONNECTIONS)}")
 check("allocations", allocations, str, expected="comma-separated allocations p+sxK+c, e.g. 1+2x3+1")
 check("workers", workers, int, lambda v: v >= 0, "an integer >= 0 (0: one per CPU)")
-need = nb.needs(globals())  # the models this notebook reads (infiloop/experiments/jobs.py, looped_lm)
+need = nb.needs(globals())  # the models this notebook reads (infiloop/experiments/notebooks/manifest.py, looped_lm)
 g = need.derived["grid"]
 settings, seed_list, conns, allocs = g.settings, g.seeds, g.connections, g.allocations
 plotting.use_style()

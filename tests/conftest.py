@@ -74,6 +74,6 @@ def smoke_run(tmp_path_factory):
     """One trained smoke run (4x4 Sudoku, InfiLoop) for the whole session, in a temporary run root.
 
     Tests may add evaluations to it; a test that damages files works on a copy (``shutil.copytree``)."""
-    from infiloop.experiments.cache import get_run
+    from infiloop.experiments.store.runs import get_run
 
     return get_run("sudoku", "infiloop", "smoke", root=tmp_path_factory.mktemp("smoke-runs"), progress=False)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from infiloop.analysis import animation as A
-from infiloop.experiments.cache import get_run
-from infiloop.experiments.notebook import find_arc_runs
+from infiloop.experiments.notebooks.helper import find_arc_runs
+from infiloop.experiments.store.runs import get_run
 
 LAST, MAX_FRAMES, LIMIT = 48, 20, 16
 
@@ -131,7 +131,7 @@ def test_arc_animation_shows_the_recorded_grids(tmp_path_factory, tmp_path):
 
 
 def test_notebook_07_reuses_the_main_tables_runs_and_notebook_02s_trajectories():
-    from infiloop.experiments import jobs as manifest
+    from infiloop.experiments.notebooks import manifest
 
     n07 = manifest.needs("07", "smoke")
     assert {s.recipe for s in n07.runs.values()} == {"carry_last", "fprm", "infiloop"}

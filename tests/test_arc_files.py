@@ -7,7 +7,7 @@ import json
 import pytest
 
 from infiloop.cli import cmd_data as data_main
-from infiloop.experiments.profiles import data_profile
+from infiloop.experiments.settings.profiles import data_profile
 from infiloop.tasks import DataError, TaskData, build
 from infiloop.tasks import arc_files as F
 

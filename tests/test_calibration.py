@@ -1,4 +1,4 @@
-"""The calibration harness (infiloop/experiments/contrasts.py): the candidate rows cover the search's axes, and a
+"""The calibration harness (experiments/studies/contrasts.py): the candidate rows cover the search's axes, and a
 row at the smoke profile runs end to end (both connections trained, evaluated to 60x the training
 depth, results written, the table rendered) in temporary folders only."""
 
@@ -9,8 +9,9 @@ import pytest
 
 from infiloop import paths
 from infiloop.analysis import trajectories as analysis
-from infiloop.experiments import contrasts as calibration
-from infiloop.experiments import profiles
+from infiloop.experiments.settings import profiles
+from infiloop.experiments.studies import contrast_rows
+from infiloop.experiments.studies import contrasts as calibration
 
 ROW = {"profile": "smoke", "data": {"needs_search": False, "n_train": 40, "n_test": 12}, "steps": 6,
        "max_segments": 2, "limit": 12}
@@ -23,11 +24,11 @@ def data_root(tmp_path, monkeypatch):
 
 
 def test_rows_cover_the_axes_of_the_search():
-    rows = calibration.ROWS
+    rows = contrast_rows.ROWS
     assert len(rows) >= 14
     for name, row in rows.items():
-        calibration.check_row(name, row)
-    data = [calibration.row_data(r) for r in rows.values()]
+        contrast_rows.check_row(name, row)
+    data = [contrast_rows.row_data(r) for r in rows.values()]
     assert {d.get("needs_search") for d in data} >= {True, None}
     assert {d.get("side", 6) for d in data} == {6, 9}
     assert len({tuple(d.get("blanks", [14, 22])) for d in data}) >= 3
@@ -35,9 +36,9 @@ def test_rows_cover_the_axes_of_the_search():
     for key, base, values in (("H", 2, {3}), ("L", 3, {1, 6}), ("max_segments", 8, {4, 16}),
                               ("d_model", 64, {128}), ("mixer", "mlp", {"attention"}), ("steps", 700, {2500, 6000})):
         assert {r.get(key, base) for r in rows.values()} >= values | {base}, key
-    costs = [sum(calibration.estimated_seconds(r)) for r in rows.values()]
+    costs = [sum(contrast_rows.estimated_seconds(r)) for r in rows.values()]
     assert costs[0] == min(costs) and all(c > 0 for c in costs)
-    mazes = {n: calibration.row_data(r) for n, r in rows.items() if calibration.row_task(r) == "maze"}
+    mazes = {n: contrast_rows.row_data(r) for n, r in rows.items() if contrast_rows.row_task(r) == "maze"}
     assert len(mazes) >= 4 and {d["size"] for d in mazes.values()} >= {8, 10, 12}
     assert all(d["min_path"] >= 2 * d["size"] for d in mazes.values())  # long paths, as Maze-Hard's
     assert {rows[n].get("mixer", "mlp") for n in mazes} == {"attention", "mlp"}
@@ -58,17 +59,17 @@ def test_a_maze_row_trains_and_renders(tmp_path, data_root):
 
 
 def test_row_overrides_and_depths():
-    ov = calibration.row_overrides({"data": {"blanks": [22, 28]}, "H": 3, "max_segments": 4, "steps": 50,
+    ov = contrast_rows.row_overrides({"data": {"blanks": [22, 28]}, "H": 3, "max_segments": 4, "steps": 50,
                                     "overrides": {"train.lr": 1e-3}}, seed=2)
     assert ov == {"data.blanks": [22, 28], "model.H": 3, "train.max_segments": 4, "train.steps": 50,
                   "train.lr": 1e-3, "train.seed": 2}
-    assert calibration.depths(16) == {"0.5": 8, "1": 16, "4": 64, "60": 960}
-    assert calibration.depths(3)["0.5"] == 2
+    assert contrast_rows.depths(16) == {"0.5": 8, "1": 16, "4": 64, "60": 960}
+    assert contrast_rows.depths(3)["0.5"] == 2
     with pytest.raises(ValueError, match="unknown settings"):
-        calibration.check_row("x", {"width": 3})
+        contrast_rows.check_row("x", {"width": 3})
     with pytest.raises(ValueError, match="unknown data set 'hard'"):
-        calibration.check_row("x", {"data": "hard"})
-    assert calibration.row_overrides({"data": "search6"})["data.needs_search"] is True
+        contrast_rows.check_row("x", {"data": "hard"})
+    assert contrast_rows.row_overrides({"data": "search6"})["data.needs_search"] is True
 
 
 def test_state_change_after_solve():
@@ -86,8 +87,8 @@ def test_a_smoke_row_end_to_end(tmp_path, data_root):
     out = calibration.run_rows(["smoke-test"], rows, root=runs, results=results, progress=False)
     saved = json.loads((results / "smoke-test.json").read_text())
     assert out["smoke-test"] == saved and saved["data"]["needs_search"] is False
-    assert set(saved["results"]) == set(calibration.CONNECTIONS)
-    for recipe in calibration.CONNECTIONS:
+    assert set(saved["results"]) == set(contrast_rows.CONNECTIONS)
+    for recipe in contrast_rows.CONNECTIONS:
         rec = saved["results"][recipe]["0"]
         assert rec["training_depth"] == 4 and rec["depths"] == {"0.5": 2, "1": 4, "4": 16, "60": 240}
         assert set(rec["exact"]) == {"0.5", "1", "4", "60"} and 0 <= rec["peak"] <= 1 and rec["puzzles"] == 12
@@ -125,7 +126,7 @@ def test_a_failing_model_is_reported_after_the_others(tmp_path, data_root):
 def test_command_line(tmp_path, data_root, capsys):
     assert calibration.main(["--list"]) == 0
     out = capsys.readouterr().out
-    assert all(f"| {name} |" in out for name in calibration.ROWS) and "min per model" in out
+    assert all(f"| {name} |" in out for name in contrast_rows.ROWS) and "min per model" in out
     doc = tmp_path / "doc.md"
     assert calibration.main(["--render", "--results", str(tmp_path / "none"), "--doc", str(doc)]) == 0
     assert calibration.START in doc.read_text()
@@ -136,23 +137,23 @@ def test_command_line(tmp_path, data_root, capsys):
 def test_a_profile_row_reads_the_profiles_own_runs_and_depth_trajectories(data_root, monkeypatch, tmp_path):
     """A row that names a profile (``search-profile``) resolves to the runs its notebooks train, and its
     evaluation is notebook 02's depth trajectory (same cache file) when the depths agree."""
-    from infiloop.experiments import jobs as manifest
-    from infiloop.experiments.cache import get_run
-    from infiloop.experiments.profiles import PROFILES
+    from infiloop.experiments.notebooks import manifest
+    from infiloop.experiments.settings.profiles import PROFILES
+    from infiloop.experiments.store.runs import get_run
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     row = {"profile": "smoke"}
     n = manifest.needs("02", "smoke", max_updates=60 * 8)  # smoke: training depth H x segments = 8
-    for recipe in calibration.CONNECTIONS:
-        run = get_run("sudoku", recipe, "smoke", calibration.row_overrides(row, 0), progress=False)
+    for recipe in contrast_rows.CONNECTIONS:
+        run = get_run("sudoku", recipe, "smoke", contrast_rows.row_overrides(row, 0), progress=False)
         assert run.dir == n.runs[recipe].run.dir
         _, _, path = run._evaluate_key(**calibration.eval_args(run, row))
         assert str(path) == n.evals[f"depth/{recipe}"].key
     # the estimate of a profile row takes that profile's steps
-    assert calibration.ROWS["search-profile"] == {"profile": "search", "seeds": [0, 1, 2]}
+    assert contrast_rows.ROWS["search-profile"] == {"profile": "search", "seeds": [0, 1, 2]}
     ratio = PROFILES["search"]["train"]["steps"] / PROFILES["tiny"]["train"]["steps"]
-    train, _ = calibration.estimated_seconds({"profile": "search"})
-    assert train == pytest.approx(ratio * calibration.estimated_seconds({"data": "search6"})[0])
+    train, _ = contrast_rows.estimated_seconds({"profile": "search"})
+    assert train == pytest.approx(ratio * contrast_rows.estimated_seconds({"data": "search6"})[0])
 
 
 def test_a_cached_evaluation_keeps_the_time_its_job_logged(tmp_path):
@@ -211,7 +212,7 @@ def test_drift_summary_reads_every_recorded_row(tmp_path):
     assert not calibration.contrast_absent(lossy)
     empty = {"max_drop": 0.0, "row": None, "max_lost": 0.0, "lost_row": None, "max_change": 0.0, "change_row": None}
     assert calibration.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, "as_built": 0, **{
-        r: empty for r in calibration.CONNECTIONS}})
+        r: empty for r in contrast_rows.CONNECTIONS}})
 
 
 def test_the_recorded_rows_are_read_by_notebook_02():
@@ -258,12 +259,12 @@ def test_tinys_maze_models_are_the_recorded_maze_row(tmp_path):
     """The Maze column of `tiny`'s main table trains the models of the recorded row maze8-700 (same
     configuration, so the same run folder name): carry-last's as it is; InfiLoop's row was recorded before the
     connection study's choice (docs/connection-study.md), so it is the as-built connection's model."""
-    from infiloop.experiments.cache import resolve
-    from infiloop.experiments.connection_study import AS_BUILT
+    from infiloop.experiments.store.runs import resolve
+    from infiloop.experiments.studies.connection_study import AS_BUILT
 
     row = json.loads((calibration.RECORDED / "maze8-700.json").read_text())
     assert "maze" in profiles.PROFILES["tiny"]["main_tasks"]
-    for recipe in calibration.CONNECTIONS:
+    for recipe in contrast_rows.CONNECTIONS:
         recorded = row["results"][recipe]["0"]["run"].rsplit("/", 1)[-1]
         now = resolve("maze", recipe, "tiny", root=tmp_path).dir.name
         assert (now == recorded) == (recipe == "carry_last")

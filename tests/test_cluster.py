@@ -1,4 +1,4 @@
-"""The compute stage as cluster jobs (infiloop/experiments/cluster.py, through submitit).
+"""The compute stage as cluster jobs (infiloop/experiments/compute/cluster.py, through submitit).
 
 - Slurm itself is faked by small programs on PATH (``tests/test_cluster_slurm.py``: ``sbatch`` validates each
   submission file as Slurm does, records it and answers a job id, ``sacct`` and ``squeue`` answer the states the
@@ -27,8 +27,10 @@ submitit = pytest.importorskip("submitit")
 
 import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and its fixtures)
 
-from infiloop.experiments import cluster, jobs  # noqa: E402
-from infiloop.experiments.cost import job_flops  # noqa: E402
+from infiloop.experiments.compute import cluster  # noqa: E402
+from infiloop.experiments.compute.flops import job_flops  # noqa: E402
+from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
+from infiloop.experiments.notebooks import specs  # noqa: E402
 
 fake_slurm, roots, _sbatch = strict.fake_slurm, strict.roots, strict.sbatch_options
 
@@ -41,7 +43,7 @@ def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_trainin
     monkeypatch.setattr("infiloop.machine.cuda_problem", lambda: "no CUDA device is visible")  # a login node
     cfg = cluster.ClusterConfig(partition="gpu", account="proj", cpus_per_task=6, mem_gb=64, tflops=1e-6,
                                 setup=["module load cuda"], sbatch={"exclude": "node7"})
-    from infiloop.experiments.scheduler import job_name
+    from infiloop.experiments.compute.scheduler import job_name
 
     decoder = next(j for j in jobs.jobs(["08"], "smoke", {}) if j.kind == "looplm")  # one of notebook 08's models
     plan = [*_main_table_plan(), decoder]
@@ -156,14 +158,15 @@ def test_the_debug_cluster_trains_and_evaluates_what_the_local_scheduler_does(tm
     """The same jobs, the same run folders (their hashes) and the same results through submitit as through the
     local scheduler (one thread per job in both)."""
     from infiloop import paths
-    from infiloop.experiments import scheduler
+    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.compute.slots import cpu_slots
 
     results = {}
     for name in ("local", "debug"):
         monkeypatch.setattr(paths, "RUNS", tmp_path / name)
         plan = jobs.jobs(["03_gamma_dynamics"], "smoke", {})
         if name == "local":
-            report = scheduler.run_jobs(plan, "smoke", scheduler.cpu_slots(1, 1), progress=False)
+            report = scheduler.run_jobs(plan, "smoke", cpu_slots(1, 1), progress=False)
             assert len(report.done) == 2, report
         else:
             out = cluster.run_cluster(plan, "smoke", "cpu", cluster.ClusterConfig(time_min=10, cpus_per_task=1),
@@ -214,11 +217,11 @@ def test_a_training_preempted_then_killed_resumes_from_its_checkpoint_each_time(
     """Pre-empted (the signal Slurm sends before a time limit), the job is requeued by submitit and resumes; killed
     outright, it fails, and running the stage again submits it once more and it resumes again."""
     from infiloop import paths
+    from infiloop.experiments.store import runs
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     over = {"train.steps": 60, "train.checkpoint_every": 5, "train.log_every": 5}
-    spec = jobs.RunSpec("long", "sudoku", "infiloop", over,
-                        jobs.cache.resolve("sudoku", "infiloop", "smoke", over))
+    spec = specs.RunSpec("long", "sudoku", "infiloop", over, runs.resolve("sudoku", "infiloop", "smoke", over))
     plan = [jobs.Job(f"train {spec.run.dir.name}", "train", spec, done=False)]
     sub = cluster.submissions(plan, "smoke", "cpu", 1, cluster.ClusterConfig(time_min=10))[0]
     cfg = cluster.ClusterConfig(time_min=10, cpus_per_task=1)

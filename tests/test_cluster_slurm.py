@@ -36,7 +36,8 @@ import pytest
 
 submitit = pytest.importorskip("submitit")
 
-from infiloop.experiments import cluster, cluster_jobs, cluster_states, jobs  # noqa: E402
+from infiloop.experiments.compute import cluster, cluster_jobs, cluster_states  # noqa: E402
+from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 
 FAKE = r'''#!@PYTHON@ -S
 import json, os, re, sys
@@ -365,7 +366,7 @@ CFG = dict(time_min=30, cpus_per_task=2)
 @pytest.fixture
 def results(fake_slurm, monkeypatch):
     """A job's result is in the run cache once its latest Slurm job is COMPLETED (the fake runs nothing)."""
-    from infiloop.experiments.cluster_jobs import record_of
+    from infiloop.experiments.compute.cluster_jobs import record_of
 
     def finished(job) -> bool:
         rec = cluster_states.read_record(record_of(job))
@@ -679,7 +680,7 @@ def test_looped_decoders_go_several_to_a_job(fake_slurm, roots):
         if len(ran) == 1:
             raise ValueError("broken")
 
-    import infiloop.experiments.scheduler as scheduler
+    import infiloop.experiments.compute.scheduler as scheduler
 
     specs = [j.to_json("smoke") for j in plan[:2]]
     with pytest.MonkeyPatch.context() as mp:
@@ -759,7 +760,7 @@ def test_a_multi_gpu_training_holds_its_runs_lock_and_stops_when_another_holds_i
 
     import torch.distributed as dist
 
-    from infiloop.experiments import scheduler
+    from infiloop.experiments.compute import scheduler
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from infiloop.evaluation import evaluate_budgets
-from infiloop.experiments.recipes import CODE_VERSION, RECIPES, config_hash, profile_model, resolve_config
+from infiloop.experiments.settings.recipes import CODE_VERSION, RECIPES, config_hash, profile_model, resolve_config
 from infiloop.model import LoopedReasoner, ModelConfig
 from infiloop.model.conditioning import ConditionConfig, Conditioner, time_features
 from infiloop.model.connections import Connection, ConnectionConfig

@@ -1,4 +1,4 @@
-"""The connection study (infiloop/experiments/connection_study.py): its models go through the run cache, carry-last is
+"""The connection study (studies/connection_study.py): its models go through the run cache, carry-last is
 trained only for variants that change its settings, the records hold what the table needs, and the table
 is rendered from the result files (docs/connection-study.md)."""
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infiloop.experiments import connection_study as cs
+from infiloop.experiments.studies import connection_study as cs
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def test_models_share_carry_last_only_where_it_has_the_setting():
     assert cs.models("grad_outer_2", "mlp", 0) == [("carry_last", "grad_outer_2"), ("infiloop", "grad_outer_2")]
     with pytest.raises(ValueError, match="unknown variant"):
         cs.check_variant("nope")
-    from infiloop.experiments.recipes import resolve_config
+    from infiloop.experiments.settings.recipes import resolve_config
 
     for v in cs.VARIANTS.values():  # every variant's settings resolve to a valid configuration
         for recipe in cs.CONNECTIONS:

@@ -222,7 +222,7 @@ def test_triton_kernel_takes_a_state_without_mass():
 
 
 def _configs(recipe, **train):
-    from infiloop.experiments.recipes import resolve_config
+    from infiloop.experiments.settings.recipes import resolve_config
     from infiloop.model import ModelConfig
     from infiloop.training import TrainConfig
 
@@ -249,7 +249,7 @@ def test_no_connections_decay_group_exempts_q_and_rho():
 
 def test_candidate_loss_is_carry_last_s_own_loss(tmp_path):
     """For carry-last the candidate is the state: the mixed loss is the same number; InfiLoop's differs."""
-    from infiloop.experiments.profiles import data_profile
+    from infiloop.experiments.settings.profiles import data_profile
     from infiloop.tasks import load
     from infiloop.training import train
 
@@ -265,7 +265,7 @@ def test_candidate_loss_is_carry_last_s_own_loss(tmp_path):
 
 
 def test_training_log_records_the_connection(tmp_path):
-    from infiloop.experiments.profiles import data_profile
+    from infiloop.experiments.settings.profiles import data_profile
     from infiloop.tasks import load
     from infiloop.training import CONNECTION_STATS, train
 
@@ -314,8 +314,8 @@ HASHES_BEFORE = {("carry_last", "tiny"): "649c294a1d", ("carry_last", "search"):
 def test_runs_cached_before_the_switches_keep_their_names():
     """Carry-last's runs keep their hashes (the study's choice does not change its loss); InfiLoop's and
     FPRM's change, and with the switches set to their earlier values they hash as before."""
-    from infiloop.experiments.connection_study import AS_BUILT
-    from infiloop.experiments.recipes import config_hash, resolve_config
+    from infiloop.experiments.settings.recipes import config_hash, resolve_config
+    from infiloop.experiments.studies.connection_study import AS_BUILT
 
     for (recipe, profile), before in HASHES_BEFORE.items():
         now = config_hash(resolve_config("sudoku", recipe, profile))
@@ -325,7 +325,7 @@ def test_runs_cached_before_the_switches_keep_their_names():
 
 
 def test_settings_without_effect_leave_the_hash():
-    from infiloop.experiments.recipes import config_hash, resolve_config
+    from infiloop.experiments.settings.recipes import config_hash, resolve_config
 
     base = config_hash(resolve_config("sudoku", "carry_last", "smoke"))
     for over in ({"model.outer.history_grad": True}, {"model.inner.z0_candidate": False},

@@ -10,7 +10,7 @@ import pytest
 
 from infiloop import paths
 from infiloop.cli import main
-from infiloop.experiments.profiles import DATA_PROFILES, data_profile
+from infiloop.experiments.settings.profiles import DATA_PROFILES, data_profile
 from infiloop.tasks import DataError, TaskData, build, info, maze, sudoku
 from infiloop.tasks.datasets import build_dir
 
@@ -189,8 +189,8 @@ def test_generated_gpu_data_need_search_and_sit_apart_from_the_hub_set(tmp_path)
 
 
 def test_run_hashes_keep_hub_generated_and_own_file_data_apart(tmp_path, csv_texts):
-    from infiloop.experiments.cache import run_dir_for
-    from infiloop.experiments.recipes import resolve_config
+    from infiloop.experiments.settings.recipes import resolve_config
+    from infiloop.experiments.store.runs import run_dir_for
 
     folder = own_files(tmp_path / "mine", csv_texts)
     runs = {}

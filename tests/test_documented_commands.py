@@ -145,7 +145,7 @@ def test_documented_command_runs_as_written(cmd, smoke_run, roots, capsys):
     puzzles = roots / "my_puzzles.csv"
     sudoku.write_csv(puzzles, sudoku.generate(12, sudoku.geometry(4, None), (6, 9), seed=7, progress=False))
     if "my_runs.tar" in cmd:  # what `runs export RUN -o my_runs.tar` writes, for `runs import my_runs.tar`
-        from infiloop.experiments.archives import export_runs
+        from infiloop.experiments.store.archives import export_runs
 
         export_runs([smoke_run.dir], roots / "my_runs.tar")
     status = main(_arguments(cmd, smoke_run.dir, puzzles))

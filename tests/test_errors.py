@@ -129,7 +129,7 @@ def test_a_subprocess_prints_one_line_and_the_status(tmp_path):
     ("dense", "model.cond.history", "dense"), ("2", "model.cond.window", 2), ("0.1", "model.outer.beta", 0.1),
 ])
 def test_set_values_are_read_by_the_type_of_their_setting(text, key, expected):
-    from infiloop.experiments.recipes import resolve_config
+    from infiloop.experiments.settings.recipes import resolve_config
 
     cfg = resolve_config("sudoku", "infiloop", "smoke", [f"{key}={text}"])
     node = cfg
@@ -140,8 +140,8 @@ def test_set_values_are_read_by_the_type_of_their_setting(text, key, expected):
 
 def test_set_values_keep_the_hash_of_runs_made_before():
     """Values that were read right before (YAML) give the same configuration, hence the same run folder."""
-    from infiloop.experiments.cache import run_dir_for
-    from infiloop.experiments.recipes import resolve_config
+    from infiloop.experiments.settings.recipes import resolve_config
+    from infiloop.experiments.store.runs import run_dir_for
 
     as_text = resolve_config("sudoku", "infiloop", "smoke", ["model.outer.beta=0.1", "train.seed=3"])
     as_values = resolve_config("sudoku", "infiloop", "smoke", {"model.outer.beta": 0.1, "train.seed": 3})
@@ -168,8 +168,8 @@ def test_a_file_of_another_size_names_both_sizes(smoke_run, tmp_path, capsys):
 
 
 def test_a_maze_file_of_another_size_is_refused_before_the_model(tmp_path):
-    from infiloop.experiments.cache import _user_data
-    from infiloop.experiments.recipes import profile_model
+    from infiloop.experiments.settings.recipes import profile_model
+    from infiloop.experiments.store.runs import _user_data
     from infiloop.tasks import maze
 
     path = tmp_path / "mazes.csv"
@@ -279,7 +279,7 @@ def test_damaged_config_names_the_file_and_the_remedy(run_copy, capsys, content)
 
 def test_a_damaged_evaluation_cache_is_computed_again(run_copy, capsys):
     from infiloop.evaluation import load_trajectory
-    from infiloop.experiments.cache import load_run
+    from infiloop.experiments.store.runs import load_run
 
     run = load_run(run_copy)
     traj, path = run.evaluate(updates=2, every=1, limit=8, progress=False)
@@ -293,7 +293,7 @@ def test_a_damaged_evaluation_cache_is_computed_again(run_copy, capsys):
 def test_a_damaged_checkpoint_falls_back_to_the_previous_one(tmp_path, capsys):
     import torch
 
-    from infiloop.experiments.cache import get_run
+    from infiloop.experiments.store.runs import get_run
 
     run = get_run("sudoku", "carry_last", "smoke", root=tmp_path, max_steps=15, progress=False)
     steps = [torch.load(run.dir / f, weights_only=True)["step"] for f in ("checkpoint.pt", "checkpoint.prev.pt")]
@@ -318,7 +318,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one(tmp_path, capsys):
 def test_two_configurations_racing_for_one_folder(tmp_path, monkeypatch):
     """The loser of the lock finds the winner's configuration in the folder and says so, instead of
     reporting the winner's run as its own."""
-    import infiloop.experiments.cache as ex
+    import infiloop.experiments.store.runs as ex
     from infiloop.io import atomic_write_text
 
     folder = tmp_path / "shared"
@@ -344,7 +344,7 @@ def _dead_pid() -> int:
 
 
 def test_leftovers_of_killed_writes_are_removed(run_copy):
-    from infiloop.experiments.cache import load_run
+    from infiloop.experiments.store.runs import load_run
     from infiloop.io import STALE_TEMP_AGE_S, atomic_write_text
 
     old = os.path.getmtime(run_copy / "config.json") - 10 * STALE_TEMP_AGE_S

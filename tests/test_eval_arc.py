@@ -8,7 +8,7 @@ import pytest
 from infiloop.analysis import trajectories as analysis
 from infiloop.cli import main
 from infiloop.evaluation import load_trajectory, save_trajectory
-from infiloop.experiments import cache as experiments
+from infiloop.experiments.store import runs as experiments
 from infiloop.tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
 
 

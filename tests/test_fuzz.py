@@ -234,7 +234,7 @@ VALUE_TEXT = st.one_of(st.text(max_size=12), st.sampled_from(
 @FUZZ
 @given(key=st.sampled_from(SET_KEYS), text=VALUE_TEXT)
 def test_a_set_value_is_typed_or_refused_in_one_line(key, text):
-    from infiloop.experiments import recipes
+    from infiloop.experiments.settings import recipes
 
     try:
         cfg = recipes.resolve_config("sudoku", "infiloop", "smoke", [f"{key}={text}"])
@@ -271,7 +271,7 @@ def test_a_notebook_parameter_is_planned_or_refused_in_one_line(capsys, nb, data
 
 @pytest.fixture(scope="module")
 def archive_bytes(smoke_run, tmp_path_factory):
-    from infiloop.experiments import archives
+    from infiloop.experiments.store import archives
 
     path, _ = archives.export_runs([smoke_run.dir], tmp_path_factory.mktemp("fuzz") / "run.tar")
     return path.read_bytes()
@@ -341,7 +341,7 @@ def test_a_damaged_config_json_gets_one_line(smoke_run, tmp_path, capsys, data):
 @FUZZ
 @given(data=st.data())
 def test_a_damaged_training_log_is_named_by_file_and_line(smoke_run, tmp_path, data):
-    from infiloop.experiments.cache import Run
+    from infiloop.experiments.store.runs import Run
     from infiloop.training import METRICS, read_metrics
 
     text = (smoke_run.dir / METRICS).read_text()

@@ -12,7 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from infiloop import paths
-from infiloop.experiments import cost, pipeline, profiles, recipes
+from infiloop.experiments import pipeline
+from infiloop.experiments.compute import plan, planning, timing
+from infiloop.experiments.settings import profiles, recipes
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def cuda_box(monkeypatch, tmp_path):
 
     monkeypatch.setattr(torch.version, "cuda", "12.9")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(cost, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
+    monkeypatch.setattr(timing, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
     for name in ("RUNS", "DATA", "RESULTS", "FIGURES"):
         monkeypatch.setattr(paths, name, tmp_path / name.lower())
         monkeypatch.delenv(f"INFILOOP_{name}", raising=False)
@@ -43,14 +45,14 @@ def _fake_stages(monkeypatch, seen: dict) -> None:
     monkeypatch.setattr(pipeline, "_compute", compute)
     monkeypatch.setattr(pipeline, "_run_notebooks", lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "declared_parameters", lambda name: {"device"})
-    monkeypatch.setattr("infiloop.experiments.report.build_report", lambda profile: paths.RESULTS / "report.html")
+    monkeypatch.setattr("infiloop.experiments.report.build.build_report", lambda profile: paths.RESULTS / "report.html")
 
 
 def test_the_default_run_on_a_cuda_box_runs_there_apart_and_ends_with_the_gpu_offer(cuda_box, monkeypatch, capsys):
     """`reproduce` without arguments: device cuda, several jobs per GPU (two faked GPUs), the run's folders in
     results/cuda/ while it runs and restored after, then the offer (here of the smoke profile, to stay fast)."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    monkeypatch.setattr("infiloop.experiments.scheduler.usable_cpus", lambda: 16)
+    monkeypatch.setattr("infiloop.experiments.compute.slots.usable_cpus", lambda: 16)
     monkeypatch.setattr(pipeline, "OFFERED_PROFILE", "smoke")
     seen: dict = {}
     _fake_stages(monkeypatch, seen)
@@ -65,7 +67,7 @@ def test_the_default_run_on_a_cuda_box_runs_there_apart_and_ends_with_the_gpu_of
     offer = err[err.index("[reproduce] profile quick:"):].splitlines()
     offer = [ln for ln in offer if ln.startswith("[reproduce] ") and "report" not in ln][1:]
     assert offer[0].endswith("first its pilot (a short measured run): python -m infiloop pilot --profile smoke")
-    declared = cost.declared_plan("smoke", "cuda", 1)
+    declared = planning.declared_plan("smoke", "cuda", 1)
     m = re.search(r"(\d+) trainings \(.+\), (\d+) evaluations \(.+\), (\d+) looped decoders \(.+\): about (\S+) "
                   r"GPU-hours in all", offer[1])
     assert m and tuple(map(int, m.groups()[:3])) == (len(declared.runs), len(declared.evals), len(declared.models))
@@ -75,17 +77,17 @@ def test_the_default_run_on_a_cuda_box_runs_there_apart_and_ends_with_the_gpu_of
 
 def test_the_offer_uses_this_gpus_calibration_where_it_has_one(cuda_box):
     """After `plan --device cuda` measured this GPU, the offer prices the shapes it measured by those timings."""
-    from infiloop.experiments.cost import Calibration, Timing
+    from infiloop.experiments.compute.timing import Calibration, Timing
 
     class Timer:
         def train_step(self, run, batch, threads, device):
             return Timing(0.5, 0.0, batch)
 
-    p = cost.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    p = planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
     measured = Calibration("cuda", Timer())
     measured.train_step(p.runs[0].run, p.runs[0].batch, 0)
     measured.save()
-    lines = cost.gpu_offer("smoke", gpu="NVIDIA Test GPU (cuda)")
+    lines = plan.gpu_offer("smoke", gpu="NVIDIA Test GPU (cuda)")
     assert re.search(r"\(\d+ timings measured on NVIDIA Test GPU \(cuda\) by `plan`, \d+ of them FLOPs", lines[2])
 
 
@@ -127,8 +129,9 @@ def test_a_gpu_listed_without_usable_cuda_is_said_and_the_default_run_stays_on_t
 def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch, tmp_path):
     """reproduce --no-compile: each training job's command sets train.compile=off and trains into the same folder
     (compile is hashed at its default, as CPU threads are left out); evaluations are untouched."""
-    from infiloop.experiments import scheduler
-    from infiloop.experiments.jobs import Job
+    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.compute.slots import cpu_slots
+    from infiloop.experiments.notebooks.manifest import Job
 
     specs = {r: pipeline.jobs.needs("02", "smoke").runs[r] for r in recipes.MAIN_RECIPES}
     planned = [Job(f"train {s.run.dir.name}", "train", s) for s in specs.values()]
@@ -138,7 +141,7 @@ def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch
     monkeypatch.setattr(pipeline.jobs, "jobs", lambda selected, profile, params: planned)
     monkeypatch.setattr(paths, "RESULTS", tmp_path / "results")
     assert pipeline.main(["--profile", "smoke", "--device", "cpu", "--no-compile"]) == 0
-    slots = scheduler.cpu_slots(1, 1)
+    slots = cpu_slots(1, 1)
     for job in seen["plan"]:
         cmd, _ = scheduler.command(job, "smoke", slots)
         if job.kind == "train":
@@ -151,7 +154,7 @@ def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch
 
 
 def test_train_no_compile_sets_it_for_that_training(monkeypatch, capsys):
-    import infiloop.experiments.cache as cache
+    import infiloop.experiments.store.runs as cache
     from infiloop.cli import main
 
     asked = {}

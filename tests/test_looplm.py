@@ -280,7 +280,9 @@ def test_a_decoder_job_writes_the_record_the_notebook_would_compute(tmp_path, mo
     the notebook's own path (``Needs.records``) computes: the same file name, the same answers and loop-axis
     diagnostics (only the timings differ); the notebook then reads it without training."""
     from infiloop import paths
-    from infiloop.experiments import jobs, looplm, scheduler
+    from infiloop.experiments import looplm
+    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.notebooks import manifest as jobs
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "a")
     need = jobs.needs("08", "smoke", seeds="0", connections="carry_last")

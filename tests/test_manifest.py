@@ -1,4 +1,4 @@
-"""The experiment plan as data (infiloop/experiments/jobs.py): each notebook's runs and evaluations, declared once,
+"""The experiment plan as data (experiments/notebooks/manifest.py): each notebook's runs and evaluations, declared once,
 deduplicated by cache key, in the order the scheduler needs."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ import pytest
 
 from infiloop import paths
 from infiloop.cli import main
-from infiloop.experiments import jobs as manifest
-from infiloop.experiments import profiles, recipes
+from infiloop.experiments.notebooks import declarations, manifest, specs
+from infiloop.experiments.settings import profiles, recipes
 
 
 @pytest.fixture(scope="module")
 def smoke_jobs():
-    return manifest.jobs(list(manifest.DECLARATIONS), "smoke")
+    return manifest.jobs(list(declarations.DECLARATIONS), "smoke")
 
 
 def test_every_notebook_is_declared_with_stable_ids():
-    assert manifest.undeclared_notebooks() == []
+    assert declarations.undeclared_notebooks() == []
     n05 = manifest.needs("05", "smoke")
     assert set(n05.runs) == {f"ablation/{k}" for k in recipes.ABLATIONS} == set(n05.evals)
     assert set(manifest.needs("06", "smoke").runs) == set(recipes.CONDITIONING_RECIPES)
@@ -146,17 +146,17 @@ def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
     from infiloop.experiments import pipeline as reproduce
 
     names = reproduce.notebooks()
-    assert manifest.profile_notebooks("tiny") == [*manifest.DECLARATIONS] == names
+    assert declarations.profile_notebooks("tiny") == [*declarations.DECLARATIONS] == names
     assert reproduce.select(names, [], "tiny") == names
-    assert manifest.profile_notebooks("search") == ["01_main_table", "02_depth_scaling", "03_gamma_dynamics",
+    assert declarations.profile_notebooks("search") == ["01_main_table", "02_depth_scaling", "03_gamma_dynamics",
                                                     "04_perturbation", "07_watch_the_loop"]
-    assert reproduce.select(names, [], "search") == manifest.profile_notebooks("search")
+    assert reproduce.select(names, [], "search") == declarations.profile_notebooks("search")
     assert reproduce.select(names, ["05", "depth_scaling"], "search") == ["02_depth_scaling", "05_beta0_ablation"]
     with pytest.raises(UsageError, match=r"unknown notebook\(s\) \['99'\]"):
         reproduce.select(names, ["99"], "search")
     # the plan and the manifest command follow the same list
     monkeypatch.setitem(profiles.PROFILES["smoke"], "notebooks", ["03"])
-    assert {nb for j in manifest.jobs(manifest.profile_notebooks("smoke"), "smoke") for nb in j.notebooks} == {
+    assert {nb for j in manifest.jobs(declarations.profile_notebooks("smoke"), "smoke") for nb in j.notebooks} == {
         "03_gamma_dynamics"}
 
 
@@ -168,4 +168,4 @@ def test_the_search_profile_is_tiny_on_puzzles_that_need_search_with_three_seeds
         k: v for k, v in tiny["train"].items() if k != "steps"}
     data = profiles.DATA_PROFILES["search"]["sudoku"]
     assert data["needs_search"] is True and data["blanks"] == [22, 28] and data["side"] == 6
-    assert manifest.Needs("02_depth_scaling", "search", {"seeds": ""}).seeds == [0, 1, 2]  # no data built
+    assert specs.Needs("02_depth_scaling", "search", {"seeds": ""}).seeds == [0, 1, 2]  # no data built

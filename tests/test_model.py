@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from infiloop.experiments.recipes import profile_model, resolve_config, with_recipe
+from infiloop.experiments.settings.recipes import profile_model, resolve_config, with_recipe
 from infiloop.model import LoopedReasoner, ModelConfig
 from infiloop.model.connections import ConnectionConfig
 from infiloop.model.layers import swiglu_width

@@ -11,6 +11,7 @@ import nbformat
 import pytest
 
 from infiloop import paths
+from infiloop.experiments.compute.slots import cpu_slots
 from infiloop.paths import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
@@ -65,15 +66,15 @@ def executed(tmp_path_factory):
     subprocesses, two at a time), then every notebook through papermill."""
     import papermill as pm
 
-    from infiloop.experiments import jobs as manifest
-    from infiloop.experiments import scheduler
+    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.notebooks import declarations, manifest
 
     jobs = {}  # each notebook's plan at its own smoke parameters, shared jobs once
-    for name in manifest.DECLARATIONS:
+    for name in declarations.DECLARATIONS:
         for job in manifest.jobs([name], "smoke", SMOKE[name]):
             jobs.setdefault(job.id, job)
     jobs = list(jobs.values())
-    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=2, cpus=2), progress=False)
     computed = _eval_files() | _records()
     out = tmp_path_factory.mktemp("executed")
     failures = {}
@@ -131,7 +132,7 @@ def test_bad_parameter_is_named(tmp_path):
 
 
 def test_report_of_the_smoke_run(executed, tmp_path):
-    from infiloop.experiments.report import build_report
+    from infiloop.experiments.report.build import build_report
 
     out, failures = executed[0], executed[1]
     assert not failures
@@ -204,7 +205,7 @@ def test_unknown_parameter_is_refused(tmp_path):
 
 
 def test_injected_parameters_are_checked_against_the_parameters_cell():
-    from infiloop.experiments.notebook import ParameterError, reject_unknown_parameters
+    from infiloop.experiments.notebooks.helper import ParameterError, reject_unknown_parameters
 
     params = 'profile = "tiny"  # knob\nlimit: int = 0\n'
     reject_unknown_parameters(["", params, "# Parameters\nprofile = \"smoke\"\nlimit = 3\nPM_INPUT_PATH = 'x'\n"])
@@ -227,7 +228,7 @@ def test_claims_and_tables_come_from_one_helper_that_checks_them():
     import numpy as np
 
     from infiloop.analysis import paper
-    from infiloop.experiments.notebook import Notebook
+    from infiloop.experiments.notebooks.helper import Notebook
 
     nb = Notebook("04_perturbation", "Perturbation", "smoke", "cpu", 0)
     c = nb.claim("perturb.infiloop_retains", "lowest 100.0 %", np.bool_(True))
@@ -252,13 +253,13 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
     is over seeds and puzzles. (Replaces the smoke run's 03 and 04 summaries.)"""
     import papermill as pm
 
-    from infiloop.experiments import jobs as manifest
-    from infiloop.experiments import scheduler
+    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.notebooks import manifest
 
     params = {nb: {**SMOKE[nb], "seeds": "0,1"} for nb in ("03_gamma_dynamics", "04_perturbation")}
     jobs = {j.id: j for nb, p in params.items() for j in manifest.jobs([nb], "smoke", p)}
     assert {j.spec.overrides.get("train.seed") for j in jobs.values() if j.kind == "train"} == {0, 1}
-    report = scheduler.run_jobs(list(jobs.values()), "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    report = scheduler.run_jobs(list(jobs.values()), "smoke", cpu_slots(workers=2, cpus=2), progress=False)
     assert not report.failed and not report.skipped, report
     for nb, p in params.items():
         pm.execute_notebook(str(ROOT / "notebooks" / f"{nb}.ipynb"), str(tmp_path / f"{nb}.ipynb"),
@@ -286,13 +287,13 @@ def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
     it replaces the smoke run's notebook-02 summary.)"""
     import papermill as pm
 
-    from infiloop.experiments import jobs as manifest
-    from infiloop.experiments import scheduler
+    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.notebooks import manifest
 
     params = {**SMOKE["02_depth_scaling"], "task": "maze"}
     jobs = manifest.jobs(["02_depth_scaling"], "smoke", params)
     assert jobs and {j.spec.task for j in jobs} == {"maze"}
-    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), progress=False)
+    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=2, cpus=2), progress=False)
     assert not report.failed and not report.skipped, report
     pm.execute_notebook(str(ROOT / "notebooks" / "02_depth_scaling.ipynb"), str(tmp_path / "maze.ipynb"),
                         kernel_name="python3", parameters={"profile": "smoke", **params}, cwd=str(ROOT),

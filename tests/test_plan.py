@@ -11,10 +11,10 @@ import re
 import pytest
 
 from infiloop import paths
-from infiloop.experiments import archives as runs
-from infiloop.experiments import cost as plan
-from infiloop.experiments import profiles, recipes
-from infiloop.experiments.cost import Timing
+from infiloop.experiments.compute import flops, plan, planning, timing
+from infiloop.experiments.compute.timing import Timing
+from infiloop.experiments.settings import profiles, recipes
+from infiloop.experiments.store import archives as runs
 from infiloop.model import ModelConfig
 
 STEP_S, START_S, UPDATE_S = 0.5, 2.0, 0.25
@@ -27,11 +27,11 @@ class FakeTimer:
         self.calls = []
 
     def train_step(self, run, batch, threads, device):
-        self.calls.append(("train", plan._key(plan._shape(run)), batch, threads))
+        self.calls.append(("train", timing._key(timing._shape(run)), batch, threads))
         return Timing(STEP_S, START_S, batch)
 
     def eval_update(self, run, batch, device):
-        self.calls.append(("eval", plan._key(plan._shape(run)), batch))
+        self.calls.append(("eval", timing._key(timing._shape(run)), batch))
         return Timing(UPDATE_S, 0.0, batch)
 
     def job_start(self, run, device):
@@ -67,7 +67,7 @@ def _plan(timer, calibrate=False, jobs=2, params=()):
 def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     timer = FakeTimer()
     text = _plan(timer)
-    p = plan.make_plan("smoke")
+    p = planning.make_plan("smoke")
     specs, evals = p.runs, p.evals
     assert f"{len(specs)} training runs, {len(evals)} evaluations" in text
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
@@ -109,7 +109,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
         e.seconds = JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S
     for mi in p.models:
         mi.seconds = LM_START_S + mi.steps * LM_STEP_S + looplm.work(mi.probe)["eval"] * LM_BLOCK_S
-    assert m.group(1) == plan._fmt_s(plan.wall(p)) and floor <= plan.wall(p) <= 1.15 * floor + per_run
+    assert m.group(1) == plan._fmt_s(planning.wall(p)) and floor <= planning.wall(p) <= 1.15 * floor + per_run
     # each distinct shape timed once: the beta/decay ablations share the InfiLoop shape
     trains = [c for c in timer.calls if c[0] == "train"]
     assert len(trains) == len(set(trains)) < len(specs) and all(c[3] >= 1 for c in trains)
@@ -119,7 +119,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
 
 
 def test_evaluations_follow_the_notebooks(root):
-    evals = plan.make_plan("smoke").evals
+    evals = planning.make_plan("smoke").evals
     by_nb = {}
     for e in evals:
         by_nb.setdefault(e.notebook, []).append(e)
@@ -150,7 +150,7 @@ def test_plan_keys_are_the_evaluation_cache_keys(smoke_run, root):
 def test_calibration_is_cached_by_device_and_shape(root):
     first = FakeTimer()
     _plan(first)
-    cache = root / plan.CALIBRATION
+    cache = root / timing.CALIBRATION
     assert cache.is_file()
     again = FakeTimer()
     text = _plan(again)
@@ -159,7 +159,7 @@ def test_calibration_is_cached_by_device_and_shape(root):
     _plan(fresh, calibrate=True)
     assert len(fresh.calls) == len(first.calls)
     keys = list(__import__("json").loads(cache.read_text())["entries"])
-    assert all(k.startswith(plan.device_name("cpu")) for k in keys)
+    assert all(k.startswith(timing.device_name("cpu")) for k in keys)
 
 
 def test_trained_runs_and_cached_evaluations_cost_nothing(smoke_run, root, tmp_path):
@@ -170,7 +170,7 @@ def test_trained_runs_and_cached_evaluations_cost_nothing(smoke_run, root, tmp_p
 
 
 def test_real_calibration_of_a_smoke_shape(smoke_run, root):
-    cal = plan.Calibration("cpu", path=root / "cal.json")
+    cal = timing.Calibration("cpu", path=root / "cal.json")
     t = cal.train_step(smoke_run, 32, 1)
     e = cal.eval_update(smoke_run, 64)
     assert 0 < t.seconds < 5 and t.measured_batch == 32 and 0 < e.seconds < 5
@@ -178,8 +178,8 @@ def test_real_calibration_of_a_smoke_shape(smoke_run, root):
 
 
 def test_calibration_batch_is_reduced_for_a_large_step():
-    assert plan._calibration_batch(1e9, 64, "cpu") == 64
-    assert plan._calibration_batch(1e15, 768, "cpu") < 768
+    assert timing._calibration_batch(1e9, 64, "cpu") == 64
+    assert timing._calibration_batch(1e15, 768, "cpu") < 768
 
 
 def _gpu_model(recipe):
@@ -193,14 +193,14 @@ def _gpu_model(recipe):
 @pytest.mark.parametrize("recipe", recipes.MAIN_RECIPES)
 def test_gpu_profile_is_about_one_gpu_hour_per_model(recipe):
     train = profiles.PROFILES["gpu"]["train"]
-    hours = plan.gpu_hours_estimate(_gpu_model(recipe), train["steps"], train["batch_size"])
+    hours = flops.gpu_hours_estimate(_gpu_model(recipe), train["steps"], train["batch_size"])
     assert 0.8 < hours < 1.25, hours
     assert profiles.PROFILES["gpu"]["eval"]["updates"] == 960
 
 
 def test_flops_per_token_counts_the_paper_block():
     cfg = _gpu_model("infiloop")
-    f = plan.flops_per_token(cfg)
+    f = flops.flops_per_token(cfg)
     S, d = cfg.seq_len + cfg.prefix, cfg.d_model
     from infiloop.model import LoopedReasoner
 
@@ -217,10 +217,10 @@ def test_bad_arguments_are_one_line(capsys):
 
 
 def test_every_notebook_is_planned():
-    """A new notebook must be declared in infiloop/experiments/jobs.py (or its cost is silently missing)."""
-    from infiloop.experiments import jobs as manifest
+    """A new notebook must be declared in experiments/notebooks/manifest.py (or its cost is silently missing)."""
+    from infiloop.experiments.notebooks import declarations
 
-    assert manifest.undeclared_notebooks() == []
+    assert declarations.undeclared_notebooks() == []
 
 
 def test_plan_takes_the_notebooks_parameters_such_as_seeds(root):
@@ -244,7 +244,8 @@ def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
     assert "s/step and s/update are 1.50x the timings alone, as measured for 2 jobs at once" in text
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
     assert f"{steps} x  {1.5 * STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in text
-    p = plan.estimate(plan.make_plan("smoke", jobs=1), plan.Calibration("cpu", Crowded(), path=root / "c.json"))
+    calibration = timing.Calibration("cpu", Crowded(), path=root / "c.json")
+    p = planning.estimate(planning.make_plan("smoke", jobs=1), calibration)
     assert p.contention == 1.0 and all(r.per_step == STEP_S for r in p.runs)
 
 
@@ -282,7 +283,7 @@ def test_plan_of_the_gpu_profile_without_cuda_prices_every_training_in_gpu_hours
     lines = _training_lines(out)
     assert len(lines) == 3  # notebook 01 at gpu: carry-last, FPRM, InfiLoop on Sudoku
     train = profiles.PROFILES["gpu"]["train"]
-    per_step = plan.flops_per_step(_gpu_model("infiloop"), train["batch_size"]) / 200e12
+    per_step = flops.flops_per_step(_gpu_model("infiloop"), train["batch_size"]) / 200e12
     assert any(f"{train['steps']} x  {per_step:.4f} +" in ln for ln in lines)
     hours = float(re.search(r"^GPU-hours: ([\d.]+) in all", out, re.M).group(1))
     assert 2.4 < hours < 3.8, hours  # about one GPU-hour per training: the profile's own estimate
@@ -318,13 +319,13 @@ def test_a_cuda_plan_without_cuda_is_the_arithmetic_of_each_job(no_cuda, capsys)
     """--device cuda at smoke: every training line's s/step is its FLOPs over the throughput, every evaluation's
     s/update too; the totals are GPU-hours."""
     out, _ = _cli_plan(capsys, "--profile", "smoke", "--device", "cuda", "--only", "02", "--tflops", "0.001")
-    p = plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    p = planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
     assert len(_training_lines(out)) == len(p.runs) == 3
     run = p.runs[0]
-    step = plan.flops_per_step(run.run.model_config(), run.batch) / 1e9
+    step = flops.flops_per_step(run.run.model_config(), run.batch) / 1e9
     assert f"{run.steps} x  {step:.4f} +" in out
     e = p.evals[0]
-    update = plan.flops_per_update(e.run.model_config(), e.batch) / 1e9
+    update = flops.flops_per_update(e.run.model_config(), e.batch) / 1e9
     assert f"x {e.updates:6d} x  {update:.4f} =" in out
     assert re.search(r"^GPU-hours: [\d.e-]+ in all \(training", out, re.M)
 
@@ -340,7 +341,7 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
         assert plan.main(args, timer=FakeTimer(), stream=out) == 0
         return out.getvalue()
 
-    from infiloop.experiments import jobs as jobs_
+    from infiloop.experiments.notebooks import manifest as jobs_
 
     both = planned("02", "perturbation")
     notebooks = {ln[:2] for ln in both.split("## evaluations")[1].splitlines() if re.match(r"\d\d  ", ln)}
@@ -355,27 +356,27 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
 def test_a_gpus_cached_calibration_replaces_the_flops_where_it_holds_the_shape(root, monkeypatch):
     """Timings measured on a CUDA GPU (here a fake timer under a GPU's name) are used for the shapes they cover,
     the FLOP arithmetic for the others, and the plan says which; nothing is measured or written."""
-    monkeypatch.setattr(plan, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
-    p = plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
-    measured = plan.Calibration("cuda", FakeTimer(), path=root / "cal.json")
+    monkeypatch.setattr(timing, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
+    p = planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    measured = timing.Calibration("cuda", FakeTimer(), path=root / "cal.json")
     measured.train_step(p.runs[0].run, p.runs[0].batch, 0)  # carry-last's shape only
     measured.save()
     before = (root / "cal.json").read_text()
-    flops = plan.FlopCalibration(path=root / "cal.json")
-    plan.estimate(p, flops)
+    flops = timing.FlopCalibration(path=root / "cal.json")
+    planning.estimate(p, flops)
     assert flops.gpu == "NVIDIA Test GPU (cuda)" and flops.from_gpu == 1 and flops.estimated > 0
     assert p.runs[0].per_step == STEP_S and p.runs[1].per_step < 1e-3  # carry-last measured, FPRM by its FLOPs
     assert "1 timings measured on NVIDIA Test GPU (cuda)" in flops.basis()
     assert (root / "cal.json").read_text() == before
-    other = plan.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
-    plan.estimate(plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
+    other = timing.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
+    planning.estimate(planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
     assert other.from_gpu == 0 and other.basis().startswith("a FLOP estimate")
 
 
 def test_the_declared_plan_agrees_with_the_plan_of_the_data(root):
     """Without its data, the plan counts the same runs and evaluations with the same puzzles and updates as the plan
     built on the data (smoke: every notebook)."""
-    built, declared = plan.make_plan("smoke", jobs=1), plan.declared_plan("smoke", "cpu", 1)
+    built, declared = planning.make_plan("smoke", jobs=1), planning.declared_plan("smoke", "cpu", 1)
     assert [r.run.dir for r in built.runs] == [r.run.dir for r in declared.runs]
     key = lambda e: (str(e.run.dir), e.kind, e.puzzles, e.batch, e.updates, e.note)  # noqa: E731
     assert sorted(map(key, built.evals)) == sorted(map(key, declared.evals))

@@ -1,5 +1,5 @@
 """The reporting layer: figure style and saving (infiloop.analysis.plotting) and the HTML report
-(infiloop.experiments.report).
+(infiloop.experiments.report.build).
 
 The report is built in a temporary root from summary JSON files constructed here and a PNG rendered
 here with matplotlib: this tests the report builder, not any experiment.
@@ -17,8 +17,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from infiloop.analysis import paper, plotting
-from infiloop.experiments import report
-from infiloop.experiments.notebook import write_summary
+from infiloop.experiments.notebooks.helper import write_summary
+from infiloop.experiments.report import build as report
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = '<script>alert("x")</script> & <b>'

@@ -8,7 +8,7 @@ import pytest
 
 from infiloop import paths
 from infiloop.errors import DataError, UsageError
-from infiloop.experiments import results
+from infiloop.experiments.report import results
 
 
 def summary(notebook: str, profile: str, claims: list[dict]) -> dict:

@@ -12,9 +12,9 @@ import zipfile
 import pytest
 
 from infiloop.cli import main
-from infiloop.experiments import archives as runs
-from infiloop.experiments import cache as experiments
-from infiloop.experiments import recipes
+from infiloop.experiments.settings import recipes
+from infiloop.experiments.store import archives as runs
+from infiloop.experiments.store import runs as experiments
 
 
 @pytest.fixture(params=["tar", "zip"])

@@ -7,8 +7,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from infiloop.experiments import scheduler
-from infiloop.experiments.jobs import Job
+from infiloop.experiments.compute import scheduler
+from infiloop.experiments.compute.slots import (
+    SMALL_JOBS_PER_GPU,
+    check_gpus_per_run,
+    cpu_slots,
+    gpu_slots,
+    jobs_per_gpu,
+    simulate,
+    slots_for,
+)
+from infiloop.experiments.notebooks.manifest import Job
 
 
 def fake_job(jid: str, kind: str = "eval", after=(), tmp: Path = Path("/tmp")) -> Job:
@@ -49,19 +58,19 @@ class FakeLauncher:
 
 
 def test_cpu_slots_split_the_cores():
-    slots = scheduler.cpu_slots(cpus=8)
+    slots = cpu_slots(cpus=8)
     assert len(slots) == 8 and all(s.threads == 1 and s.device == "cpu" for s in slots)
-    slots = scheduler.cpu_slots(workers=2, cpus=8)
+    slots = cpu_slots(workers=2, cpus=8)
     assert len(slots) == 2 and all(s.threads == 4 for s in slots)
 
 
 def test_gpu_slots_follow_the_visible_devices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
-    assert [s.gpu for s in scheduler.gpu_slots()] == ["2", "5"]
-    assert [s.name for s in scheduler.slots_for("cuda:7")] == ["cuda:7"]
+    assert [s.gpu for s in gpu_slots()] == ["2", "5"]
+    assert [s.name for s in slots_for("cuda:7")] == ["cuda:7"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(RuntimeError, match="no CUDA device is visible"):
-        scheduler.gpu_slots()
+        gpu_slots()
 
 
 def test_concurrent_jobs_never_share_a_gpu(tmp_path):
@@ -79,7 +88,7 @@ def test_concurrent_jobs_never_share_a_gpu(tmp_path):
         order.append(log.parent.parent.name)
         return real(cmd, env, log)
 
-    slots = scheduler.gpu_slots(["0", "1", "2", "3"])
+    slots = gpu_slots(["0", "1", "2", "3"])
     report = scheduler.run_jobs(jobs, "smoke", slots, launch=launch, poll=0, progress=False)
     assert sorted(report.done) == sorted(j.id for j in jobs) and not report.failed
     assert launcher.overlaps == []
@@ -93,7 +102,7 @@ def test_a_run_asking_for_several_gpus_takes_them_and_uses_torchrun(tmp_path):
     jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("train b", "train", tmp=tmp_path),
             fake_job("eval a", after=["train a"], tmp=tmp_path)]
     launcher = FakeLauncher(polls=3)
-    report = scheduler.run_jobs(jobs, "smoke", scheduler.gpu_slots(["0", "1", "2", "3"]), gpus_per_run=2,
+    report = scheduler.run_jobs(jobs, "smoke", gpu_slots(["0", "1", "2", "3"]), gpus_per_run=2,
                                 launch=launcher, poll=0, progress=False)
     assert not report.failed and launcher.overlaps == []
     trains = [(cmd, d) for cmd, d in launcher.launched if "train" in cmd]
@@ -108,7 +117,7 @@ def test_a_failed_training_skips_its_evaluations_and_not_the_others(tmp_path):
             fake_job("train good", "train", tmp=tmp_path), fake_job("eval good", after=["train good"], tmp=tmp_path)]
     launcher = FakeLauncher(polls=1, fail=("bad.marker",))
     jobs[0].spec.overrides = {"bad.marker": 1}  # only this one's command fails
-    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=2, cpus=2), launch=launcher, poll=0,
+    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=2, cpus=2), launch=launcher, poll=0,
                                 progress=False)
     assert report.failed == ["train bad"] and report.skipped == ["eval bad"]
     assert sorted(report.done) == ["eval good", "train good"]
@@ -124,7 +133,7 @@ def test_costliest_ready_job_starts_first(tmp_path):
         order.append(log.parent.parent.name)
         return launcher(cmd, env, log)
 
-    scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(workers=1, cpus=1), cost=lambda j: cost[j.id],
+    scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=1, cpus=1), cost=lambda j: cost[j.id],
                        launch=launch, poll=0, progress=False)
     assert order == ["eval_big", "eval_mid", "eval_small"]
 
@@ -132,9 +141,9 @@ def test_costliest_ready_job_starts_first(tmp_path):
 def test_simulate_is_the_makespan_of_that_order():
     # two slots; a (4) and b (3) start at once, c (2) waits for a; d (3) starts when b ends at 3
     seconds = {"a": 4, "b": 3, "c": 2, "d": 3}
-    assert scheduler.simulate(seconds, {"c": ["a"]}, 2) == 6  # b 0-3, d 3-6 ; a 0-4, c 4-6
-    assert scheduler.simulate(seconds, {}, 1) == 12
-    assert scheduler.simulate(seconds, {"d": ["c"], "c": ["a"]}, 4) == 9
+    assert simulate(seconds, {"c": ["a"]}, 2) == 6  # b 0-3, d 3-6 ; a 0-4, c 4-6
+    assert simulate(seconds, {}, 1) == 12
+    assert simulate(seconds, {"d": ["c"], "c": ["a"]}, 4) == 9
 
 
 @pytest.mark.parametrize("slots, n, message", [
@@ -146,7 +155,7 @@ def test_gpus_per_run_no_slot_set_can_give_is_refused_before_any_job_starts(tmp_
     from infiloop.errors import UsageError
 
     launcher = FakeLauncher()
-    given = scheduler.gpu_slots(slots) if slots else scheduler.cpu_slots(2)
+    given = gpu_slots(slots) if slots else cpu_slots(2)
     with pytest.raises(UsageError, match=message):
         scheduler.run_jobs([fake_job("train a", "train", tmp=tmp_path)], "smoke", given, gpus_per_run=n,
                            launch=launcher, poll=0, progress=False)
@@ -171,7 +180,7 @@ def test_each_jobs_cost_is_computed_once_however_long_the_stage_polls(tmp_path):
     calls = []
     jobs = [fake_job(f"train {i}", "train", tmp=tmp_path) for i in range(3)] + \
         [fake_job(f"eval {i}", after=[f"train {i}"], tmp=tmp_path) for i in range(3)]
-    report = scheduler.run_jobs(jobs, "smoke", scheduler.cpu_slots(2), lambda j: calls.append(j.id) or 1.0,
+    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(2), lambda j: calls.append(j.id) or 1.0,
                                 launch=FakeLauncher(polls=5), poll=0, progress=False)
     assert len(report.done) == 6 and sorted(calls) == sorted(j.id for j in jobs)
 
@@ -179,7 +188,7 @@ def test_each_jobs_cost_is_computed_once_however_long_the_stage_polls(tmp_path):
 def test_several_small_jobs_share_each_gpu_and_never_more_than_its_slots(tmp_path):
     """Two faked GPUs with three slots each: six jobs run at once, never more than three on a device, and every job
     is told only its own device."""
-    slots = scheduler.gpu_slots(["0", "1"], per_gpu=3)
+    slots = gpu_slots(["0", "1"], per_gpu=3)
     assert [s.name for s in slots] == ["cuda:0/0", "cuda:1/0", "cuda:0/1", "cuda:1/1", "cuda:0/2", "cuda:1/2"]
     jobs = [fake_job(f"train r{i}", "train", tmp=tmp_path) for i in range(12)]
     launcher = FakeLauncher(polls=4)
@@ -200,27 +209,27 @@ def test_several_small_jobs_share_each_gpu_and_never_more_than_its_slots(tmp_pat
 def test_a_run_on_several_gpus_takes_distinct_devices_among_shared_slots(tmp_path):
     jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("eval x", tmp=tmp_path)]
     launcher = FakeLauncher(polls=2)
-    scheduler.run_jobs(jobs, "smoke", scheduler.gpu_slots(["0", "1"], per_gpu=2), gpus_per_run=2, launch=launcher,
+    scheduler.run_jobs(jobs, "smoke", gpu_slots(["0", "1"], per_gpu=2), gpus_per_run=2, launch=launcher,
                        poll=0, progress=False)
     train = next(d for cmd, d in launcher.launched if "train" in cmd)
     assert sorted(train.split(",")) == ["0", "1"]
     from infiloop.errors import UsageError
 
     with pytest.raises(UsageError, match="--gpus-per-run 3: only 2 CUDA device"):
-        scheduler.check_gpus_per_run(scheduler.gpu_slots(["0", "1"], per_gpu=4), 3)
+        check_gpus_per_run(gpu_slots(["0", "1"], per_gpu=4), 3)
 
 
 def test_jobs_per_gpu_by_default(monkeypatch):
     """One job per GPU for a profile made for the GPU; up to SMALL_JOBS_PER_GPU small ones for a profile made for
     the CPU, at most one per CPU core."""
-    from infiloop.experiments import profiles
+    from infiloop.experiments.settings import profiles
 
-    monkeypatch.setattr(scheduler, "usable_cpus", lambda: 16)
-    assert scheduler.jobs_per_gpu("gpu") == scheduler.jobs_per_gpu("paper") == 1
-    assert scheduler.jobs_per_gpu(profiles.DEFAULT) == scheduler.SMALL_JOBS_PER_GPU == 4
-    assert scheduler.jobs_per_gpu(profiles.DEFAULT, gpus=8) == 2
-    monkeypatch.setattr(scheduler, "usable_cpus", lambda: 1)
-    assert scheduler.jobs_per_gpu(profiles.DEFAULT) == 1
+    monkeypatch.setattr("infiloop.experiments.compute.slots.usable_cpus", lambda: 16)
+    assert jobs_per_gpu("gpu") == jobs_per_gpu("paper") == 1
+    assert jobs_per_gpu(profiles.DEFAULT) == SMALL_JOBS_PER_GPU == 4
+    assert jobs_per_gpu(profiles.DEFAULT, gpus=8) == 2
+    monkeypatch.setattr("infiloop.experiments.compute.slots.usable_cpus", lambda: 1)
+    assert jobs_per_gpu(profiles.DEFAULT) == 1
 
 
 def test_the_stage_line_sums_the_running_trainings_progress(tmp_path):

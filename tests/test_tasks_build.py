@@ -9,7 +9,7 @@ import pytest
 
 from infiloop import paths
 from infiloop.cli import cmd_data as main
-from infiloop.experiments.profiles import DATA_PROFILES, data_profile
+from infiloop.experiments.settings.profiles import DATA_PROFILES, data_profile
 from infiloop.tasks import TASKS, DataError, TaskData, build, info, load
 from infiloop.tasks.datasets import describe
 
@@ -85,7 +85,7 @@ def test_overrides_are_checked_and_kept_apart(tmp_path):
 def test_an_override_equal_to_the_profile_is_the_profile(tmp_path):
     """Setting a value the profile already has changes nothing: the same data folder and the same run
     (a calibration row whose data became the profile's must not train its models a second time)."""
-    from infiloop.experiments.cache import resolve
+    from infiloop.experiments.store.runs import resolve
 
     same = {"size": 8, "n_test": 64}  # smoke's own maze values
     assert build("maze", data_profile("smoke"), root=tmp_path, overrides=same, verbose=False)["test"] == \

@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from infiloop.experiments.cache import get_run, resolve
-from infiloop.experiments.recipes import resolve_config
+from infiloop.experiments.settings.recipes import resolve_config
+from infiloop.experiments.store.runs import get_run, resolve
 from infiloop.io import load_weights
 from infiloop.optim import AdamATan2, lr_at
 from infiloop.paths import ROOT
@@ -242,7 +242,7 @@ DDP_SCRIPT = r"""
 import json, os, sys, torch, torch.distributed as dist
 from safetensors.torch import save_file
 sys.path.insert(0, {root!r})
-from infiloop.experiments.cache import resolve
+from infiloop.experiments.store.runs import resolve
 from infiloop.training import train
 torch.set_num_threads(1)
 world = int(os.environ.get("WORLD_SIZE", "1"))

@@ -14,7 +14,7 @@ from torch import nn
 
 import infiloop.training as training
 from infiloop.errors import UsageError, exit_status, message
-from infiloop.experiments.cache import resolve
+from infiloop.experiments.store.runs import resolve
 from infiloop.training import PROGRESS_RE, TrainConfig, _Progress, train
 
 # A smaller model than the smoke profile's, for speed: one layer of width 16, 2 outer updates of 1 inner update.

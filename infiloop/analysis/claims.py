@@ -237,7 +237,7 @@ RULE_VERSION = 2  # 1: a two-level percentile bootstrap, verdict by the side of 
 
 def claim_dict(cid: str, ours: str, agrees=None, note: str | None = None, *, effect: Interval | None = None,
                untestable: str = "", digits: int = 1) -> dict:
-    """A claim as a summary keeps it (``experiments/notebook.py``, ``Notebook.claim``): the claim and the paper's number
+    """A claim as a summary keeps it (``notebooks/helper.py``, ``Notebook.claim``): the claim and the paper's number
     from ``paper.CLAIMS``, ``ours``, and either the verdict decided by the rule from ``effect`` (:func:`record`; its
     note the effect beside the paper's and how the interval was computed) or, without one, ``agrees`` as given."""
     c = paper.CLAIMS_BY_ID[cid]

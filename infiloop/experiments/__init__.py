@@ -1,8 +1,14 @@
-"""The experiment machinery: what a profile trains (``profiles``, ``recipes``), the run cache (``cache``) and its
-archives (``archives``), the jobs of each notebook (``jobs``), their cost (``cost``), the scheduler that runs them
-on this machine (``scheduler``) or as Slurm jobs (``cluster``), the pipeline of ``./reproduce.sh``
-(``pipeline``), the notebooks' helper (``notebook``), the report (``report``), and the studies run through the
-same machinery: the search for the paper's contrast (``contrasts``), the study of the learned connection
-(``connection_study``) and the looped decoder's training and probe (``looplm``). ``envcheck`` keeps
-``environment.yml`` resolvable.
+"""The experiment machinery, in rooms that follow the flow of the work:
+
+- ``settings``: what a profile trains (``profiles``, ``recipes``);
+- ``store``: the run store (``runs``: a trained run and its cached evaluations) and its archives (``archives``);
+- ``notebooks``: what each notebook needs (``manifest``) and the notebooks' helper (``helper``);
+- ``compute``: the scheduler that runs the jobs on this machine (``scheduler``) or as Slurm jobs (``cluster``), their
+  cost (``plan``) and the pilot (``pilot``);
+- ``studies``: the search for the paper's contrast (``contrasts``) and the study of the learned connection
+  (``connection_study``);
+- ``report``: the report page (``build``) and the README's results table (``results``);
+
+beside them the pipeline of ``./reproduce.sh`` (``pipeline``), the looped decoder's study (``looplm``) and
+``envcheck``, which keeps ``environment.yml`` resolvable.
 """

@@ -313,7 +313,7 @@ def _names(text: str) -> list[str]:
 def grid(profile: str, seeds: str = "", connections: str = "", allocations: str = "") -> Grid:
     """The grid at notebook 08's parameters (comma-separated texts; empty: the profile's, ``profiles.LOOPLM``);
     a bad one is refused in one line naming it."""
-    from . import profiles
+    from .settings import profiles
 
     settings = profiles.looplm(profile)
     try:

@@ -35,7 +35,10 @@ from .. import paths
 from ..errors import DataError, Parser, UsageError
 from ..io import atomic_write_text
 from ..machine import cuda_problem
-from . import cluster, jobs, profiles
+from .compute import cluster
+from .notebooks import declarations, parameters
+from .notebooks import manifest as jobs
+from .settings import profiles
 
 
 def notebooks() -> list[str]:
@@ -55,7 +58,7 @@ def select(names: list[str], only: list[str], profile: str) -> list[str]:
     if only:
         return [n for n in names if any(matches(n, o) for o in only)]
     if profiles.notebooks(profile):
-        return [n for n in names if n in set(jobs.profile_notebooks(profile))]
+        return [n for n in names if n in set(declarations.profile_notebooks(profile))]
     return names
 
 
@@ -129,8 +132,8 @@ def _build_data(planned) -> None:
 def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_run: int,
              per_gpu: int | None = None) -> dict:
     """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine."""
-    from .cost import job_flops
-    from .scheduler import run_jobs
+    from .compute.flops import job_flops
+    from .compute.scheduler import run_jobs
 
     slots = compute_slots(profile, device, workers, per_gpu)
     todo = [j for j in planned if not j.done]
@@ -225,8 +228,8 @@ def _run_notebooks(stages: Stages, selected: list[str], profile: str, params: di
 
 def compute_slots(profile: str, device: str, workers: int | None = None, per_gpu: int | None = None) -> list:
     """The compute stage's slots: ``workers`` on a CPU (default one per core); on CUDA ``per_gpu`` per visible GPU
-    (default ``scheduler.jobs_per_gpu``: several small jobs side by side for a profile made for the CPU)."""
-    from .scheduler import jobs_per_gpu, slots_for, visible_gpus
+    (default ``slots.jobs_per_gpu``: several small jobs side by side for a profile made for the CPU)."""
+    from .compute.slots import jobs_per_gpu, slots_for, visible_gpus
 
     if device.startswith("cuda") and per_gpu is None:
         per_gpu = jobs_per_gpu(profile, 1 if ":" in device else max(1, len(visible_gpus())))
@@ -343,7 +346,7 @@ def _check_executor(args):
     elif args.device.startswith("cuda") and (problem := cuda_problem()):
         raise UsageError(f"--device {args.device}: CUDA is not usable here ({problem}); use --device cpu")
     if not args.no_compute:
-        from .scheduler import check_gpus_per_run
+        from .compute.slots import check_gpus_per_run
 
         try:
             check_gpus_per_run(compute_slots(args.profile, args.device, args.jobs, args.jobs_per_gpu),
@@ -386,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster_cfg = _check_executor(args)
         selected = select(notebooks(), args.only, args.profile)
-        params = jobs.read_parameters(args.p)
+        params = parameters.read_parameters(args.p)
     except UsageError as e:
         ap.error(str(e))
     known = set().union(*(declared_parameters(n) for n in selected))
@@ -426,13 +429,13 @@ def _run(ap: Parser, args, cluster_cfg, selected: list[str], params: dict) -> in
         elif (status := _compute_stage_on_cluster(stages, plan, args, cluster_cfg, selected, params,
                                                   out_dir)) is not None:
             return status
-    from .scheduler import cpu_slots
+    from .compute.slots import cpu_slots
 
     # CPU: as many notebooks at once as compute slots (they only load); on a GPU box and with --no-compute (the
     # notebooks compute what they miss) one at a time
     at_once = 1 if args.no_compute or args.device != "cpu" else len(cpu_slots(args.jobs))
     _run_notebooks(stages, selected, args.profile, params, out_dir, at_once)
-    from .report import build_report
+    from .report.build import build_report
 
     report: list[Path] = []
     stages.run("report", lambda: report.append(build_report(args.profile)))
@@ -459,7 +462,8 @@ def offers_gpu_profile(args) -> bool:
 def print_gpu_offer() -> None:
     """Print the ``gpu`` profile's offer (``cost.gpu_offer``): the pilot command first, its trainings, evaluations
     and looped decoders, GPU-hours in all on this GPU (its cached timings, else FLOPs at the assumed throughput)."""
-    from .cost import device_name, gpu_offer
+    from .compute.plan import gpu_offer
+    from .compute.timing import device_name
 
     try:
         gpu = device_name("cuda")

@@ -1,7 +1,7 @@
 """The cached builder of the data sets (the paper's §4).
 
 A :class:`DataProfile` is plain data: the settings of each task's data set under one name (the profiles define
-them, in ``infiloop/experiments/profiles.py``). :func:`build` writes ``train.npz``/``test.npz``
+them, in ``infiloop/experiments/settings/profiles.py``). :func:`build` writes ``train.npz``/``test.npz``
 (:class:`TaskData`) and, for generated Sudoku/Maze sets, the public-format CSVs of the base puzzles, under
 ``data/<task>/<profile>/`` (``<profile>-<hash>`` with overrides), plus ``build.json``, written last, that records
 the config, where the data came from and a summary. A later call with the same config returns the files without

@@ -33,20 +33,17 @@ import argparse
 import base64
 import html
 import json
-import platform
 import re
-import shutil
-import subprocess
 import sys
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
-from .. import paths
-from ..analysis import paper
-from ..io import atomic_write_text
-from ..machine import cpu_name, lock_status
-from . import profiles
+from ... import paths
+from ...analysis import paper
+from ...io import atomic_write_text
+from ..settings import profiles
+from .provenance import PACKAGES_FILE, PACKAGES_KEY, provenance, write_packages
+from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 MAIN_NOTEBOOK = "01_main_table"
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
@@ -177,49 +174,10 @@ def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
     return f'<figure class="missing">{warn(problem)}{caption}</figure>', problem
 
 
-MARK = {"agrees": ("yes", "✓"), "differs": ("no", "✗"), "undecided": ("undecided", "?"),
-        "untestable": ("na", "⊘"), "not measured": ("na", "–")}  # a verdict's CSS class and mark
-ONE_MODEL = "¹"  # marks a verdict that rests on one trained model per connection (one seed)
-ONE_MODEL_NOTE = (f"{ONE_MODEL} one trained model per connection: the interval covers the test puzzles, not the "
-                  "variation between training runs (the coverage simulation, docs/statistics.md: with one seed and a "
-                  "seed spread like search's, a 95 % interval covers 57–70 % of the time).")
-
-
-def verdict(c: dict) -> str:
-    """agrees, differs, undecided (measured, neither: ``intervals.RULE``), untestable (the claim cannot be tested at
-    this scale; why: ``c["untestable"]``), not measured."""
-    if c.get("untestable"):
-        return "untestable"
-    if c.get("agrees") is True:
-        return "agrees"
-    if c.get("agrees") is False:
-        return "differs"
-    return "not measured" if c.get("unreported") or not c.get("ours") or not _measured(c) else "undecided"
-
-
-def _measured(c: dict) -> bool:
-    """A claim with an effect, or an earlier summary's claim whose ``ours`` says it was measured."""
-    return "effect" in c or not str(c.get("ours", "")).startswith("not ")
-
-
-def one_model(c: dict) -> bool:
-    """The claim's verdict rests on one trained model per connection: its effect's interval has one seed (in a
-    summary written before issue 49, its note says "1 seed(s)")."""
-    seeds = c.get("seeds", 1 if "1 seed(s)" in f"{c.get('note', '')} {c.get('ours', '')}" else None)
-    return seeds == 1 and verdict(c) in ("agrees", "differs", "undecided")
-
-
-def effect_cell(c: dict) -> str:
-    """The claim's effect beside the paper's (``claims.effect_text``), or "" for a claim recorded without one."""
-    from ..analysis.claims import effect_text
-
-    return effect_text(c["effect"]) if isinstance(c.get("effect"), dict) else ""
-
-
 def claims_html(claims: list[dict]) -> str:
     """The aggregated claims table, with a count of each verdict, the rule that decides them (stated once, here),
     the mark of a verdict from one trained model and a sentence on multiplicity."""
-    from ..analysis.intervals import MULTIPLICITY, RULE
+    from ...analysis.intervals import MULTIPLICITY, RULE
 
     rows = []
     for c in claims:
@@ -249,76 +207,6 @@ def paper_table1_html() -> str:
     rows = [[r.model, r.params, *(r.cell(c) for c in paper.TABLE1_COLUMNS), r.note] for r in paper.TABLE1]
     return table_html({"title": "Table 1 as reported by the paper", "columns": cols, "rows": rows,
                        "note": "exact accuracy (%) on Sudoku-Extreme / Maze-Hard, pass@2 (%) on ARC; source: paper"})
-
-
-def _run(cmd: list[str], cwd: Path) -> str | None:
-    try:
-        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def provenance(root: Path | None = None) -> dict[str, str]:
-    """Git commit and tree state, versions and the machine (read-only: no git command writes)."""
-    root = _folders(root)[0]
-    info = {}
-    commit = _run(["git", "rev-parse", "HEAD"], root)
-    dirty = _run(["git", "--no-optional-locks", "status", "--porcelain"], root)
-    info["git commit"] = (commit + (" (tree has uncommitted or untracked files)" if dirty else " (clean tree)")
-                          if commit else "unknown (not a git checkout)")
-    info["python"] = platform.python_version()
-    for pkg in ("torch", "numpy", "matplotlib"):
-        try:
-            info[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            info[pkg] = "not installed"
-    info["cpu"] = cpu_name()
-    info.update(cuda_provenance(root))
-    info["platform"] = platform.platform()
-    info[PACKAGES_KEY] = f"{len(installed_packages())} ({PACKAGES_FILE})"
-    info["environment lock"] = lock_status()
-    return info
-
-
-PACKAGES_FILE = "packages.txt"
-PACKAGES_KEY = "installed packages"
-
-
-def cuda_provenance(root: Path) -> dict[str, str]:
-    """The CUDA build of torch, the GPUs torch sees (name x count) and the NVIDIA driver; "none" for each
-    that is absent (a CPU build of torch, no GPU, no ``nvidia-smi``)."""
-    try:
-        import torch
-
-        cuda = torch.version.cuda or "none (a CPU build of torch)"
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        names = [torch.cuda.get_device_name(i) for i in range(count)]
-    except Exception as e:  # noqa: BLE001 - provenance never stops the report
-        cuda, names = f"unknown ({type(e).__name__})", []
-    gpus = ", ".join(f"{n} × {names.count(n)}" for n in dict.fromkeys(names)) if names else "none"
-    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], root) \
-        if shutil.which("nvidia-smi") else None
-    drivers = ", ".join(dict.fromkeys(ln.strip() for ln in driver.splitlines() if ln.strip())) if driver else ""
-    return {"cuda": cuda, "cuda device": gpus, "nvidia driver": drivers or "none"}
-
-
-def installed_packages() -> list[str]:
-    """``name==version`` of every installed distribution, sorted by name (one per name)."""
-    seen = {}
-    for d in metadata.distributions():
-        name = d.metadata["Name"]
-        if name:
-            seen.setdefault(re.sub(r"[-_.]+", "-", name).lower(), f"{name}=={d.version}")
-    return [seen[k] for k in sorted(seen)]
-
-
-def write_packages(folder: Path) -> Path:
-    """``<folder>/packages.txt``: the installed packages with versions, in the form pip reads."""
-    head = (f"# installed packages of the environment that built this report ({sys.executable}),\n"
-            f"# python {platform.python_version()} on {platform.platform()}, "
-            f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n")
-    return atomic_write_text(folder / PACKAGES_FILE, head + "".join(p + "\n" for p in installed_packages()))
 
 
 def _prov_value(key: str, value: str) -> str:
@@ -354,8 +242,8 @@ def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], 
 
 def _profile_notebooks(profile: str) -> set[str]:
     """The notebooks ``profile`` runs (every one for a profile without its own list, or an unknown one)."""
-    from ..errors import UsageError
-    from .jobs import profile_notebooks
+    from ...errors import UsageError
+    from ..notebooks.declarations import profile_notebooks
 
     try:
         return set(profile_notebooks(profiles.check(profile)))

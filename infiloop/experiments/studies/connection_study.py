@@ -28,13 +28,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import paths
-from ..analysis import intervals
-from ..analysis import trajectories as analysis
-from ..io import atomic_write_text, fill_block
-from .cache import get_run, resolve
-from .jobs import EvalSpec, RunSpec, jobs_for
-from .scheduler import run_planned
+from ... import paths
+from ...analysis import intervals
+from ...analysis import trajectories as analysis
+from ...io import atomic_write_text, fill_block
+from ..compute.scheduler import run_planned
+from ..notebooks.manifest import jobs_for
+from ..notebooks.specs import EvalSpec, RunSpec
+from ..store.runs import get_run, resolve
 
 DOC = paths.DOCS / "connection-study.md"
 RECORDED = paths.DOCS / "connection-study-results"
@@ -370,8 +371,8 @@ def plot_dynamics(variants: list[str], results: Path | None = None, path: Path |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..analysis.plotting import profile_note, use_style
-    from ..io import atomic_write
+    from ...analysis.plotting import profile_note, use_style
+    from ...io import atomic_write
 
     use_style()
     res = load_results(results)

@@ -35,13 +35,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from .. import paths
-from ..errors import UsageError
-from ..io import atomic_write
-from ..tasks import TASKS
-from ..tasks.base import DataError
-from ..training import DONE, METRICS, WEIGHTS
-from . import cache, recipes
+from ... import paths
+from ...errors import UsageError
+from ...io import atomic_write
+from ...tasks import TASKS
+from ...tasks.base import DataError
+from ...training import DONE, METRICS, WEIGHTS
+from ..settings import recipes
+from . import runs as cache
 
 FORMAT = "infiloop-runs"
 FORMAT_VERSION = 1
@@ -396,7 +397,7 @@ def pull(repo_id: str, revision: str | None = None, root: str | os.PathLike | No
     the hub cache is used."""
     from huggingface_hub import snapshot_download
 
-    from ..tasks.hub import offline_reason
+    from ...tasks.hub import offline_reason
 
     reason = offline_reason()
     try:

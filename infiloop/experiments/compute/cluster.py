@@ -55,10 +55,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import paths
-from ..errors import UsageError
-from ..io import lock_problem
-from ..machine import usable_cpus
+from ... import paths
+from ...errors import UsageError
+from ...io import lock_problem
+from ...machine import usable_cpus
 from .cluster_jobs import (
     TIME_SLACK_MIN,
     ClusterConfig,
@@ -82,7 +82,7 @@ from .cluster_jobs import (
 from .cluster_states import ENDED, UNKNOWN, grown_limit, job_states, read_record, refusal, verdict
 
 if TYPE_CHECKING:
-    from .jobs import Job
+    from ..notebooks.manifest import Job
 
 CLUSTERS = ("slurm", "local", "debug")
 POLL_S = 60.0  # seconds between two looks at the queue while waiting (one sacct call each)
@@ -132,7 +132,7 @@ def check_submitter(device: str, cluster: str) -> None:
 
         if cluster == "slurm" and torch.version.cuda is None:
             raise UsageError(CPU_BUILD.format(python=sys.executable, version=torch.__version__, device=device))
-        from ..machine import cuda_problem
+        from ...machine import cuda_problem
 
         if cluster != "slurm" and (problem := cuda_problem()):
             raise UsageError(f"--device {device}: CUDA is not usable here ({problem}), and --cluster {cluster} runs "

@@ -10,8 +10,8 @@ raw content scores at the clip; then **go** or **no-go** by three criteria it st
 
 1. every connection's loss is finite and falls: the last logged loss at most ``1 - loss_drop`` times the first;
 2. InfiLoop's cell accuracy at the last common logged step is not below carry-last's by more than ``margin``;
-3. on CUDA, the measured step time is within ``time_factor`` of the plan's estimate (``cost.flops_per_step`` at
-   ``cost.ASSUMED_GPU_TFLOPS``), the whole training's time shown beside; elsewhere the plan is itself measured
+3. on CUDA, the measured step time is within ``time_factor`` of the plan's estimate (``flops.flops_per_step`` at
+   ``flops.ASSUMED_GPU_TFLOPS``), the whole training's time shown beside; elsewhere the plan is itself measured
    (``plan`` calibrates on the machine), so the criterion does not apply and is shown as such.
 
 The report is also written to ``results/<profile>/pilot.json``. Exit status 0 for go, 1 for no-go.
@@ -30,12 +30,13 @@ from pathlib import Path
 
 import torch
 
-from .. import paths
-from ..errors import Parser, UsageError
-from ..io import atomic_write_text
-from ..training import read_metrics, train
-from . import cost, profiles, recipes
-from .cache import resolve
+from ... import paths
+from ...errors import Parser, UsageError
+from ...io import atomic_write_text
+from ...training import read_metrics, train
+from ..settings import profiles, recipes
+from ..store.runs import resolve
+from . import flops, timing
 
 CONNECTIONS = recipes.MAIN_RECIPES  # Table 1: carry-last, FPRM, InfiLoop
 LOSS_DROP = 0.05  # criterion 1: the last logged loss at most 95 % of the first
@@ -102,10 +103,11 @@ def pilot_run(connection: str, profile: str, device: str, seconds: float, root: 
 
 def _planned_step_seconds(model_cfg, batch_size: int, device: str) -> float:
     """The plan's estimate of one training step on CUDA (its FLOPs at the assumed rate); elsewhere a rough guess
-    (``cost.GUESS_FLOPS``), used only to space the pilot's log lines."""
+    (``timing.GUESS_FLOPS``), used only to space the pilot's log lines."""
     kind = torch.device(device).type
-    rate = cost.ASSUMED_GPU_TFLOPS * 1e12 if kind == "cuda" else cost.GUESS_FLOPS.get(kind, cost.GUESS_FLOPS["cpu"])
-    return cost.flops_per_step(model_cfg, batch_size) / rate
+    guess = timing.GUESS_FLOPS
+    rate = flops.ASSUMED_GPU_TFLOPS * 1e12 if kind == "cuda" else guess.get(kind, guess["cpu"])
+    return flops.flops_per_step(model_cfg, batch_size) / rate
 
 
 @dataclass
@@ -162,7 +164,7 @@ def _duration(seconds: float) -> str:
 
 def render(profile: str, device: str, runs: list[PilotRun], verdict: Verdict) -> str:
     """The pilot's report: a table per connection, the loss curves, the criteria and the verdict."""
-    lines = [f"pilot of profile {profile!r} on {cost.device_name(device)}", "",
+    lines = [f"pilot of profile {profile!r} on {timing.device_name(device)}", "",
              "| connection | steps | s/step | peak memory | compiled | compile s | kernels |",
              "|---|---|---|---|---|---|---|"]
     for r in runs:
@@ -229,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render(a.profile, a.device, runs, verdict))
     out = paths.RESULTS / a.profile / "pilot.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps({"profile": a.profile, "device": cost.device_name(a.device),
+    atomic_write_text(out, json.dumps({"profile": a.profile, "device": timing.device_name(a.device),
                                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                        "go": verdict.go, "criteria": verdict.criteria,
                                        "runs": [asdict(r) for r in runs]}, indent=1))

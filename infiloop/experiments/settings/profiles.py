@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import copy
 
-from ..errors import UsageError
-from ..tasks import DataProfile, maze, sudoku
+from ...errors import UsageError
+from ...tasks import DataProfile, maze, sudoku
 
 # Data profiles: the data set of each task, as the settings of its builder (infiloop/tasks/datasets.py).
 DATA_PROFILES: dict[str, dict[str, dict]] = {
@@ -143,7 +143,7 @@ PROFILES: dict[str, dict] = {
         "seeds": [0, 1, 2],
         "notebooks": ["01", "02", "03", "04", "07"],
     },
-    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/experiments/cost.py
+    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/experiments/compute/plan.py
     # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of
     # 100,000, and the depth evaluation to 960 updates on 4,096 test puzzles.
     "gpu": {

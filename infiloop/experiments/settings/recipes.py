@@ -17,12 +17,12 @@ import hashlib
 import json
 from typing import Any
 
-from .. import tasks
-from ..config import coerce, field_type, parse_setting, type_of_default
-from ..errors import UsageError
-from ..io import load_npz
-from ..model.reasoner import ModelConfig
-from ..training import TrainConfig
+from ... import tasks
+from ...config import coerce, field_type, parse_setting, type_of_default
+from ...errors import UsageError
+from ...io import load_npz
+from ...model.reasoner import ModelConfig
+from ...training import TrainConfig
 from . import profiles
 
 # Connection recipes: the experiment-level names of the compared connections, as model settings.

@@ -1,8 +1,8 @@
-"""Run the experiment plan's jobs (infiloop/experiments/jobs.py) on every core or GPU of this machine.
+"""Run the experiment plan's jobs (infiloop/experiments/notebooks/manifest.py) on every core or GPU of this machine.
 
 - **Slots.** On CPU, ``workers`` processes with ``threads`` torch threads each (default: one single-
   threaded worker per core, the faster split on this project's workloads by ``benchmarks/workers.py``).
-  On CUDA, ``per_gpu`` slots per visible device (:func:`jobs_per_gpu`: one for a profile made for the GPU,
+  On CUDA, ``per_gpu`` slots per visible device (``slots.jobs_per_gpu``: one for a profile made for the GPU,
   several small jobs side by side for a profile made for the CPU); a job sees only its device
   (``CUDA_VISIBLE_DEVICES``), and never more jobs share one than it has slots. A training run that asks
   for ``gpus > 1`` takes a free slot on that many distinct devices and is launched with ``torchrun``
@@ -14,7 +14,9 @@
   whole stage (jobs done / total, time left from the jobs' estimated costs, and what the running trainings'
   own progress lines say: :func:`stage_line`).
 
-    python -m infiloop.experiments.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1
+The slots themselves, and the wall time of this order (``simulate``), are ``slots.py``'s.
+
+    python -m infiloop.experiments.compute.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1
                                                   # one job (used internally)
 """
 
@@ -32,115 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
-from ..machine import usable_cpus
-from ..training import PROGRESS_RE
-from .jobs import Job
-
-# Workers per core on CPU: 1.0 means one single-threaded process per core (benchmarks/workers.py measured
-# 2 x 1 thread against 1 x 2 threads on this project's 2-core reference machine; see benchmarks/RESULTS.md).
-CPU_WORKERS_PER_CORE = 1.0
-# Jobs side by side on one GPU for a profile made for the CPU: its models (tens of thousands of parameters, batches
-# of 32 to 128) keep a GPU busy a small fraction of the time, each job launching kernels from its own CPU thread, and
-# use well under a GiB of GPU memory each; a profile made for the GPU fills a device with one job.
-SMALL_JOBS_PER_GPU = 4
-
-
-@dataclass
-class Slot:
-    """Where one job (or one process of a multi-GPU job) runs."""
-
-    name: str  # "cpu0", "cuda:3"
-    device: str  # the torch device the job is told ("cpu" or "cuda": it sees only its own GPU)
-    threads: int  # torch CPU threads
-    gpu: str | None = None  # the CUDA device id it owns
-
-
-def cpu_slots(workers: int | None = None, threads: int | None = None, cpus: int | None = None) -> list[Slot]:
-    cpus = cpus or usable_cpus()
-    workers = workers or max(1, int(cpus * CPU_WORKERS_PER_CORE))
-    threads = threads or max(1, cpus // workers)
-    return [Slot(f"cpu{i}", "cpu", threads) for i in range(workers)]
-
-
-def visible_gpus() -> list[str]:
-    """The CUDA device ids this process may use: CUDA_VISIBLE_DEVICES when set, else every device torch sees."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    import torch
-
-    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-
-
-def jobs_per_gpu(profile: str, gpus: int = 1) -> int:
-    """Jobs that share one GPU at once by default: one for a profile made for the GPU; for a profile made for
-    the CPU :data:`SMALL_JOBS_PER_GPU`, fewer where the CPUs cannot give each job of every GPU a thread of its own
-    (a small job's GPU time is launched from the CPU)."""
-    from . import profiles
-
-    if profiles.device(profile) == "cuda":
-        return 1
-    return max(1, min(SMALL_JOBS_PER_GPU, usable_cpus() // max(1, gpus)))
-
-
-def gpu_slots(gpus: list[str] | None = None, threads: int | None = None, per_gpu: int = 1) -> list[Slot]:
-    """``per_gpu`` slots on each visible CUDA device (``cuda:3``, or ``cuda:3/0``, ``cuda:3/1``, ... with several),
-    each with an equal share of the CPUs as torch threads."""
-    gpus = visible_gpus() if gpus is None else gpus
-    if not gpus:
-        raise RuntimeError("device cuda: no CUDA device is visible (CUDA_VISIBLE_DEVICES, torch.cuda)")
-    if per_gpu < 1:
-        raise UsageError(f"--jobs-per-gpu: expected 1 or more, got {per_gpu}")
-    threads = threads or max(1, usable_cpus() // (len(gpus) * per_gpu))
-    return [Slot(f"cuda:{g}" if per_gpu == 1 else f"cuda:{g}/{k}", "cuda", threads, gpu=g)
-            for k in range(per_gpu) for g in gpus]  # round robin: the first jobs spread over the devices
-
-
-def slots_for(device: str, workers: int | None = None, threads: int | None = None,
-              gpus: list[str] | None = None, per_gpu: int = 1) -> list[Slot]:
-    """The compute stage's slots on ``device``: CPU workers, or ``per_gpu`` slots on each visible GPU (on the
-    one GPU named by ``cuda:N``)."""
-    if device.startswith("cuda"):
-        if ":" in device:  # one named device: every job goes there
-            gpus = [device.split(":", 1)[1]]
-        return gpu_slots(gpus, threads, per_gpu)
-    return cpu_slots(workers, threads)
-
-
-def distinct_gpus(slots: list[Slot]) -> list[str]:
-    """The CUDA devices of ``slots``, each once, in order."""
-    return list(dict.fromkeys(s.gpu for s in slots if s.gpu is not None))
-
-
-def check_gpus_per_run(slots: list[Slot], gpus_per_run: int) -> None:
-    """Refuse, before anything starts, a number of GPUs per training run that no slot set can give."""
-    if gpus_per_run < 1:
-        raise UsageError(f"--gpus-per-run: expected 1 or more, got {gpus_per_run}")
-    if gpus_per_run == 1:
-        return
-    if not slots or slots[0].gpu is None:
-        raise UsageError(f"--gpus-per-run {gpus_per_run}: several GPUs per run need --device cuda; "
-                         f"this run's device is {slots[0].device if slots else 'none'}")
-    gpus = distinct_gpus(slots)
-    if gpus_per_run > len(gpus):
-        raise UsageError(f"--gpus-per-run {gpus_per_run}: only {len(gpus)} CUDA device(s) visible "
-                         f"({', '.join(gpus)}); ask for at most {len(gpus)}")
-
-
-def take_slots(free: list[Slot], need: int) -> tuple[list[Slot], list[Slot]] | None:
-    """``need`` free slots on distinct devices (one for a job on one device) and the slots left free, or ``None``
-    when the free slots cannot give them."""
-    mine: list[Slot] = []
-    for slot in free:
-        if len(mine) == need:
-            break
-        if need == 1 or slot.gpu not in {s.gpu for s in mine}:
-            mine.append(slot)
-    if len(mine) < need:
-        return None
-    return mine, [s for s in free if s not in mine]
-
+from ...training import PROGRESS_RE
+from ..notebooks.manifest import Job
+from .slots import Slot, check_gpus_per_run, cpu_slots, take_slots
 
 # ------------------------------------------------------------------------------------------ commands
 
@@ -172,7 +68,7 @@ def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]
             return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                     f"--nproc_per_node={len(slots)}", *args[1:]], env
         return [sys.executable, *args], env
-    return [sys.executable, "-m", "infiloop.experiments.scheduler", "job",
+    return [sys.executable, "-m", "infiloop.experiments.compute.scheduler", "job",
             json.dumps(job.to_json(profile), default=list),
             "--device", slots[0].device, "--threads", str(slots[0].threads)], env
 
@@ -295,32 +191,11 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
 def run_planned(jobs: list[Job], workers: int, progress: bool = True) -> Report:
     """Run jobs declared outside the notebooks on ``workers`` CPU slots of one thread each, the costliest ready
     job first by the plan's cost model (``cost.job_seconds``; without progress, in the given order)."""
-    from .cost import job_seconds
+    from .planning import job_seconds
 
     slots = cpu_slots(workers=max(1, workers), threads=1)
     costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
     return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress)
-
-
-def simulate(seconds: dict[str, float], after: dict[str, list[str]], slots: int) -> float:
-    """Wall time of :func:`run_jobs`'s order (ready jobs, costliest first, on ``slots`` slots) for jobs that
-    take ``seconds[id]`` and wait for ``after[id]``: how ``plan`` turns job estimates into a stage's time."""
-    import heapq
-
-    now, free, running, done = 0.0, slots, [], set()
-    todo = dict(seconds)
-    while todo or running:
-        ready = sorted((j for j in todo if all(a in done or a not in seconds for a in after.get(j, []))),
-                       key=lambda j: todo[j], reverse=True)
-        for j in ready[:free]:
-            heapq.heappush(running, (now + todo.pop(j), j))
-            free -= 1
-        if not running:
-            break
-        now, j = heapq.heappop(running)
-        done.add(j)
-        free += 1
-    return now
 
 
 # ------------------------------------------------------------------------------------------ one job
@@ -330,12 +205,12 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
     """Execute one job description (``Job.to_json``) in this process."""
     import torch
 
-    from . import cache
+    from ..store import runs as cache
 
     if threads:
         torch.set_num_threads(threads)
     if spec["kind"] == "looplm":
-        from . import looplm
+        from .. import looplm
 
         looplm.record(looplm.Probe.from_dict(spec["probe"]), spec["root"], device)
         return
@@ -351,10 +226,10 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import run_command
+    from ...errors import run_command
 
     def _main(argv):
-        ap = argparse.ArgumentParser(prog="python -m infiloop.experiments.scheduler")
+        ap = argparse.ArgumentParser(prog="python -m infiloop.experiments.compute.scheduler")
         sub = ap.add_subparsers(dest="cmd", required=True)
         j = sub.add_parser("job", help="run one job of the plan (JSON as printed by python -m infiloop manifest)")
         j.add_argument("spec")

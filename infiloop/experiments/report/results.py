@@ -20,12 +20,12 @@ import json
 import sys
 from pathlib import Path
 
-from .. import paths
-from ..analysis import paper
-from ..errors import DataError, UsageError
-from ..io import atomic_write_text, fill_block
-from . import profiles
-from .report import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
+from ... import paths
+from ...analysis import paper
+from ...errors import DataError, UsageError
+from ...io import atomic_write_text, fill_block
+from ..settings import profiles
+from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"
@@ -99,8 +99,8 @@ def redecide(summary: dict) -> list[dict]:
     terms = _retention_terms(summary)
     if terms is None:
         return recorded
-    from ..analysis import claims as effects
-    from ..analysis.plotting import LABELS
+    from ...analysis import claims as effects
+    from ...analysis.plotting import LABELS
 
     fresh = {c["id"]: {**c, "redecided": REDECIDED_NOTE} for c in effects.perturbation_claims(*terms, LABELS)}
     return [fresh.get(c.get("id"), c) for c in recorded]
@@ -112,7 +112,7 @@ def _retention_terms(summary: dict):
 
     import numpy as np
 
-    from ..analysis.plotting import LABELS
+    from ...analysis.plotting import LABELS
 
     table = next((t for t in summary.get("tables", []) if t.get("title") == "Retention of solved puzzles"), None)
     size = re.search(r"\((\d+) puzzles", summary.get("text", ""))
@@ -147,7 +147,7 @@ def verdict_cell(c: dict) -> str:
 def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = None) -> str:
     """The markdown table: each claim the recorded runs (of the profiles ``only``, default all) checked, the
     paper's number, ours, the effect beside the paper's, the verdict; then the counts and the rule."""
-    from ..analysis.intervals import MULTIPLICITY, RULE
+    from ...analysis.intervals import MULTIPLICITY, RULE
 
     claims = [c for c in recorded_claims(recorded) if only is None or c["profile"] in only]
     if not claims:

@@ -1,6 +1,6 @@
 """The run cache: a run trained, resumed or loaded; its evaluations computed once and cached.
 
-A *run* is (task, connection recipe, profile, overrides), resolved by ``infiloop/experiments/recipes.py``; it lives in
+A *run* is (task, connection recipe, profile, overrides), resolved by ``experiments/settings/recipes.py``; it lives in
 ``runs/<task>/<recipe>-<profile>-<hash of the full configuration>/`` with ``config.json``, checkpoints,
 ``metrics.jsonl``, the final EMA weights (``model.safetensors``) and ``DONE.json``. Asking for a run
 that is complete returns it; a partial one resumes; a new one trains. Evaluations are cached in the
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import paths, tasks
-from ..errors import UsageError
-from ..evaluation import (
+from ... import paths, tasks
+from ...errors import UsageError
+from ...evaluation import (
     PRECISIONS,
     TRAJECTORY_VERSION,
     evaluate,
@@ -31,12 +31,12 @@ from ..evaluation import (
     perturb,
     save_trajectory,
 )
-from ..io import atomic_write_text, load_weights, locked, remove_stale_temps
-from ..model.reasoner import LoopedReasoner, ModelConfig
-from ..tasks.base import DataError, TaskData
-from ..training import DONE, METRICS, WEIGHTS, TrainConfig, read_metrics, train
-from . import profiles, recipes
-from .recipes import config_hash, resolve_config
+from ...io import atomic_write_text, load_weights, locked, remove_stale_temps
+from ...model.reasoner import LoopedReasoner, ModelConfig
+from ...tasks.base import DataError, TaskData
+from ...training import DONE, METRICS, WEIGHTS, TrainConfig, read_metrics, train
+from ..settings import profiles, recipes
+from ..settings.recipes import config_hash, resolve_config
 
 
 @dataclass
@@ -216,7 +216,7 @@ class Run:
     def eval_key(self, kind: str, args: dict) -> tuple[dict, TaskData, Path]:
         """What ``getattr(self, kind)(**args)`` computes, without computing it (kind: evaluate, perturb or
         budgets): its arguments with the profile's defaults filled in, the puzzles it runs on and its cache
-        file. How the experiment plan (infiloop/experiments/jobs.py) deduplicates, plans and orders evaluations."""
+        file. How the experiment plan (experiments/notebooks/manifest.py) deduplicates, plans and orders evaluations."""
         keys = {"evaluate": self._evaluate_key, "perturb": self._perturb_key, "budgets": self._budgets_key}
         if kind not in keys:
             raise ValueError(f"evaluation kind {kind!r}: expected one of {', '.join(keys)}")
@@ -385,8 +385,8 @@ def _cached(path: Path) -> dict | None:
 
 def _user_data(task: str, cfg: ModelConfig, path: str | Path) -> TaskData:
     """A user's test file for a model of ``cfg``, refused with both sizes when it does not fit the model."""
-    from ..tasks import maze, sudoku
-    from ..tasks.csvio import grid_side
+    from ...tasks import maze, sudoku
+    from ...tasks.csvio import grid_side
 
     if task not in ("sudoku", "maze"):
         raise UsageError(f"--data: a test file in the public CSV format is for sudoku and maze runs; "

@@ -17,14 +17,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import paths
-from ..errors import UsageError
-from ..io import atomic_write_text
-from ..machine import usable_cpus
+from ... import paths
+from ...errors import UsageError
+from ...io import atomic_write_text
+from ...machine import usable_cpus
 from .cluster_states import error_line, partition_max_minutes
 
 if TYPE_CHECKING:
-    from .jobs import Job
+    from ..notebooks.manifest import Job
 
 DEFAULT_CONFIG = paths.ROOT / "slurm.yaml"
 TIME_SLACK_MIN = 10  # minutes added to every estimated limit: queueing a node, starting Python, loading the data
@@ -185,8 +185,9 @@ def limit_cap(cfg: ClusterConfig) -> int:
 def estimates(todo: list[Job], device: str, cfg: ClusterConfig) -> tuple[dict[str, float], str]:
     """Estimated seconds of each job, and how they were made: the plan's calibration when this machine has the
     jobs' device, else FLOPs at ``cfg.tflops``."""
-    from ..machine import cuda_problem
-    from .cost import job_flops, job_seconds
+    from ...machine import cuda_problem
+    from .flops import job_flops
+    from .planning import job_seconds
 
     if cfg.time_min:
         return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
@@ -294,7 +295,7 @@ class PlanJob:
     def __call__(self, spec: dict | list, device: str, threads: int) -> str:
         import torch
 
-        from ..machine import init_distributed
+        from ...machine import init_distributed
 
         try:
             tasks = submitit().JobEnvironment().num_tasks
@@ -347,7 +348,7 @@ def _run_lock(spec: dict, tasks: int):
     import torch.distributed as dist
     from filelock import Timeout
 
-    from ..io import locked
+    from ...io import locked
 
     lock, got = locked(Path(spec["run_dir"]) / ".lock"), [True]
     if dist.get_rank() == 0:

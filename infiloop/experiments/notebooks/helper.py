@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from .. import paths
-from ..analysis import paper
-from ..errors import UsageError
-from ..io import atomic_write_text
-from . import profiles
-from .cache import trained_run
+from ... import paths
+from ...analysis import paper
+from ...errors import UsageError
+from ...io import atomic_write_text
+from ..settings import profiles
+from ..store.runs import trained_run
 
 
 def _plain(value, root: Path):
@@ -51,7 +51,7 @@ def write_summary(summary: dict, root: Path | None = None) -> Path:
     required. Figure paths may be ``Path`` objects (as returned by ``plotting.save_figure``): they
     are stored relative to the repository root (absolute when outside it, e.g. ``INFILOOP_FIGURES``
     elsewhere). Unknown ``agrees`` values are refused. ``root``: another checkout (its ``results/``);
-    infiloop/experiments/report.py only reads these files and renders them.
+    infiloop/experiments/report/build.py only reads these files and renders them.
     """
     checkout, results = (paths.ROOT, paths.RESULTS) if root is None else (Path(root), Path(root) / "results")
     missing = [k for k in ("notebook", "profile") if not summary.get(k)]
@@ -140,8 +140,9 @@ class Notebook:
 
     def needs(self, namespace: dict):
         """What this notebook reads at the parameters in ``namespace`` (its ``globals()``), as declared in
-        infiloop/experiments/jobs.py: ``need.run(id)`` and ``need.result(id)`` load them, computing what is missing."""
-        from .jobs import needs, notebook_defaults
+        notebooks/manifest.py: ``need.run(id)`` and ``need.result(id)`` load them, computing what is missing."""
+        from .manifest import needs
+        from .parameters import notebook_defaults
 
         return needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
 
@@ -155,7 +156,7 @@ class Notebook:
         effect, the paper's value beside it and how the interval was computed are recorded (``claims.record``);
         ``untestable``: why the claim cannot be tested at this scale (no verdict). Without ``effect``, ``agrees`` is
         the verdict as given (``None``: not decided; a claim not measured here)."""
-        from ..analysis import claims
+        from ...analysis import claims
 
         c = paper.CLAIMS_BY_ID.get(cid)
         if c is None or c.notebook != self.name:

@@ -1,0 +1,445 @@
+"""The timer of the plan and its calibration cache: a few training steps and evaluation updates of every distinct
+model shape timed on this device (:class:`MeasuredTimer`), cached in ``<runs>/.plan-calibration.json`` by device,
+torch version and shape (:class:`Calibration`); for a CUDA device that is not here, timings from arithmetic
+(:class:`FlopTimer`, the FLOPs of ``flops.py``) or a GPU's cached ones (:class:`FlopCalibration`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ... import paths
+from ...io import atomic_write_text
+from ...machine import cpu_name, usable_cpus
+from ..store import runs as cache
+from .flops import ASSUMED_GPU_TFLOPS, flops_per_step, flops_per_update, looplm_counts
+
+CALIBRATION = ".plan-calibration.json"
+TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
+EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of 3
+MAX_STEP_S = 1.0  # a calibration step or update longer than this is timed at a smaller batch and scaled
+# Assumed speeds, only to choose the calibration batch (never part of an estimate): FLOP/s.
+GUESS_FLOPS = {"cpu": 2e10, "cuda": 5e13, "mps": 1e12}
+# ------------------------------------------------------------------------------------------ calibration
+
+
+@dataclass
+class Timing:
+    seconds: float  # per training step at the run's batch, or per evaluation update of one batch
+    startup: float = 0.0  # a run's extra time before its steady steps (allocation, compilation)
+    measured_batch: int = 0  # the batch the timing was taken at (scaled linearly to the real one)
+
+
+class Timer(Protocol):
+    def train_step(self, run: cache.Run, batch: int, threads: int, device: str) -> Timing: ...
+
+    def eval_update(self, run: cache.Run, batch: int, device: str) -> Timing: ...
+
+    def looplm_step(self, probe, device: str) -> Timing: ...
+
+    def looplm_block(self, probe, device: str) -> Timing: ...
+
+
+class MeasuredTimer:
+    """Times ``training.train`` and ``evaluation.evaluate`` on this device (a few steps each)."""
+
+    def train_step(self, run, batch, threads, device):
+        b = _calibration_batch(flops_per_step(run.model_config(), batch), batch, device)
+        per, startup = self._train(run, b, threads, device)
+        if b < batch and per * 4 < MAX_STEP_S:  # the guess was cautious: once more at a larger batch
+            b = min(batch, b * 4)
+            per, startup = self._train(run, b, threads, device)
+        return Timing(per * batch / b, startup, b)
+
+    def _train(self, run, b, threads, device):
+        import torch
+
+        from ...training import METRICS, train
+
+        cfg = copy.copy(run.train_config())
+        cfg.batch_size, cfg.log_every, cfg.checkpoint_every = b, 1, 10**9
+        cfg.steps, cfg.threads = max(cfg.steps, TRAIN_WARM + TRAIN_TIMED + 1), threads
+        old = torch.get_num_threads()
+        try:
+            with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
+                train(run.model_config(), cfg, run.train_data(), d, device, TRAIN_WARM + TRAIN_TIMED, progress=False)
+                lines = [json.loads(ln) for ln in (Path(d) / METRICS).read_text().splitlines() if ln.strip()]
+        finally:
+            torch.set_num_threads(old)
+        t = [ln["elapsed_s"] for ln in lines]
+        per = max(t[-1] - t[TRAIN_WARM - 1], 1e-3) / TRAIN_TIMED
+        return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _run_folder(run):
+        """A temporary run folder holding ``run``'s configuration, and the environment that finds its data."""
+        env = {**os.environ, "INFILOOP_RUNS": str(paths.RUNS), "INFILOOP_DATA": str(paths.DATA)}
+        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
+            atomic_write_text(Path(d) / "config.json", json.dumps(run.config))
+            yield d, env
+
+    def job_start(self, run, device):
+        """Seconds to start a job: a new process imports what a job imports, reads the run's training data and
+        builds its model on ``device`` (the least of two starts: the first may pay for a cold disk cache)."""
+        import subprocess
+
+        code = ("import sys, torch; from infiloop.experiments.compute import scheduler; "
+                "from infiloop.experiments.store import runs; "
+                "from infiloop.model.reasoner import LoopedReasoner; run = runs.load_run(sys.argv[1]); "
+                "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
+        with self._run_folder(run) as (d, env):
+            times = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-c", code, d, device], check=True, cwd=paths.ROOT, env=env)
+                times.append(time.perf_counter() - t0)
+        return Timing(min(times), 0.0, 0)
+
+    def contention(self, run, device, jobs):
+        """How much slower a job runs beside ``jobs - 1`` others on this machine's cores than alone (they share
+        caches and memory bandwidth): the same short evaluation in ``jobs`` processes at once, against one."""
+        import subprocess
+
+        code = ("import sys, time, torch; torch.set_num_threads(1); from infiloop.experiments.store import runs; "
+                "from infiloop.evaluation import evaluate; from infiloop.model.reasoner import LoopedReasoner; "
+                "import numpy as np; run = runs.load_run(sys.argv[1]); data = run.test_data(); "
+                "data = data.subset(np.arange(64) % len(data)); "
+                "m = LoopedReasoner(run.model_config()).eval(); evaluate(m, data, 1, 1, 64, 'cpu', progress=False); "
+                "t0 = time.perf_counter(); evaluate(m, data, 12, 1, 64, 'cpu', progress=False); "
+                "print(time.perf_counter() - t0)")
+        with self._run_folder(run) as (d, env):
+            def timed(n):
+                procs = [subprocess.Popen([sys.executable, "-c", code, d], stdout=subprocess.PIPE, text=True,
+                                          cwd=paths.ROOT, env=env) for _ in range(n)]
+                return [float(pr.communicate()[0].split()[-1]) for pr in procs]
+
+            alone = min(timed(1)[0], timed(1)[0])
+            together = float(np.median(timed(jobs)))
+        return Timing(max(1.0, together / alone), 0.0, 0)
+
+    def eval_update(self, run, batch, device):
+        from ...evaluation import evaluate
+        from ...model.reasoner import LoopedReasoner
+
+        b = _calibration_batch(flops_per_update(run.model_config(), batch), batch, device)
+        data = run.test_data()
+        data = data.subset(np.arange(b) % len(data))
+        model = LoopedReasoner(run.model_config()).to(device).eval()
+        evaluate(model, data, EVAL_WARM, 1, b, device, progress=False)
+        times = []
+        for _ in range(EVAL_REPEATS):  # the median of a few short timings: robust to a busy machine
+            t0 = time.perf_counter()
+            evaluate(model, data, EVAL_TIMED, 1, b, device, progress=False)
+            _sync(device)
+            times.append((time.perf_counter() - t0) / EVAL_TIMED)
+        return Timing(float(np.median(times)) * batch / b, 0.0, b)
+
+
+    def looplm_step(self, probe, device):
+        from ..looplm import time_train_step
+
+        return Timing(time_train_step(probe, device, TRAIN_WARM, TRAIN_TIMED), 0.0, probe.train.batch_size)
+
+    def looplm_block(self, probe, device):
+        from ..looplm import time_forward_block
+
+        return Timing(time_forward_block(probe, device, EVAL_REPEATS), 0.0, probe.train.eval_batch)
+
+    def looplm_start(self, probe, device):
+        """Seconds to start a looped decoder's job: a new process imports it, generates the task and builds the
+        model (the least of two starts)."""
+        import subprocess
+        from dataclasses import asdict
+
+        code = ("import sys, json, torch; from infiloop.experiments import looplm; "
+                "from infiloop.experiments.compute import scheduler; "
+                "p = looplm.Probe.from_dict(json.loads(sys.argv[1])); "
+                "looplm.LoopLM(looplm.model_config(p)).to(sys.argv[2])")
+        times = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code, json.dumps(asdict(probe)), device], check=True, cwd=paths.ROOT)
+            times.append(time.perf_counter() - t0)
+        return Timing(min(times), 0.0, 0)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _calibration_batch(flops_full: float, batch: int, device: str) -> int:
+    """The largest batch (a power-of-4 fraction of ``batch``) whose step the guessed speed puts under a second."""
+    guess = GUESS_FLOPS.get(device.split(":")[0], GUESS_FLOPS["cpu"])
+    b = batch
+    while b > 1 and flops_full * b / batch / guess > MAX_STEP_S:
+        b = max(1, b // 4)
+    return b
+
+
+def device_name(device: str) -> str:
+    """What the timings belong to: the CPU model and count, or the GPU's name."""
+    if device.startswith("cuda"):
+        import torch
+
+        return f"{torch.cuda.get_device_name(torch.device(device))} ({device})"
+    return f"{cpu_name()} ({device})"
+
+
+def _shape(run: cache.Run) -> dict:
+    """The model settings that change its cost (not initial values such as beta, nor the seed)."""
+    m = copy.deepcopy(run.config["model"])
+    for axis in ("inner", "outer"):
+        m[axis].pop("beta", None)
+        m[axis].pop("decay", None)
+    m["cond"].pop("horizon", None)
+    return m
+
+
+def _load() -> float | None:
+    """The 1-minute load average when a timing is taken (a busy machine makes every timing slower)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _key(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Calibration:
+    """Timings by device and shape, cached in ``<runs>/.plan-calibration.json``."""
+
+    def __init__(self, device: str, timer: Timer | None = None, fresh: bool = False, path: Path | None = None):
+        import torch
+
+        self.device, self.timer = device, timer or MeasuredTimer()
+        self.path = path or paths.RUNS / CALIBRATION
+        self.prefix = f"{device_name(device)} | torch {torch.__version__}"
+        self.entries = self._load()  # other devices' and shapes' timings are kept when saving
+        self.fresh, self.refreshed = fresh, set()  # fresh: measure every timing this plan needs again
+        self.measured = 0
+        self.seconds = 0.0
+        self.used: list[dict] = []  # the entries this plan's estimate uses
+
+    def _load(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return data.get("entries", {}) if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _get(self, kind: str, shape: dict, measure) -> Timing:
+        key = f"{self.prefix} | {kind} | {_key(shape)}"
+        if key not in self.entries or (self.fresh and key not in self.refreshed):
+            self.refreshed.add(key)
+            t0 = time.perf_counter()
+            timing = measure()
+            self.seconds += time.perf_counter() - t0
+            self.measured += 1
+            self.entries[key] = {"seconds": timing.seconds, "startup": timing.startup,
+                                 "measured_batch": timing.measured_batch, "shape": shape,
+                                 "measured": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 "load_average": _load()}
+        e = self.entries[key]
+        self.used.append(e)
+        return Timing(e["seconds"], e["startup"], e["measured_batch"])
+
+    def train_step(self, run, batch: int, threads: int) -> Timing:
+        cfg = run.config["train"]
+        shape = {"model": _shape(run), "batch": batch, "threads": threads, "precision": cfg["precision"],
+                 "compile": cfg["compile"]}
+        return self._get("train", shape, lambda: self.timer.train_step(run, batch, threads, self.device))
+
+    def eval_update(self, run, batch: int, threads: int = 0) -> Timing:
+        """Timed with ``threads`` torch threads (0: as they are), as the scheduler's slot will run it."""
+        import torch
+
+        shape = {"model": _shape(run), "batch": batch, **({"threads": threads} if threads else {})}
+
+        def measure():
+            old = torch.get_num_threads()
+            torch.set_num_threads(threads or old)
+            try:
+                return self.timer.eval_update(run, batch, self.device)
+            finally:
+                torch.set_num_threads(old)
+
+        return self._get("eval", shape, measure)
+
+    def _looplm(self, kind: str, probe, threads: int, measure) -> Timing:
+        """A looped decoder's timing, with ``threads`` torch threads (0: as they are), keyed by what sets its cost:
+        the model, the task's shape and the batch (not the training seed)."""
+        from dataclasses import asdict
+
+        import torch
+
+        task = {k: v for k, v in asdict(probe.task).items() if k != "seed"}
+        shape = {"looplm": probe.model.to_dict(), "task": task, "batch": probe.train.batch_size,
+                 "loops": probe.budgets(), **({"threads": threads} if threads else {})}
+
+        def timed():
+            old = torch.get_num_threads()
+            torch.set_num_threads(threads or old)
+            try:
+                return measure(probe, self.device)
+            finally:
+                torch.set_num_threads(old)
+
+        return self._get(kind, shape, timed)
+
+    def looplm_step(self, probe, threads: int = 0) -> Timing:
+        return self._looplm("looplm train", probe, threads, self.timer.looplm_step)
+
+    def looplm_block(self, probe, threads: int = 0) -> Timing:
+        return self._looplm("looplm eval", probe, threads, self.timer.looplm_block)
+
+    def looplm_start(self, probe) -> float:
+        """Seconds a looped decoder's job pays before its work (0 with a timer that does not measure it)."""
+        if not hasattr(self.timer, "looplm_start"):
+            return 0.0
+        return self._get("looplm start", {"python": sys.executable},
+                         lambda: self.timer.looplm_start(probe, self.device)).seconds
+
+    def job_start(self, run) -> float:
+        """Seconds a job pays before its work on this device (0 with a timer that does not measure it)."""
+        if not hasattr(self.timer, "job_start"):
+            return 0.0
+        return self._get("job start", {"python": sys.executable},
+                         lambda: self.timer.job_start(run, self.device)).seconds
+
+    def contention(self, run, jobs: int) -> float:
+        """The slow-down of a CPU job beside ``jobs - 1`` others (1 with one job, on a GPU, or with a timer that
+        does not measure it)."""
+        if jobs <= 1 or self.device != "cpu" or not hasattr(self.timer, "contention"):
+            return 1.0
+        return self._get("contention", {"model": _shape(run), "jobs": jobs},
+                         lambda: self.timer.contention(run, self.device, jobs)).seconds
+
+    @property
+    def where(self) -> str:
+        """The device the timings belong to, in words."""
+        return self.prefix.split(" | ")[0]
+
+    def describe(self) -> str:
+        """Where this plan's timings come from: measured now or cached, at what load average."""
+        how = (f"{self.measured} timings measured now in {self.seconds:.0f} s" if self.measured
+               else "all timings from the cache")
+        loads = [e.get("load_average") for e in self.used if e.get("load_average") is not None]
+        if loads:
+            how += (f", at a load average of {min(loads):.1f} to {max(loads):.1f} on {usable_cpus()} CPUs "
+                    f"(other work on the machine slows every timing, and so the estimate)")
+        return f"calibration: {how} ({self.path}; --calibrate measures again)"
+
+    def save(self) -> None:
+        note = ("plan calibration: seconds per training step (at the run's batch) and per evaluation update "
+                "(of one batch), by device, torch version and model shape; delete or use --calibrate to measure "
+                "again")
+        atomic_write_text(self.path, json.dumps({"note": note, "entries": self.entries}, indent=1, sort_keys=True))
+
+
+class FlopTimer:
+    """Timings from arithmetic, not measurement: a step's or an update's FLOPs (:func:`flops_per_step`,
+    :func:`flops_per_update`, ``looplm.flops``) at ``tflops`` TFLOP/s achieved. What a plan for a CUDA device prices
+    its jobs by where there is none (no job start, no slow-down beside other jobs)."""
+
+    def __init__(self, tflops: float = ASSUMED_GPU_TFLOPS):
+        self.flop_per_s = tflops * 1e12
+
+    def train_step(self, run, batch, threads, device):
+        return Timing(flops_per_step(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
+
+    def eval_update(self, run, batch, device):
+        return Timing(flops_per_update(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
+
+    @staticmethod
+    def _looplm(probe) -> tuple[float, float]:
+        """A looped decoder's (token-blocks of one training step, FLOPs of one token-block), from
+        ``looplm.flops``: its steps count 3 x their forward blocks (forward and backward)."""
+        w = looplm_counts(probe)
+        return w["step"], w["flops"] / (3 * probe.train.steps * w["step"] + w["eval"])
+
+    def looplm_step(self, probe, device):
+        blocks, per_block = self._looplm(probe)
+        return Timing(3 * blocks * per_block / self.flop_per_s, 0.0, probe.train.batch_size)
+
+    def looplm_block(self, probe, device):
+        return Timing(self._looplm(probe)[1] / self.flop_per_s, 0.0, probe.train.eval_batch)
+
+
+class FlopCalibration(Calibration):
+    """The timings of a CUDA GPU that is not here: where the calibration file holds a timing of this shape measured
+    on a CUDA GPU (``gpu``, as ``device_name`` names it, e.g. ``"NVIDIA H200 (cuda)"``; by default the GPU measured
+    last, with any torch version), that timing; otherwise the arithmetic of :class:`FlopTimer` at ``tflops``.
+    Measures nothing and writes nothing."""
+
+    def __init__(self, tflops: float = ASSUMED_GPU_TFLOPS, gpu: str | None = None, path: Path | None = None):
+        self.device, self.timer, self.tflops = "cuda", FlopTimer(tflops), tflops
+        self.path = path or paths.RUNS / CALIBRATION
+        self.entries = self._load()
+        self.fresh, self.refreshed, self.measured, self.seconds, self.used = False, set(), 0, 0.0, []
+        self.gpu = gpu or self._last_gpu()
+        self.from_gpu, self.estimated = 0, 0
+        self.prefix = (f"a CUDA GPU ({self.gpu}'s cached timings, else FLOPs at {tflops:g} TFLOP/s)" if self.gpu
+                       else f"a CUDA GPU (FLOPs at {tflops:g} TFLOP/s)")
+
+    def _last_gpu(self) -> str | None:
+        """The CUDA device whose timing was measured last in the calibration file, or None."""
+        measured = [(e.get("measured", ""), key.split(" | ")[0]) for key, e in self.entries.items()
+                    if "(cuda" in key.split(" | ")[0] and isinstance(e, dict)]
+        return max(measured)[1] if measured else None
+
+    def _gpu_entry(self, kind: str, shape: dict) -> dict | None:
+        """The newest timing of ``kind`` at ``shape`` measured on :attr:`gpu` (any torch version), or None."""
+        if not self.gpu:
+            return None
+        tail = f" | {kind} | {_key(shape)}"
+        found = [e for key, e in self.entries.items() if key.startswith(f"{self.gpu} | ") and key.endswith(tail)]
+        return max(found, key=lambda e: e.get("measured", "")) if found else None
+
+    def _get(self, kind: str, shape: dict, measure) -> Timing:
+        entry = self._gpu_entry(kind, shape)
+        if entry is not None:
+            self.from_gpu += 1
+            self.used.append(entry)
+            return Timing(entry["seconds"], entry.get("startup", 0.0), entry.get("measured_batch", 0))
+        self.estimated += 1
+        return measure()
+
+    @property
+    def where(self) -> str:
+        return f"a CUDA GPU ({self.gpu})" if self.from_gpu else "a CUDA GPU (a FLOP estimate)"
+
+    def basis(self) -> str:
+        """In a few words, what the prices rest on: the FLOP arithmetic, the cached timings of a GPU, or both."""
+        flops = f"FLOPs at {self.tflops:g} TFLOP/s achieved"
+        if not self.from_gpu:
+            return f"a FLOP estimate: {flops}"
+        if not self.estimated:
+            return f"{self.gpu}'s timings, measured by `plan`"
+        return f"{self.from_gpu} timings measured on {self.gpu} by `plan`, {self.estimated} of them {flops}"
+
+    def describe(self) -> str:
+        return (f"timings: not measured: {self.basis()} (--tflops; an estimate: small models, "
+                f"as the looped decoders, reach far less); a GPU's timings replace the FLOPs where {self.path} holds "
+                f"them (python -m infiloop plan --device cuda on the GPU measures them)")
+
+    def save(self) -> None:  # nothing was measured: the arithmetic is never cached
+        return

@@ -1,0 +1,154 @@
+"""Each notebook's declaration: a function of its parameters that adds the runs, evaluations and looped decoders
+it reads to its :class:`~.specs.Needs` (:data:`DECLARATIONS`, by notebook name), and the notebooks' names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ... import paths
+from ...errors import UsageError
+from .. import looplm
+from ..settings import profiles
+from ..settings.recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
+from .specs import Needs, parse_ints
+
+
+def main_table(n: Needs, p: dict) -> None:
+    """Notebook 01: each main connection on each task at its training depth (ARC: every test input, with
+    a snapshot of the predictions for pass@2 voting)."""
+    tasks = [t.strip() for t in p["tasks"].split(",") if t.strip()] or profiles.main_tasks(n.profile)
+    for task in tasks:
+        for r in MAIN_RECIPES:
+            run = n.add_run(f"{task}/{r}", task, r)
+            depth = run.run.training_depth
+            if task.startswith("arc"):
+                n.add_eval(f"{task}/{r}", run, "evaluate", updates=depth, every=depth,
+                           limit=len(run.run.test_data()), snapshots=(depth,))
+            else:
+                n.add_eval(f"{task}/{r}", run, "evaluate", updates=depth, every=depth, limit=p["limit"] or None)
+    n.derived["tasks"] = tasks
+
+
+def _depth_snapshots(n: Needs, p: dict) -> tuple[int, int]:
+    a = p["change_from"] or n.runs["infiloop"].run.standard_snapshots()[0]
+    return a, p["change_to"] or 2 * a
+
+
+def depth_scaling(n: Needs, p: dict) -> None:
+    """Notebook 02: the three main models to ``max_updates``, every update, with prediction snapshots at
+    the two depths of "predictions changed"."""
+    for r in MAIN_RECIPES:
+        n.add_run(r, p["task"], r)
+    a, b = _depth_snapshots(n, p)
+    for r in MAIN_RECIPES:
+        n.add_eval(f"depth/{r}", n.runs[r], "evaluate", updates=p["max_updates"], every=1,
+                   limit=p["limit"] or None, snapshots=(a, b))
+    n.derived.update(change_from=a, change_to=b)
+
+
+def gamma_dynamics(n: Needs, p: dict) -> None:
+    """Notebook 03: InfiLoop's trajectory (γ, content score, wrong cells), notebook 02's by default."""
+    run = n.add_run("infiloop", profiles.task(n.profile), "infiloop")
+    n.add_eval("depth/infiloop", run, "evaluate", updates=p["max_updates"], every=1, limit=p["limit"] or None,
+               snapshots=run.run.standard_snapshots())
+
+
+def perturbation(n: Needs, p: dict) -> None:
+    """Notebook 04: a relative perturbation of the state at ``perturb_at``, each size, every main model."""
+    for r in MAIN_RECIPES:
+        n.add_run(r, profiles.task(n.profile), r)
+    try:
+        eps = tuple(float(e) for e in p["eps"].split(",") if e.strip())
+    except ValueError as e:
+        raise UsageError(f"parameter eps={p['eps']!r}: expected numbers separated by commas") from e
+    at = p["perturb_at"] or n.runs["infiloop"].run.standard_snapshots()[0]
+    after = p["updates_after"] or at
+    for r in MAIN_RECIPES:
+        n.add_eval(f"perturb/{r}", n.runs[r], "perturb", at=at, eps=eps, updates_after=after, every=1,
+                   limit=p["limit"] or None, seed=p["perturbation_seed"])
+    n.derived.update(eps=eps, at=at, after=after)
+
+
+def beta0_ablation(n: Needs, p: dict) -> None:
+    """Notebook 05: every ablation variant of InfiLoop (``recipes.ABLATIONS``) to the long budget."""
+    for key, abl in ABLATIONS.items():
+        n.add_run(f"ablation/{key}", profiles.task(n.profile), "infiloop", abl["overrides"])
+    short = p["budget_short"] or n.runs[f"ablation/{next(iter(ABLATIONS))}"].run.training_depth
+    long = p["budget_long"] or round(short * 32 / 3)
+    if long <= short:
+        raise UsageError(f"parameter budget_long={long}: expected more than budget_short={short}")
+    for key in ABLATIONS:
+        n.add_eval(f"ablation/{key}", n.runs[f"ablation/{key}"], "evaluate", updates=long, every=1,
+                   limit=p["limit"] or None)
+    n.derived.update(short=short, long=long)
+
+
+def conditioning(n: Needs, p: dict) -> None:
+    """Notebook 06: the conditioners of the looped-LM study, exact accuracy after exactly N updates."""
+    for r in CONDITIONING_RECIPES:
+        over = {"model.cond.history": p["history_map"]} if r.startswith("history") else {}
+        n.add_run(r, profiles.task(n.profile), r, over)
+    depth = n.runs["carry_last"].run.training_depth
+    if p["budgets"].strip():
+        grid = parse_ints(p["budgets"], "budgets")
+        if not grid or grid[0] < 1:
+            raise UsageError(f"parameter budgets={p['budgets']!r}: expected outer-update counts >= 1")
+    else:
+        grid = [max(1, depth // 2)] + [depth * 2 ** k for k in range(16) if depth * 2 ** k <= p["max_budget"]]
+        grid = sorted(set(grid) | {p["max_budget"]})
+    for r in CONDITIONING_RECIPES:
+        n.add_eval(f"budgets/{r}", n.runs[r], "budgets", budgets=tuple(grid), limit=p["limit"] or None)
+    n.derived.update(depth=depth, grid=grid)
+
+
+def watch_the_loop(n: Needs, p: dict) -> None:
+    """Notebook 07: the main models' trajectories (notebook 02's when the parameters agree). The single
+    puzzle recorded for the animation is chosen from these, so it is computed by the notebook itself."""
+    for r in MAIN_RECIPES:
+        n.add_run(r, p["task"], r)
+    snaps = n.runs["infiloop"].run.standard_snapshots()
+    for r in MAIN_RECIPES:
+        n.add_eval(f"depth/{r}", n.runs[r], "evaluate", updates=p["max_updates"], every=1,
+                   limit=p["limit"] or None, snapshots=snaps if snaps[1] <= p["max_updates"] else ())
+
+
+def looped_lm(n: Needs, p: dict) -> None:
+    g = looplm.grid(n.profile, p["seeds"], p["connections"], p["allocations"])
+    n.derived["grid"] = g
+    for cell in g.cells:
+        n.add_model(looplm.cell_id(cell), g.probe(cell))
+
+
+DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
+    "01_main_table": main_table,
+    "02_depth_scaling": depth_scaling,
+    "03_gamma_dynamics": gamma_dynamics,
+    "04_perturbation": perturbation,
+    "05_beta0_ablation": beta0_ablation,
+    "06_conditioning": conditioning,
+    "07_watch_the_loop": watch_the_loop,
+    "08_looped_lm": looped_lm,
+}
+
+
+# ------------------------------------------------------------------------------------------ reading the plan
+
+
+def notebook_name(name: str) -> str:
+    """``"02"``, ``"depth_scaling"`` or ``"02_depth_scaling"`` -> ``"02_depth_scaling"``."""
+    for full in DECLARATIONS:
+        if name in (full, full[:2], full[3:]):
+            return full
+    raise UsageError(f"unknown notebook {name!r}; valid: {', '.join(DECLARATIONS)} (or their number)")
+
+
+def profile_notebooks(profile: str) -> list[str]:
+    """The notebooks a profile runs by default: its ``notebooks`` list (numbers or names), else every one."""
+    wanted = profiles.notebooks(profile)
+    return [notebook_name(str(x)) for x in wanted] if wanted else sorted(DECLARATIONS)
+
+
+def undeclared_notebooks() -> list[str]:
+    """Notebooks in notebooks/ not declared here: their runs and evaluations are not planned."""
+    return [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.py")) if p.stem not in DECLARATIONS]
