@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from infiloop.cli import cmd_data as main
-from infiloop.experiments.profiles import data_profile
+from infiloop.experiments.settings.profiles import data_profile
 from infiloop.tasks import TaskData, arc, build, maze, sudoku
 from infiloop.tasks import audit as A
+from infiloop.tasks import sudoku_canonical as C
 from infiloop.tasks import sudoku_solver as solver
 from infiloop.tasks.base import dihedral
 
@@ -36,7 +37,7 @@ def _brute_canonical(grid: np.ndarray, g) -> bytes:
     """The least relabelled grid over every spatial transform of the group, enumerated one by one."""
     n = g.n
     x = grid.reshape(n, n)
-    rows, cols = A._axis_perms(n // g.br, g.br), A._axis_perms(n // g.bc, g.bc)
+    rows, cols = C.axis_perms(n // g.br, g.br), C.axis_perms(n // g.bc, g.bc)
     return min(_relabel(src[rp][:, cp].reshape(-1)).tobytes()
                for src in ([x, x.T] if g.br == g.bc else [x]) for rp in rows for cp in cols)
 
@@ -49,7 +50,7 @@ def test_group_sizes():
     assert A.sudoku_group_size(sudoku.geometry(4)) == 128
     assert A.sudoku_group_size(sudoku.geometry(6)) == 3456  # 2x3 boxes: no transposition
     assert A.sudoku_group_size(sudoku.geometry(9)) == 2 * 6 ** 8 == 3_359_232
-    assert len(A._axis_perms(3, 3)) == 6 ** 4 and len(set(map(tuple, A._axis_perms(2, 3)))) == 72
+    assert len(C.axis_perms(3, 3)) == 6 ** 4 and len(set(map(tuple, C.axis_perms(2, 3)))) == 72
 
 
 @pytest.mark.parametrize("n,box,blanks,count", [(4, (2, 2), (4, 12), 40), (6, (2, 3), (8, 28), 6)])

@@ -56,7 +56,7 @@ def test_reading_and_comparing_a_lock(tmp_path):
 
 
 def test_the_report_names_the_lock_in_its_provenance():
-    from infiloop.experiments import report
+    from infiloop.experiments.report import provenance as report
 
     assert report.provenance()["environment lock"] == machine.lock_status()
 

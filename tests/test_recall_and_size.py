@@ -57,7 +57,7 @@ def test_without_recall_a_reset_sample_takes_its_new_input_at_its_next_update():
 
 
 def test_recall_false_trains_and_keeps_the_old_hashes():
-    from infiloop.experiments.recipes import config_hash
+    from infiloop.experiments.settings.recipes import config_hash
 
     base = {"task": "sudoku", "recipe": "infiloop", "profile": "smoke", "model": cfg().to_dict(), "train": {}}
     without = {**base, "model": {k: v for k, v in base["model"].items() if k != "recall"}}

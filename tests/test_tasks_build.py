@@ -11,7 +11,7 @@ from infiloop import paths
 from infiloop.cli import cmd_data as main
 from infiloop.experiments.settings.profiles import DATA_PROFILES, data_profile
 from infiloop.tasks import TASKS, DataError, TaskData, build, info, load
-from infiloop.tasks.datasets import describe
+from infiloop.tasks.describe import describe
 
 
 @pytest.fixture(autouse=True)

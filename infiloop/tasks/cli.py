@@ -25,7 +25,8 @@ from .. import paths
 from ..config import coerce, parse_setting, type_of_default
 from ..errors import Parser, UsageError, run_command
 from . import audit, maze, sudoku
-from .datasets import TASKS, DataProfile, build, describe, describe_markdown, profile_config
+from .datasets import TASKS, DataProfile, build, profile_config
+from .describe import describe, describe_markdown
 
 
 def _range(s: str) -> tuple[int, int]:
