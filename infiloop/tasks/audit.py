@@ -410,6 +410,39 @@ def audit_arc(train: TaskData, test: TaskData) -> AuditResult:
     return res
 
 
+# ------------------------------------------------------------------------------------ generated sets kept clean
+
+
+def sudoku_leaking_rows(train, test) -> list[int]:
+    """Rows of a generated Sudoku test set (``sudoku.SudokuSet``) whose givens equal a training puzzle's up to the
+    group (:func:`audit_sudoku_grids`)."""
+    return audit_sudoku_grids(train.puzzles, test.puzzles, train.g).test_rows
+
+
+def maze_leaking_rows(train, test) -> list[int]:
+    """Rows of a generated maze test set (``maze.MazeSet``) equal to a training maze up to the square's symmetries."""
+    from . import maze
+
+    return audit_maze(maze.to_taskdata("train", train), maze.to_taskdata("test", test)).test_rows
+
+
+def without_leaks(make, first, n: int, leaking) -> tuple[object, int]:
+    """A generated test set of ``n`` items none of which is a training item up to symmetry: ``first`` (``make(n)``)
+    when it is clean, else the first ``n`` clean items of ``make(n + extra)`` (item i of a generated set depends only
+    on its seed and i, so the items kept are ``first``'s own and the leaking ones are replaced by the next items of
+    the same streams). ``leaking(set)`` names the leaking rows. Returns the set and how many items were replaced."""
+    bad = set(leaking(first))
+    replaced, extra = len(bad), len(bad)
+    while bad:
+        more = make(n + extra)
+        bad = set(leaking(more))
+        keep = [i for i in range(len(more)) if i not in bad]
+        if len(keep) >= n:
+            return more.take(keep[:n]), replaced
+        extra *= 2
+    return first, replaced
+
+
 # ---------------------------------------------------------------------------------------------------- folders
 
 

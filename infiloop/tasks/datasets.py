@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import paths
 from ..io import atomic_write_text, locked
-from . import arc, arc_files, maze, sudoku
+from . import arc, arc_files, audit, maze, sudoku
 from .base import DataError, TaskData
 from .csvio import grid_side
 from .hub import HubUnavailable, fetch, sha256_of
@@ -162,6 +162,10 @@ def _cached(task: str, cfg: dict, out: Path, manifest: Path, data: DataProfile, 
     # a hub set without the hub's record was generated under the hub set's name (before generating needed
     # source=generate) or read before the files' sha256 were recorded: made again, from the hub
     if task in ("sudoku", "maze") and cfg.get("source") == "hub" and not cfg.get("path") and "hub" not in m:
+        checked = False
+    # a generated set made before its test items were kept apart from the training ones is made again
+    if task in ("sudoku", "maze") and data_origin(task, cfg) == "generate" and \
+            "test_leaks_replaced" not in m.get("summary", {}):
         checked = False
     if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
         _check_inputs_unchanged(m, out)
@@ -333,7 +337,7 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
         source = f"{origin} (train subsample {len(base)} of {len(train_all)}, test {len(test)})"
         files["train_csv"], files["test_csv"] = csvs
         selected = False  # a published set is used as published
-        seeds = _published_seeds(seed, len(base), len(train_all), len(test), n_test_all)
+        seeds, replaced = _published_seeds(seed, len(base), len(train_all), len(test), n_test_all), 0
     else:
         # the hub's whole test set has no size: a generated set of such settings takes fallback_n_test puzzles
         n_test = cfg["n_test"] if cfg["n_test"] is not None else cfg.get("fallback_n_test")
@@ -341,6 +345,8 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
             raise DataError(f"sudoku: n_test is needed to generate a test set (config {cfg})")
         base, train_text = _generate_sudoku(cfg, "train", cfg["n_train"], verbose)
         test, test_text = _generate_sudoku(cfg, "test", n_test, verbose)
+        test, replaced = audit.without_leaks(lambda k: _generate_sudoku(cfg, "test", k, verbose)[0], test, n_test,
+                                             lambda s: audit.sudoku_leaking_rows(base, s))
         g = base.g
         what = train_text if train_text == test_text else f"train {train_text}; test {test_text}"
         source = f"generated offline ({g.n}x{g.n}, {what})"
@@ -366,12 +372,18 @@ def _build_sudoku(task, cfg, out: Path, root: Path, verbose):
     seeds["augment"] = {"rng": f"numpy.random.default_rng({seed})", "copies": cfg["augment"],
                         "draw": "a new generator: sudoku.augment's random transforms of each training puzzle in turn"}
     record = {**record, "seeds": seeds}
-    summary = {"train_rows": len(tr), "train_base": len(base), "test_rows": len(te),
+    summary = {"train_rows": len(tr), "train_base": len(base), "test_rows": len(te), **_replaced(task, cfg, replaced),
                "test_blanks": [int(te.meta["blanks"].min()), int(te.meta["blanks"].max())],
                "test_rating_max": int(te.meta["rating"].max())}
     if accepted:
         summary["accepted_fraction"] = accepted  # puzzles kept / candidates drawn
     return files, source, summary, record
+
+
+def _replaced(task: str, cfg: dict, replaced: int) -> dict:
+    """The summary's record of the generated test items replaced because they equalled a training item up to the
+    augmentation group (``audit.without_leaks``); none for a published set, used as published."""
+    return {"test_leaks_replaced": replaced} if data_origin(task, cfg) == "generate" else {}
 
 
 GENERATED_SPLIT = "no draw divides one set: the training and test sets are generated from streams of their own"
@@ -412,6 +424,7 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
         source = f"{origin} (train {len(train)}, test {len(test)})"
         files["train_csv"], files["test_csv"] = csvs
         seeds = {"split": "as published (train.csv, test.csv)", "subsample": "none: every row of both files"}
+        replaced = 0
     else:
         seed = cfg["seed"]
         args = (cfg["size"], cfg["min_path"])
@@ -424,6 +437,10 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
                                         progress=verbose, min_dead_ends=dead)
             texts[split] = f", >= {dead} dead ends" if dead else ""
         train, test = sets["train"], sets["test"]
+        dead = split_setting(cfg, "min_dead_ends", "test", 0) or 0
+        more = (lambda k: maze.generate(k, *args, seed=f"{seed}/test", loops=cfg["loops"], progress=verbose,
+                                        min_dead_ends=dead))
+        test, replaced = audit.without_leaks(more, test, cfg["n_test"], lambda s: audit.maze_leaking_rows(train, s))
         stream = f"maze/{cfg['size']}/{cfg['min_path']}/{cfg['loops']}/{seed}"
         seeds = {"seed": seed, "split": GENERATED_SPLIT,
                  **{split: _stream(f"{stream}/{split}", "maze") for split in SPLITS}}
@@ -439,7 +456,8 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
     te = maze.to_taskdata("maze-test", test, info={"source": source}, record_dead_ends=selected)
     files["train"], files["test"] = tr.save(out / "train.npz"), te.save(out / "test.npz")
     pl = te.meta["path_length"]
-    summary = {"train_rows": len(tr), "test_rows": len(te), "test_path_length": [int(pl.min()), int(pl.max())]}
+    summary = {"train_rows": len(tr), "test_rows": len(te), "test_path_length": [int(pl.min()), int(pl.max())],
+               **_replaced(task, cfg, replaced)}
     return files, source, summary, {**record, "seeds": seeds}
 
 

@@ -35,6 +35,12 @@ class MazeSet:
     def __len__(self) -> int:
         return len(self.questions)
 
+    def take(self, idx) -> MazeSet:
+        """The mazes at ``idx``, in that order."""
+        idx = [int(i) for i in idx]
+        return MazeSet(self.size, [self.questions[i] for i in idx], [self.answers[i] for i in idx],
+                       self.path_length[idx], [self.source[i] for i in idx] if self.source else [])
+
 
 @cache
 def _neighbours(size: int):
