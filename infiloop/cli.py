@@ -23,6 +23,7 @@ missing, malformed or damaged file); ``--debug`` (anywhere) or INFILOOP_DEBUG=1 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -39,6 +40,7 @@ TRAIN_EXAMPLES = """examples:
 EVAL_EXAMPLES = """examples (RUN: the folder printed by `train`):
   python -m infiloop eval RUN --updates 48 --every 4
   python -m infiloop eval RUN --updates 12 --precision bf16
+  python -m infiloop eval RUN --updates 12 --weights last --puzzle-ids blank
   python -m infiloop eval RUN --perturb-at 2 --eps 0,1e-4,1e-2,0.3 --updates 3
   python -m infiloop eval RUN --budgets 8,16,32 --limit 16
 """
@@ -191,12 +193,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     elif run.config["task"] in ("arc1", "arc2"):
         limit, snapshots, test = _arc_plan(run, args.updates, args.every, args.limit)
         traj, path = run.evaluate(args.updates, args.every, limit, per_token=args.per_token, snapshots=snapshots,
-                                  device=args.device, progress=not args.quiet, precision=args.precision)
+                                  device=args.device, progress=not args.quiet, precision=args.precision,
+                                  weights=args.weights, puzzle_ids=args.puzzle_ids)
         _print_arc(traj, test, run, cfg.layers_per_outer_update)
     else:
         traj, path = run.evaluate(args.updates, args.every, args.limit, data, args.data,
                                   per_token=args.per_token, device=args.device, progress=not args.quiet,
-                                  precision=args.precision)
+                                  precision=args.precision, weights=args.weights, puzzle_ids=args.puzzle_ids)
         print(f"# exact accuracy by depth on {_puzzles(traj['correct'].shape[1], args.data)} "
               f"({cfg.layers_per_outer_update} layers per outer update)")
         print("update  layers  exact_acc")
@@ -381,65 +384,30 @@ def cmd_data(argv: list[str]) -> int:
     return data_main(argv, {name: profiles.data_profile(name) for name in profiles.DATA_PROFILES})
 
 
-def cmd_report(argv: list[str]) -> int:
-    from .experiments.report.build import main as report_main
-
-    return report_main(argv)
-
-
-def cmd_pilot(argv: list[str]) -> int:
-    from .experiments.compute.pilot import main as pilot_main
-
-    return pilot_main(argv)
-
-
-def cmd_reproduce(argv: list[str]) -> int:
-    from .experiments.pipeline import main as reproduce_main
-
-    return reproduce_main(argv)
-
-
-def cmd_manifest(argv: list[str]) -> int:
-    from .experiments.notebooks.manifest import main as manifest_main
-
-    return manifest_main(argv)
-
-
-def cmd_contrasts(argv: list[str]) -> int:
-    from .experiments.studies.contrasts import main as contrasts_main
-
-    return contrasts_main(argv)
-
-
-def cmd_connection_study(argv: list[str]) -> int:
-    from .experiments.studies.connection_study import main as study_main
-
-    return study_main(argv)
-
-
-def cmd_results(argv: list[str]) -> int:
-    from .experiments.report.results import main as results_main
-
-    return results_main(argv)
-
-
-def cmd_envcheck(argv: list[str]) -> int:
-    from .experiments.envcheck import main as envcheck_main
-
-    return envcheck_main(argv)
-
-
+# Commands that hand their arguments to a module's main(argv): (the module, relative to this package; help).
 PASS_THROUGH = {
-    "data": (cmd_data, "datasets: generate, validate, build (see `data -h`)"),
-    "report": (cmd_report, "compile results/<profile>/report.html from the notebook summaries"),
-    "reproduce": (cmd_reproduce, "run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)"),
-    "pilot": (cmd_pilot, "a short measured training of a GPU profile's connections: go or no-go (`pilot -h`)"),
-    "manifest": (cmd_manifest, "the runs and evaluations each notebook reads, as JSON lines (`manifest -h`)"),
-    "contrasts": (cmd_contrasts, "the search for the paper's contrast at CPU scale (docs/calibration.md)"),
-    "connection-study": (cmd_connection_study, "the study of the learned connection (docs/connection-study.md)"),
-    "results": (cmd_results, "the README's results table from the recorded summaries (docs/results/)"),
-    "envcheck": (cmd_envcheck, "check environment.yml against conda-forge's metadata (cached in the package)"),
+    "data": ("", "datasets: generate, validate, build, describe, audit (see `data -h`)"),
+    "report": (".experiments.report.build", "compile results/<profile>/report.html from the notebook summaries"),
+    "reproduce": (".experiments.pipeline", "run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)"),
+    "pilot": (".experiments.compute.pilot", "a short measured training of a GPU profile's connections: go or no-go "
+              "(`pilot -h`)"),
+    "manifest": (".experiments.notebooks.manifest", "the runs and evaluations each notebook reads, as JSON lines "
+                 "(`manifest -h`)"),
+    "contrasts": (".experiments.studies.contrasts", "the search for the paper's contrast at CPU scale "
+                  "(docs/calibration.md)"),
+    "connection-study": (".experiments.studies.connection_study", "the study of the learned connection "
+                         "(docs/connection-study.md)"),
+    "results": (".experiments.report.results", "the README's results table from the recorded summaries "
+                "(docs/results/)"),
+    "envcheck": (".experiments.envcheck", "check environment.yml against conda-forge's metadata (cached in the "
+                 "package)"),
 }
+
+
+def _pass_through(name: str, argv: list[str]) -> int:
+    if name == "data":
+        return cmd_data(argv)
+    return importlib.import_module(PASS_THROUGH[name][0], __package__).main(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     if argv and argv[0] in PASS_THROUGH:
-        return PASS_THROUGH[argv[0]][0](argv[1:])
+        return _pass_through(argv[0], argv[1:])
     args = parser().parse_args(argv)
     return args.func(args)
 
@@ -503,7 +471,8 @@ def _add_train(sub) -> None:
 
 
 def _add_eval(sub) -> None:
-    from .evaluation import PRECISIONS
+    from .evaluation import PRECISIONS, PUZZLE_IDS
+    from .experiments.store.runs import WEIGHT_CHOICES
 
     p = sub.add_parser("eval", help="evaluate a run to any depth; perturbation with --perturb-at", epilog=EVAL_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -525,6 +494,10 @@ def _add_eval(sub) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="auto: bf16 autocast on CUDA (TF32 for what stays float32), float32 elsewhere; fp32, tf32 or "
                         "bf16 asked for explicitly (cached apart)")
+    p.add_argument("--weights", choices=WEIGHT_CHOICES, default="auto", help="auto: the final weights (their EMA where "
+                   "training kept one); ema; last: the last step's, from the last checkpoint (cached apart)")
+    p.add_argument("--puzzle-ids", choices=PUZZLE_IDS, default="own", help="the puzzle-embedding prefix's ids: each "
+                   "puzzle's own, blank (0) or another's at random: how much of a score is recall of identity")
     p.add_argument("--threads", type=_threads, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_eval)

@@ -39,6 +39,7 @@ plus the distance ``||y^eps_k - y_k|| / ||y_k||`` to the unperturbed trajectory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -61,6 +62,10 @@ TRAJECTORY_KEYS = ("correct", "wrong_cells", "wrong_cells_candidate", "q_halt", 
 # Version of the recorded quantities: part of every cached evaluation's key.
 TRAJECTORY_VERSION = 2
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+# What the puzzle-embedding prefix is given (the identity ablation): each puzzle's own id, the blank id 0 (no
+# puzzle), or another puzzle's id drawn at random (seeded). A model that recalls puzzles by their identity loses
+# accuracy without its own; one whose prefix carries no identity (Sudoku and Maze: one id for all) does not.
+PUZZLE_IDS = ("own", "blank", "random")
 
 
 def resolve_precision(precision: str, device: str | torch.device) -> str:
@@ -106,6 +111,24 @@ def _tensors(data: TaskData, idx: np.ndarray, device) -> tuple[Tensor, Tensor, T
     labels = torch.from_numpy(data.labels[idx].astype(np.int64)).to(device)
     pids = torch.from_numpy(data.puzzle_ids[idx].astype(np.int64)).to(device)
     return inputs, labels, pids
+
+
+def replaced_puzzle_ids(data: TaskData, how: str, seed: int = 0) -> TaskData:
+    """``data`` with its puzzle ids as :data:`PUZZLE_IDS` says: ``own`` as it is, ``blank`` all 0, ``random`` each
+    row another id than its own, uniformly among the ids 1..n_puzzles-1 (seeded; the same id where there is no
+    other)."""
+    if how not in PUZZLE_IDS:
+        raise ValueError(f"puzzle_ids must be one of {', '.join(PUZZLE_IDS)}, not {how!r}")
+    if how == "own":
+        return data
+    own = np.asarray(data.puzzle_ids, np.int64)
+    if how == "blank":
+        ids = np.zeros_like(own)
+    else:
+        n = max(int(data.n_puzzles) - 1, 1)  # ids 1..n_puzzles-1; 0 is the blank
+        draw = np.random.default_rng(seed).integers(1, n + 1, len(own)) if n > 1 else np.ones_like(own)
+        ids = np.where((draw == own) & (n > 1), draw % n + 1, draw)  # another id than its own where one exists
+    return dataclasses.replace(data, puzzle_ids=ids.astype(data.puzzle_ids.dtype))
 
 
 def _wrong_cells(model: LoopedReasoner, carry: Carry, labels: Tensor) -> Tensor:
@@ -214,9 +237,13 @@ def _check(n_updates: int, every: int) -> None:
 @torch.no_grad()
 def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1, batch_size: int = 256,
              device: str = "cpu", per_token: bool = False, snapshots: tuple[int, ...] = (),
-             progress: bool = True, precision: str = "auto") -> dict[str, np.ndarray]:
-    """Run every puzzle of ``data`` for ``updates`` outer updates and record its trajectory (at ``precision``)."""
+             progress: bool = True, precision: str = "auto", puzzle_ids: str = "own",
+             weights: dict | None = None) -> dict[str, np.ndarray]:
+    """Run every puzzle of ``data`` for ``updates`` outer updates and record its trajectory (at ``precision``), with
+    the puzzle ids :func:`replaced_puzzle_ids` gives; ``weights`` (which weights were loaded: kind and step) is
+    recorded in the trajectory's ``info``."""
     _check(updates, every)
+    data = replaced_puzzle_ids(data, puzzle_ids)
     snapshots = tuple(sorted(int(s) for s in snapshots))
     if any(not 1 <= s <= updates for s in snapshots):
         raise ValueError(f"snapshots {snapshots} must lie in [1, updates={updates}]")
@@ -224,7 +251,7 @@ def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1
     with precision_context(precision, device) as resolved:
         out = _evaluate(model, data, updates, every, batch_size, device, per_token, snapshots, progress)
     out["info"] = np.asarray(_info(model, data, updates=updates, every=every, horizon=updates, device=str(device),
-                                   precision=resolved))
+                                   precision=resolved, puzzle_ids=puzzle_ids, weights=weights))
     return out
 
 

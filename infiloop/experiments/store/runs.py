@@ -24,6 +24,7 @@ from ... import paths, tasks
 from ...errors import UsageError
 from ...evaluation import (
     PRECISIONS,
+    PUZZLE_IDS,
     TRAJECTORY_VERSION,
     evaluate,
     evaluate_budgets,
@@ -34,7 +35,7 @@ from ...evaluation import (
 from ...io import atomic_write_text, load_weights, locked, remove_stale_temps
 from ...model.reasoner import LoopedReasoner, ModelConfig
 from ...tasks.base import DataError, TaskData
-from ...training import DONE, METRICS, WEIGHTS, TrainConfig, read_metrics, train
+from ...training import CHECKPOINT, DONE, METRICS, WEIGHTS, TrainConfig, read_checkpoint, read_metrics, train
 from ..settings import profiles, recipes
 from ..settings.recipes import config_hash, resolve_config
 
@@ -86,8 +87,26 @@ class Run:
         ``training.connection_stats`` included."""
         return read_metrics(self.dir / METRICS)
 
-    def load_model(self, device: str = "cpu") -> LoopedReasoner:
-        """The trained model with its EMA weights, in evaluation mode (safetensors: no pickle)."""
+    def weights_used(self, weights: str = "auto") -> dict:
+        """Which weights :meth:`load_model` loads for ``weights`` (:data:`WEIGHT_CHOICES`): ``auto`` the final file
+        (the EMA of the weights where training kept one, else the weights at the last step), ``ema`` that file only
+        where it holds an EMA, ``last`` the weights at the last step from the last checkpoint; with the step."""
+        if weights not in WEIGHT_CHOICES:
+            raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
+        ema = float(self.config["train"].get("ema", 0.0)) > 0
+        step = int(self.summary().get("step", self.config["train"]["steps"])) if self.done else None
+        if weights == "ema" and not ema:
+            raise UsageError(f"{self.dir}: trained without a weight EMA (train.ema=0): its weights are the last "
+                             "step's (--weights last or auto)")
+        if weights == "last" or (weights == "auto" and not ema):
+            return {"kind": "last", "step": step, "file": WEIGHTS if weights == "auto" else CHECKPOINT}
+        return {"kind": "ema", "step": step, "file": WEIGHTS}
+
+    def load_model(self, device: str = "cpu", weights: str = "auto") -> LoopedReasoner:
+        """The trained model in evaluation mode with the weights :meth:`weights_used` names: the final file
+        (safetensors) or the last checkpoint's weights (``torch.load(weights_only=True)``); no pickle either way."""
+        if self.weights_used(weights)["file"] == CHECKPOINT:
+            return self._checkpoint_model(device)
         if not self.done:
             raise DataError(f"{self.dir}: the run is not complete (no {DONE}); train it first")
         loss = self.summary().get("final", {}).get("loss")
@@ -105,6 +124,17 @@ class Run:
             raise DataError(f"{path}: damaged weights ({_first_line(e)}); {redo}") from e
         return model.to(device).eval()
 
+    def _checkpoint_model(self, device: str) -> LoopedReasoner:
+        if not self.done:
+            raise DataError(f"{self.dir}: the run is not complete (no {DONE}); train it first")
+        ck = read_checkpoint(self.dir)
+        if ck is None:
+            raise DataError(f"{self.dir}: no {CHECKPOINT} (an imported run travels without it): its last step's "
+                            "weights are not here; --weights auto scores the final weights")
+        model = LoopedReasoner(self.model_config())
+        model.load_state_dict(ck["model"])
+        return model.to(device).eval()
+
     def user_data(self, path: str | Path) -> TaskData:
         """A test file in the public CSV format for this run's model; refused unless it has the model's size."""
         return _user_data(self.config["task"], self.model_config(), path)
@@ -120,15 +150,16 @@ class Run:
 
     def _evaluate_key(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
                       data: TaskData | None = None, data_file: str | None = None, per_token: bool = False,
-                      snapshots: tuple[int, ...] = (), puzzles: tuple[int, ...] = (), precision: str = "auto"
-                      ) -> tuple[dict, TaskData, Path]:
+                      snapshots: tuple[int, ...] = (), puzzles: tuple[int, ...] = (), precision: str = "auto",
+                      weights: str = "auto", puzzle_ids: str = "own") -> tuple[dict, TaskData, Path]:
         ev = self.config["eval"]
         updates = ev["updates"] if updates is None else updates
         every = ev["every"] if every is None else every
         limit = self._limit(limit, data)
         data = self._select(data, limit)
         args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
-                "snapshots": sorted(int(s) for s in snapshots), **_precision_arg(precision)}
+                "snapshots": sorted(int(s) for s in snapshots), **_precision_arg(precision),
+                **_scoring_args(weights, puzzle_ids)}
         if puzzles:
             puzzles = [int(p) for p in puzzles]
             if not all(0 <= p < len(data) for p in puzzles):
@@ -140,21 +171,24 @@ class Run:
     def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
                  data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
                  per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
-                 progress: bool = True, puzzles: tuple[int, ...] = (), precision: str = "auto") -> tuple[dict, Path]:
+                 progress: bool = True, puzzles: tuple[int, ...] = (), precision: str = "auto", weights: str = "auto",
+                 puzzle_ids: str = "own") -> tuple[dict, Path]:
         """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
 
         ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``).
         ``puzzles``: only these rows of the (limited) set, in this order, e.g. one puzzle recorded with
         a prediction snapshot at every frame of an animation. ``precision`` (``evaluation.PRECISIONS``): ``auto``
-        is bf16 on CUDA and float32 elsewhere; any other value is asked for explicitly and cached apart."""
+        is bf16 on CUDA and float32 elsewhere; any other value is asked for explicitly and cached apart. ``weights``
+        (:meth:`weights_used`) and ``puzzle_ids`` (``evaluation.PUZZLE_IDS``, the identity ablation): other than their
+        defaults, cached apart; the trajectory's ``info`` records both."""
         args, data, path = self._evaluate_key(updates, every, limit, data, data_file, per_token, snapshots, puzzles,
-                                              precision)
+                                              precision, weights, puzzle_ids)
         cached = _cached(path)
         if cached is not None:
             return cached, path
-        traj = evaluate(self.load_model(device), data, args["updates"], args["every"],
+        traj = evaluate(self.load_model(device, weights), data, args["updates"], args["every"],
                         batch_size or self.config["eval"]["batch_size"], device, per_token, snapshots, progress,
-                        precision)
+                        precision, puzzle_ids, self.weights_used(weights))
         save_trajectory(path, traj)
         return traj, path
 
@@ -275,6 +309,20 @@ def _precision_arg(precision: str) -> dict:
     if precision not in PRECISIONS:
         raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     return {} if precision == "auto" else {"precision": precision}
+
+
+WEIGHT_CHOICES = ("auto", "ema", "last")  # which weights an evaluation scores (Run.weights_used)
+
+
+def _scoring_args(weights: str, puzzle_ids: str) -> dict:
+    """Which weights and puzzle ids an evaluation used, in its cache key only where they are not the defaults (the
+    final weights, each puzzle's own id), so that every evaluation cached before keeps its file."""
+    if weights not in WEIGHT_CHOICES:
+        raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
+    if puzzle_ids not in PUZZLE_IDS:
+        raise UsageError(f"puzzle_ids must be one of {', '.join(PUZZLE_IDS)}, got {puzzle_ids!r}")
+    return {**({} if weights == "auto" else {"weights": weights}),
+            **({} if puzzle_ids == "own" else {"puzzle_ids": puzzle_ids})}
 
 
 def run_dir_for(cfg: dict, root: Path | None = None) -> Path:
