@@ -47,6 +47,7 @@ import numpy as np
 
 from infiloop import tasks
 from infiloop.analysis import claims as effects
+from infiloop.analysis import depth as depth_analysis
 from infiloop.analysis import diagnosis, intervals, paper, plotting
 from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
@@ -85,14 +86,7 @@ n_puzzles = trajs["infiloop"]["correct"].shape[1]
 seed_note = (f"{len(seed_list)} seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
              else f"one seed ({seed_list[0]}): intervals over test puzzles only")
 
-
-def interval(r, terms, replicates=None):
-    """Mean over seeds of a statistic of model r, with its 95 % interval (infiloop/analysis/intervals.py); a curve's
-    band from 1,000 puzzle resamples (its Monte-Carlo error is in the method), a number's until that error is small."""
-    return intervals.interval([[terms(t)] for t in by_seed[r].values()], replicates=replicates, vectorized=True)
-
-
-curves = {r: interval(r, analysis.accuracy_terms, 1000) for r in MAIN_RECIPES}
+curves = {r: intervals.over_seeds(by_seed[r].values(), analysis.accuracy_terms, 1000) for r in MAIN_RECIPES}
 ups = trajs["infiloop"]["updates"]
 print(f"{seed_note}; {n_puzzles} test puzzles per seed")
 
@@ -142,8 +136,8 @@ row_of = {int(u): i for i, u in enumerate(ups)}
 peak = {r: int(ups[np.nanargmax(c.value)]) for r, c in curves.items()}
 drop = {r: effects.held_out_fall([t["correct"] for t in by_seed[r].values()]) for r in curves}
 held_peaks = {r: " / ".join(str(int(ups[k])) for k in drop[r].extra["peaks"]) for r in curves}
-lost = {r: interval(r, analysis.lost_terms) for r in MAIN_RECIPES}
-change = {r: interval(r, analysis.state_change_terms) for r in MAIN_RECIPES}
+lost = {r: intervals.over_seeds(by_seed[r].values(), analysis.lost_terms) for r in MAIN_RECIPES}
+change = {r: intervals.over_seeds(by_seed[r].values(), analysis.state_change_terms) for r in MAIN_RECIPES}
 table = {}
 for r, c in curves.items():
     at = {u: c.point(row_of[u]).pct() for u in (depth, peak[r], max_updates)}
@@ -174,8 +168,8 @@ print(*[" | ".join(map(str, x)) for x in [diff_cols, *diff_rows]], sep="\n")
 # and the share that is wrong at that update (mean over seeds, 95 % interval).
 
 # %%
-drift = {r: (interval(r, analysis.state_change_by_depth_terms, 1000), interval(r, analysis.lost_by_depth_terms, 1000))
-         for r in MAIN_RECIPES}
+by_depth = (analysis.state_change_by_depth_terms, analysis.lost_by_depth_terms)
+drift = {r: tuple(intervals.over_seeds(by_seed[r].values(), terms, 1000) for terms in by_depth) for r in MAIN_RECIPES}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
 for r, ivs in drift.items():
     for axis, iv in zip((ax1, ax2), ivs):
@@ -254,6 +248,8 @@ print(cal_text)
 
 # %% [markdown]
 # ## What this run shows
+# The two depth claims of the paper, each decided by the interval of its effect: InfiLoop's gain from its training
+# depth to the deepest update (paired by puzzle), and carry-last's fall after its peak chosen on held-out puzzles.
 
 # %%
 gain = effects.difference([(analysis.solved_at(t, max_updates), analysis.solved_at(t, depth))
@@ -265,6 +261,11 @@ claims = [
              f"peak {table['carry_last'][2]} → {table['carry_last'][3]} @ {max_updates}; fall after the held-out "
              f"peak (updates {held_peaks['carry_last']}) {drop['carry_last'].pct()}", effect=drop["carry_last"]),
 ] if task == "sudoku" else []  # the paper's depth claims are measured on Sudoku-Extreme only
+
+# %% [markdown]
+# What the run measured, beside the paper's numbers.
+
+# %%
 details = [
     f"InfiLoop: {table['infiloop'][1]} at its training depth ({depth} updates) → {table['infiloop'][3]} at "
     f"{max_updates} updates ({max_updates * layers:,} layers).",
@@ -281,24 +282,20 @@ details = [
     + ("" if task == "sudoku" else " The paper's depth claims are Sudoku-Extreme's, so this Maze run decides none "
        "of them."),
 ]
-# The paper's contrast in one sentence, decided by the intervals above: carry-last falls from its (held-out) peak by
-# more than sampling noise (the interval of the fall lies above zero) while InfiLoop does not.
-falls = {r: intervals.verdict(drop[r]) is True for r in ("carry_last", "infiloop")}
-if falls["carry_last"] and not falls["infiloop"]:
-    contrast = (f"**The paper's contrast appears on {task} at this profile:** carry-last falls from its peak by "
-                f"{drop['carry_last'].pct()} and InfiLoop does not ({drop['infiloop'].pct()}).")
-elif falls["carry_last"]:
-    contrast = (f"**Both connections fall from their peak** (carry-last {drop['carry_last'].pct()}, InfiLoop "
-                f"{drop['infiloop'].pct()}): the paper's contrast, a fall for carry-last only, does not appear.")
-else:
-    contrast = (f"**The paper's contrast does not appear on {task} at this profile:** carry-last does not fall "
-                f"from its peak by more than sampling noise (fall after the held-out peak {drop['carry_last'].pct()}); "
-                f"it loses "
-                f"{lost['carry_last'].pct()} of its solved puzzles and its state changes by "
-                f"{change['carry_last'].pct(3)} per update after the solve, where the paper's TRM loses 15–20 % "
-                "and changes by about 10 %.")
+
+# %% [markdown]
+# The paper's contrast in one sentence, decided by the intervals above (`infiloop/analysis/depth.py`): carry-last falls
+# from its held-out peak by more than sampling noise (the interval of the fall lies above zero) while InfiLoop does not.
+
+# %%
+contrast = depth_analysis.contrast_sentence(task, drop, lost, change)
 text = contrast + "\n\n" + "\n".join(f"- {d}" for d in [*details, cal_text])
 print(text)
+
+# %% [markdown]
+# The summary the report and the README read: the text above, the figures, the tables and the claims.
+
+# %%
 nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against outer updates (left: this run; "
                           "right: the paper's reported points)."},
                          {"path": fig_drift, "caption": "Against depth, over the puzzles solved by then: the "

@@ -267,3 +267,35 @@ def test_a_difference_no_resample_moves_is_not_taken_as_certain():
         assert intervals.verdict(iv, 0.0116) is None  # it cannot rule out the study's +1.16 points
     cost = claims.perturbation_cost([same | True], [same | True], [np.arange(32) < 10])  # 10 solved, all kept
     assert cost.hi == pytest.approx(0.3085, abs=1e-3)  # 0 of the 10 solved puzzles: the exact bound 30.8 %
+
+
+def test_notebook_02s_contrast_sentence_follows_the_falls():
+    """The paper's contrast in notebook 02 (analysis/depth.py): appears only where carry-last's fall after its held-out
+    peak lies above zero and InfiLoop's does not; both falling is not the paper's contrast."""
+    from infiloop.analysis.depth import contrast_sentence
+    from infiloop.analysis.intervals import Interval
+
+    def iv(lo, hi):
+        return Interval((lo + hi) / 2, lo, hi, 3, 256)
+
+    flat, falls = iv(-0.01, 0.01), iv(0.02, 0.06)
+    lost, change = {"carry_last": iv(0.0, 0.007)}, {"carry_last": iv(0.001, 0.002)}
+    assert contrast_sentence("sudoku", {"carry_last": falls, "infiloop": flat}, lost, change).startswith(
+        "**The paper's contrast appears on sudoku at this profile:** carry-last falls from its peak by 4.0 %")
+    assert contrast_sentence("maze", {"carry_last": falls, "infiloop": falls}, lost, change).startswith(
+        "**Both connections fall from their peak**")
+    said = contrast_sentence("sudoku", {"carry_last": flat, "infiloop": falls}, lost, change)
+    assert said.startswith("**The paper's contrast does not appear on sudoku") and "loses 0.4 % [0.0, 0.7]" in said
+
+
+def test_over_seeds_is_the_interval_of_one_models_terms():
+    import numpy as np
+
+    from infiloop.analysis import intervals
+    from infiloop.analysis import trajectories as analysis
+
+    rng = np.random.default_rng(0)
+    trajs = [{"correct": rng.random((3, 40)) < 0.6} for _ in range(3)]
+    a = intervals.over_seeds(trajs, analysis.accuracy_terms, 500)
+    b = intervals.interval([[analysis.accuracy_terms(t)] for t in trajs], replicates=500, vectorized=True)
+    assert np.allclose(a.value, b.value) and np.allclose(a.lo, b.lo) and np.allclose(a.hi, b.hi)

@@ -305,6 +305,14 @@ def interval(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.nda
                     int(np.max(bad)), crossed, words)
 
 
+def over_seeds(trajectories, terms: Callable[[dict], Ratio], replicates: int | None = None) -> Interval:
+    """The mean over seeds of one model's statistic with its interval (:func:`interval`): ``trajectories`` one per
+    seed on the same test puzzles, ``terms(traj)`` its (numerator, denominator) per puzzle (``trajectories.py``'s
+    ``*_terms``). A curve's band from ``replicates`` puzzle resamples (its Monte-Carlo error is in the method), a
+    number's until that error is small."""
+    return interval([[terms(t)] for t in trajectories], replicates=replicates, vectorized=True)
+
+
 bootstrap = interval  # the earlier name (a two-level percentile bootstrap until issue 49), kept for its callers
 
 
