@@ -37,11 +37,10 @@ after = 18  # updates after the first solve shown
 settle = 6  # updates after the solve from which the "after" phase is averaged (the paper: within 6)
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop.analysis import claims as effects
-from infiloop.analysis import intervals, paper, plotting
+from infiloop.analysis import gamma_figures, intervals, paper, plotting
 from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check
 
@@ -74,26 +73,7 @@ baseline = {axis: float(np.mean([1 - b[axis] for b in betas.values()])) for axis
 # ## γ aligned to the first solve
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
-for ax, axis in zip(axes, ("outer", "inner")):
-    for i, (s, t) in enumerate(by_seed.items()):
-        off, g, count = analysis.aligned_to_first_solve(t, f"gamma_{axis}", before, after)
-        label = "solved puzzles (mean" + (f", seed {s})" if len(by_seed) > 1 else ")")
-        ax.plot(off, g, color=plotting.COLORS["infiloop"], marker=".", alpha=1.0 if i == 0 else 0.5,
-                ls=("-", "--", ":", "-.")[i % 4], label=label)
-    ax.axhline(baseline[axis], color="grey", ls="--", lw=1,
-               label=f"equal-weight baseline 1 − β = {baseline[axis]:.2f}" + (" (mean)" if len(by_seed) > 1 else ""))
-    unsolved = [analysis.gamma_phases(t, axis, before, settle)["unsolved"] for t in by_seed.values()]
-    unsolved = float(np.nanmean(unsolved)) if any(u == u for u in unsolved) else float("nan")
-    if unsolved == unsolved:
-        ax.axhline(unsolved, color=plotting.COLORS["carry_last"], ls=":",
-                   label=f"never-solved puzzles (mean {unsolved:.2f})")
-    ax.axvline(0, color="black", lw=0.5)
-    ax.set(title=f"{axis} axis", xlabel="updates from the first solve", ylim=(0, 1))
-    ax.legend(loc="lower right", fontsize=8)
-axes[0].set_ylabel("γ_t (mean over cells)")
-plotting.profile_note(axes[1], profile, n_puzzles)
-fig.tight_layout()
+fig = gamma_figures.gamma_aligned(by_seed, baseline, before, after, settle, profile, n_puzzles)
 fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
 
 # %% [markdown]
@@ -104,17 +84,9 @@ fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
 # learned β.
 
 # %%
-AXES, PHASES = ("outer", "inner"), ("search", "solve", "after", "unsolved")
-
-
-def phase_quantities(t, axis):
-    """A seed's phase terms of one axis, then its baseline 1 − β as a constant ratio over the same puzzles."""
-    terms = analysis.gamma_phase_terms(t, axis, before, settle)
-    ones = np.ones(t["correct"].shape[1])
-    return [terms[k] for k in PHASES] + [((1 - analysis.info(t)["beta"][axis]) * ones, ones)]
-
-
-quantities = {axis: [phase_quantities(t, axis) for t in by_seed.values()] for axis in AXES}
+AXES, PHASES = ("outer", "inner"), analysis.GAMMA_PHASES
+quantities = {axis: [analysis.gamma_phase_quantities(t, axis, before, settle) for t in by_seed.values()]
+              for axis in AXES}
 phase_iv = {axis: {k: intervals.interval(q, lambda r, i=i: r[i], vectorized=True) for i, k in enumerate(PHASES)}
             for axis, q in quantities.items()}
 phase_cols = ["axis", "search", "at the solve", f"{settle} to {3 * settle} after", "never solved", "1 − β"]
@@ -128,27 +100,8 @@ print(*[" | ".join(map(str, x)) for x in [phase_cols, *phase_rows]], sep="\n")
 # ## The content score tracks correctness
 
 # %%
-# The score s_t belongs to the candidate z_t: pair it with the wrong cells of the candidate's own readout
-# (the state h_t may still hold an older board when the candidate was rejected).
-fig, ax = plt.subplots(figsize=(6.5, 4))
-for i, (s, t) in enumerate(by_seed.items()):
-    by_wrong = analysis.score_by_wrong_cells(t, "outer", of="candidate")
-    w = np.array(sorted(by_wrong))
-    med = np.array([by_wrong[k][0] for k in w])
-    if i == 0:
-        w0, med0 = w, med  # the first seed's, for the summary
-    ax.plot(w, med, marker="o", color=plotting.COLORS["infiloop"], alpha=1.0 if i == 0 else 0.5,
-            ls=("-", "--", ":", "-.")[i % 4],
-            label="this run (median over updates and puzzles" + (f", seed {s})" if len(by_seed) > 1 else ")"))
-pw = sorted(paper.GAMMA["content_score_median"].items())
-ax.plot([k for k, _ in pw], [v for _, v in pw], color=plotting.COLORS["paper"], label="paper (9x9)",
-        **plotting.PAPER_STYLE)
-ax.axhline(8.0, color="grey", ls=":", lw=1)
-ax.text(w.max(), 8.0, "clip 8.0", ha="right", va="bottom", fontsize=8, color="grey")
-ax.set(xlabel="wrong cells of the candidate z_t", ylabel="content score ln e_t (outer axis)")
-ax.legend(fontsize=8)
-plotting.profile_note(ax, profile, n_puzzles)
-fig.tight_layout()
+# The score s_t belongs to the candidate z_t: paired with the wrong cells of the candidate's own readout.
+fig, w0, med0 = gamma_figures.content_score(by_seed, profile, n_puzzles)
 fig_score = plotting.save_figure(fig, "content_score", profile)[0]
 
 # %% [markdown]
@@ -168,32 +121,7 @@ logged = any(np.isfinite(d["outer"]["q_norm"]).any() for d in dynamics.values())
 if not logged:
     print("this run's training log predates the connection statistics: train it again to see them")
 else:
-    fig, axes = plt.subplots(2, 3, figsize=(14, 7), sharex=True)
-    panels = [("q_norm", "|q|"), ("beta", "β"), ("gamma", "mean γ_t"),
-              ("score_mean", "raw score (mean ± sd over cells)"), ("at_clip", "share of raw scores ≥ clip"),
-              ("score_wrong_corr", "rank corr. score vs wrong cells")]
-    for ax, (key, title) in zip(axes.ravel(), panels):
-        for i, (s, by_axis) in enumerate(dynamics.items()):
-            for axis, color in (("outer", plotting.COLORS["infiloop"]), ("inner", plotting.COLORS["fprm"])):
-                d = by_axis[axis]
-                if not np.isfinite(d[key]).any():
-                    continue
-                ls = ("-", "--", ":", "-.")[i % 4]
-                label = axis + (f", seed {s}" if len(dynamics) > 1 else "")
-                ax.plot(d["step"], d[key], color=color, ls=ls, label=label)
-                if key == "score_mean":
-                    ax.fill_between(d["step"], d[key] - d["score_sd_cells"], d[key] + d["score_sd_cells"],
-                                    color=color, alpha=0.15)
-        if key == "score_mean":
-            ax.axhline(8.0, color="grey", ls=":", lw=1)
-        if key == "score_wrong_corr":
-            ax.axhline(0.0, color="grey", lw=0.5)
-        ax.set(title=title)
-    for ax in axes[1]:
-        ax.set_xlabel("training step")
-    axes[0, 0].legend(fontsize=8)
-    plotting.profile_note(fig, profile)
-    fig.tight_layout()
+    fig = gamma_figures.connection_training(dynamics, profile)
     fig_train = plotting.save_figure(fig, "connection_training", profile)[0]
     last = {s: {k: float(by_axis["outer"][k][-1]) for k in ("q_norm", "beta", "score_sd_cells", "score_sd_boards",
                                                              "at_clip")} for s, by_axis in dynamics.items()}
@@ -217,6 +145,10 @@ bins = np.unique(np.concatenate([analysis.score_terms(t, "outer", of="candidate"
 score_q = [[analysis.score_terms(t, "outer", of="candidate", bins=bins)[1:]] for t in by_seed.values()]
 falls = effects.score_trend(score_q, bins)
 
+# %% [markdown]
+# The three claims, each decided by the interval of its effect beside the paper's effect.
+
+# %%
 claims = [
     nb.claim("gamma.search_below_baseline", f"search {phase_iv['outer']['search'].num('.2f')} vs 1 − β = {base:.2f}",
              effect=below),
@@ -239,6 +171,8 @@ text = (f"At profile **{profile}** ({n_puzzles} puzzles, {seed_note}; solved "
         "is decided by its effect's interval beside the paper's effect (the rule: `infiloop/analysis/intervals.py`, in "
         "the report).")
 print(text)
+
+# %%
 figures = [{"path": fig_gamma, "caption": "Mean γ_t of both axes aligned to the first solve."},
            {"path": fig_score, "caption": "Median content score s_t against the wrong cells of the candidate z_t it "
             "scores."}]

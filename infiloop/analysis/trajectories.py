@@ -192,6 +192,18 @@ def gamma_phase_terms(traj: dict, axis: str = "outer", search: int = 6, settle: 
     return {k: (np.where(w, g, 0.0).sum(0), w.sum(0)) for k, w in windows.items()}
 
 
+GAMMA_PHASES = ("search", "solve", "after", "unsolved")
+
+
+def gamma_phase_quantities(traj: dict, axis: str, search: int = 6, settle: int = 6) -> list[tuple]:
+    """One seed's terms for notebook 03's intervals: the four phases of :func:`gamma_phase_terms` in
+    :data:`GAMMA_PHASES` order, then its equal-weight baseline 1 − β as a constant ratio over the same puzzles
+    (``claims.phase_contrast`` reads them in this order)."""
+    terms = gamma_phase_terms(traj, axis, search, settle)
+    ones = np.ones(traj["correct"].shape[1])
+    return [terms[k] for k in GAMMA_PHASES] + [((1 - info(traj)["beta"][axis]) * ones, ones)]
+
+
 def gamma_phases(traj: dict, axis: str = "outer", search: int = 6, settle: int = 6) -> dict[str, float]:
     """Mean step size γ_t in each phase of :func:`gamma_phase_terms`, pooled over the puzzles' updates
     (NaN for a phase with no update, e.g. ``unsolved`` when every puzzle is solved)."""
