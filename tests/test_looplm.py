@@ -255,10 +255,10 @@ def test_the_driver_scores_the_answer_words_only():
 @pytest.mark.parametrize("cond", [{}, {"timestep": "loop_gating", "horizon": 3, "t_freqs": 2}],
                          ids=["one trajectory", "one per r"])
 def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
-    """``looplm.forward_blocks`` (the plan's token-blocks of an evaluation) equals the positions every block of the
+    """``flops.forward_blocks`` (the plan's token-blocks of an evaluation) equals the positions every block of the
     prelude, core and coda actually processes in ``correct``, counted by forward hooks: one trajectory to the
     largest r, or one per r under timestep conditioning."""
-    from infiloop.experiments import looplm
+    from infiloop.experiments.compute import flops
     from infiloop.tasks.language import LanguageConfig, Split, generate
     from infiloop.training_looplm import correct
 
@@ -273,7 +273,7 @@ def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
     part = Split(split.tokens[:5], split.answer[:5], split.depth[:5])
     loops = [1, 3, 6]
     correct(model, part, loops, batch=5)
-    assert sum(seen) == looplm.forward_blocks(cfg, 5, looplm._length(part), loops) > 0
+    assert sum(seen) == flops.forward_blocks(cfg, 5, flops.answer_length(part), loops) > 0
 
 
 def test_a_decoder_job_writes_the_record_the_notebook_would_compute(tmp_path, monkeypatch):

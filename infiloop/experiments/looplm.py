@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,9 +22,9 @@ import torch
 from ..errors import UsageError
 from ..model.conditioning import ConditionConfig
 from ..model.connections import ConnectionConfig
-from ..model.looplm import LoopLM, LoopLMConfig
-from ..tasks.language import LanguageConfig, Split
-from ..training_looplm import LMTrainConfig, Probe, correct, crop, data_of, model_config, run, train
+from ..model.looplm import LoopLMConfig
+from ..tasks.language import LanguageConfig
+from ..training_looplm import LMTrainConfig, Probe, run
 
 # ------------------------------------------------------------------------------------------ notebook 08's grid
 
@@ -190,80 +189,7 @@ def grid(profile: str, seeds: str = "", connections: str = "", allocations: str 
     return Grid(profile, settings, seed_list, conns, allocs)
 
 
-# ------------------------------------------------------------------------------------------ what a probe costs
-
-
-def _length(split: Split) -> int:
-    return int(crop(split.tokens, split.answer)[0].shape[1]) - 1
-
-
-def forward_blocks(cfg: LoopLMConfig, items: int, length: int, loops: list[int]) -> float:
-    """Token-blocks (one block at one position) of :func:`correct` on ``items`` items of ``length`` positions after
-    each r of ``loops``: the prelude, the core to the largest r (once per r under timestep conditioning, see
-    ``LoopLM.logits_at``) and the coda once per r."""
-    loops = sorted(set(loops))
-    core = sum(loops) if cfg.cond.uses_horizon else loops[-1]
-    per = (cfg.prelude * (len(loops) if cfg.cond.uses_horizon else 1) + cfg.core * core + cfg.coda * len(loops))
-    return float(items * length * per)
-
-
-def work(probe: Probe) -> dict[str, float]:
-    """The probe's job in token-blocks: ``step``, the forward of one training step (the batch at the longest
-    training item, through L(K) = p + sK + c blocks); ``eval``, every forward of :func:`run` after training (each
-    test split to its r, the training split at K, the loop-axis diagnostics); ``block_flops``, the FLOPs of one
-    token-block (2 x the block's weights + 4 x T x d for attention, at the longest item) and ``head_flops``."""
-    data = data_of(probe)
-    cfg = model_config(probe, data)
-    loops = probe.budgets()
-    deepest = data.test[max(data.test)]
-    ev = sum(forward_blocks(cfg, len(s), _length(s), loops) for s in data.test.values())
-    ev += forward_blocks(cfg, len(data.train), _length(data.train), [cfg.loops])
-    ev += forward_blocks(cfg, min(64, len(deepest)), _length(deepest), [max(loops)])
-    block = LoopLM(LoopLMConfig.from_dict({**cfg.to_dict(), "prelude": 0, "coda": 0, "core": 1})).core[0]
-    weights = sum(p.numel() for p in block.parameters() if p.ndim >= 2)
-    return {"step": forward_blocks(cfg, probe.train.batch_size, _length(data.train), [cfg.loops]), "eval": ev,
-            "block_flops": 2.0 * weights + 4.0 * data.max_len * cfg.d_model,
-            "head_flops": 2.0 * cfg.d_model * cfg.vocab_size}
-
-
-def flops(probe: Probe) -> float:
-    """FLOPs of the probe's job: its training steps (forward and backward, 3 x the forward) and its evaluation;
-    the head counted once per forward position."""
-    w = work(probe)
-    cfg = probe.model
-    per_pos = w["head_flops"] / max(1, cfg.prelude + cfg.core * cfg.loops + cfg.coda)
-    return (3 * probe.train.steps * w["step"] + w["eval"]) * (w["block_flops"] + per_pos)
-
-
-def time_train_step(probe: Probe, device: str = "cpu", warm: int = 2, timed: int = 4) -> float:
-    """Seconds of one training step of the probe's model at its batch on ``device`` (``warm`` steps first)."""
-    from dataclasses import replace
-
-    data = data_of(probe)
-    model = LoopLM(model_config(probe, data)).to(device)
-    train(model, data.train, replace(probe.train, steps=warm))
-    return train(model, data.train, replace(probe.train, steps=timed))["seconds"] / timed
-
-
-def time_forward_block(probe: Probe, device: str = "cpu", repeats: int = 3) -> float:
-    """Seconds per token-block of the evaluation forward (:func:`correct` on a batch of the deepest test split at
-    the probe's loops), the median of ``repeats`` timings."""
-    import statistics
-
-    data = data_of(probe)
-    cfg = model_config(probe, data)
-    model = LoopLM(cfg).to(device)
-    split = data.test[max(data.test)]
-    n = min(len(split), probe.train.eval_batch)
-    part = Split(split.tokens[:n], split.answer[:n], split.depth[:n])
-    loops = probe.budgets()
-    correct(model, part, loops[:1], n)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        correct(model, part, loops, n)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) / forward_blocks(cfg, n, _length(part), loops)
+# ------------------------------------------------------------------------------------------ command line
 
 
 def _probe_from_args(a: argparse.Namespace) -> Probe:

@@ -178,7 +178,7 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
              progress: bool = True) -> dict[str, dict]:
     """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list) as jobs of the
     plan: the scheduler of ``./reproduce.sh`` trains and evaluates them, ``jobs`` at a time with one torch
-    thread each, ordered and weighed by the plan's cost model (``cost.job_seconds``). Writes each row's
+    thread each, ordered and weighed by the plan's cost model (``planning.job_seconds``). Writes each row's
     results file and returns {row: results}; a model that fails is reported and the others go on
     (RuntimeError at the end, naming the failures). ``root``: the run cache (default ``paths.RUNS``);
     ``results``: the results folder (default :func:`results_folder`)."""
