@@ -23,6 +23,7 @@ from ... import paths
 from ...analysis import paper
 from ...errors import UsageError
 from ...io import atomic_write_text
+from ...tasks.registry import voted_tasks
 from ..settings import profiles
 from ..store.runs import trained_run
 from .parameters import assigned
@@ -182,7 +183,7 @@ def find_arc_runs(profile: str, seed: int, which: str = "auto", root=None) -> tu
     """The trained carry-last and InfiLoop ARC models of the first set in ``which`` (arc1, arc2, auto: arc1
     then arc2, none) that has a trained InfiLoop model; trains nothing. Returns (set, {recipe: run}, why not),
     with an empty set name and the reason when there is none."""
-    names = {"auto": ["arc1", "arc2"], "none": []}.get(which, [which])
+    names = {"auto": voted_tasks(), "none": []}.get(which, [which])
     for name in names:
         found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root)
                  for r in ("carry_last", "infiloop")}

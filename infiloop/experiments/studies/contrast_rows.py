@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+from ...tasks.registry import REGISTRY
 from ..settings.recipes import resolve_config
 
 CONNECTIONS = ("carry_last", "infiloop")
@@ -26,7 +27,7 @@ ROW_KEYS = {"d_model": "model.d_model", "n_heads": "model.n_heads", "n_layers": 
             "mixer": "model.mixer", "H": "model.H", "L": "model.L", "max_segments": "train.max_segments",
             "steps": "train.steps"}
 SETTINGS = {"profile", "task", "data", "overrides", "limit", "seeds", *ROW_KEYS}
-TASKS = ("sudoku", "maze")
+TASKS = tuple(name for name, t in REGISTRY.items() if t.settings_text)  # sudoku, maze: settings make the puzzles
 BASE_PROFILE = "tiny"  # the profile every row changes unless it names another
 
 # Data sets a row names (or a row gives its own data overrides). Scaled-down analogues of Sudoku-Extreme:
