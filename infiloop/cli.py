@@ -163,6 +163,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from .evaluation import accuracy_by_depth
     from .experiments.store.runs import load_run
+    from .tasks.registry import task
 
     budgets = _budgets(args.budgets) if args.budgets is not None else None
     eps = _floats(args.eps) if args.perturb_at is not None else None
@@ -190,7 +191,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for e, eps_v in enumerate(out["eps"]):
             kept = (out["correct"][e, -1] & solved).sum() / max(1, solved.sum())
             print(f"eps={eps_v:<8g} retention={kept:.4f} distance={np.median(out['distance'][e, -1]):.4g}")
-    elif run.config["task"] in ("arc1", "arc2"):
+    elif task(run.config["task"]).voted:
         limit, snapshots, test = _arc_plan(run, args.updates, args.every, args.limit)
         traj, path = run.evaluate(args.updates, args.every, limit, per_token=args.per_token, snapshots=snapshots,
                                   device=args.device, progress=not args.quiet, precision=args.precision,
@@ -226,8 +227,7 @@ def _arc_plan(run, updates: int | None, every: int | None, limit: int | None):
 
 
 def _print_arc(traj: dict, test, run, layers: int) -> None:
-    """Exact accuracy by depth, pass@1 and pass@2 at the snapshot depths, and the tasks pass@2 solves at the
-    last of them."""
+    """Exact accuracy by depth, pass@1 and pass@2 at the snapshot depths, the tasks pass@2 solves at the last."""
     from .analysis.trajectories import arc_pass_by_depth
     from .evaluation import accuracy_by_depth
     from .tasks import solutions_from_data

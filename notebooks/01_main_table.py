@@ -43,6 +43,7 @@ from infiloop.analysis import trajectories as analysis
 from infiloop.analysis.plotting import LABELS
 from infiloop.experiments.notebooks.helper import Notebook, check
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
+from infiloop.tasks import registry
 
 nb = Notebook("01_main_table", "Main table", profile, device, 0)
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
@@ -66,15 +67,15 @@ for task in task_list:
         depth = run.training_depth
         terms[r, task] = []
         for traj in need.results(f"{task}/{r}", device).values():
-            if task.startswith("arc"):
+            if registry.task(task).voted:
                 per_task = analysis.arc_vote(traj, run.test_data(), depth, k=2).per_task
                 score = np.array([per_task[k] for k in sorted(per_task)], dtype=np.float64)
             else:
                 score = analysis.solved_at(traj, depth).astype(np.float64)
             terms[r, task].append((score, np.ones_like(score)))
         n = len(terms[r, task][0][0])
-        subset = " (subset)" if task.startswith("arc") and run.test_data().info.get("subset") else ""
-        what = f"pass@2, {n} tasks{subset}" if task.startswith("arc") else f"exact, {n} puzzles"
+        subset = " (subset)" if registry.task(task).voted and run.test_data().info.get("subset") else ""
+        what = f"pass@2, {n} tasks{subset}" if registry.task(task).voted else f"exact, {n} puzzles"
         measured[r, task] = (intervals.interval([[t] for t in terms[r, task]], vectorized=True),
                              f"{what}, {depth} updates, {len(seed_list)} seed(s)")
         print(f"{task:7s} {r:11s} {measured[r, task][0].pct():>24s}  ({measured[r, task][1]})")

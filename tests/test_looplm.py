@@ -234,8 +234,8 @@ def test_a_bad_configuration_gives_a_one_line_error(case):
 
 
 def test_the_driver_scores_the_answer_words_only():
-    from infiloop.experiments.looplm import LMTrainConfig, accuracy, answer_loss, train
     from infiloop.tasks.language import LanguageConfig, generate
+    from infiloop.training_looplm import LMTrainConfig, accuracy, answer_loss, train
 
     data = generate(LanguageConfig(task="knowledge", n_entities=8))
     model = _model(_cfg(vocab_size=data.vocab_size))
@@ -255,11 +255,12 @@ def test_the_driver_scores_the_answer_words_only():
 @pytest.mark.parametrize("cond", [{}, {"timestep": "loop_gating", "horizon": 3, "t_freqs": 2}],
                          ids=["one trajectory", "one per r"])
 def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
-    """``looplm.forward_blocks`` (the plan's token-blocks of an evaluation) equals the positions every block of the
+    """``flops.forward_blocks`` (the plan's token-blocks of an evaluation) equals the positions every block of the
     prelude, core and coda actually processes in ``correct``, counted by forward hooks: one trajectory to the
     largest r, or one per r under timestep conditioning."""
-    from infiloop.experiments import looplm
+    from infiloop.experiments.compute import flops
     from infiloop.tasks.language import LanguageConfig, Split, generate
+    from infiloop.training_looplm import correct
 
     data = generate(LanguageConfig(task="kinship", n_train=30, n_test=6, n_names=12))
     cfg = _cfg(vocab_size=data.vocab_size, seq_len=data.max_len, loops=3, prelude=2, core=1, coda=1,
@@ -271,8 +272,8 @@ def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
     split = data.test[max(data.test)]
     part = Split(split.tokens[:5], split.answer[:5], split.depth[:5])
     loops = [1, 3, 6]
-    looplm.correct(model, part, loops, batch=5)
-    assert sum(seen) == looplm.forward_blocks(cfg, 5, looplm._length(part), loops) > 0
+    correct(model, part, loops, batch=5)
+    assert sum(seen) == flops.forward_blocks(cfg, 5, flops.answer_length(part), loops) > 0
 
 
 def test_a_decoder_job_writes_the_record_the_notebook_would_compute(tmp_path, monkeypatch):

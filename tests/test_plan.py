@@ -91,7 +91,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     assert len(p.models) == len(looplm.TASKS) * 2 * 2  # smoke: carry_last and infiloop, two seeds
     total_models = 0.0
     for m in p.models:
-        blocks = looplm.work(m.probe)["eval"]
+        blocks = flops.looplm_work(m.probe)["eval"]
         seconds = LM_START_S + m.steps * LM_STEP_S + blocks * LM_BLOCK_S
         total_models += seconds
         line = next(ln for ln in text.splitlines() if ln.startswith(f"08  {m.id} "))
@@ -108,7 +108,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     for e in p.evals:
         e.seconds = JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S
     for mi in p.models:
-        mi.seconds = LM_START_S + mi.steps * LM_STEP_S + looplm.work(mi.probe)["eval"] * LM_BLOCK_S
+        mi.seconds = LM_START_S + mi.steps * LM_STEP_S + flops.looplm_work(mi.probe)["eval"] * LM_BLOCK_S
     assert m.group(1) == plan._fmt_s(planning.wall(p)) and floor <= planning.wall(p) <= 1.15 * floor + per_run
     # each distinct shape timed once: the beta/decay ablations share the InfiLoop shape
     trains = [c for c in timer.calls if c[0] == "train"]

@@ -47,6 +47,7 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
 from ..io import atomic_write
 from ..tasks.base import IGNORE_LABEL_ID
+from ..tasks.registry import task as registered
 from .plotting import COLORS, LABELS
 
 DPI = 80  # pixels per inch of every frame; figure sizes below are whole multiples of 1/DPI inch
@@ -61,7 +62,6 @@ CLASS_COLORS = ("#FFFFFF", "#D9D9D9", "#8CD3A8", "#F3A07A")
 ARC_COLORS = ("#FFFFFF", "#5C5C5C", "#000000", "#0074D9", "#FF4136", "#2ECC40", "#FFDC00", "#AAAAAA",
               "#F012BE", "#FF851B", "#7FDBFF", "#870C25")
 
-_MAZE_TEXT = {1: "#", 3: "S", 4: "G", 5: "•"}  # tokens of '#', 'S', 'G', 'o' (tasks/maze.py); open cells blank
 
 
 @dataclass
@@ -318,13 +318,11 @@ def _log_axis(ax, last: int) -> None:
 
 
 def _cell_texts(task: str, tokens: np.ndarray) -> np.ndarray:
-    """The text shown in each cell: Sudoku digits, maze symbols; none for other tasks."""
+    """The text shown in each cell (``registry.Task.cell_text``): Sudoku digits, maze symbols; none for other
+    tasks."""
     tokens = np.asarray(tokens).astype(np.int64)
-    if task == "sudoku":
-        return np.where(tokens >= 2, (tokens - 1).astype(str), "")
-    if task == "maze":
-        return np.array([_MAZE_TEXT.get(int(t), "") for t in tokens.ravel()]).reshape(tokens.shape)
-    return np.full(tokens.shape, "")
+    text = registered(task).cell_text
+    return text(tokens) if text is not None else np.full(tokens.shape, "")
 
 
 def _frames(fig: Figure, live: list, draw, n_frames: int):

@@ -1,8 +1,8 @@
 """Training and evaluation of LoopLM on the generated text tasks (``tasks.language``), and the feasibility probe.
 
-Training: plain AdamW (linear warm-up, cosine decay over ``steps``), cross-entropy on the answer positions only,
-gradients through all K loops of ``C ∘ F^K ∘ P``. Evaluation: exact match of the answer words after r loops, for
-a list of r (under-unrolling r < K, the horizon r = K, extrapolation r > K), per depth of the test split.
+Notebook 08's grid of looped decoders, each probe's record cached under ``<runs>/looplm/``, and the probe's command
+line. A probe's training and evaluation are the training wing's (``infiloop/training_looplm.py``), its cost is
+``compute/flops.py``'s.
 
     python -m infiloop.experiments.looplm --task kinship --connection carry_last --steps 1500
 
@@ -12,165 +12,19 @@ prints the seconds of training and the accuracy per depth and r (``--json FILE``
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
-from ..config import from_dict
 from ..errors import UsageError
 from ..model.conditioning import ConditionConfig
-from ..model.connections import ConnectionConfig, choose_kernels
-from ..model.looplm import LoopLM, LoopLMConfig
-from ..optim import warmup_cosine
-from ..tasks.language import LanguageConfig, LanguageData, Split, generate
-
-
-@dataclass
-class LMTrainConfig:
-    """steps of AdamW (lr with ``warmup`` linear steps, then cosine to 10 %), batch size, seed."""
-
-    steps: int = 1500
-    batch_size: int = 64
-    lr: float = 3e-3
-    weight_decay: float = 0.1
-    warmup: int = 100
-    grad_clip: float = 1.0
-    seed: int = 0
-    eval_batch: int = 250
-
-
-def _crop(tokens: Tensor, answer: Tensor) -> tuple[Tensor, Tensor]:
-    """Drop the columns after the last answer word of the batch (right padding)."""
-    n = int(answer.float().cumsum(1).argmax(1).max()) + 1
-    return tokens[:, :n], answer[:, :n]
-
-
-def answer_loss(model: LoopLM, tokens: Tensor, answer: Tensor) -> Tensor:
-    """Mean cross-entropy of the answer words, each predicted from the positions before it."""
-    tokens, answer = _crop(tokens, answer)
-    logits = model(tokens[:, :-1])
-    mask = answer[:, 1:]
-    return F.cross_entropy(logits[mask], tokens[:, 1:][mask])
-
-
-def train(model: LoopLM, split: Split, cfg: LMTrainConfig) -> dict:
-    """Train in place; returns the seconds, the steps and the mean loss of the last 10 % of steps."""
-    gen = torch.Generator().manual_seed(cfg.seed)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
-    rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
-
-    model.train()
-    losses, start = [], time.perf_counter()
-    for step in range(cfg.steps):
-        idx = torch.randint(0, len(split), (cfg.batch_size,), generator=gen)
-        for group in opt.param_groups:
-            group["lr"] = warmup_cosine(step, cfg.lr, cfg.warmup, cfg.steps, 0.1)
-        dev = next(model.parameters()).device
-        loss = answer_loss(model, split.tokens[idx].to(dev), split.answer[idx].to(dev))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-    tail = losses[-max(1, cfg.steps // 10):]
-    return {"seconds": time.perf_counter() - start, "steps": cfg.steps, "loss": sum(tail) / len(tail)}
-
-
-@torch.no_grad()
-def correct(model: LoopLM, split: Split, loops: list[int], batch: int = 250) -> dict[int, Tensor]:
-    """Per item, whether every answer word is predicted after r loops, for each r of ``loops``: ``{r: [n] bool}``."""
-    model.eval()
-    out: dict[int, list[Tensor]] = {r: [] for r in loops}
-    for i in range(0, len(split), batch):
-        tokens, answer = _crop(split.tokens[i: i + batch], split.answer[i: i + batch])
-        dev = next(model.parameters()).device
-        tokens, answer = tokens.to(dev), answer.to(dev)
-        mask, target = answer[:, 1:], tokens[:, 1:]
-        for r, logits in model.logits_at(tokens[:, :-1], loops).items():
-            out[r].append(((logits.argmax(-1) == target) | ~mask).all(1))
-    return {r: torch.cat(v) for r, v in out.items()}
-
-
-def accuracy(model: LoopLM, split: Split, loops: list[int], batch: int = 250) -> dict[int, float]:
-    """Exact match of every answer word after r loops, for each r of ``loops``."""
-    return {r: float(ok.float().mean()) for r, ok in correct(model, split, loops, batch).items()}
-
-
-def evaluate(model: LoopLM, data: LanguageData, loops: list[int], batch: int = 250) -> dict[int, dict[int, Tensor]]:
-    """Per test depth and r, the items answered right: ``{depth: {r: [n] bool}}``."""
-    return {d: correct(model, split, loops, batch) for d, split in data.test.items()}
-
-
-@dataclass
-class Probe:
-    """One model on one task: the task, the model, the training, and the loop counts r evaluated."""
-
-    task: LanguageConfig = field(default_factory=LanguageConfig)
-    model: LoopLMConfig = field(default_factory=LoopLMConfig)
-    train: LMTrainConfig = field(default_factory=LMTrainConfig)
-    loops: tuple[int, ...] = ()
-
-    def budgets(self) -> list[int]:
-        """The r evaluated: by default K/2, K, 2K, 4K."""
-        K = self.model.loops
-        return sorted(set(self.loops or (max(1, K // 2), K, 2 * K, 4 * K)))
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Probe:
-        """The probe of ``asdict(probe)`` (a scheduler job's description); it has the same :func:`key`."""
-        return cls(LanguageConfig.from_dict(d["task"], "probe.task"), LoopLMConfig.from_dict(d["model"], "probe.model"),
-                   from_dict(LMTrainConfig, d["train"], "probe.train"), tuple(d["loops"]))
-
-
-def run(probe: Probe, device: str = "cpu") -> dict:
-    """Generate the task, build and train the model (seeded), evaluate; a JSON-ready record."""
-    data = generate(probe.task)
-    cfg = model_config(probe, data)
-    torch.manual_seed(probe.train.seed)
-    model = LoopLM(cfg).to(device)
-    choose_kernels(model, device)
-    fit = train(model, data.train, probe.train)
-    start = time.perf_counter()
-    right = evaluate(model, data, probe.budgets(), probe.train.eval_batch)
-    loop_axis = _loop_axis(model, data, max(probe.budgets()))
-    train_acc = accuracy(model, data.train, [cfg.loops], probe.train.eval_batch)[cfg.loops]
-    return {"task": asdict(probe.task), "model": cfg.to_dict(), "train": asdict(probe.train),
-            "params": model.n_params(), "fit": fit, "eval_seconds": time.perf_counter() - start,
-            "train_accuracy": train_acc,
-            "accuracy": {str(d): {str(r): float(ok.float().mean()) for r, ok in v.items()} for d, v in right.items()},
-            "correct": {str(d): {str(r): "".join("1" if x else "0" for x in ok.tolist()) for r, ok in v.items()}
-                        for d, v in right.items()},
-            "loop_axis": loop_axis}
-
-
-@torch.no_grad()
-def _loop_axis(model: LoopLM, data: LanguageData, loops: int, items: int = 64) -> dict:
-    """What the connection does on the loop axis, at the position that predicts the answer of the first ``items``
-    test items of the deepest split, for l = 1..``loops``: the mean step size gamma_l (eq. 5; 1 for carry-last),
-    the mean content score s_l and the relative update; and InfiLoop's learned beta and |q|."""
-    split = data.test[max(data.test)]
-    tokens, answer = _crop(split.tokens[:items], split.answer[:items])
-    dev = next(model.parameters()).device
-    tokens, answer = tokens.to(dev), answer.to(dev)
-    _, diag = model(tokens[:, :-1], loops=loops, diagnostics=True)
-    at = answer[:, 1:]  # [B, T-1]: the positions whose next word is an answer word
-    out = {k: [float(v[lp][at].mean()) for lp in range(loops)] for k, v in diag.items()}
-    conn = model.connection
-    if hasattr(conn, "beta"):
-        out["beta"] = float(conn.beta)
-    if getattr(conn, "q", None) is not None:
-        out["q_norm"] = float(conn.q.norm())
-    return out
-
+from ..model.connections import ConnectionConfig
+from ..model.looplm import LoopLMConfig
+from ..tasks.language import LanguageConfig
+from ..training_looplm import LMTrainConfig, Probe, run
 
 # ------------------------------------------------------------------------------------------ notebook 08's grid
 
@@ -335,97 +189,7 @@ def grid(profile: str, seeds: str = "", connections: str = "", allocations: str 
     return Grid(profile, settings, seed_list, conns, allocs)
 
 
-# ------------------------------------------------------------------------------------------ what a probe costs
-
-
-@functools.lru_cache(maxsize=8)
-def _data(task_json: str) -> LanguageData:
-    return generate(LanguageConfig.from_dict(json.loads(task_json)))
-
-
-def data_of(probe: Probe) -> LanguageData:
-    """The probe's generated task, kept in this process (a grid's models share one per task)."""
-    return _data(json.dumps(asdict(probe.task), sort_keys=True))
-
-
-def model_config(probe: Probe, data: LanguageData | None = None) -> LoopLMConfig:
-    """The probe's model configuration with the task's vocabulary and length (as :func:`run` builds it)."""
-    data = data or data_of(probe)
-    return LoopLMConfig.from_dict({**probe.model.to_dict(), "vocab_size": data.vocab_size,
-                                   "seq_len": max(probe.model.seq_len, data.max_len)})
-
-
-def _length(split: Split) -> int:
-    return int(_crop(split.tokens, split.answer)[0].shape[1]) - 1
-
-
-def forward_blocks(cfg: LoopLMConfig, items: int, length: int, loops: list[int]) -> float:
-    """Token-blocks (one block at one position) of :func:`correct` on ``items`` items of ``length`` positions after
-    each r of ``loops``: the prelude, the core to the largest r (once per r under timestep conditioning, see
-    ``LoopLM.logits_at``) and the coda once per r."""
-    loops = sorted(set(loops))
-    core = sum(loops) if cfg.cond.uses_horizon else loops[-1]
-    per = (cfg.prelude * (len(loops) if cfg.cond.uses_horizon else 1) + cfg.core * core + cfg.coda * len(loops))
-    return float(items * length * per)
-
-
-def work(probe: Probe) -> dict[str, float]:
-    """The probe's job in token-blocks: ``step``, the forward of one training step (the batch at the longest
-    training item, through L(K) = p + sK + c blocks); ``eval``, every forward of :func:`run` after training (each
-    test split to its r, the training split at K, the loop-axis diagnostics); ``block_flops``, the FLOPs of one
-    token-block (2 x the block's weights + 4 x T x d for attention, at the longest item) and ``head_flops``."""
-    data = data_of(probe)
-    cfg = model_config(probe, data)
-    loops = probe.budgets()
-    deepest = data.test[max(data.test)]
-    ev = sum(forward_blocks(cfg, len(s), _length(s), loops) for s in data.test.values())
-    ev += forward_blocks(cfg, len(data.train), _length(data.train), [cfg.loops])
-    ev += forward_blocks(cfg, min(64, len(deepest)), _length(deepest), [max(loops)])
-    block = LoopLM(LoopLMConfig.from_dict({**cfg.to_dict(), "prelude": 0, "coda": 0, "core": 1})).core[0]
-    weights = sum(p.numel() for p in block.parameters() if p.ndim >= 2)
-    return {"step": forward_blocks(cfg, probe.train.batch_size, _length(data.train), [cfg.loops]), "eval": ev,
-            "block_flops": 2.0 * weights + 4.0 * data.max_len * cfg.d_model,
-            "head_flops": 2.0 * cfg.d_model * cfg.vocab_size}
-
-
-def flops(probe: Probe) -> float:
-    """FLOPs of the probe's job: its training steps (forward and backward, 3 x the forward) and its evaluation;
-    the head counted once per forward position."""
-    w = work(probe)
-    cfg = probe.model
-    per_pos = w["head_flops"] / max(1, cfg.prelude + cfg.core * cfg.loops + cfg.coda)
-    return (3 * probe.train.steps * w["step"] + w["eval"]) * (w["block_flops"] + per_pos)
-
-
-def time_train_step(probe: Probe, device: str = "cpu", warm: int = 2, timed: int = 4) -> float:
-    """Seconds of one training step of the probe's model at its batch on ``device`` (``warm`` steps first)."""
-    from dataclasses import replace
-
-    data = data_of(probe)
-    model = LoopLM(model_config(probe, data)).to(device)
-    train(model, data.train, replace(probe.train, steps=warm))
-    return train(model, data.train, replace(probe.train, steps=timed))["seconds"] / timed
-
-
-def time_forward_block(probe: Probe, device: str = "cpu", repeats: int = 3) -> float:
-    """Seconds per token-block of the evaluation forward (:func:`correct` on a batch of the deepest test split at
-    the probe's loops), the median of ``repeats`` timings."""
-    import statistics
-
-    data = data_of(probe)
-    cfg = model_config(probe, data)
-    model = LoopLM(cfg).to(device)
-    split = data.test[max(data.test)]
-    n = min(len(split), probe.train.eval_batch)
-    part = Split(split.tokens[:n], split.answer[:n], split.depth[:n])
-    loops = probe.budgets()
-    correct(model, part, loops[:1], n)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        correct(model, part, loops, n)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) / forward_blocks(cfg, n, _length(part), loops)
+# ------------------------------------------------------------------------------------------ command line
 
 
 def _probe_from_args(a: argparse.Namespace) -> Probe:

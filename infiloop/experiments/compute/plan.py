@@ -8,7 +8,7 @@ them. The estimate is a short calibration (``timing.py``) times the counts (``pl
     per run:        job start + start-up + steps x s/step                  (s/step at the run's batch size)
     per evaluation: job start + ceil(puzzles / batch) x updates x s/update (s/update for one batch)
     per looped decoder (notebook 08): job start + steps x s/step + token-blocks x s/token-block
-                    (its evaluation forwards counted in blocks applied at one position, ``looplm.work``)
+                    (its evaluation forwards counted in blocks applied at one position, ``flops.looplm_work``)
 
 On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
 of one job beside the others, measured once (the same short evaluation in ``jobs`` processes at once against one
@@ -25,7 +25,7 @@ building (this command builds the data first, as ``reproduce`` does), starting t
 
 Without a CUDA device here, a plan for one (``plan --profile gpu``, ``--device cuda``) is priced by arithmetic
 instead (``timing.FlopCalibration``): each job's FLOPs (``flops.flops_per_step``, ``flops.flops_per_update``,
-``looplm.flops``) at a stated achieved throughput (``--tflops``, default :data:`ASSUMED_GPU_TFLOPS`), a timing
+``flops.looplm_flops``) at a stated achieved throughput (``--tflops``, default :data:`ASSUMED_GPU_TFLOPS`), a timing
 of a CUDA GPU cached in the calibration file replacing the arithmetic wherever it holds the shape; the jobs come
 from the notebooks' declarations alone (``planning.declared_plan``), so no data is built or downloaded. The same
 pricing makes the offer of the ``gpu`` profile printed after the default run on a CUDA GPU (:func:`gpu_offer`).

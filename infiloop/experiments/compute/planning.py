@@ -65,7 +65,7 @@ class ModelItem:
     key: str  # its record
     cached: bool
     steps: int
-    eval_blocks: float  # token-blocks of its evaluation (looplm.work)
+    eval_blocks: float  # token-blocks of its evaluation (flops.looplm_work)
     seconds: float = 0.0
     per_step: float = 0.0
     per_block: float = 0.0  # seconds per token-block of the evaluation forward

@@ -190,7 +190,7 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
 
 def run_planned(jobs: list[Job], workers: int, progress: bool = True) -> Report:
     """Run jobs declared outside the notebooks on ``workers`` CPU slots of one thread each, the costliest ready
-    job first by the plan's cost model (``cost.job_seconds``; without progress, in the given order)."""
+    job first by the plan's cost model (``planning.job_seconds``; without progress, in the given order)."""
     from .planning import job_seconds
 
     slots = cpu_slots(workers=max(1, workers), threads=1)

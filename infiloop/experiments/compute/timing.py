@@ -25,12 +25,17 @@ from ... import paths
 from ...io import atomic_write_text
 from ...machine import cpu_name, usable_cpus
 from ..store import runs as cache
-from .flops import ASSUMED_GPU_TFLOPS, flops_per_step, flops_per_update, looplm_counts
+from .flops import ASSUMED_GPU_TFLOPS, answer_length, flops_per_step, flops_per_update, forward_blocks, looplm_counts
 
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
 EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of 3
 MAX_STEP_S = 1.0  # a calibration step or update longer than this is timed at a smaller batch and scaled
+# One torch thread's achieved rate on a CPU, in TFLOP/s: the tiny model's training step (1.354e10 FLOPs,
+# flops_per_step) took 0.50 s, and an outer update of 256 test puzzles (as many FLOPs) 0.46-0.48 s, with one thread
+# (`python -m infiloop plan --profile tiny --calibrate`, 2026-11-30, a quiet 2-core VM). What a study's --list
+# prices its rows by (measuring nothing); a plan measures instead.
+CPU_THREAD_TFLOPS = 0.027
 # Assumed speeds, only to choose the calibration batch (never part of an estimate): FLOP/s.
 GUESS_FLOPS = {"cpu": 2e10, "cuda": 5e13, "mps": 1e12}
 # ------------------------------------------------------------------------------------------ calibration
@@ -150,14 +155,40 @@ class MeasuredTimer:
 
 
     def looplm_step(self, probe, device):
-        from ..looplm import time_train_step
+        """Seconds of one training step of the probe's model at its batch (``TRAIN_WARM`` steps first)."""
+        from dataclasses import replace
 
-        return Timing(time_train_step(probe, device, TRAIN_WARM, TRAIN_TIMED), 0.0, probe.train.batch_size)
+        from ...model.looplm import LoopLM
+        from ...training_looplm import data_of, model_config, train
+
+        data = data_of(probe)
+        model = LoopLM(model_config(probe, data)).to(device)
+        train(model, data.train, replace(probe.train, steps=TRAIN_WARM))
+        per = train(model, data.train, replace(probe.train, steps=TRAIN_TIMED))["seconds"] / TRAIN_TIMED
+        return Timing(per, 0.0, probe.train.batch_size)
 
     def looplm_block(self, probe, device):
-        from ..looplm import time_forward_block
+        """Seconds per token-block of the evaluation forward (``correct`` on a batch of the deepest test split at
+        the probe's loops, :func:`flops.forward_blocks`), the median of ``EVAL_REPEATS`` timings."""
+        from ...model.looplm import LoopLM
+        from ...tasks.language import Split
+        from ...training_looplm import correct, data_of, model_config
 
-        return Timing(time_forward_block(probe, device, EVAL_REPEATS), 0.0, probe.train.eval_batch)
+        data = data_of(probe)
+        cfg = model_config(probe, data)
+        model = LoopLM(cfg).to(device)
+        split = data.test[max(data.test)]
+        n = min(len(split), probe.train.eval_batch)
+        part, loops = Split(split.tokens[:n], split.answer[:n], split.depth[:n]), probe.budgets()
+        correct(model, part, loops[:1], n)
+        times = []
+        for _ in range(EVAL_REPEATS):
+            t0 = time.perf_counter()
+            correct(model, part, loops, n)
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+        blocks = forward_blocks(cfg, n, answer_length(part), loops)
+        return Timing(float(np.median(times)) / blocks, 0.0, probe.train.eval_batch)
 
     def looplm_start(self, probe, device):
         """Seconds to start a looped decoder's job: a new process imports it, generates the task and builds the
@@ -166,9 +197,9 @@ class MeasuredTimer:
         from dataclasses import asdict
 
         code = ("import sys, json, torch; from infiloop.experiments import looplm; "
-                "from infiloop.experiments.compute import scheduler; "
-                "p = looplm.Probe.from_dict(json.loads(sys.argv[1])); "
-                "looplm.LoopLM(looplm.model_config(p)).to(sys.argv[2])")
+                "from infiloop.experiments.compute import scheduler; from infiloop import training_looplm as t; "
+                "from infiloop.model.looplm import LoopLM; p = t.Probe.from_dict(json.loads(sys.argv[1])); "
+                "LoopLM(t.model_config(p)).to(sys.argv[2])")
         times = []
         for _ in range(2):
             t0 = time.perf_counter()
@@ -357,11 +388,15 @@ class Calibration:
 
 class FlopTimer:
     """Timings from arithmetic, not measurement: a step's or an update's FLOPs (:func:`flops_per_step`,
-    :func:`flops_per_update`, ``looplm.flops``) at ``tflops`` TFLOP/s achieved. What a plan for a CUDA device prices
+    :func:`flops_per_update`, :func:`looplm_flops`) at ``tflops`` TFLOP/s achieved. What a plan for a CUDA device prices
     its jobs by where there is none (no job start, no slow-down beside other jobs)."""
 
     def __init__(self, tflops: float = ASSUMED_GPU_TFLOPS):
         self.flop_per_s = tflops * 1e12
+
+    def seconds(self, flops: float) -> float:
+        """Seconds of ``flops`` FLOPs at this timer's rate (a job's, from ``flops.py``)."""
+        return flops / self.flop_per_s
 
     def train_step(self, run, batch, threads, device):
         return Timing(flops_per_step(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
@@ -372,7 +407,7 @@ class FlopTimer:
     @staticmethod
     def _looplm(probe) -> tuple[float, float]:
         """A looped decoder's (token-blocks of one training step, FLOPs of one token-block), from
-        ``looplm.flops``: its steps count 3 x their forward blocks (forward and backward)."""
+        :func:`looplm_flops`: its steps count 3 x their forward blocks (forward and backward)."""
         w = looplm_counts(probe)
         return w["step"], w["flops"] / (3 * probe.train.steps * w["step"] + w["eval"])
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ... import paths
 from ...errors import UsageError
+from ...tasks import registry
 from .. import looplm
 from ..settings import profiles
 from ..settings.recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
@@ -22,7 +23,7 @@ def main_table(n: Needs, p: dict) -> None:
         for r in MAIN_RECIPES:
             run = n.add_run(f"{task}/{r}", task, r)
             depth = run.run.training_depth
-            if task.startswith("arc"):
+            if registry.task(task).voted:  # every test input, its predictions for pass@2 voting
                 n.add_eval(f"{task}/{r}", run, "evaluate", updates=depth, every=depth,
                            limit=len(run.run.test_data()), snapshots=(depth,))
             else:

@@ -12,7 +12,6 @@ and its tables by ``nb.table(title, columns, rows)``.
 
 from __future__ import annotations
 
-import ast
 import json
 import time
 from datetime import datetime, timezone
@@ -24,8 +23,10 @@ from ... import paths
 from ...analysis import paper
 from ...errors import UsageError
 from ...io import atomic_write_text
+from ...tasks.registry import voted_tasks
 from ..settings import profiles
 from ..store.runs import trained_run
+from .parameters import assigned
 
 
 def _plain(value, root: Path):
@@ -83,24 +84,6 @@ def check(name: str, value, kind: type | tuple[type, ...], ok=lambda v: True, ex
         raise ParameterError(f"parameter {name}={value!r}: expected {expected or names}")
 
 
-def _assigned(source: str) -> set[str]:
-    """The names a cell assigns at its top level (``x = ...``, ``x: int = ...``)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.AnnAssign):
-            targets = [node.target]
-        else:
-            continue
-        names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
-
-
 def reject_unknown_parameters(inputs: list[str] | None = None) -> None:
     """Refuse parameters that papermill injected but the notebook's ``parameters`` cell does not declare.
 
@@ -118,8 +101,8 @@ def reject_unknown_parameters(inputs: list[str] | None = None) -> None:
     if not injected:
         return
     i = injected[-1]
-    declared = _assigned(inputs[i - 1])
-    unknown = sorted(n for n in _assigned(inputs[i]) - declared if not n.startswith("PM_"))
+    declared = set(assigned(inputs[i - 1]))
+    unknown = sorted(n for n in set(assigned(inputs[i])) - declared if not n.startswith("PM_"))
     if declared and unknown:
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}: this notebook's parameters are "
                              f"{', '.join(sorted(declared))}")
@@ -200,7 +183,7 @@ def find_arc_runs(profile: str, seed: int, which: str = "auto", root=None) -> tu
     """The trained carry-last and InfiLoop ARC models of the first set in ``which`` (arc1, arc2, auto: arc1
     then arc2, none) that has a trained InfiLoop model; trains nothing. Returns (set, {recipe: run}, why not),
     with an empty set name and the reason when there is none."""
-    names = {"auto": ["arc1", "arc2"], "none": []}.get(which, [which])
+    names = {"auto": voted_tasks(), "none": []}.get(which, [which])
     for name in names:
         found = {r: trained_run(name, r, profile, {"train.seed": seed}, root=root)
                  for r in ("carry_last", "infiloop")}

@@ -35,10 +35,8 @@ from pathlib import Path
 
 from ..settings import profiles
 from .declarations import DECLARATIONS, notebook_name, profile_notebooks
-from .parameters import notebook_defaults, read_parameters, typed_parameter
+from .parameters import DEPTH_PARAMETERS, notebook_defaults, read_parameters, typed_parameter
 from .specs import EvalSpec, ModelSpec, Needs, RunSpec
-
-DEPTH_PARAMETERS = ("max_updates", "max_budget")
 
 
 def needs(notebook: str, profile: str | None = None, **params) -> Needs:

@@ -1,5 +1,7 @@
-"""A notebook's parameters: the defaults of its cell tagged ``parameters`` (:func:`notebook_defaults`) and the
-values given on the command line (``-p KEY VALUE``: :func:`read_parameters`), typed as the defaults
+"""A notebook's parameters, read here only: the cell tagged ``parameters`` (:func:`parameters_cell`), the names it
+declares and their defaults (:func:`notebook_defaults`, :func:`declared_parameters`; each default is written once,
+in that cell), the names any such cell assigns (:func:`assigned`: papermill's injected cell too), and the values
+given on the command line (``-p KEY VALUE``: :func:`read_parameters`), typed as the defaults
 (:func:`typed_parameter`).
 """
 
@@ -12,19 +14,48 @@ from ... import paths
 from ...errors import UsageError
 from .declarations import notebook_name
 
+CELL = re.compile(r'^# %% tags=\["parameters"\]\n(.*?)^# %%', re.S | re.M)  # in a notebook's jupytext .py
+
+
+def assigned(source: str, strict: bool = False) -> dict[str, ast.expr | None]:
+    """The names a cell assigns at its top level (``x = ...``, ``x: int = ...``), each with the expression assigned
+    (None for a bare annotation). A cell that is not Python assigns nothing, unless ``strict``: then it raises."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        if strict:
+            raise
+        return {}
+    out: dict[str, ast.expr | None] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        else:
+            continue
+        out.update({t.id: value for t in targets if isinstance(t, ast.Name)})
+    return out
+
+
+def parameters_cell(name: str) -> str:
+    """The source of the cell tagged ``parameters`` of ``notebooks/<name>.py`` (the .ipynb's twin, kept in sync by
+    jupytext: tests/test_notebooks.py)."""
+    path = paths.NOTEBOOKS / f"{notebook_name(name)}.py"
+    m = CELL.search(path.read_text(encoding="utf-8"))
+    if m is None:
+        raise ValueError(f"{path}: no cell tagged parameters")
+    return m.group(1)
+
 
 def notebook_defaults(name: str) -> dict:
     """The default values of the cell tagged ``parameters`` of ``notebooks/<name>.py``."""
-    path = paths.NOTEBOOKS / f"{notebook_name(name)}.py"
-    text = path.read_text(encoding="utf-8")
-    m = re.search(r'^# %% tags=\["parameters"\]\n(.*?)^# %%', text, re.S | re.M)
-    if m is None:
-        raise ValueError(f"{path}: no cell tagged parameters")
-    out = {}
-    for node in ast.parse(m.group(1)).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = ast.literal_eval(node.value)
-    return out
+    return {k: ast.literal_eval(v) for k, v in assigned(parameters_cell(name), strict=True).items()}
+
+
+def declared_parameters(name: str) -> set[str]:
+    """The parameters a notebook declares in its cell tagged ``parameters``."""
+    return set(assigned(parameters_cell(name), strict=True))
 
 
 def read_parameters(pairs) -> dict:
@@ -59,3 +90,4 @@ def typed_parameter(key: str, value, default):
 
 
 # Notebook parameters whose 0 means the profile's depth (profiles.depth): the longest test depth.
+DEPTH_PARAMETERS = ("max_updates", "max_budget")

@@ -432,21 +432,11 @@ def _cached(path: Path) -> dict | None:
 
 
 def _user_data(task: str, cfg: ModelConfig, path: str | Path) -> TaskData:
-    """A user's test file for a model of ``cfg``, refused with both sizes when it does not fit the model."""
-    from ...tasks import maze, sudoku
-    from ...tasks.csvio import grid_side
-
-    if task not in ("sudoku", "maze"):
-        raise UsageError(f"--data: a test file in the public CSV format is for sudoku and maze runs; "
+    """A user's test file for a model of ``cfg``, refused with both sizes when it does not fit the model (the task's
+    reader: ``registry.Task.user_file``)."""
+    read = tasks.registry.task(task).user_file
+    if read is None:
+        readable = [name for name, t in tasks.registry.REGISTRY.items() if t.user_file is not None]
+        raise UsageError(f"--data: a test file in the public CSV format is for {' and '.join(readable)} runs; "
                          f"this run's task is {task}")
-    n, side = cfg.grid[0], grid_side(path)
-    if task == "sudoku":
-        br, bc = cfg.box
-        if side is not None and side != n:
-            raise DataError(f"{path}: the file holds {side}x{side} Sudoku puzzles, but this model was trained on "
-                            f"{n}x{n} (boxes {br}x{bc}); give it a file of {n}x{n} puzzles")
-        return sudoku.to_taskdata("user", sudoku.read_csv(path, (br, bc)))
-    if side is not None and side != n:
-        raise DataError(f"{path}: the file holds {side}x{side} mazes, but this model was trained on {n}x{n} mazes; "
-                        f"give it a file of {n}x{n} mazes")
-    return maze.to_taskdata("user", maze.read_csv(path))
+    return read(path, cfg.grid, cfg.box)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from ...model.layers import swiglu_width
-from ..settings import profiles
+from ...tasks.registry import REGISTRY
 from ..settings.recipes import resolve_config
 
 CONNECTIONS = ("carry_last", "infiloop")
@@ -28,7 +27,7 @@ ROW_KEYS = {"d_model": "model.d_model", "n_heads": "model.n_heads", "n_layers": 
             "mixer": "model.mixer", "H": "model.H", "L": "model.L", "max_segments": "train.max_segments",
             "steps": "train.steps"}
 SETTINGS = {"profile", "task", "data", "overrides", "limit", "seeds", *ROW_KEYS}
-TASKS = ("sudoku", "maze")
+TASKS = tuple(name for name, t in REGISTRY.items() if t.settings_text)  # sudoku, maze: settings make the puzzles
 BASE_PROFILE = "tiny"  # the profile every row changes unless it names another
 
 # Data sets a row names (or a row gives its own data overrides). Scaled-down analogues of Sudoku-Extreme:
@@ -52,7 +51,7 @@ DATA_SETS: dict[str, dict] = {
 # 8 segments: training depth 16, 700 steps). The minutes per model in the comments below (training +
 # evaluation of 256 puzzles to 60x the training depth, one thread) predate TRM's 16-position prefix; with it
 # a step costs about 2.5 times as much: `python -m infiloop contrasts --list` prints today's estimates
-# (`estimated_seconds`), about 36 CPU hours for the whole list, one seed, both connections.
+# (`estimated_seconds`, from the rows' FLOPs), about 46 CPU hours for the whole list, one seed, both connections.
 ROWS: dict[str, dict] = {
     # difficulty at the tiny budget: the tiny profile itself (singles solve every puzzle), puzzles that need
     # search, and the same blanks without selection                                             2.3 + 1.6 min each
@@ -152,7 +151,7 @@ def row_overrides(row: dict, seed: int = 0) -> dict:
 
 
 def row_config(row: dict) -> dict:
-    """The resolved configuration of a row's carry-last run (builds the row's data if needed)."""
+    """The resolved configuration of a row's carry-last run (from the settings alone: no data is built)."""
     return resolve_config(row_task(row), "carry_last", row_profile(row), row_overrides(row))
 
 
@@ -161,46 +160,21 @@ def depths(training_depth: int) -> dict[str, int]:
     return {f"{m:g}": max(1, round(m * training_depth)) for m in MULTIPLES}
 
 
-# Cost model for the estimates (progress bar, --list). Anchors: the tiny model (d = 64, MLP mixer, 2 layers,
-# H = 2, L = 3, batch 64, 6x6 with TRM's 16-position prefix: 52 positions) takes about 0.5 s per training step
-# and 0.47 s per outer update of 256 test puzzles with one thread (`python -m infiloop plan --profile tiny
-# --calibrate`, 2026-11-30, on a quiet machine: 0.50 and 0.46-0.48 s; the rows' minutes in the comments above
-# predate the prefix and are about 2.5x too low). Relative costs measured on the 2-core VM before the prefix
-# (6-12 timed steps and 3-6 updates per shape, the least of four passes, under load from other jobs, so
-# +-50 %): per step d = 128: 1.3x, attention: 0.8x, H = 3: 1.1x, L = 1: 0.5x, H = 3 and L = 6: 1.6x,
-# 9x9: 2.4x, 9x9 at d = 128: 5.1x, 9x9 with attention: 2.7x.
-STEP_S, UPDATE_S = 0.5, 0.47
-PREFIX = 16  # puzzle-embedding positions of the tiny model (TRM's)
-
-
-def _flops_per_token(d: int, seq: int, mixer: str, multiple: int = 32) -> float:
-    """Multiply-adds per token of one layer: SwiGLU over channels plus the token mixer (TRM's SwiGLU
-    across the sequence, or attention: projections and scores)."""
-    ffn = 3 * d * swiglu_width(d, 4.0, multiple)
-    mix = 3 * d * swiglu_width(seq, 4.0, multiple) if mixer == "mlp" else 4 * d * d + 2 * seq * d
-    return float(ffn + mix)
-
-
-def block_cost(d: int, seq: int, mixer: str, n_layers: int) -> float:
-    """Cost of one block application relative to the tiny model's: per token a fixed part (element-wise
-    work, which dominates at this size) plus a part that grows with the multiply-adds (fitted to the
-    measurements above: 0.72 + 0.28 x relative multiply-adds)."""
-    f = _flops_per_token(d, seq, mixer) / _flops_per_token(64, 36 + PREFIX, "mlp")
-    return n_layers / 2 * seq / (36 + PREFIX) * (0.72 + 0.28 * f)
-
-
 def estimated_seconds(row: dict) -> tuple[float, float]:
-    """(training, evaluation) seconds per connection and seed with one thread: a training step runs one
-    segment (H (L + 1) block applications) and back-propagates through its last outer update (counted as
-    4 (L + 1)); an evaluation runs 60 H x segments outer updates of L + 1 applications."""
-    base = profiles.profile(row_profile(row))
-    data = {**profiles.data_of(row_profile(row)).tasks.get(row_task(row), {}), **row_data(row)}
-    cells = data.get("size", 12) ** 2 if row_task(row) == "maze" else data.get("side", 6) ** 2
-    model = {**base["model"], **{k: row[k] for k in ("d_model", "n_layers", "mixer", "H", "L") if k in row}}
-    d, layers, mixer = model.get("d_model", 64), model.get("n_layers", 2), model.get("mixer", "mlp")
-    H, L = model.get("H", 2), model.get("L", 3)
-    seg = row.get("max_segments", base["train"].get("max_segments", 8))
-    block = block_cost(d, cells + row.get("overrides", {}).get("model.puzzle_emb_len", PREFIX), mixer, layers)
-    train = row.get("steps", base["train"]["steps"]) * STEP_S * block * (H + 4) * (L + 1) / 24
-    evaluate = 60 * H * seg * UPDATE_S * block * (L + 1) / 4 * row.get("limit", 256) / 256
-    return train, evaluate
+    """(training, evaluation) seconds per connection and seed with one thread: the row's carry-last run's FLOPs
+    (``flops.train_flops`` of its steps, ``flops.eval_flops`` of 60x its training depth on its test puzzles),
+    timed at one CPU thread's achieved rate (``timing.CPU_THREAD_TFLOPS``, through ``timing.FlopTimer``). The
+    FLOPs leave out element-wise work, which dominates at the tiny model's size: a wider model or a larger grid
+    is priced above what it measures (docs/calibration.md's train / eval minutes)."""
+    from ...model.reasoner import ModelConfig
+    from ..compute.flops import eval_flops, train_flops
+    from ..compute.timing import CPU_THREAD_TFLOPS, FlopTimer
+
+    cfg = row_config(row)
+    model, train = ModelConfig.from_dict(cfg["model"]), cfg["train"]
+    limit = row.get("limit") or cfg["eval"]["limit"]
+    puzzles = min(n for n in (limit, cfg["data"].get("n_test")) if isinstance(n, int))
+    updates = depths(model.H * train["max_segments"])["60"]
+    timer = FlopTimer(CPU_THREAD_TFLOPS)
+    return (timer.seconds(train_flops(model, train["steps"], train["batch_size"])),
+            timer.seconds(eval_flops(model, updates, puzzles)))

@@ -178,7 +178,7 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
              progress: bool = True) -> dict[str, dict]:
     """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list) as jobs of the
     plan: the scheduler of ``./reproduce.sh`` trains and evaluates them, ``jobs`` at a time with one torch
-    thread each, ordered and weighed by the plan's cost model (``cost.job_seconds``). Writes each row's
+    thread each, ordered and weighed by the plan's cost model (``planning.job_seconds``). Writes each row's
     results file and returns {row: results}; a model that fails is reported and the others go on
     (RuntimeError at the end, naming the failures). ``root``: the run cache (default ``paths.RUNS``);
     ``results``: the results folder (default :func:`results_folder`)."""
@@ -212,17 +212,8 @@ def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[
 
 
 def _difficulty(data: dict, task: str = "sudoku") -> str:
-    if task == "maze":
-        return f"maze {data['size']}x{data['size']}, shortest path >= {data['min_path']}"
-    side = data.get("side", 6)
-    blanks = data["blanks"]
-    text = f"{side}x{side}, blanks {blanks[0]}-{blanks[1]}" if not isinstance(blanks, dict) else f"{side}x{side}"
-    need = data.get("needs_search")
-    if need is not None:
-        text += ", singles do not solve" if need else ", singles solve"
-    if data.get("min_rating"):
-        text += f", rating >= {data['min_rating']}"
-    return text
+    """The puzzles of a row's data settings, in words (``registry.Task.settings_text``)."""
+    return tasks.registry.task(task).settings_text(data)
 
 
 def _cell(values: list[float], scale: float = 100.0, fmt: str = "{:.1f}") -> str:
