@@ -525,7 +525,7 @@ def _add_plan(sub) -> None:
                    help="measure again, ignoring the cached calibration of this device")
     p.add_argument("--tflops", type=_tflops, default=None,
                    help="price a CUDA plan by each job's FLOPs at this achieved throughput, measuring nothing and "
-                        "building no data (what a plan for CUDA does where there is none, at cost.ASSUMED_GPU_TFLOPS: "
+                        "building no data (what a plan for CUDA does where there is none, at flops.ASSUMED_GPU_TFLOPS: "
                         "an assumption of about a fifth of an H200's dense bf16 peak; the plan prints it)")
     p.add_argument("--jobs", type=_count, default=None,
                    help="jobs at once (default: as reproduce, one per core, or --jobs-per-gpu per visible GPU; "

@@ -4,10 +4,10 @@
     python -m infiloop reproduce --profile paper --executor slurm [--partition P --account A] [--wait]
 
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
-``jobs.py``, each once, on every core or GPU of this machine (``scheduler.py``; on a GPU several small jobs side by
-side), or as Slurm jobs (``--executor slurm``, ``cluster.py``: the notebooks and the report then run once every job
-is done); the notebooks then only load, analyse and plot, on a CPU as many at a time as there are compute slots
-(one kernel each, one torch thread each).
+``notebooks/declarations.py``, each once, on every core or GPU of this machine (``scheduler.py``; on a GPU several
+small jobs side by side), or as Slurm jobs (``--executor slurm``, ``cluster.py``: the notebooks and the report then
+run once every job is done); the notebooks then only load, analyse and plot, on a CPU as many at a time as there are
+compute slots (one kernel each, one torch thread each).
 
 The default profile runs on the GPU where CUDA is usable. A profile run on another kind of device than it is made
 for keeps its run cache, results and figures apart, in ``results/<device>/`` (:func:`kept_apart`): a model trained
@@ -47,7 +47,8 @@ def notebooks() -> list[str]:
 
 def select(names: list[str], only: list[str], profile: str) -> list[str]:
     """The notebooks to run: those ``only`` names ("02_depth_scaling", "02" or "depth_scaling"), else the
-    profile's own list (``profiles.notebooks``), else every notebook (those ``jobs.py`` declares and the others)."""
+    profile's own list (``profiles.notebooks``), else every notebook (those ``notebooks/declarations.py`` declares
+    and the others)."""
     def matches(name: str, wanted: str) -> bool:
         return name == wanted or name[:2] == wanted or name[3:] == wanted
 

@@ -1,5 +1,5 @@
 """The compute stage on a Slurm cluster through submitit: every training, evaluation and looped decoder of the
-plan (``jobs.py``) becomes a Slurm job, each evaluation after its training.
+plan (``notebooks/declarations.py``) becomes a Slurm job, each evaluation after its training.
 
     ./reproduce.sh --profile paper --executor slurm --partition gpu --account proj    # submit what is missing
     ./reproduce.sh --profile paper --executor slurm --wait       # ... wait for it, then the notebooks and report

@@ -4,7 +4,7 @@ A *recipe* names the loop connections (and conditioners) of a model: InfiLoop an
 §6 comparison: carry-last as in TRM, FPRM, full attention residuals) and the conditioners of the looped-LM study;
 a *profile* (``profiles.py``) is the data, model, training and evaluation settings. A run's configuration is
 (task, recipe, profile, overrides) resolved to plain data by :func:`resolve_config`; its hash names the run's
-folder in the run cache (``cache.py``).
+folder in the run cache (``store/runs.py``).
 
 Overrides are dotted keys: ``model.outer.beta=0.1``, ``train.lr=3e-4``, ``data.n_train=500``,
 ``eval.updates=960``.
