@@ -94,14 +94,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .model.connections import ConnectionConfig
     from .model.reasoner import LoopedReasoner
 
-    profiles.check(args.preset, "--preset")
-    cfg = profile_model(args.preset)
+    profiles.check(args.profile, "--profile")
+    cfg = profile_model(args.profile)
     model = LoopedReasoner(cfg)
     trm = LoopedReasoner(cfg.replace(inner=ConnectionConfig(name="carry_last"),
                                      outer=ConnectionConfig(name="carry_last")))
     if args.json:
         print(json.dumps(cfg.to_dict(), indent=2))
-    print(f"preset {args.preset}: {model.n_params():,} parameters "
+    print(f"profile {args.profile}: {model.n_params():,} parameters "
           f"({trm.n_params():,} with carry-last on both axes; the connections add {model.connection_params():,})")
     print(f"depth unit: (L + 1) x n_layers = ({cfg.L} + 1) x {cfg.n_layers} = "
           f"{cfg.layers_per_outer_update} layers per outer update")
@@ -439,8 +439,8 @@ def parser() -> argparse.ArgumentParser:
 
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="a profile's model: parameter count, depth unit")
-    p.add_argument("--preset", default="paper",
-                   help="the profile whose model (on its Sudoku data) to describe (default paper)")
+    p.add_argument("--profile", "--preset", dest="profile", default="paper",
+                   help="the profile whose model (on its Sudoku data) to describe (default paper; --preset: old name)")
     p.add_argument("--json", action="store_true", help="also print the full configuration as JSON")
     p.set_defaults(func=cmd_info)
 

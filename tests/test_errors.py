@@ -76,7 +76,7 @@ CASES = [
     (["train", "--profile", "smoke", "--recipe", "trm"], 2, "unknown connection recipe 'trm'"),
     (["train", "--profile", "smoke", "--connection", "trm"], 2, "unknown connection recipe 'trm'"),  # its alias
     (["train", "--profile", "smoke", "--threads", "x"], 2, "argument --threads: expected an integer >= 0"),
-    (["info", "--preset", "huge"], 2, "unknown profile 'huge' (--preset)"),
+    (["info", "--profile", "huge"], 2, "unknown profile 'huge' (--profile)"),
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
     (["data", "generate", "sudoku", "--n", "0", "--blanks", "6-9", "--side", "4", "--out", "{tmp}/n0.csv"], 2,
      "argument --n: expected an integer >= 1, got '0'"),

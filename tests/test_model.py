@@ -68,7 +68,7 @@ def test_gradients_flow_only_through_the_last_outer_update(gen):
 
 
 def test_a_profiles_model_is_its_runs_model():
-    """``profile_model`` (``info --preset``) reads the profile: the model of its Sudoku run, without building data."""
+    """``profile_model`` (``info --profile``) reads the profile: the model of its Sudoku run, without building data."""
     for profile in ("smoke", "tiny"):
         assert profile_model(profile) == ModelConfig.from_dict(resolve_config("sudoku", "infiloop", profile)["model"])
     paper_model = ModelConfig.from_dict(with_recipe(ModelConfig(n_puzzles=1).to_dict(), "infiloop"))
