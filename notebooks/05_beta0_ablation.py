@@ -35,11 +35,7 @@ budget_long = 0  # outer updates of the long budget (0: 32/3 of the short one, a
 limit = 0  # test puzzles (0: the profile's default)
 
 # %%
-import matplotlib.pyplot as plt
-import numpy as np
-
-from infiloop.analysis import claims as effects
-from infiloop.analysis import paper, plotting
+from infiloop.analysis import ablation, plotting
 from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import ABLATIONS
@@ -62,42 +58,12 @@ for key in ABLATIONS:
 n_puzzles = traj["correct"].shape[1]
 
 # %%
-# the paper's row of each variant (ABLATIONS[key]["paper"]): (H3 L6, H32 L6), or none
-decay_rows = {("decay", d["decay"], d["beta"]): (d["H3L6"], d["H32L6"]) for d in paper.ABLATION_DECAY}
-paper_row = {}
-for key, a in ABLATIONS.items():
-    ref = a["paper"]
-    paper_row[key] = (None, None) if ref is None else (
-        decay_rows[ref] if ref[0] == "decay" else tuple(paper.ABLATION_AXES[ref[1]].values()))
-
-
-def fmt(v):
-    return "–" if v is None else f"{v:.1f} %"
-
-
-cols = ["variant", "learned β (outer / inner)", f"ours @ {short}", f"ours @ {long}", "paper H3 L6", "paper H32 L6"]
-def beta_text(b, axis):
-    return f"{b[axis]:.3f}" if axis in b else "– (carry-last)"
-
-
-rows = [[label[name], f"{beta_text(b, 'outer')} / {beta_text(b, 'inner')}", pct(s), pct(lg),
-         fmt(paper_row[name][0]), fmt(paper_row[name][1])] for name, (s, lg, b) in acc.items()]
+paper_row = ablation.paper_rows(ABLATIONS)  # the paper's (H3 L6, H32 L6) row of each variant, or none
+cols, rows = ablation.table(acc, label, paper_row, short, long, pct)
 print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
 # %%
-fig, ax = plt.subplots(figsize=(11, 4.2))
-names = list(acc)
-x = np.arange(len(names))
-ax.bar(x - 0.3, [100 * acc[n][0] for n in names], 0.3, color=plotting.COLORS["infiloop"], alpha=0.6,
-       label=f"this run @ {short} updates")
-ax.bar(x, [100 * acc[n][1] for n in names], 0.3, color=plotting.COLORS["infiloop"], label=f"this run @ {long} updates")
-ax.bar(x + 0.3, [paper_row[n][0] or 0 for n in names], 0.3, color=plotting.COLORS["paper"], alpha=0.5,
-       label="paper H3 L6 (9x9)")
-ax.set_xticks(x, [label[n] for n in names], rotation=25, ha="right")
-ax.set(ylabel="exact accuracy (%)", ylim=(0, 100))
-ax.legend(fontsize=8)
-plotting.profile_note(ax, profile, n_puzzles)
-fig.tight_layout()
+fig = ablation.bars(acc, label, paper_row, short, long, profile, n_puzzles)
 fig_abl = plotting.save_figure(fig, "ablations", profile)[0]
 
 # %% [markdown]
@@ -112,30 +78,11 @@ fig_abl = plotting.save_figure(fig, "ablations", profile)[0]
 # %%
 s = {n: v[0] for n, v in acc.items()}
 lg = {n: v[1] for n, v in acc.items()}
-best = "beta0_0.55"
-
-
-def at(keys, budget):
-    """The variants' solved flags at budget 0 (short) or 1 (long): one seed, one list of flag arrays."""
-    return [[solved[k][budget] for k in keys]]
-
-
-others = ["fixed_0.55", "uniform", "reverse_1.82"]
-verdicts = {  # each claim's effect (infiloop/analysis/claims.py): paired on the test puzzles
-    "ablation.learned_beats_fixed": effects.lead_over_best(at([best, *others], 0)),  # learned − the best other
-    "ablation.reverse_fails": effects.difference([tuple(at([best, "reverse_1.82"], 0)[0])]),  # learned − reverse
-    "ablation.both_axes_best": effects.lead_over_best(at([best, "inner_only", "outer_only"], 1)),
-    "ablation.content_score_matters": effects.difference([tuple(at([best, "no_content_score"], 1)[0])]),
-}
-ours = {
-    "ablation.learned_beats_fixed": f"{pct(s[best])} vs fixed {pct(s['fixed_0.55'])} / uniform {pct(s['uniform'])} / "
-                                    f"reverse {pct(s['reverse_1.82'])}",
-    "ablation.reverse_fails": f"reverse {pct(s['reverse_1.82'])} vs learned {pct(s[best])}",
-    "ablation.both_axes_best": f"{pct(s[best])} / {pct(lg[best])} vs inner {pct(s['inner_only'])} / "
-                               f"{pct(lg['inner_only'])}, outer {pct(s['outer_only'])} / {pct(lg['outer_only'])}",
-    "ablation.content_score_matters": f"{pct(lg[best])} with, {pct(lg['no_content_score'])} without (@ {long})",
-}
+verdicts = ablation.claim_effects(solved)  # each claim's effect, paired on the test puzzles
+ours = ablation.claim_texts(s, lg, long, pct)
 claims = [nb.claim(cid, ours[cid], effect=iv) for cid, iv in verdicts.items()]
+
+# %%
 text = (f"At profile **{profile}** ({n_puzzles} puzzles, one seed per variant), budgets {short} and {long} outer "
         "updates. " + " ".join(f"{label[n]}: {pct(s[n])} → {pct(lg[n])}." for n in acc) +
         " One seed per variant at a small profile: differences of a few points are within seed noise; each claim "

@@ -45,11 +45,8 @@ limit = 0  # test puzzles (0: the profile's default)
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
-import torch
 
-from infiloop.analysis import claims as effects
-from infiloop.analysis import plotting
+from infiloop.analysis import conditioning, plotting
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import CONDITIONING_RECIPES
 from infiloop.model.conditioning import HISTORY_MAPS
@@ -120,34 +117,8 @@ fig_budget = plotting.save_figure(fig, "conditioning", profile)[0]
 # and the size of the learned history and injection maps.
 
 # %%
-t = torch.linspace(0, 1, 101)
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
-for r in ("loop_gating", "history_lg"):
-    with torch.no_grad():
-        g = models[r].cond.loop_gate(t.to(device))[:, 0].cpu().numpy()  # [T, d]
-    ax.plot(t, g.mean(1), color=plotting.COLORS[r], label=f"{plotting.LABELS[r]}: mean over channels")
-    ax.fill_between(t, np.percentile(g, 10, 1), np.percentile(g, 90, 1), color=plotting.COLORS[r], alpha=0.15)
-ax.axhline(1, color="grey", ls=":", lw=1)
-ax.set(xlabel="t = ℓ / L_infer", ylabel="loop gate g(t) (10–90 % of channels)", ylim=(0, 2))
-ax.legend(fontsize=8, loc="upper right")
-plotting.profile_note(ax, profile)
-fig.tight_layout()
-fig_gate = plotting.save_figure(fig, "conditioning_gate", profile)[0]
-
-
-def spectral(W):
-    return float(torch.linalg.matrix_norm(W.detach().float().cpu(), ord=2)) if W.ndim == 2 else float(W.abs().max())
-
-
-learned = []
-for r in ("history_w1", "history_w2", "history_lg"):
-    B = models[r].cond.B
-    learned.append([plotting.LABELS[r], ", ".join(f"‖B_{j + 1}‖ = {spectral(B[j]):.3f}" for j in range(len(B)))])
-c = models["inject_dense"].cond
-eye = torch.eye(c.W_h.shape[0], device=c.W_h.device)
-learned.append([plotting.LABELS["inject_dense"],
-                f"‖W_h − I‖ = {spectral(c.W_h - eye):.3f}, ‖W_0‖ = {spectral(c.W_0):.3f}"])
-learned_cols = ["model", "learned map (spectral norm; max |.| for scalar or channel maps)"]
+fig_gate = plotting.save_figure(conditioning.gate_figure(models, device, profile), "conditioning_gate", profile)[0]
+learned_cols, learned = conditioning.LEARNED_COLUMNS, conditioning.learned_maps(models)
 print(*[" | ".join(x) for x in [learned_cols, *learned]], sep="\n")
 
 # %% [markdown]
@@ -158,34 +129,18 @@ long_ = grid[-1]
 at_long = {r: float(a[-1]) for r, a in acc.items()}
 at_train = {r: float(a[grid.index(depth)]) if depth in grid else float("nan") for r, a in acc.items()}
 
-
+# %% [markdown]
 # Each claim is decided by the 95 % interval of its effect at the longest budget beside the paper's effect
-# (`infiloop/analysis/claims.py`; the rule: `infiloop/analysis/intervals.py`): the test puzzles resampled (one training
-# seed per model: the report marks these verdicts as resting on one trained model), every model with the same draw.
+# (`infiloop/analysis/conditioning.py`; the rule: `infiloop/analysis/intervals.py`): the test puzzles resampled (one
+# training seed per model: the report marks these verdicts as resting on one trained model), every model with the
+# same draw.
+
+# %%
 solved_long = {r: out_r["correct"][-1] for r, out_r in budget_out.items()}
-
-
-def flags_long(*keys):
-    """The models' solved flags at the longest budget: one seed, one list of flag arrays."""
-    return [[solved_long[k] for k in keys]]
-
-
-verdicts = {
-    "study.history_beats_dense_injection": (
-        f"@ {long_}: history (w = 1) {pct(at_long['history_w1'])} vs dense injection {pct(at_long['inject_dense'])}",
-        effects.difference([tuple(flags_long("history_w1", "inject_dense")[0])])),
-    "study.window_one_best": (
-        f"@ {long_}: w = 1 {pct(at_long['history_w1'])} vs w = 2 {pct(at_long['history_w2'])}",
-        effects.difference([tuple(flags_long("history_w1", "history_w2")[0])])),
-    "study.loop_gating_helps": (
-        f"@ {long_}: loop gating {pct(at_long['loop_gating'])} vs unconditioned {pct(at_long['carry_last'])}",
-        effects.difference([tuple(flags_long("loop_gating", "carry_last")[0])])),
-    "study.history_lg_best_pair": (
-        f"@ {long_}: history + LG {pct(at_long['history_lg'])} vs history {pct(at_long['history_w1'])}, "
-        f"LG {pct(at_long['loop_gating'])}",
-        effects.lead_over_best(flags_long("history_lg", "history_w1", "loop_gating"))),
-}
+verdicts = conditioning.claim_effects(solved_long, at_long, long_, pct)
 claims = [nb.claim(cid, ours, effect=iv) for cid, (ours, iv) in verdicts.items()]
+
+# %%
 best_cond = max((r for r in acc if r not in ("carry_last", "infiloop")), key=lambda r: at_long[r])
 text = (f"At profile **{profile}** ({n_puzzles} test puzzles, one seed per model, training depth {depth} outer "
         f"updates), exact accuracy at the training depth → at {long_} updates: "
