@@ -116,10 +116,6 @@ def _effects(pairs: list[tuple[dict, dict]], to_fill, labels, window: int) -> di
     }
 
 
-def _per_model(pairs, terms, k: int) -> Interval:
-    return _interval([[terms(p[k])] for p in pairs])
-
-
 def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarray, window: int = WINDOW,
            claim=effects.claim_dict) -> list[dict]:
     """The seven ``diagnosis.*`` claims, each decided by the interval of its effect (``claims.claim_dict``, or a
@@ -127,7 +123,7 @@ def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarr
     puzzles; ``to_fill``, ``labels``: [P, S] the cells to fill and the solutions."""
     a, b = snapshots(pairs[0][0])
     iv = _effects(pairs, to_fill, labels, window)
-    own = {k: {"changed": _per_model(pairs, changed_terms, k),
+    own = {k: {"changed": intervals.over_seeds([p[k] for p in pairs], changed_terms),
                "wrong": effects.ratio_difference([wrong_change_terms(p[k]) for p in pairs])} for k in (0, 1)}
     flips = [_interval([[flip_terms(p, to_fill, labels)[k]] for p in pairs]) for k in (0, 1)]
     rooms = [[after_solve(t, window) for t in p] for p in pairs]

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from ... import paths
 from ...io import atomic_write_text
-from ...machine import cpu_name, lock_status
+from ...machine import canonical, cpu_name, lock_status
 
 
 def _run(cmd: list[str], cwd: Path) -> str | None:
@@ -76,7 +75,7 @@ def installed_packages() -> list[str]:
     for d in metadata.distributions():
         name = d.metadata["Name"]
         if name:
-            seen.setdefault(re.sub(r"[-_.]+", "-", name).lower(), f"{name}=={d.version}")
+            seen.setdefault(canonical(name), f"{name}=={d.version}")
     return [seen[k] for k in sorted(seen)]
 
 
