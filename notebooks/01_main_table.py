@@ -76,7 +76,8 @@ for task in task_list:
         n = len(terms[r, task][0][0])
         subset = " (subset)" if registry.task(task).voted and run.test_data().info.get("subset") else ""
         what = f"pass@2, {n} tasks{subset}" if registry.task(task).voted else f"exact, {n} puzzles"
-        measured[r, task] = (intervals.interval([[t] for t in terms[r, task]], vectorized=True),
+        measured[r, task] = (intervals.interval([[t] for t in terms[r, task]], vectorized=True,
+                                                bounds=intervals.SHARE),
                              f"{what}, {depth} updates, {len(seed_list)} seed(s)")
         print(f"{task:7s} {r:11s} {measured[r, task][0].pct():>24s}  ({measured[r, task][1]})")
 

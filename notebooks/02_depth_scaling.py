@@ -86,7 +86,8 @@ n_puzzles = trajs["infiloop"]["correct"].shape[1]
 seed_note = (f"{len(seed_list)} seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
              else f"one seed ({seed_list[0]}): intervals over test puzzles only")
 
-curves = {r: intervals.over_seeds(by_seed[r].values(), analysis.accuracy_terms, 1000) for r in MAIN_RECIPES}
+curves = {r: intervals.over_seeds(by_seed[r].values(), analysis.accuracy_terms, 1000,
+                                  bounds=intervals.SHARE) for r in MAIN_RECIPES}
 ups = trajs["infiloop"]["updates"]
 print(f"{seed_note}; {n_puzzles} test puzzles per seed")
 
@@ -136,8 +137,9 @@ row_of = {int(u): i for i, u in enumerate(ups)}
 peak = {r: int(ups[np.nanargmax(c.value)]) for r, c in curves.items()}
 drop = {r: effects.held_out_fall([t["correct"] for t in by_seed[r].values()]) for r in curves}
 held_peaks = {r: " / ".join(str(int(ups[k])) for k in drop[r].extra["peaks"]) for r in curves}
-lost = {r: intervals.over_seeds(by_seed[r].values(), analysis.lost_terms) for r in MAIN_RECIPES}
-change = {r: intervals.over_seeds(by_seed[r].values(), analysis.state_change_terms) for r in MAIN_RECIPES}
+lost = {r: intervals.over_seeds(by_seed[r].values(), analysis.lost_terms, bounds=intervals.SHARE) for r in MAIN_RECIPES}
+change = {r: intervals.over_seeds(by_seed[r].values(), analysis.state_change_terms, bounds=intervals.NONNEGATIVE)
+          for r in MAIN_RECIPES}
 table = {}
 for r, c in curves.items():
     at = {u: c.point(row_of[u]).pct() for u in (depth, peak[r], max_updates)}
@@ -168,8 +170,10 @@ print(*[" | ".join(map(str, x)) for x in [diff_cols, *diff_rows]], sep="\n")
 # and the share that is wrong at that update (mean over seeds, 95 % interval).
 
 # %%
-by_depth = (analysis.state_change_by_depth_terms, analysis.lost_by_depth_terms)
-drift = {r: tuple(intervals.over_seeds(by_seed[r].values(), terms, 1000) for terms in by_depth) for r in MAIN_RECIPES}
+by_depth = ((analysis.state_change_by_depth_terms, intervals.NONNEGATIVE),
+            (analysis.lost_by_depth_terms, intervals.SHARE))
+drift = {r: tuple(intervals.over_seeds(by_seed[r].values(), terms, 1000, bounds=bounds) for terms, bounds in by_depth)
+         for r in MAIN_RECIPES}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
 for r, ivs in drift.items():
     for axis, iv in zip((ax1, ax2), ivs):

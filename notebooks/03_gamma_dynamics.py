@@ -87,7 +87,8 @@ fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
 AXES, PHASES = ("outer", "inner"), analysis.GAMMA_PHASES
 quantities = {axis: [analysis.gamma_phase_quantities(t, axis, before, settle) for t in by_seed.values()]
               for axis in AXES}
-phase_iv = {axis: {k: intervals.interval(q, lambda r, i=i: r[i], vectorized=True) for i, k in enumerate(PHASES)}
+phase_iv = {axis: {k: intervals.interval(q, lambda r, i=i: r[i], vectorized=True,
+                                                                 bounds=intervals.SHARE) for i, k in enumerate(PHASES)}
             for axis, q in quantities.items()}
 phase_cols = ["axis", "search", "at the solve", f"{settle} to {3 * settle} after", "never solved", "1 − β"]
 phase_rows = [[axis, *(phase_iv[axis][k].num(".2f") for k in PHASES), f"{baseline[axis]:.2f}"] for axis in AXES]

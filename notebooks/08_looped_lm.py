@@ -100,7 +100,7 @@ def curve(task: str, alloc: str, conn: str, loops: list[int]) -> intervals.Inter
     for s in seed_list:
         f = np.stack([flags(task, alloc, conn, s, r) for r in loops])
         per_seed.append([(f, np.ones_like(f))])
-    return intervals.interval(per_seed, items="items", vectorized=True)
+    return intervals.interval(per_seed, items="items", vectorized=True, bounds=intervals.SHARE)
 
 
 loops = list(g.probe(g.cells[0]).budgets())

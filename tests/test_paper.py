@@ -296,6 +296,25 @@ def test_over_seeds_is_the_interval_of_one_models_terms():
 
     rng = np.random.default_rng(0)
     trajs = [{"correct": rng.random((3, 40)) < 0.6} for _ in range(3)]
-    a = intervals.over_seeds(trajs, analysis.accuracy_terms, 500)
+    a = intervals.over_seeds(trajs, analysis.accuracy_terms, 500, bounds=intervals.SHARE)
     b = intervals.interval([[analysis.accuracy_terms(t)] for t in trajs], replicates=500, vectorized=True)
     assert np.allclose(a.value, b.value) and np.allclose(a.lo, b.lo) and np.allclose(a.hi, b.hi)
+
+
+def test_over_seeds_keeps_a_share_inside_its_range():
+    """Three seeds spread as search's (accuracy 43 %, 72 %, 82 %): t = 4.30 over two degrees of freedom crosses 0 and
+    1 unclipped (the recorded 74.2 % [33.6, 114.9] of 2026-12-03); the interval of a share is clipped to [0, 1]."""
+    import numpy as np
+
+    from infiloop.analysis import intervals
+    from infiloop.analysis import trajectories as analysis
+
+    rng = np.random.default_rng(1)
+    trajs = [{"correct": rng.random((1, 256)) < p} for p in (0.05, 0.5, 0.97)]
+    raw = intervals.interval([[analysis.accuracy_terms(t)] for t in trajs], replicates=2000, vectorized=True)
+    assert raw.lo[0] < 0 and raw.hi[0] > 1  # what the clipping is for
+    iv = intervals.over_seeds(trajs, analysis.accuracy_terms, 2000, bounds=intervals.SHARE)
+    assert iv.lo[0] == 0.0 and iv.hi[0] == 1.0 and np.isclose(iv.value[0], raw.value[0])
+    change = intervals.over_seeds(trajs, lambda t: (t["correct"][0] * 3.0, np.ones(256)), 2000,
+                                  bounds=intervals.NONNEGATIVE)
+    assert change.lo == 0.0 and change.hi > 3.0

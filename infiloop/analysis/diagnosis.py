@@ -123,12 +123,13 @@ def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarr
     puzzles; ``to_fill``, ``labels``: [P, S] the cells to fill and the solutions."""
     a, b = snapshots(pairs[0][0])
     iv = _effects(pairs, to_fill, labels, window)
-    own = {k: {"changed": intervals.over_seeds([p[k] for p in pairs], changed_terms),
+    own = {k: {"changed": intervals.over_seeds([p[k] for p in pairs], changed_terms,
+                                                   bounds=intervals.NONNEGATIVE),
                "wrong": effects.ratio_difference([wrong_change_terms(p[k]) for p in pairs])} for k in (0, 1)}
-    flips = [_interval([[flip_terms(p, to_fill, labels)[k]] for p in pairs]) for k in (0, 1)]
+    flips = [_interval([[flip_terms(p, to_fill, labels)[k]] for p in pairs], bounds=intervals.SHARE) for k in (0, 1)]
     rooms = [[after_solve(t, window) for t in p] for p in pairs]
-    moved = [_interval([[_masked(r[k]["state_change"], r[0]["room"] & r[1]["room"])] for r in rooms])
-             for k in (0, 1)]
+    moved = [_interval([[_masked(r[k]["state_change"], r[0]["room"] & r[1]["room"])] for r in rooms],
+                       bounds=intervals.NONNEGATIVE) for k in (0, 1)]
     span = f"between updates {a} and {b}"
     text = {
         "diagnosis.carry_last_changes_more": f"predictions changed per puzzle {span}: carry-last "

@@ -51,6 +51,8 @@ MIN_REPLICATES, MAX_REPLICATES = 2_000, 200_000
 MAX_LOOPED = 20_000  # the most resamples for a combine that is not vectorized (called once per resample and seed)
 MC_GROUPS = 10  # batch means: the bounds from 10 disjoint groups of resamples give their Monte-Carlo error
 FRACTION = 0.5  # differs: the interval lies below this fraction of the paper's effect
+SHARE = (0.0, 1.0)  # the range of a share (accuracy, puzzles lost, γ): an interval is clipped to it
+NONNEGATIVE = (0.0, math.inf)  # the range of a count or a size (predictions changed, state change)
 
 RULE = ("Each claim's effect is oriented so that the paper's effect is positive. **agrees**: its 95 % interval lies "
         "above zero (on the paper's side); **differs**: otherwise, when the interval lies below half the paper's "
@@ -305,12 +307,14 @@ def interval(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.nda
                     int(np.max(bad)), crossed, words)
 
 
-def over_seeds(trajectories, terms: Callable[[dict], Ratio], replicates: int | None = None) -> Interval:
+def over_seeds(trajectories, terms: Callable[[dict], Ratio], replicates: int | None = None, *,
+               bounds: tuple[float, float]) -> Interval:
     """The mean over seeds of one model's statistic with its interval (:func:`interval`): ``trajectories`` one per
     seed on the same test puzzles, ``terms(traj)`` its (numerator, denominator) per puzzle (``trajectories.py``'s
     ``*_terms``). A curve's band from ``replicates`` puzzle resamples (its Monte-Carlo error is in the method), a
-    number's until that error is small."""
-    return interval([[terms(t)] for t in trajectories], replicates=replicates, vectorized=True)
+    number's until that error is small. ``bounds``: the statistic's range (:data:`SHARE`, :data:`NONNEGATIVE`),
+    required because a t interval over three seeds easily crosses it (74 % ± 41 points is not [33, 115] %)."""
+    return interval([[terms(t)] for t in trajectories], replicates=replicates, vectorized=True, bounds=bounds)
 
 
 bootstrap = interval  # the earlier name (a two-level percentile bootstrap until issue 49), kept for its callers
