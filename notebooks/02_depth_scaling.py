@@ -144,7 +144,7 @@ table = {}
 for r, c in curves.items():
     at = {u: c.point(row_of[u]).pct() for u in (depth, peak[r], max_updates)}
     table[r] = [plotting.LABELS[r], at[depth], f"{at[peak[r]]} @ {peak[r]}", at[max_updates],
-                f"{drop[r].pct()} (peaks {held_peaks[r]})", lost[r].pct(), change[r].pct(3)]
+                f"{drop[r].points()} (peaks {held_peaks[r]})", lost[r].pct(), change[r].pct(3)]
 rows = list(table.values())
 cols = ["model", f"@ training depth ({depth})", "peak @ update", f"@ {max_updates} updates",
         "fall after the held-out peak (peaks of the two halves)", "solved once, wrong at the end",
@@ -263,7 +263,7 @@ claims = [
              f"{table['infiloop'][1]} @ {depth} → {table['infiloop'][3]} @ {max_updates} updates", effect=gain),
     nb.claim("depth.carry_last_degrades",
              f"peak {table['carry_last'][2]} → {table['carry_last'][3]} @ {max_updates}; fall after the held-out "
-             f"peak (updates {held_peaks['carry_last']}) {drop['carry_last'].pct()}", effect=drop["carry_last"]),
+             f"peak (updates {held_peaks['carry_last']}) {drop['carry_last'].points()}", effect=drop["carry_last"]),
 ] if task == "sudoku" else []  # the paper's depth claims are measured on Sudoku-Extreme only
 
 # %% [markdown]
@@ -274,7 +274,7 @@ details = [
     f"InfiLoop: {table['infiloop'][1]} at its training depth ({depth} updates) → {table['infiloop'][3]} at "
     f"{max_updates} updates ({max_updates * layers:,} layers).",
     f"Carry-last: peak {table['carry_last'][2]} → {table['carry_last'][3]} at {max_updates} (fall after the peak "
-    f"chosen on held-out puzzles {drop['carry_last'].pct()}).",
+    f"chosen on held-out puzzles {drop['carry_last'].points()}).",
     f"Solved, then lost by the end: carry-last {lost['carry_last'].pct()}, InfiLoop {lost['infiloop'].pct()} (the "
     "paper: 19.7 % within 36 updates for TRM, none for InfiLoop).",
     f"State change per update after the solve: carry-last {change['carry_last'].pct(3)}, InfiLoop "

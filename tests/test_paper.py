@@ -281,7 +281,8 @@ def test_notebook_02s_contrast_sentence_follows_the_falls():
     flat, falls = iv(-0.01, 0.01), iv(0.02, 0.06)
     lost, change = {"carry_last": iv(0.0, 0.007)}, {"carry_last": iv(0.001, 0.002)}
     assert contrast_sentence("sudoku", {"carry_last": falls, "infiloop": flat}, lost, change).startswith(
-        "**The paper's contrast appears on sudoku at this profile:** carry-last falls from its peak by 4.0 %")
+        "**The paper's contrast appears on sudoku at this profile:** carry-last falls from its peak by "
+        "+4.0 [+2.0, +6.0] points")
     assert contrast_sentence("maze", {"carry_last": falls, "infiloop": falls}, lost, change).startswith(
         "**Both connections fall from their peak**")
     said = contrast_sentence("sudoku", {"carry_last": flat, "infiloop": falls}, lost, change)

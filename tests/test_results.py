@@ -27,6 +27,19 @@ def test_the_readme_table_is_the_rendering_of_the_recorded_summaries():
     assert text.count(RULE) == 1 and text.count("The rule: ") == 1  # the rule, stated once
 
 
+def test_no_recorded_share_is_printed_outside_its_range():
+    """A share printed as ``x % [lo, hi]`` in a recorded summary lies in [0, 100] (intervals of a share are clipped
+    to it; a signed difference of shares is printed in points). Recorded 74.2 % [33.6, 114.9] before 9432fb9."""
+    import re
+
+    share = re.compile(r"(-?\d+(?:\.\d+)?) % \[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]")
+    bad = [(f.relative_to(paths.ROOT).as_posix(), m.group(0))
+           for f in sorted((paths.ROOT / "docs" / "results").glob("*/*.json"))
+           for m in share.finditer(f.read_text(encoding="utf-8"))
+           if not 0.0 <= float(m.group(2)) <= float(m.group(1)) <= float(m.group(3)) <= 100.0]
+    assert not bad, bad
+
+
 def test_recorded_perturbation_claims_are_decided_again_from_their_table():
     """The recorded `search` run of notebook 04 kept every solved puzzle of every model at every ε (each cell
     "100.0 % [100.0, 100.0]", per-seed counts recorded): that fixes the analysis's data, so its two claims are decided

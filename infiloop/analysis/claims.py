@@ -132,7 +132,7 @@ def perturbation_moved(costs: dict[str, Interval], eps: float) -> str:
     if any(float(iv.lo) > 0 for iv in costs.values()):
         return ""
     return (f"the strongest perturbation (ε = {eps:g}) cost no model a solved puzzle beyond its unperturbed run (no "
-            "cost interval above zero: " + ", ".join(f"{k} {iv.pct()}" for k, iv in costs.items())
+            "cost interval above zero: " + ", ".join(f"{k} {iv.points()}" for k, iv in costs.items())
             + "), so keeping them says nothing at this scale")
 
 

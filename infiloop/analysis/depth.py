@@ -12,7 +12,7 @@ def contrast_sentence(task: str, drop: dict[str, Interval], lost: dict[str, Inte
     a fall when its interval lies above zero), carry-last's share of solved puzzles lost by the end and its state
     change per update after the solve: appears (carry-last falls, InfiLoop does not), both fall, or does not appear."""
     falls = {r: verdict(drop[r]) is True for r in ("carry_last", "infiloop")}
-    cl, il = drop["carry_last"].pct(), drop["infiloop"].pct()
+    cl, il = drop["carry_last"].points(), drop["infiloop"].points()
     if falls["carry_last"] and not falls["infiloop"]:
         return (f"**The paper's contrast appears on {task} at this profile:** carry-last falls from its peak by {cl} "
                 f"and InfiLoop does not ({il}).")

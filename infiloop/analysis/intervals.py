@@ -131,6 +131,12 @@ class Interval:
             return "–"
         return f"{100 * self.value:.{digits}f} % [{100 * self.lo:.{digits}f}, {100 * self.hi:.{digits}f}]"
 
+    def points(self, digits: int = 1) -> str:
+        """``"-0.4 [-1.4, +0.6] points"`` for a difference of two fractions (signed, in percentage points)."""
+        if self.value != self.value:
+            return "–"
+        return f"{100 * self.value:+.{digits}f} [{100 * self.lo:+.{digits}f}, {100 * self.hi:+.{digits}f}] points"
+
     def num(self, fmt: str = ".3g") -> str:
         if self.value != self.value:
             return "–"
