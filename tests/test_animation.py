@@ -149,7 +149,9 @@ def test_video_beside_the_gif_where_ffmpeg_exists(sudoku, tmp_path):
     fake.write_text('#!/bin/sh\nfor last; do :; done\ncat > "$last"\n')
     fake.chmod(0o755)
     with mpl.rc_context({"animation.ffmpeg_path": str(fake)}):
-        assert A.ffmpeg_available()
+        from infiloop.analysis.animation_canvas import ffmpeg_available
+
+        assert ffmpeg_available()
         anim = A.render_race(trajs, depth, tmp_path / "race.gif", profile="smoke", frames=frames[:5])
     height, width, _ = A.read_frames(anim.path)[0].shape
     assert anim.video == tmp_path / "race.mp4" and anim.video.stat().st_size == 5 * width * height * 4

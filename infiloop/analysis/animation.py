@@ -14,8 +14,9 @@ scale to the last one, at most ``max_frames`` whatever the depth (each frame say
 predicted tokens that the evaluation keeps at exactly those updates (``pred_snapshots``): ``record`` runs
 the cached evaluation of the chosen puzzle with a snapshot at every frame.
 
-Files are written with matplotlib's own writers: ``PillowWriter`` for the GIF (always; no external
-program), and ``FFMpegWriter`` for an MP4 beside it only where ffmpeg exists. ``show`` puts the MP4 inline
+Files are written with matplotlib's own writers (``animation_canvas.py``, which also draws the boards pixel for
+pixel): ``PillowWriter`` for the GIF (always; no external program), and ``FFMpegWriter`` for an MP4 beside it only
+where ffmpeg exists. ``show`` puts the MP4 inline
 as HTML5 video where there is one, else the GIF.
 
     frames = frame_updates(run.training_depth, 960)
@@ -28,29 +29,20 @@ as HTML5 video where there is one, else the GIF.
 from __future__ import annotations
 
 import json
-import shutil
-import time
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib as mpl
 import numpy as np
 import torch
-from matplotlib.animation import FFMpegWriter, PillowWriter
-from matplotlib.artist import Artist
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
-from ..io import atomic_write
 from ..tasks.base import IGNORE_LABEL_ID
 from ..tasks.registry import task as registered
+from . import animation_canvas as drawing
 from .plotting import COLORS, LABELS
 
-DPI = 80  # pixels per inch of every frame; figure sizes below are whole multiples of 1/DPI inch
 MAX_FRAMES = 100
 
 # Cell classes of a decoded board and their fills (light, so that the digits stay readable).
@@ -61,7 +53,6 @@ CLASS_COLORS = ("#FFFFFF", "#D9D9D9", "#8CD3A8", "#F3A07A")
 # ARC tokens (tasks/arc.py): 0 pad, 1 end-of-grid border, 2..11 the ten ARC colours (the usual palette).
 ARC_COLORS = ("#FFFFFF", "#5C5C5C", "#000000", "#0074D9", "#FF4136", "#2ECC40", "#FFDC00", "#AAAAAA",
               "#F012BE", "#FF851B", "#7FDBFF", "#870C25")
-
 
 
 @dataclass
@@ -225,180 +216,12 @@ def _frame_rows(traj: dict, frames: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------- drawing
 
 
-def _figure(width_px: int, height_px: int) -> Figure:
-    fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI, facecolor="white")
-    FigureCanvasAgg(fig)
-    fig.set_layout_engine(None)  # fixed positions: a cell is at the same pixel in every frame
-    return fig
-
-
-def _rgb(color) -> np.ndarray:
-    return np.round(np.array(to_rgb(color)) * 255).astype(np.uint8)
-
-
-def _glyph(text: str, px: int) -> np.ndarray:
-    """Coverage [px, px] in [0, 1] of ``text`` drawn black and centred in a px x px square (rendered once)."""
-    fig = _figure(px, px)
-    fig.text(0.5, 0.5, text, ha="center", va="center_baseline", fontsize=0.55 * px * 72 / DPI,
-             fontweight="bold" if text.isdigit() else "normal")
-    fig.canvas.draw()
-    return 1 - np.asarray(fig.canvas.buffer_rgba())[..., 0].astype(np.float32) / 255
-
-
-class _Board(Artist):
-    """A board drawn pixel for pixel in the middle of an axes (which keeps only its title and texts): each
-    cell a block of ``cell`` x ``cell`` pixels filled with its colour, its text as a glyph rendered once,
-    white lines between cells, black lines between boxes, wrong cells outlined in red on demand. Every cell
-    is at the same pixels in every frame, and ``samples`` says where to read it back."""
-
-    def __init__(self, ax, shape: tuple[int, int], colors, box=None, texts=()):
-        super().__init__()
-        self.shape, self.palette, self.box = shape, np.stack([_rgb(c) for c in colors]), box
-        ax.set_axis_off()
-        fig = ax.get_figure()
-        h, w = shape
-        x0, y0, bw, bh = (ax.get_position().bounds * np.array([fig.bbox.width, fig.bbox.height] * 2))
-        self.cell = max(3, int(min(bw / w, bh / h)))
-        self.left = int(x0 + (bw - self.cell * w) / 2)
-        self.bottom = int(y0 + (bh - self.cell * h) / 2)
-        self.top = int(round(fig.bbox.height)) - self.bottom - self.cell * h  # in frame rows (y down)
-        ax.set_position((self.left / fig.bbox.width, self.bottom / fig.bbox.height, self.cell * w / fig.bbox.width,
-                         self.cell * h / fig.bbox.height))  # the axes' title and texts frame the board
-        self.glyphs = {t: _glyph(t, self.cell) for t in sorted(set(texts) - {""})} if self.cell >= 10 else {}
-        self.rgba = None
-        fig.add_artist(self)
-
-    def set(self, index: np.ndarray, texts: np.ndarray | None = None, wrong: np.ndarray | None = None) -> None:
-        """Show palette indices ``index``, the text of each cell (``texts``) and outline ``wrong`` cells."""
-        h, w, c = *self.shape, self.cell
-        img = np.repeat(np.repeat(self.palette[np.asarray(index).reshape(h, w)], c, 0), c, 1).astype(np.float32)
-        if texts is not None and self.glyphs:
-            for k, t in enumerate(np.asarray(texts).ravel()):
-                if t in self.glyphs:
-                    r, q = divmod(k, w)
-                    img[r * c:(r + 1) * c, q * c:(q + 1) * c] *= 1 - self.glyphs[t][..., None]
-        img[::c, :] = img[:, ::c] = 255  # white lines between cells
-        if wrong is not None:
-            t = max(1, c // 10)
-            for r, q in zip(*np.nonzero(np.asarray(wrong).reshape(h, w))):
-                block = img[r * c + 1:(r + 1) * c - 1, q * c + 1:(q + 1) * c - 1]
-                block[:t], block[-t:], block[:, :t], block[:, -t:] = (_rgb("#C00000"),) * 4
-        if self.box:
-            for k in range(0, h + 1, self.box[0]):
-                img[max(0, k * c - 1):k * c + 1, :] = 0
-            for k in range(0, w + 1, self.box[1]):
-                img[:, max(0, k * c - 1):k * c + 1] = 0
-        rgba = np.empty((h * c, w * c, 4), np.uint8)
-        rgba[..., :3], rgba[..., 3] = img.astype(np.uint8), 255
-        self.rgba = rgba
-
-    def draw(self, renderer) -> None:
-        if self.rgba is not None:
-            gc = renderer.new_gc()
-            renderer.draw_image(gc, self.left, self.bottom, self.rgba[::-1])  # renderer rows run bottom-up
-            gc.restore()
-
-    def samples(self, where: float) -> np.ndarray:
-        """Pixel (x, y) in a frame (y down) of each cell's point at fraction ``where`` of the cell from its
-        top-left corner (0.5: the centre); row-major over the board."""
-        h, w = self.shape
-        rr, cc = np.divmod(np.arange(h * w), w)
-        off = int(where * self.cell)
-        return np.stack([self.left + cc * self.cell + off, self.top + rr * self.cell + off], 1)
-
-
-def _log_axis(ax, last: int) -> None:
-    """A log x axis from 1 to ``last`` with fixed, plainly labelled ticks (cheap to draw at every frame)."""
-    ax.set_xscale("log")
-    ax.set_xlim(1, max(2, last))
-    ticks = [m * 10**k for k in range(len(str(last))) for m in (1, 2, 5) if m * 10**k <= last]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(FixedFormatter([f"{t:,}" for t in ticks]))
-    ax.xaxis.set_minor_locator(NullLocator())
-
-
 def _cell_texts(task: str, tokens: np.ndarray) -> np.ndarray:
     """The text shown in each cell (``registry.Task.cell_text``): Sudoku digits, maze symbols; none for other
     tasks."""
     tokens = np.asarray(tokens).astype(np.int64)
     text = registered(task).cell_text
     return text(tokens) if text is not None else np.full(tokens.shape, "")
-
-
-def _frames(fig: Figure, live: list, draw, n_frames: int):
-    """Each frame as an RGBA array: everything but the ``live`` artists is drawn once, then per frame the
-    live ones are updated (``draw(i)``) and drawn over that background, in the order given (blitting)."""
-    for a in live:
-        a.set_animated(True)
-    canvas = fig.canvas
-    canvas.draw()
-    background = canvas.copy_from_bbox(fig.bbox)
-    renderer = canvas.get_renderer()
-    for i in range(n_frames):
-        draw(i)
-        canvas.restore_region(background)
-        for a in live:
-            a.draw(renderer)
-        yield np.asarray(canvas.buffer_rgba())
-
-
-class _Pixels(Artist):
-    """An artist that puts an RGBA frame [height, width, 4] on the canvas pixel for pixel (no resampling)."""
-
-    rgba: np.ndarray | None = None
-
-    def draw(self, renderer) -> None:
-        if self.rgba is not None:
-            gc = renderer.new_gc()
-            renderer.draw_image(gc, 0, 0, self.rgba[::-1])  # the renderer's rows run bottom to top
-            gc.restore()
-
-
-def _write(fig: Figure, live: list, draw, n_frames: int, path: Path, fps: float,
-           video: bool | None) -> tuple[float, Path | None]:
-    """Write the frames (``_frames``) with matplotlib's writers: the GIF with ``PillowWriter`` and, where
-    ffmpeg exists and ``video`` is not False, an MP4 beside it with ``FFMpegWriter``. Each frame reaches the
-    writers through a figure of the same pixel size holding it as an unscaled image, so the files hold the
-    drawn pixels exactly; files move into place only when complete. Returns (seconds, the MP4 or None)."""
-    t0 = time.time()
-    width, height = (int(round(v)) for v in fig.bbox.size)
-    carrier = _figure(width, height)
-    image = carrier.add_artist(_Pixels())
-    outputs = [(PillowWriter, path)]
-    if video is not False and ffmpeg_available():
-        outputs.append((FFMpegWriter, path.with_suffix(".mp4")))
-
-    def write(tmps: list) -> None:
-        writers = [kind(fps=fps) for kind, _ in outputs]
-        with mpl.rc_context({"savefig.bbox": None}), ExitStack() as stack:
-            for writer, tmp in zip(writers, tmps):
-                stack.enter_context(writer.saving(carrier, tmp, DPI))
-            for frame in _frames(fig, live, draw, n_frames):
-                image.rgba = frame
-                for writer in writers:
-                    writer.grab_frame()
-
-    _into_place([p for _, p in outputs], write)
-    return time.time() - t0, (outputs[1][1] if len(outputs) > 1 else None)
-
-
-def _into_place(paths: list[Path], write, tmps: tuple = ()) -> None:
-    """``write(temporary paths)``, then every file moves into place (``atomic_write``, nested)."""
-    if not paths:
-        write(list(tmps))
-        return
-    atomic_write(paths[0], lambda tmp: _into_place(paths[1:], write, (*tmps, tmp)), suffix=paths[0].suffix)
-
-
-def ffmpeg_available() -> bool:
-    """Whether matplotlib can find ffmpeg (for the optional MP4 / HTML5 video)."""
-    return bool(shutil.which(mpl.rcParams["animation.ffmpeg_path"]))
-
-
-def _footer(fig: Figure, note: str, profile: str, extra: str = "") -> None:
-    style = {"fontsize": 7.5, "color": "#666666", "va": "bottom"}
-    fig.text(0.01, 0.008, note, ha="left", **style)
-    fig.text(0.99, 0.008, f"profile: {profile}" + (f" · {extra}" if extra else ""), ha="right", **style)
 
 
 def _status(update: int, first: int, lost: list[int]) -> str:
@@ -422,7 +245,7 @@ def _board_panels(fig: Figure, gs, boards: dict[str, dict], grid: tuple[int, int
     live, board, status, ev = [], {}, {}, {}
     for j, r in enumerate(boards):
         ax = fig.add_subplot(gs[0, j])
-        board[r] = _Board(ax, tuple(grid), CLASS_COLORS, box, texts)
+        board[r] = drawing.Board(ax, tuple(grid), CLASS_COLORS, box, texts)
         ax.set_title(LABELS.get(r, r), color=COLORS.get(r, "black"), fontsize=11, fontweight="bold")
         status[r] = ax.text(0.5, -0.03, "", transform=ax.transAxes, ha="center", va="top", fontsize=9,
                             linespacing=1.5)
@@ -439,7 +262,7 @@ def _trace_axes(fig: Figure, gs, boards: dict[str, dict], info: dict, depth: int
     ax_s = fig.add_subplot(gs[2, :], sharex=ax_g)
     for ax in (ax_g, ax_s):
         ax.axvline(depth, color="#AAAAAA", ls="--", lw=0.8)
-        _log_axis(ax, last)
+        drawing.log_axis(ax, last)
         ax.tick_params(labelsize=8)
     traces, live = {}, []
     for r, t in boards.items():
@@ -490,7 +313,7 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
     info = {r: _info(t) for r, t in boards.items()}
     layers = info[names[0]]["layers_per_update"]
     h, w = grid
-    fig = _figure(max(640, 40 + 300 * len(names)), 560)
+    fig = drawing.figure(max(640, 40 + 300 * len(names)), 560)
     gs = fig.add_gridspec(3, len(names), left=0.09, right=0.97, top=0.88, bottom=0.1, hspace=0.6,
                           height_ratios=[3.3, 1, 1])
     live, board, status, ev = _board_panels(fig, gs, boards, grid, box, task)
@@ -503,7 +326,7 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
     head = fig.text(0.5, 0.975, "", ha="center", va="top", fontsize=12)
     live += [*now, head]
     note = frame_note(frames, depth)
-    _footer(fig, note, profile, title)
+    drawing.footer(fig, note, profile, title)
     ups = boards[names[0]]["updates"]
 
     def draw(i: int) -> None:
@@ -530,7 +353,7 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
         for line in now:
             line.set_xdata([u, u])
 
-    seconds, mp4 = _write(fig, live, draw, len(frames), Path(path), fps, video)
+    seconds, mp4 = drawing.write_frames(fig, live, draw, len(frames), Path(path), fps, video)
     samples = {r: (board[r].samples(0.22), np.arange(h * w)) for r in names}  # clear of digit and lines
     return Animation(Path(path), np.asarray(frames), note, seconds, mp4, samples)
 
@@ -546,9 +369,9 @@ def render_race(trajs: dict[str, dict], depth: int, path: str | Path, fps: float
     last = int(frames[-1])
     layers = _info(trajs[names[0]])["layers_per_update"]
     n_puzzles = trajs[names[0]]["correct"].shape[1]
-    fig = _figure(640, 400)
+    fig = drawing.figure(640, 400)
     ax = fig.add_axes((0.1, 0.16, 0.66, 0.72))
-    _log_axis(ax, last)
+    drawing.log_axis(ax, last)
     ax.set(ylim=(0, 100), xlabel="outer updates", ylabel="exact accuracy (%)")
     ax.axvline(depth, color="#888888", ls="--", lw=1)
     ax.text(depth, 2, " training depth", fontsize=8, color="#777777")
@@ -561,14 +384,14 @@ def render_race(trajs: dict[str, dict], depth: int, path: str | Path, fps: float
     head = fig.text(0.5, 0.975, "", ha="center", va="top", fontsize=12)
     live += [now, head]
     note = frame_note(frames, depth)
-    _footer(fig, note, profile, f"{n_puzzles:,} puzzles")
+    drawing.footer(fig, note, profile, f"{n_puzzles:,} puzzles")
     acc = {r: (t["updates"], 100 * t["correct"].mean(1)) for r, t in trajs.items()}
 
     def draw(i: int) -> None:
         u = int(frames[i])
         head.set_text(f"exact accuracy · update {u:,} of {last:,} ({u * layers:,} layers)")
         at = {r: int(np.searchsorted(ups, u, side="right")) - 1 for r, (ups, _) in acc.items()}
-        heights = _spread([acc[r][1][at[r]] for r in names], gap=6.0)
+        heights = drawing.spread([acc[r][1][at[r]] for r in names], gap=6.0)
         for r, y in zip(names, heights):
             ups, a = acc[r]
             lines[r].set_data(ups[:at[r] + 1], a[:at[r] + 1])
@@ -576,30 +399,8 @@ def render_race(trajs: dict[str, dict], depth: int, path: str | Path, fps: float
             tips[r].set_text(f"{LABELS.get(r, r)} {a[at[r]]:.1f} %")
         now.set_xdata([u, u])
 
-    seconds, mp4 = _write(fig, live, draw, len(frames), Path(path), fps, video)
+    seconds, mp4 = drawing.write_frames(fig, live, draw, len(frames), Path(path), fps, video)
     return Animation(Path(path), frames, note, seconds, mp4)
-
-
-def _spread(values: list[float], gap: float) -> np.ndarray:
-    """Label heights near ``values``, in the same order, at least ``gap`` apart (so that tips never overlap)."""
-    order = np.argsort(values, kind="stable")
-    pos = np.asarray(values, float)[order]
-    for k in range(1, len(pos)):
-        pos[k] = max(pos[k], pos[k - 1] + gap)
-    out = np.empty_like(pos)
-    out[order] = pos
-    return out
-
-
-def _crop(*grids: np.ndarray) -> tuple[slice, slice]:
-    """Rows and columns holding any non-pad token of the given canvases."""
-    nz = np.zeros_like(grids[0], bool)
-    for g in grids:
-        nz |= g != 0
-    r, c = np.nonzero(nz)
-    if not len(r):
-        return slice(0, nz.shape[0]), slice(0, nz.shape[1])
-    return slice(int(r.min()), int(r.max()) + 1), slice(int(c.min()), int(c.max()) + 1)
 
 
 def render_arc(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, canvas: int, depth: int,
@@ -617,20 +418,20 @@ def render_arc(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, 
     last = int(frames[-1])
     layers = _info(boards[names[0]])["layers_per_update"]
     x, y = (np.asarray(a).reshape(canvas, canvas) for a in (inputs, labels))
-    out_r, out_c = _crop(y)
-    in_r, in_c = _crop(x)
+    out_r, out_c = drawing.crop(y)
+    in_r, in_c = drawing.crop(x)
     n_panels = 2 + len(names)
-    fig = _figure(200 * n_panels + 40, 320)
+    fig = drawing.figure(200 * n_panels + 40, 320)
     width = 0.94 / n_panels
     axes = [fig.add_axes((0.03 + k * width, 0.2, width * 0.9, 0.6)) for k in range(n_panels)]
     for ax, name, grid in ((axes[0], "input", x[in_r, in_c]), (axes[1], "target", y[out_r, out_c])):
-        _Board(ax, grid.shape, ARC_COLORS).set(grid)
+        drawing.Board(ax, grid.shape, ARC_COLORS).set(grid)
         ax.set_title(name, fontsize=10)
     target = y[out_r, out_c]
     scored = target != IGNORE_LABEL_ID
     live, shown, status, ev = [], {}, {}, {}
     for ax, r in zip(axes[2:], names):
-        shown[r] = _Board(ax, target.shape, ARC_COLORS)
+        shown[r] = drawing.Board(ax, target.shape, ARC_COLORS)
         ax.set_title(LABELS.get(r, r), color=COLORS.get(r, "black"), fontsize=10, fontweight="bold")
         status[r] = ax.text(0.5, -0.04, "", transform=ax.transAxes, ha="center", va="top", fontsize=8)
         ev[r] = events(boards[r])
@@ -638,7 +439,7 @@ def render_arc(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, 
     head = fig.text(0.5, 0.975, "", ha="center", va="top", fontsize=11)
     live.append(head)
     note = frame_note(frames, depth)
-    _footer(fig, note, profile, title)
+    drawing.footer(fig, note, profile, title)
 
     def draw(i: int) -> None:
         u = int(frames[i])
@@ -653,7 +454,7 @@ def render_arc(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarray, 
             first, lost = ev[r]
             status[r].set_text(f"{decoded}, {int(wrong.sum())} wrong\n{_status(u, first, lost)}")
 
-    seconds, mp4 = _write(fig, live, draw, len(frames), Path(path), fps, video)
+    seconds, mp4 = drawing.write_frames(fig, live, draw, len(frames), Path(path), fps, video)
     cells = np.arange(canvas * canvas).reshape(canvas, canvas)[out_r, out_c].ravel()
     samples = {r: (shown[r].samples(0.5), cells) for r in names}
     return Animation(Path(path), np.asarray(frames), note, seconds, mp4, samples)
