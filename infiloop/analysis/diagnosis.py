@@ -164,7 +164,7 @@ def split_table(by_model: dict[str, list[dict]], labels: dict[str, str]) -> tupl
         solved = [solved_at_first_snapshot(t) for t in trajs]
         for name, masks in (("solved", solved), ("unsolved", [~s for s in solved]), ("all", [None] * len(trajs))):
             n = " / ".join(str(int(len(t["changes"]) if m is None else m.sum())) for t, m in zip(trajs, masks))
-            changed = _interval([[changed_terms(t, m)] for t, m in zip(trajs, masks)])
+            changed = _interval([[changed_terms(t, m)] for t, m in zip(trajs, masks)], bounds=intervals.NONNEGATIVE)
             wrong = effects.ratio_difference([wrong_change_terms(t, m) for t, m in zip(trajs, masks)])
             rows.append([labels[r], name, n, changed.num(".2f"), wrong.num("+.2f")])
     return SPLIT_COLUMNS, rows
