@@ -155,7 +155,7 @@ def _render_totals(plan: Plan, calibration: Calibration, train_total: float, eva
 
 
 def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, cluster_cfg=None) -> int:
-    """``python -m infiloop plan`` (arguments parsed by ``cli.py``): ``args.notebooks`` (default the profile's),
+    """``python -m infiloop plan`` (arguments parsed by ``cli/``): ``args.notebooks`` (default the profile's),
     and with ``args.by_flops`` the FLOP estimate of a CUDA device (:class:`FlopCalibration` at ``args.tflops``, the
     cached timings of ``args.gpu_name`` or of the GPU measured last replacing it; no data built); with
     ``cluster_cfg`` (``--executor slurm``) the cluster jobs that ``reproduce`` would submit."""

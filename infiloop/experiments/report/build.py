@@ -24,7 +24,7 @@ figures, notebooks and failed stages are shown as warnings, never dropped silent
 notebook 07) are embedded the same way, each captioned with its size; a file over ``MAX_EMBED_BYTES`` is
 not embedded but named as a problem, which bounds the report's size.
 
-    python -m infiloop report --profile tiny      (cli.py calls ``main(["--profile", "tiny"])``)
+    python -m infiloop report --profile tiny      (the cli calls ``main(["--profile", "tiny"])``)
 """
 
 from __future__ import annotations

@@ -25,74 +25,26 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import os
 import sys
 
-from .errors import Parser, UsageError, run_command
-from .machine import cuda_problem, init_distributed
+from ..errors import Parser, UsageError, run_command
+from ..machine import cuda_problem, init_distributed
+from . import args as cli_args
+from . import evaluate as cli_eval
 
 TRAIN_EXAMPLES = """examples:
   python -m infiloop train --profile smoke --set train.lr=3e-4
   python -m infiloop train --profile smoke --recipe carry_last --max-steps 10
   python -m infiloop train --profile smoke --no-compile
 """
-EVAL_EXAMPLES = """examples (RUN: the folder printed by `train`):
-  python -m infiloop eval RUN --updates 48 --every 4
-  python -m infiloop eval RUN --updates 12 --precision bf16
-  python -m infiloop eval RUN --updates 12 --weights last --puzzle-ids blank
-  python -m infiloop eval RUN --perturb-at 2 --eps 0,1e-4,1e-2,0.3 --updates 3
-  python -m infiloop eval RUN --budgets 8,16,32 --limit 16
-"""
-
-
-def _count(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def _threads(text: str) -> int:
-    """An argparse type: an integer >= 0 (0: torch's default)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0 (0: the default), got {text!r}")
-    return value
-
-
-def _tflops(text: str) -> float:
-    """An argparse type: an achieved throughput in TFLOP/s, a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a throughput in TFLOP/s > 0, e.g. 200, got {text!r}")
-    return value
-
-
-def _check_device(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"--device {device}: CUDA is not usable here ({cuda_problem()}); use --device cpu")
-    if not device.startswith(("cpu", "cuda", "mps")):
-        raise UsageError(f"--device {device}: expected cpu, cuda or cuda:N")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .experiments.settings import profiles
-    from .experiments.settings.recipes import profile_model
-    from .model.connections import ConnectionConfig
-    from .model.reasoner import LoopedReasoner
+    from ..experiments.settings import profiles
+    from ..experiments.settings.recipes import profile_model
+    from ..model.connections import ConnectionConfig
+    from ..model.reasoner import LoopedReasoner
 
     profiles.check(args.profile, "--profile")
     cfg = profile_model(args.profile)
@@ -111,9 +63,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
-    from .experiments.store.runs import get_run
+    from ..experiments.store.runs import get_run
 
-    _check_device(args.device)
+    cli_args.check_device(args.device)
     if args.no_compile:  # the same run folder: compile is not part of a run's hash
         args.set.append("train.compile=off")
     if args.threads:
@@ -135,137 +87,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    """``--eps``: comma-separated finite sizes >= 0."""
-    try:
-        eps = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        eps = ()
-    if not eps or any(not (math.isfinite(e) and e >= 0) for e in eps):
-        raise UsageError(f"--eps {text}: expected comma-separated finite sizes >= 0, e.g. 0,1e-4,1e-2,0.3")
-    return eps
-
-
-def _budgets(text: str) -> tuple[int, ...]:
-    """``--budgets``: comma-separated outer-update counts >= 1."""
-    try:
-        budgets = tuple(int(b) for b in text.split(",") if b.strip())
-    except ValueError:
-        budgets = ()
-    if not budgets or min(budgets) < 1:
-        raise UsageError(f"--budgets {text}: expected comma-separated outer-update counts >= 1, e.g. 16,64,960")
-    return budgets
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    import numpy as np
-    import torch
-
-    from .evaluation import accuracy_by_depth
-    from .experiments.store.runs import load_run
-    from .tasks.registry import task
-
-    budgets = _budgets(args.budgets) if args.budgets is not None else None
-    eps = _floats(args.eps) if args.perturb_at is not None else None
-    _check_device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    run = load_run(args.run_dir)
-    data = run.user_data(args.data) if args.data else None
-    cfg = run.model_config()
-    if budgets:
-        out, path = run.budgets(budgets, args.limit, data, args.data, device=args.device, progress=not args.quiet,
-                                precision=args.precision)
-        print(f"# exact accuracy after exactly N outer updates on {_puzzles(out['correct'].shape[-1], args.data)}, "
-              f"each run told its budget ({cfg.layers_per_outer_update} layers per outer update)")
-        print("budget  layers  exact_acc")
-        for b, c in zip(out["budgets"], out["correct"]):
-            print(f"{b:6d}  {b * cfg.layers_per_outer_update:6d}  {c.mean():.4f}")
-    elif eps is not None:
-        out, path = run.perturb(args.perturb_at, eps, args.updates, args.every, args.limit, data, args.data,
-                                args.device, progress=not args.quiet, precision=args.precision)
-        solved = out["solved_at"]
-        print(f"# {int(solved.sum())} of {_puzzles(len(solved), args.data)} solved at update "
-              f"{args.perturb_at}; retention after {int(out['updates'][-1]) - args.perturb_at} more updates, "
-              f"and median relative distance at the end:")
-        for e, eps_v in enumerate(out["eps"]):
-            kept = (out["correct"][e, -1] & solved).sum() / max(1, solved.sum())
-            print(f"eps={eps_v:<8g} retention={kept:.4f} distance={np.median(out['distance'][e, -1]):.4g}")
-    elif task(run.config["task"]).voted:
-        limit, snapshots, test = _arc_plan(run, args.updates, args.every, args.limit)
-        traj, path = run.evaluate(args.updates, args.every, limit, per_token=args.per_token, snapshots=snapshots,
-                                  device=args.device, progress=not args.quiet, precision=args.precision,
-                                  weights=args.weights, puzzle_ids=args.puzzle_ids)
-        _print_arc(traj, test, run, cfg.layers_per_outer_update)
-    else:
-        traj, path = run.evaluate(args.updates, args.every, args.limit, data, args.data,
-                                  per_token=args.per_token, device=args.device, progress=not args.quiet,
-                                  precision=args.precision, weights=args.weights, puzzle_ids=args.puzzle_ids)
-        print(f"# exact accuracy by depth on {_puzzles(traj['correct'].shape[1], args.data)} "
-              f"({cfg.layers_per_outer_update} layers per outer update)")
-        print("update  layers  exact_acc")
-        for k, acc in accuracy_by_depth(traj):
-            print(f"{k:6d}  {k * cfg.layers_per_outer_update:6d}  {acc:.4f}")
-    print(path)
-    return 0
-
-
-SHOW_TASKS = 20  # task ids listed after an ARC evaluation, at most
-
-
-def _arc_plan(run, updates: int | None, every: int | None, limit: int | None):
-    """An ARC evaluation: (limit, prediction snapshot depths, evaluated test rows). By default every test row
-    (pass@k is over whole tasks, as notebook 01 scores them); snapshots at the depths of
-    ``analysis.pass_depths``, so that pass@k by depth is read from the cached evaluation."""
-    from .analysis.trajectories import pass_depths
-    from .tasks import solutions_from_data
-
-    limit = limit or len(run.test_data())
-    resolved, test, _ = run.eval_key("evaluate", {"updates": updates, "every": every, "limit": limit})
-    solutions_from_data(test)  # refuses a test set without its outputs before anything is evaluated
-    return limit, pass_depths(resolved["updates"], resolved["every"], len(test), test.inputs.shape[1]), test
-
-
-def _print_arc(traj: dict, test, run, layers: int) -> None:
-    """Exact accuracy by depth, pass@1 and pass@2 at the snapshot depths, the tasks pass@2 solves at the last."""
-    from .analysis.trajectories import arc_pass_by_depth
-    from .evaluation import accuracy_by_depth
-    from .tasks import solutions_from_data
-
-    sols = solutions_from_data(test)
-    by_depth = arc_pass_by_depth(traj, test, (1, 2))
-    full = run.test_data()
-    print(f"# exact accuracy by depth on {len(test)} rows of the profile's test set ({len(sols)} tasks, each test "
-          f"input in {test.info['views']} views; {layers} layers per outer update); pass@1, pass@2: the views' "
-          f"answers voted per test input, mean over tasks of the fraction of test inputs solved (at {len(by_depth)} of "
-          f"{len(traj['updates'])} depths)")
-    if len(test) < len(full):
-        cut, absent = int(test.meta["task"][-1]), len(solutions_from_data(full)) - len(sols)
-        print(f"# the limit cuts the test set: task {test.info['tasks'][cut]} keeps "
-              f"{int((test.meta['task'] == cut).sum())} of its {int((full.meta['task'] == cut).sum())} rows"
-              + (f"; {absent} more task{'s have' if absent > 1 else ' has'} no row" if absent else ""))
-    print("update  layers  exact_acc  pass@1  pass@2")
-    for k, acc in accuracy_by_depth(traj):
-        p = by_depth.get(k)
-        cols = f"{p[1].score:6.4f}  {p[2].score:6.4f}" if p else f"{'-':>6s}  {'-':>6s}"
-        print(f"{k:6d}  {k * layers:6d}  {acc:9.4f}  {cols}")
-    last = max(by_depth)
-    per_task = by_depth[last][2].per_task
-    solved = sorted(t for t, v in per_task.items() if v > 0)
-    whole = sum(per_task[t] == 1 for t in solved)
-    names = [t if per_task[t] == 1 else f"{t} ({round(per_task[t] * len(sols[t]))} of {len(sols[t])} test inputs)"
-             for t in solved]
-    more = f", and {len(names) - SHOW_TASKS} more" if len(names) > SHOW_TASKS else ""
-    print(f"# pass@2 at update {last}: {whole} of {len(sols)} tasks solved"
-          + (f", {len(solved) - whole} in part" if len(solved) > whole else "")
-          + (f": {', '.join(names[:SHOW_TASKS])}{more}" if solved else ""))
-
-
-def _puzzles(n: int, data_file: str | None) -> str:
-    """``"100 puzzles of mine.csv"``: what an evaluation ran on, so that a cut is never silent."""
-    return f"{n} puzzles of {data_file}" if data_file else f"{n} puzzles of the profile's test set"
-
-
 RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
   python -m infiloop runs list
   python -m infiloop runs prune          # show the stale runs; add --yes to remove them
@@ -276,7 +97,7 @@ RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
-    from .experiments.store import archives
+    from ..experiments.store import archives
 
     rows = archives.list_runs(args.root)
     root = archives.runs_root(args.root)
@@ -295,7 +116,7 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
 
 
 def cmd_runs_prune(args: argparse.Namespace) -> int:
-    from .experiments.store import archives
+    from ..experiments.store import archives
 
     stale = archives.prune(args.root, dry_run=not args.yes)
     for r in stale:
@@ -308,7 +129,7 @@ def cmd_runs_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_runs_export(args: argparse.Namespace) -> int:
-    from .experiments.store import archives
+    from ..experiments.store import archives
 
     path, entries = archives.export_runs(args.run_dirs, args.output)
     n_files = sum(len(e["files"]) for e in entries)
@@ -324,13 +145,13 @@ def _print_imported(results) -> int:
 
 
 def cmd_runs_import(args: argparse.Namespace) -> int:
-    from .experiments.store import archives
+    from ..experiments.store import archives
 
     return _print_imported(archives.import_runs(args.archive, args.root))
 
 
 def cmd_runs_pull(args: argparse.Namespace) -> int:
-    from .experiments.store import archives
+    from ..experiments.store import archives
 
     return _print_imported(archives.pull(args.repo_id, args.revision, args.root, args.cache_dir))
 
@@ -339,16 +160,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: the notebooks of ``--only`` (as ``reproduce --only`` chooses them) or the profile's; on the device
     ``reproduce`` would use, and on a CUDA device that is not here, a FLOP estimate (``args.by_flops``); a run that
     ``reproduce`` keeps apart (``pipeline.kept_apart``) is planned against its own run cache."""
-    from .experiments import pipeline
-    from .experiments.compute.plan import main as plan_main
-    from .experiments.settings import profiles
+    from ..experiments import pipeline
+    from ..experiments.compute.plan import main as plan_main
+    from ..experiments.settings import profiles
 
     profiles.check(args.profile, "--profile")
     args.notebooks = pipeline.select(pipeline.notebooks(), args.only, args.profile) if args.only else None
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
         raise UsageError(f"--jobs-per-gpu: expected 1 or more, got {args.jobs_per_gpu}")
     if args.executor == "slurm":  # the jobs' device is the nodes', not this machine's
-        from .experiments.compute import cluster
+        from ..experiments.compute import cluster
 
         args.device = args.device or profiles.device(args.profile)
         return plan_main(args, cluster_cfg=cluster.settings(args, submitting=False))
@@ -361,15 +182,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          f"{args.device} (add --device cuda)")
     args.by_flops = args.device.startswith("cuda") and (problem is not None or args.tflops is not None)
     if args.by_flops:
-        from .experiments.compute.flops import ASSUMED_GPU_TFLOPS
-        from .experiments.compute.timing import device_name
+        from ..experiments.compute.flops import ASSUMED_GPU_TFLOPS
+        from ..experiments.compute.timing import device_name
 
         args.gpu_name = None if problem else device_name(args.device)  # this GPU's cached timings, where it has any
         args.tflops = args.tflops or ASSUMED_GPU_TFLOPS
         why = f"no CUDA device here ({problem})" if problem else "--tflops"
         print(f"# {why}: the jobs are priced by their FLOPs at {args.tflops:g} TFLOP/s", file=sys.stderr, flush=True)
     else:
-        _check_device(args.device)
+        cli_args.check_device(args.device)
     with pipeline.kept_apart(args.profile, args.device) as home:
         if home is not None:
             print(f"# {pipeline.apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
@@ -378,13 +199,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 # Commands that own their whole argument list: python -m infiloop <command> ARGS -> <module>.main(ARGS).
 def cmd_data(argv: list[str]) -> int:
-    from .experiments.settings import profiles
-    from .tasks.cli import main as data_main
+    from ..experiments.settings import profiles
+    from ..tasks.cli import main as data_main
 
     return data_main(argv, {name: profiles.data_profile(name) for name in profiles.DATA_PROFILES})
 
 
-# Commands that hand their arguments to a module's main(argv): (the module, relative to this package; help).
+# Commands that hand their arguments to a module's main(argv): (the module, relative to the package; help).
 PASS_THROUGH = {
     "data": ("", "datasets: generate, validate, build, describe, audit (see `data -h`)"),
     "report": (".experiments.report.build", "compile results/<profile>/report.html from the notebook summaries"),
@@ -407,7 +228,7 @@ PASS_THROUGH = {
 def _pass_through(name: str, argv: list[str]) -> int:
     if name == "data":
         return cmd_data(argv)
-    return importlib.import_module(PASS_THROUGH[name][0], __package__).main(argv)
+    return importlib.import_module(PASS_THROUGH[name][0], "infiloop").main(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -429,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     _add_info(sub)
     _add_train(sub)
-    _add_eval(sub)
+    cli_eval.add_eval(sub)
     _add_plan(sub)
     _add_runs(sub)
     for name, (_, help_) in PASS_THROUGH.items():
@@ -446,7 +267,7 @@ def _add_info(sub) -> None:
 
 
 def _add_train(sub) -> None:
-    from .experiments.settings import profiles
+    from ..experiments.settings import profiles
 
     p = sub.add_parser("train", help="train (or resume, or return) the run of a profile", epilog=TRAIN_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -458,11 +279,12 @@ def _add_train(sub) -> None:
                         "another name for --recipe)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. model.outer.beta=0.1 or train.lr=3e-4 (repeatable)")
-    p.add_argument("--max-steps", type=_count, default=None, help="stop after this many steps in total (resumable)")
+    p.add_argument("--max-steps", type=cli_args.count, default=None,
+                   help="stop after this many steps in total (resumable)")
     p.add_argument("--run-dir", default=None,
                    help="train into this folder instead of runs/<task>/<recipe>-<profile>-<hash>")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
-    p.add_argument("--threads", type=_threads, default=0, help="torch CPU threads (0: default)")
+    p.add_argument("--threads", type=cli_args.threads, default=0, help="torch CPU threads (0: default)")
     p.add_argument("--no-compile", action="store_true",
                    help="train without torch.compile (--set train.compile=off; the same run folder: compile is "
                         "not part of a run's hash)")
@@ -470,42 +292,9 @@ def _add_train(sub) -> None:
     p.set_defaults(func=cmd_train)
 
 
-def _add_eval(sub) -> None:
-    from .evaluation import PRECISIONS, PUZZLE_IDS
-    from .experiments.store.runs import WEIGHT_CHOICES
-
-    p = sub.add_parser("eval", help="evaluate a run to any depth; perturbation with --perturb-at", epilog=EVAL_EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", help="the run folder printed by `train`")
-    p.add_argument("--updates", type=_count, default=None,
-                   help="outer updates (after the perturbation with --perturb-at; default: the profile's)")
-    p.add_argument("--every", type=_count, default=None, help="record every K updates (default: the profile's)")
-    p.add_argument("--limit", type=_count, default=None,
-                   help="evaluate the first N puzzles (default: the profile's limit; all of a --data file; every "
-                        "test input of an ARC run, whose pass@k is over whole tasks)")
-    p.add_argument("--data", default=None, help="a test file in the public CSV format instead of the profile's")
-    p.add_argument("--per-token", action="store_true", help="also record gamma and score per cell")
-    p.add_argument("--budgets", default=None,
-                   help="comma-separated budgets: accuracy after exactly N updates, each run told N "
-                        "(what a timestep-conditioned model needs)")
-    p.add_argument("--perturb-at", type=_count, default=None, help="perturb the state at this update")
-    p.add_argument("--eps", default="0,1e-4,1e-3,1e-2,0.1,0.3", help="relative perturbation sizes")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto: bf16 autocast on CUDA (TF32 for what stays float32), float32 elsewhere; fp32, tf32 or "
-                        "bf16 asked for explicitly (cached apart)")
-    p.add_argument("--weights", choices=WEIGHT_CHOICES, default="auto", help="auto: the final weights (their EMA where "
-                   "training kept one); ema; last: the last step's, from the last checkpoint (cached apart)")
-    p.add_argument("--puzzle-ids", choices=PUZZLE_IDS, default="own", help="the puzzle-embedding prefix's ids: each "
-                   "puzzle's own, blank (0) or another's at random: how much of a score is recall of identity")
-    p.add_argument("--threads", type=_threads, default=0)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_eval)
-
-
 def _add_plan(sub) -> None:
-    from .experiments.compute import cluster
-    from .experiments.settings import profiles
+    from ..experiments.compute import cluster
+    from ..experiments.settings import profiles
 
     p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
                        description="List every training run and evaluation the notebooks of a profile execute "
@@ -523,11 +312,11 @@ def _add_plan(sub) -> None:
                    "else cpu; with --executor slurm the profile's)")
     p.add_argument("--calibrate", action="store_true",
                    help="measure again, ignoring the cached calibration of this device")
-    p.add_argument("--tflops", type=_tflops, default=None,
+    p.add_argument("--tflops", type=cli_args.tflops, default=None,
                    help="price a CUDA plan by each job's FLOPs at this achieved throughput, measuring nothing and "
                         "building no data (what a plan for CUDA does where there is none, at flops.ASSUMED_GPU_TFLOPS: "
                         "an assumption of about a fifth of an H200's dense bf16 peak; the plan prints it)")
-    p.add_argument("--jobs", type=_count, default=None,
+    p.add_argument("--jobs", type=cli_args.count, default=None,
                    help="jobs at once (default: as reproduce, one per core, or --jobs-per-gpu per visible GPU; "
                         "without CUDA here, 1)")
     p.add_argument("--jobs-per-gpu", type=int, default=None,
