@@ -329,6 +329,56 @@ def _arc_protocol(train: TaskData, test: TaskData, te_rows: np.ndarray, res: Aud
         f"pairs are {'in the training set: ' + str(len(wrong)) + ' rows' if len(wrong) else 'not'}")
 
 
+def _arc_grids(d: TaskData, rows, canvas: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (input, output) grids of ``rows``, decoded from their canvases (DataError naming a row that does not)."""
+    out = []
+    for r in rows:
+        a, b = decode_grid(d.inputs[r], canvas), decode_grid(d.labels[r], canvas)
+        if a is None or b is None:
+            raise DataError(f"{d.name}: row {r} does not decode to an ARC grid")
+        out.append((a, b))
+    return out
+
+
+def _exact_keys(grids: list[tuple[np.ndarray, np.ndarray]], outputs_only: bool = False) -> list[bytes]:
+    """Byte keys under which two grids (or pairs) are identical, not merely equal under a view."""
+    if outputs_only:
+        return [b.tobytes() + bytes(b.shape) for _, b in grids]
+    return [bytes(a.shape) + a.tobytes() + bytes(b.shape) + b.tobytes() for a, b in grids]
+
+
+class _ArcNames:
+    """Names an ARC row by its task and pair, as the sets' own records give them (``info["tasks"]``, the meta)."""
+
+    def __init__(self, train: TaskData, test: TaskData):
+        self.train, self.test = train, test
+        self.names, self.splits = train.info.get("tasks"), train.info.get("task_split")
+
+    def task(self, row: int, d: TaskData) -> str:
+        return self.names[int(d.meta["task"][row])] if self.names and "task" in d.meta else "?"
+
+    def pair(self, row: int, d: TaskData) -> str:
+        if not self.names or any(k not in d.meta for k in ("task", "is_test", "example")):
+            return f"row {row}"
+        kind = "test" if d.meta["is_test"][row] else "demonstration"
+        split = f"{self.splits[int(d.meta['task'][row])]} " if self.splits else ""
+        return f"{split}task {self.task(row, d)} {kind} pair {int(d.meta['example'][row])}"
+
+    def own_demonstration(self, row: int, m: Match) -> bool:
+        """Training row ``row`` is a demonstration pair of the test pair's own task."""
+        meta = self.train.meta
+        return ("task" in meta and "is_test" in meta and meta["is_test"][row] == 0
+                and meta["task"][row] == self.test.meta["task"][m.test_row])
+
+    def matches(self, found: list[Match], n: int = 5, tasks: bool = False) -> str:
+        """The first ``n`` matches in words (with the training rows' tasks where ``tasks``)."""
+        text = "; ".join(f"test row {m.test_row} ({self.task(m.test_row, self.test)}) ~ training row"
+                         f"{'s' if len(m.train_rows) > 1 else ''} {_rows(m.train_rows, 3)}"
+                         + (f" ({', '.join(sorted({self.task(r, self.train) for r in m.train_rows}))})" if tasks
+                            else f"{' (identical)' if m.exact else ''}") for m in found[:n])
+        return text + (f"; and {len(found) - n} more" if len(found) > n else "")
+
+
 def audit_arc(train: TaskData, test: TaskData) -> AuditResult:
     """Audit an ARC training set against its test set (the evaluation tasks' test pairs): a test pair equal to a
     training pair under a view is a leak, as is a training row that the set's own records name as an evaluation
@@ -339,44 +389,15 @@ def audit_arc(train: TaskData, test: TaskData) -> AuditResult:
     tr_rows = np.flatnonzero(train.meta["view"] == 0) if "view" in train.meta else np.arange(len(train))
     te_rows = np.flatnonzero(test.meta["view"] == 0) if "view" in test.meta else np.arange(len(test))
     te_rows = np.array([r for r in te_rows if test.labels[r].any()], dtype=np.int64)  # outputs known
-
-    def grids(d: TaskData, rows):
-        out = []
-        for r in rows:
-            a, b = decode_grid(d.inputs[r], canvas), decode_grid(d.labels[r], canvas)
-            if a is None or b is None:
-                raise DataError(f"{d.name}: row {r} does not decode to an ARC grid")
-            out.append((a, b))
-        return out
-
-    g_tr, g_te = grids(train, tr_rows), grids(test, te_rows)
-    pair_tr = [arc_pair_canonical(a, b) for a, b in g_tr]
-    pair_te = [arc_pair_canonical(a, b) for a, b in g_te]
-    exact_tr = [bytes(a.shape) + a.tobytes() + bytes(b.shape) + b.tobytes() for a, b in g_tr]
-    exact_te = [bytes(a.shape) + a.tobytes() + bytes(b.shape) + b.tobytes() for a, b in g_te]
-    pairs = _match(pair_tr, pair_te, tr_rows, te_rows, exact_tr, exact_te, "pair")
-    info = train.info
-    names, splits = info.get("tasks"), info.get("task_split")
-
-    def who(row: int, d: TaskData) -> str:
-        return names[int(d.meta["task"][row])] if names and "task" in d.meta else "?"
-
-    def own_demo(row: int, m: Match) -> bool:  # a demonstration pair of the test pair's own task
-        return ("task" in train.meta and "is_test" in train.meta and train.meta["is_test"][row] == 0
-                and train.meta["task"][row] == test.meta["task"][m.test_row])
-
-    def pair(row: int, d: TaskData) -> str:
-        if not names or "task" not in d.meta or "is_test" not in d.meta or "example" not in d.meta:
-            return f"row {row}"
-        kind = "test" if d.meta["is_test"][row] else "demonstration"
-        split = f"{splits[int(d.meta['task'][row])]} " if splits else ""
-        return f"{split}task {who(row, d)} {kind} pair {int(d.meta['example'][row])}"
-
+    g_tr, g_te = _arc_grids(train, tr_rows, canvas), _arc_grids(test, te_rows, canvas)
+    pairs = _match([arc_pair_canonical(a, b) for a, b in g_tr], [arc_pair_canonical(a, b) for a, b in g_te],
+                   tr_rows, te_rows, _exact_keys(g_tr), _exact_keys(g_te), "pair")
+    names = _ArcNames(train, test)
     leaks, own = [], []
     for m in pairs:
-        others = [r for r in m.train_rows if not own_demo(r, m)]
+        others = [r for r in m.train_rows if not names.own_demonstration(r, m)]
         if others:
-            detail = f"{pair(m.test_row, test)} ~ " + ", ".join(pair(r, train) for r in others[:3])
+            detail = f"{names.pair(m.test_row, test)} ~ " + ", ".join(names.pair(r, train) for r in others[:3])
             leaks.append(Match(m.test_row, others, m.exact, m.kind, detail))
         else:
             own.append(m)
@@ -384,28 +405,19 @@ def audit_arc(train: TaskData, test: TaskData) -> AuditResult:
                       "colours 1..9)", {"train": len(tr_rows), "test": len(te_rows), "unit": "pairs"}, leaks)
     res.facts["own demonstration"] = own
     if own:
-        res.notes.append(
-            f"{len(own)} test pairs equal, under a view, a demonstration pair of their own task (a property of the "
-            f"task, whose demonstrations a solver is given; in the training set by TRM's and HRM's protocol): "
-            + "; ".join(f"test row {m.test_row} ({who(m.test_row, test)}) ~ training row"
-                        f"{'s' if len(m.train_rows) > 1 else ''} {_rows(m.train_rows, 3)}"
-                        f"{' (identical)' if m.exact else ''}" for m in own[:5])
-            + (f"; and {len(own) - 5} more" if len(own) > 5 else ""))
-    out_tr = [arc_canonical(b) for _, b in g_tr]
-    out_te = [arc_canonical(b) for _, b in g_te]
+        res.notes.append(f"{len(own)} test pairs equal, under a view, a demonstration pair of their own task (a "
+                         "property of the task, whose demonstrations a solver is given; in the training set by TRM's "
+                         f"and HRM's protocol): {names.matches(own)}")
     leaked = {m.test_row for m in pairs}
-    outs = [m for m in _match(out_tr, out_te, tr_rows, te_rows, [b.tobytes() + bytes(b.shape) for _, b in g_tr],
-                              [b.tobytes() + bytes(b.shape) for _, b in g_te], "output grid")
+    outs = [m for m in _match([arc_canonical(b) for _, b in g_tr], [arc_canonical(b) for _, b in g_te], tr_rows,
+                              te_rows, _exact_keys(g_tr, True), _exact_keys(g_te, True), "output grid")
             if m.test_row not in leaked]
     res.facts["output"] = outs
     if outs:
-        same = sum(all(who(r, train) == who(m.test_row, test) for r in m.train_rows) for m in outs)
+        same = sum(all(names.task(r, train) == names.task(m.test_row, test) for r in m.train_rows) for m in outs)
         res.notes.append(f"{len(outs)} of {len(te_rows)} test output grids equal the target of a training row "
                          f"under a view, with another input ({same} only within their own task's demonstrations): "
-                         + "; ".join(f"test row {m.test_row} ({who(m.test_row, test)}) ~ training row"
-                                     f"{'s' if len(m.train_rows) > 1 else ''} {_rows(m.train_rows, 3)} "
-                                     f"({', '.join(sorted({who(r, train) for r in m.train_rows}))})"
-                                     for m in outs[:5]) + (f"; and {len(outs) - 5} more" if len(outs) > 5 else ""))
+                         + names.matches(outs, tasks=True))
     _arc_protocol(train, test, te_rows, res)
     return res
 

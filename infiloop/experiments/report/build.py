@@ -314,11 +314,10 @@ def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | Non
     return "\n".join(parts), problems
 
 
-def render(profile: str, root: Path | None = None) -> str:
-    """The report's HTML as a string (see the module docstring)."""
-    summaries, problems = load_summaries(profile, root)
-    claims = []
-    reported = set()
+def _all_claims(summaries: list[dict], profile: str, problems: list[str]) -> list[dict]:
+    """Every claim the summaries report (a malformed one added to ``problems``), then each of the paper's claims
+    that no notebook reported, so that it stays visible."""
+    claims, reported = [], set()
     for s in summaries:
         for c in s.get("claims") or []:
             if not isinstance(c, dict):
@@ -326,12 +325,18 @@ def render(profile: str, root: Path | None = None) -> str:
                 continue
             claims.append({"notebook": s.get("notebook"), **c})
             reported.add(c.get("id"))
-    for c in paper.CLAIMS:  # the paper's claims that no notebook reported stay visible
+    for c in paper.CLAIMS:
         if c.id not in reported:
             claims.append({"id": c.id, "claim": c.claim, "paper": c.paper, "ours": "", "agrees": None,
                            "profile": profile, "notebook": c.notebook, "note": "not reported by any notebook",
                            "unreported": True})
+    return claims
 
+
+def render(profile: str, root: Path | None = None) -> str:
+    """The report's HTML as a string (see the module docstring)."""
+    summaries, problems = load_summaries(profile, root)
+    claims = _all_claims(summaries, profile, problems)
     main = next((s for s in summaries if s.get("notebook") == MAIN_NOTEBOOK), None)
     no_table = warn(f"no main table: {MAIN_NOTEBOOK} has no summary or no table; showing the paper's numbers "
                     "only.") + paper_table1_html()
