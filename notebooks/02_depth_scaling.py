@@ -53,9 +53,12 @@ from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
 from infiloop.experiments.studies import contrasts as calibration
+from infiloop.tasks import registry
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
-check("task", task, str, lambda v: v in ("sudoku", "maze"), "sudoku or maze")
+check("task", task, str, lambda v: v in registry.REGISTRY and registry.task(v).hardness is not None,
+      "a task with a difficulty axis: " + ", ".join(k for k, t in registry.REGISTRY.items() if t.hardness))
+paper_task = registry.task(task).paper_depth  # the task of the paper's depth curves and diagnostics
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
 check("retention_window", retention_window, int, lambda v: v >= 1, "an integer >= 1")
 check("max_updates", max_updates, int, lambda v: v >= 0, "an integer >= 0 (0: the profile's depth)")
@@ -119,10 +122,10 @@ for model, label, key, source, marker, ls in series:
     axp.plot([p.updates for p in pts], [p.accuracy for p in pts], marker=marker, ls=ls, color=plotting.COLORS[key],
              label=label, **style)
 axp.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", ylim=(50, 100),
-        title="the paper (Sudoku-Extreme" + ("" if task == "sudoku" else "; it shows no Maze depth curve") + ")")
+        title="the paper (Sudoku-Extreme" + ("" if paper_task else f"; it shows no {task} depth curve") + ")")
 axp.legend(loc="lower right", fontsize=8)
 fig.tight_layout()
-suffix = "" if task == "sudoku" else f"_{task}"  # a Maze run keeps the Sudoku figures
+suffix = "" if paper_task else f"_{task}"  # a Maze run keeps the Sudoku figures
 fig_depth = plotting.save_figure(fig, "depth_scaling" + suffix, profile)[0]
 
 # %% [markdown]
@@ -156,7 +159,7 @@ print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
 # %%
 test = runs["infiloop"].test_data().subset(slice(0, n_puzzles))
-hardness = ("blanks", None) if task == "sudoku" else ("path_length", test.meta["path_length"])
+hardness = registry.task(task).hardness(test)
 diff = {r: analysis.difficulty_breakdown(t, b, hardness[1], groups=8) for r, t in trajs.items()}
 diff_rows = [[k, diff["infiloop"][k][1]] + [pct(diff[r][k][0]) for r in ("infiloop", "fprm", "carry_last")]
              for k in diff["infiloop"]]
@@ -229,7 +232,7 @@ split_cols, split_rows = diagnosis.split_table({r: list(by_seed[r].values()) for
 print(f"between updates {a} and {b} (puzzles per seed; mean over seeds [95 % interval]):")
 print(*[" | ".join(map(str, x)) for x in [split_cols, *split_rows]], sep="\n")
 diagnosis_claims = diagnosis.claims(pairs, to_fill, test.labels, retention_window, claim=nb.claim) \
-    if task == "sudoku" else []  # the paper's diagnostics are Sudoku-Extreme's
+    if paper_task else []  # the paper's diagnostics are Sudoku-Extreme's
 for c in diagnosis_claims:
     print(f"{c['id']}: {c['ours']}\n  {c['note']}")
 
@@ -264,7 +267,7 @@ claims = [
     nb.claim("depth.carry_last_degrades",
              f"peak {table['carry_last'][2]} → {table['carry_last'][3]} @ {max_updates}; fall after the held-out "
              f"peak (updates {held_peaks['carry_last']}) {drop['carry_last'].points()}", effect=drop["carry_last"]),
-] if task == "sudoku" else []  # the paper's depth claims are measured on Sudoku-Extreme only
+] if paper_task else []  # the paper's depth claims are measured on Sudoku-Extreme only
 
 # %% [markdown]
 # What the run measured, beside the paper's numbers.
@@ -283,7 +286,7 @@ details = [
     f"Setting: {task} at profile **{profile}**, {n_puzzles} test puzzles, {seed_note}, {layers} layers per outer "
     "update; mean over seeds with 95 % intervals. The paper's numbers are 9x9 Sudoku-Extreme's with a 7M model: "
     "compare trends, not levels."
-    + ("" if task == "sudoku" else " The paper's depth claims are Sudoku-Extreme's, so this Maze run decides none "
+    + ("" if paper_task else f" The paper's depth claims are Sudoku-Extreme's, so this {task} run decides none "
        "of them."),
 ]
 

@@ -28,7 +28,10 @@ class Task:
     the model decides. ``voted``: scored by pass@2 over the views of each test task (ARC), not by exact accuracy
     per puzzle. ``user_file(path, grid, box)``: a test file in the public CSV format for a model of that grid.
     ``settings_text(cfg)``: the puzzles the settings make, in words (the contrast search's tables).
-    ``cell_text(tokens)``: the text drawn in each cell of a board (empty: none)."""
+    ``cell_text(tokens)``: the text drawn in each cell of a board (empty: none). ``hardness(test)``: the axis of
+    notebook 02's difficulty breakdown, (its name, its value per test puzzle, or None where the trajectory records
+    it: Sudoku's blanks). ``paper_depth``: the task of the paper's depth curves and carry-last diagnostics
+    (Sudoku-Extreme), on which notebook 02 decides its claims."""
 
     name: str
     header: Callable[[dict], dict | None]
@@ -37,6 +40,8 @@ class Task:
     user_file: Callable[[str | Path, tuple, tuple | None], TaskData] | None = None
     settings_text: Callable[[dict], str] | None = None
     cell_text: Callable[[np.ndarray], np.ndarray] | None = None
+    hardness: Callable[[TaskData], tuple[str, np.ndarray | None]] | None = None
+    paper_depth: bool = False
 
 
 # ------------------------------------------------------------------------------------------ Sudoku
@@ -106,11 +111,12 @@ def _every_cell(inputs: np.ndarray) -> np.ndarray:
 
 
 REGISTRY: dict[str, Task] = {
-    "sudoku": Task("sudoku", _sudoku_header, lambda inputs: inputs == 1, user_file=_sudoku_file,
-                   settings_text=_sudoku_text, cell_text=_sudoku_cells),  # the blanks
+    "sudoku": Task("sudoku", _sudoku_header, lambda inputs: inputs == 1, user_file=_sudoku_file,  # the blanks
+                   settings_text=_sudoku_text, cell_text=_sudoku_cells, hardness=lambda test: ("blanks", None),
+                   paper_depth=True),
     "maze": Task("maze", _maze_header, lambda inputs: inputs == 2, user_file=_maze_file,  # the open cells
                  settings_text=lambda d: f"maze {d['size']}x{d['size']}, shortest path >= {d['min_path']}",
-                 cell_text=_maze_cells),
+                 cell_text=_maze_cells, hardness=lambda test: ("path_length", test.meta["path_length"])),
     "arc1": Task("arc1", _no_header, _every_cell, voted=True),
     "arc2": Task("arc2", _no_header, _every_cell, voted=True),
 }
