@@ -62,8 +62,8 @@ def record(profile: str, results: Path | None = None, recorded: Path | None = No
 
 
 def recorded_claims(recorded: Path | None = None) -> list[dict]:
-    """Every claim of the recorded summaries, the profiles in their defining order, notebooks in report order; a
-    claim recorded before issue 49's rule is re-decided where the record fixes the data it needs (:func:`redecide`)."""
+    """Every claim of the recorded summaries, the profiles in their defining order, notebooks in report order (a
+    claim recorded before issue 49's rule keeps its verdict, marked: :func:`verdict_cell`)."""
     root = RECORDED if recorded is None else Path(recorded)
     claims = []
     for profile in profiles.PROFILES:
@@ -71,16 +71,12 @@ def recorded_claims(recorded: Path | None = None) -> list[dict]:
         by_name = {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
         for name in [n for n in paper.NOTEBOOKS if n in by_name] + sorted(set(by_name) - set(paper.NOTEBOOKS)):
             s = json.loads(by_name[name].read_text(encoding="utf-8"))
-            for c in redecide(s):
+            for c in s.get("claims", []):
                 claims.append({**c, "profile": s.get("profile", profile), "notebook": name,
                                "created": s.get("created", "")[:10]})
     return claims
 
 
-REDECIDED = "‡"
-REDECIDED_NOTE = (f"{REDECIDED} re-decided by the rule from the recorded retention table: every model kept every "
-                  "solved puzzle at every ε, which fixes every per-puzzle term the analysis reads (the per-seed counts "
-                  "are recorded; one lost puzzle would show as at most 99.9 %).")
 EARLIER = "†"
 EARLIER_NOTE = (f"{EARLIER} decided by the earlier rule (a two-level percentile bootstrap, the verdict by the side of "
                 "zero; with three seeds spread as search's it covered 84–89 % in the simulation of "
@@ -88,60 +84,17 @@ EARLIER_NOTE = (f"{EARLIER} decided by the earlier rule (a two-level percentile 
                 "with the runs at hand (docs/statistics.md, 'Re-deciding a recorded run').")
 
 
-def redecide(summary: dict) -> list[dict]:
-    """The summary's claims; those of notebook 04 recorded before issue 49 are decided again by the current
-    analysis (``claims.perturbation_claims``) where the recorded retention table fixes their data exactly: every cell
-    "100.0 % [100.0, 100.0]" with at most 2,000 solved puzzles over the seeds of a model, so that a single lost puzzle
-    would have shown. Every other claim is returned as recorded."""
-    recorded = list(summary.get("claims", []))
-    if summary.get("notebook") != "04_perturbation" or any("rule" in c for c in recorded):
-        return recorded
-    terms = _retention_terms(summary)
-    if terms is None:
-        return recorded
-    from ...analysis import claims as effects
-    from ...analysis.plotting import LABELS
-
-    fresh = {c["id"]: {**c, "redecided": REDECIDED_NOTE} for c in effects.perturbation_claims(*terms, LABELS)}
-    return [fresh.get(c.get("id"), c) for c in recorded]
-
-
-def _retention_terms(summary: dict):
-    """(terms, eps) as notebook 04 builds them, rebuilt from a recorded retention table that fixes them, or None."""
-    import re
-
-    import numpy as np
-
-    from ...analysis.plotting import LABELS
-
-    table = next((t for t in summary.get("tables", []) if t.get("title") == "Retention of solved puzzles"), None)
-    size = re.search(r"\((\d+) puzzles", summary.get("text", ""))
-    if table is None or size is None:
-        return None
-    eps = tuple(float(c.split("=")[1]) for c in table["columns"][2:])
-    recipe = {label: key for key, label in LABELS.items()}
-    terms = {}
-    for row in table["rows"]:
-        counts = [int(x) for x in str(row[1]).split(" / ")]
-        if row[0] not in recipe or any(cell != "100.0 % [100.0, 100.0]" for cell in row[2:]) \
-                or len(counts) * max(counts) > 2000:
-            return None
-        solved = [np.arange(int(size.group(1))) < n for n in counts]  # which puzzles does not matter: none was lost
-        terms[recipe[row[0]]] = [[(f.copy(), f.copy()) for _ in eps] for f in solved]
-    return (terms, eps) if {"carry_last", "infiloop"} <= set(terms) else None
-
-
 def _cell(text) -> str:
     return " ".join(str(text or "–").split()).replace("|", "\\|")
 
 
 def verdict_cell(c: dict) -> str:
-    """The verdict as the table shows it: marked ¹ when it rests on one trained model, ‡ when re-decided from the
-    record, † when decided by the earlier rule."""
+    """The verdict as the table shows it: marked ¹ when it rests on one trained model, † when decided by the
+    earlier rule."""
     v = verdict(c)
     if "rule" not in c and v in ("agrees", "differs", "undecided"):
         return f"{v}{ONE_MODEL if one_model(c) else ''} (earlier rule{EARLIER})"
-    return v + (ONE_MODEL if one_model(c) else "") + (REDECIDED if c.get("redecided") else "")
+    return v + (ONE_MODEL if one_model(c) else "")
 
 
 def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = None) -> str:
@@ -169,7 +122,6 @@ def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = No
                  if earlier else "") + ".", "",
               f"The rule: {RULE}", ""]
     notes = [n for n, used in ((ONE_MODEL_NOTE, any(one_model(c) for c in claims)),
-                               (REDECIDED_NOTE, any(c.get("redecided") for c in claims)),
                                (EARLIER_NOTE, bool(earlier))) if used]
     lines += [" ".join([*notes, MULTIPLICITY])]
     return "\n".join(lines)
