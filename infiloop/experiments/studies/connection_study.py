@@ -424,6 +424,30 @@ def list_variants() -> str:
     return "\n".join(lines)
 
 
+def _checked(a: argparse.Namespace) -> tuple[list[str], list[int], tuple[str, ...], list[tuple[str, str]]]:
+    """The command's blocks, seeds, connections and (variant, block) verdicts, each name checked (ValueError naming
+    the option and the unknown name)."""
+    blocks = [b for b in a.blocks.split(",") if b]
+    for b in blocks:
+        if b not in BLOCKS:
+            raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(BLOCKS)}")
+    seeds = [int(s) for s in a.seeds.split(",") if s]
+    connections = tuple(c for c in a.connections.split(",") if c)
+    for c in connections:
+        if c not in CONNECTIONS:
+            raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
+    for v in [*a.variants, *(v for v in a.figure.split(",") if v)]:
+        check_variant(v)
+    verdicts = []
+    for item in a.verdict:
+        name, _, block = item.partition(":")
+        check_variant(name)
+        if block not in BLOCKS:
+            raise ValueError(f"--verdict {item!r}: expected VARIANT:BLOCK with a block among {', '.join(BLOCKS)}")
+        verdicts.append((name, block))
+    return blocks, seeds, connections, verdicts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infiloop connection-study", description=__doc__.split("\n\n")[0])
     ap.add_argument("variants", nargs="*", help=f"variants to run (known: {', '.join(VARIANTS)})")
@@ -444,24 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the variants")
     a = ap.parse_args(argv)
     try:
-        blocks = [b for b in a.blocks.split(",") if b]
-        for b in blocks:
-            if b not in BLOCKS:
-                raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(BLOCKS)}")
-        seeds = [int(s) for s in a.seeds.split(",") if s]
-        connections = tuple(c for c in a.connections.split(",") if c)
-        for c in connections:
-            if c not in CONNECTIONS:
-                raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
-        for v in [*a.variants, *(v for v in a.figure.split(",") if v)]:
-            check_variant(v)
-        verdicts = []
-        for item in a.verdict:
-            name, _, block = item.partition(":")
-            check_variant(name)
-            if block not in BLOCKS:
-                raise ValueError(f"--verdict {item!r}: expected VARIANT:BLOCK with a block among {', '.join(BLOCKS)}")
-            verdicts.append((name, block))
+        blocks, seeds, connections, verdicts = _checked(a)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
