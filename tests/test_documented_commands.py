@@ -65,8 +65,8 @@ SKIP = {"torchrun": "needs torchrun, several processes and CUDA devices",
         "python -m infiloop connection-study --figure": "redraws docs/connection-study-dynamics.png from the "
                                                        "recorded results",
         "python -m infiloop contrasts --render":
-            "rewrites docs/calibration.md's table and docs/results.md's block (tests/test_calibration.py checks that "
-            "both are current)"}
+            "rewrites docs/calibration.md's table and docs/results.md's block (tests/test_study.py and "
+            "tests/test_calibration.py check that both are current)"}
 
 
 # Commands whose exit status 1 is a measured verdict that they print as their last line, not an error: the pilot's

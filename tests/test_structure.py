@@ -1,5 +1,6 @@
 """The package's shape: wings that import downwards only, no import cycles, a short top level, short functions,
-each profile defined in one place, and the run hashes the restructuring must not move."""
+each profile defined in one place, and the names the restructuring must not move: run hashes, data folders, the
+looped decoders' records and the studies' rows."""
 
 from __future__ import annotations
 
@@ -247,3 +248,98 @@ def test_resolving_a_run_builds_no_data(tmp_path, monkeypatch):
         head = json.loads(str(load_npz(built["train"], ["header"])["header"]))
         assert tasks.header(task, tasks.profile_config(task, data)) == {k: head[k] for k in
                                                                         ("grid", "box", "vocab_size", "n_puzzles")}
+
+
+# Cached records of the looped decoders (notebook 08) at commit a8d536d: a probe of the grid keeps its record's file
+# name (``<task>-<key>.json``, the key hashing the whole probe), so no cached decoder is trained again.
+LOOPLM_RECORDS = {
+    ("smoke", ("knowledge", "1+1x2+1", "carry_last", 0)): "knowledge-4424b0bbf070.json",
+    ("smoke", ("knowledge", "1+1x2+1", "carry_last", 1)): "knowledge-1af4d1cd7d3d.json",
+    ("smoke", ("kinship", "1+1x2+1", "infiloop", 1)): "kinship-1d9cab8d848b.json",
+    ("tiny", ("knowledge", "1+2x3+1", "carry_last", 0)): "knowledge-ea059860a42c.json",
+    ("tiny", ("knowledge", "1+2x3+1", "carry_last", 1)): "knowledge-b09dc6d56e37.json",
+    ("tiny", ("kinship", "0+4x2+0", "carry_last", 2)): "kinship-46bf73efebfa.json",
+}
+
+
+@pytest.mark.parametrize("cell", list(LOOPLM_RECORDS), ids=lambda c: f"{c[0]}-{'-'.join(map(str, c[1]))}")
+def test_decoder_records_keep_their_names(cell):
+    from infiloop.experiments import looplm
+
+    profile, model = cell
+    assert looplm.record_path(looplm.grid(profile).probe(model), root="records").name == LOOPLM_RECORDS[cell]
+
+
+# One row of each study at commit a8d536d, seed 0: each model's run folder, its data folder and the arguments of its
+# evaluation (the trajectory's cache file is named from them and the data), and the row's results file.
+STUDY_ROWS = {
+    ("contrasts", "search6-2500"): {
+        "carry_last": ("search6-2500", "carry_last-tiny-e4dcd9b3cd", "tiny-8ae83db8"),
+        "infiloop": ("search6-2500", "infiloop-tiny-df6d239236", "tiny-8ae83db8")},
+    ("contrasts", "maze8-700"): {
+        "carry_last": ("maze8-700", "carry_last-tiny-839fbf6b0c", "tiny"),
+        "infiloop": ("maze8-700", "infiloop-tiny-4fc614d866", "tiny")},
+    ("connection-study", "no_z0_history_cand-mlp"): {  # carry-last lacks the variant's settings: the baseline's
+        "carry_last": ("baseline-mlp", "carry_last-search-b42f67c9b6", "search"),
+        "infiloop": ("no_z0_history_cand-mlp", "infiloop-search-dfa419059c", "search")},
+    ("connection-study", "history_grad-attention"): {
+        "carry_last": ("baseline-attention", "carry_last-search-43235ff752", "search"),
+        "infiloop": ("history_grad-attention", "infiloop-search-5af3558892", "search")},
+}
+STUDY_EVALUATIONS = {"contrasts": {"updates": 960, "every": 1, "limit": None, "snapshots": (12, 24)},
+                     "connection-study": {"updates": 16, "every": 1}}
+
+
+def _studies() -> dict:
+    from infiloop.experiments.studies import connection_study, contrasts
+
+    return {s.name: s for s in (contrasts.STUDY, connection_study.STUDY)}
+
+
+@pytest.mark.parametrize("row", list(STUDY_ROWS), ids="-".join)
+def test_study_rows_keep_their_names(row, tmp_path):
+    from infiloop.experiments.settings import profiles
+    from infiloop.experiments.store.runs import resolve
+    from infiloop.experiments.studies import study
+    from infiloop.tasks.datasets import build_dir
+
+    declared = _studies()[row[0]]
+    found = {}
+    for m in declared.models([row[1]], [0]):
+        run = resolve(m.task, m.recipe, m.profile, m.overrides, root=tmp_path)
+        cfg = run.config
+        data = build_dir(cfg["task"], profiles.data_profile(cfg["data_profile"]), cfg["data_overrides"] or None,
+                         tmp_path)
+        found[m.recipe] = (m.row, run.dir.name, data.name)
+        assert declared.evaluation(m, run) == STUDY_EVALUATIONS[row[0]]
+        assert study.result_path(declared, m.row, tmp_path) == tmp_path / f"{m.row}.json"
+    assert found == STUDY_ROWS[row]
+
+
+# Recorded before tiny's Maze data became this row's (maze8): its runs were renamed then, before commit a8d536d.
+RENAMED_BEFORE = {"maze8-2500"}
+
+
+def test_recorded_study_rows_name_the_runs_the_studies_resolve_now(tmp_path):
+    """Every model recorded in docs/calibration-results and docs/connection-study-results is the run its study's
+    declaration resolves to today (the search's InfiLoop of a row recorded before the connection study: with the
+    as-built switches), so re-running a recorded row reads its runs from the cache."""
+    from infiloop.experiments.store.runs import resolve
+    from infiloop.experiments.studies import connection_study, contrasts
+
+    studies, checked = _studies(), 0
+    for name, declared in studies.items():
+        for path in sorted(declared.recorded.glob("*.json")):
+            d = json.loads(path.read_text())
+            if path.stem in RENAMED_BEFORE or path.name.startswith("verdict-"):
+                continue
+            records = d["records"] if "records" in d else [r for s in d["results"].values() for r in s.values()]
+            for rec in records:
+                m = next(m for m in declared.models([path.stem], [int(rec["seed"])])
+                         if m.row == path.stem and m.recipe == rec["recipe"])
+                old = name == "contrasts" and m.recipe == "infiloop" and contrasts.as_built(d)
+                over = {**m.overrides, **(connection_study.AS_BUILT if old else {})}
+                run = resolve(m.task, m.recipe, m.profile, over, root=tmp_path)
+                assert run.dir.name == Path(rec["run"]).name, (path.name, rec["recipe"], rec["seed"])
+                checked += 1
+    assert checked >= 60

@@ -8,7 +8,9 @@ each is trained on the ``search`` profile's puzzles (6x6 Sudoku that needs searc
 TRM's token-mixing MLP for 1,500 steps (the ``search`` profile itself) and attention for 800 steps,
 for InfiLoop and, where the variant changes a setting carry-last shares, for carry-last too (settings
 that only InfiLoop has leave carry-last's run the same: the variant is compared with the baseline's
-carry-last). Every run goes through the run cache; each model is evaluated at its training depth.
+carry-last). Every run goes through the run cache; each model is evaluated at its training depth. The study is
+declared as data (:data:`STUDY`: a row per variant and block, ``<variant>-<block>.json``) and run by the studies'
+one mechanism (``study.py``).
 
     python -m infiloop connection-study --list                     # variants and their settings
     python -m infiloop connection-study baseline history_grad --seeds 0,1 --jobs 2
@@ -31,17 +33,18 @@ import torch
 from ... import paths
 from ...analysis import intervals
 from ...analysis import trajectories as analysis
-from ...io import atomic_write_text, fill_block
-from ..compute.scheduler import run_planned
-from ..notebooks.manifest import jobs_for
-from ..notebooks.specs import EvalSpec, RunSpec
-from ..store.runs import get_run, resolve
+from ...io import atomic_write_text
+from ..notebooks.manifest import Job
+from ..store.runs import get_run
+from . import study
+from .study import Model, Study
 
 DOC = paths.DOCS / "connection-study.md"
 RECORDED = paths.DOCS / "connection-study-results"
 PROFILE = "search"
 TASK = "sudoku"
 CONNECTIONS = ("carry_last", "infiloop")
+SEEDS = (0, 1)  # the training seeds of a row unless named (--seeds)
 
 # The two blocks: TRM's Sudoku block for the search profile's 1,500 steps, and the paper's attention block
 # (that of the gpu and paper profiles) for 800; the training cell accuracy is read at these steps.
@@ -133,19 +136,21 @@ def score_wrong_correlation(traj: dict) -> float:
     return analysis.rank_correlation(s.ravel(), w.ravel())
 
 
-def run_model(variant: str, block: str, recipe: str, seed: int, root: Path | None = None,
-              progress: bool = False) -> dict:
-    """Train (or fetch) one model of the study, evaluate it at its training depth, and return its record."""
+def model_record(model: Model, job: Job) -> dict:
+    """One model of the study, trained and evaluated at its training depth (its jobs done: read from the caches),
+    as its record: the training cell accuracy at the block's read steps, the training log, exact accuracy at the
+    training depth and what the connection learned."""
     t0 = time.time()
-    run = get_run(TASK, recipe, PROFILE, overrides(variant, block, seed), root=root, progress=progress)
+    variant, block = split_row(model.row)
+    run, recipe = job.spec.run, model.recipe
     depth = run.training_depth
-    traj, _ = run.evaluate(updates=depth, every=1, progress=progress)
+    traj, _ = run.evaluate(updates=depth, every=1, progress=False)
     log = run.metrics()
     by_step = {r["step"]: r for r in log}
     final = log[-1] if log else {}
     conn = {k: v for k, v in final.items() if k.startswith(("inner_", "outer_"))}
     corr = score_wrong_correlation(traj) if recipe == "infiloop" else float("nan")
-    return {"variant": variant, "block": block, "recipe": recipe, "seed": seed, "run": run.dir.name,
+    return {"variant": variant, "block": block, "recipe": recipe, "seed": model.seed, "run": run.dir.name,
             "cell_acc": {str(s): by_step[s]["cell_acc"] for s in BLOCKS[block]["read_at"] if s in by_step},
             "log": [{k: r[k] for k in ("step", "cell_acc", *(f"outer_{c}" for c in LOGGED)) if r.get(k) is not None}
                     for r in log],
@@ -199,56 +204,53 @@ def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None 
 # ------------------------------------------------------------------------------------------ results
 
 
-def results_folder() -> Path:
-    return paths.RESULTS / "connection-study"
+def row_name(variant: str, block: str) -> str:
+    """A row of the study, its results file's name: ``"<variant>-<block>"`` (variants and blocks have no dash)."""
+    return f"{variant}-{block}"
 
 
-def result_path(variant: str, block: str, results: Path | None = None) -> Path:
-    return Path(results_folder() if results is None else results) / f"{variant}-{block}.json"
+def split_row(row: str) -> tuple[str, str]:
+    """``"no_z0-attention"`` -> ``("no_z0", "attention")``."""
+    variant, _, block = row.rpartition("-")
+    return variant, block
 
 
-def _save(record: dict, results: Path) -> None:
-    """Add one model's record to its variant's results file (replacing an older record of the same model)."""
-    path = result_path(record["variant"], record["block"], results)
-    old = json.loads(path.read_text()) if path.is_file() else {"records": []}
-    keep = [r for r in old["records"] if (r["recipe"], r["seed"]) != (record["recipe"], record["seed"])]
-    out = {"variant": record["variant"], "block": record["block"],
-           "settings": {**BLOCKS[record["block"]]["overrides"], **AS_BUILT, **VARIANTS[record["variant"]]["overrides"]},
-           "profile": PROFILE, "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-           "records": sorted(keep + [record], key=lambda r: (r["recipe"], r["seed"]))}
-    atomic_write_text(path, json.dumps(out, indent=1))
+def check_rows(names: list[str], progress: bool = False) -> None:
+    """Refuse a row whose variant or block is unknown (ValueError naming it)."""
+    for name in names:
+        variant, block = split_row(name)
+        check_variant(variant)
+        if block not in BLOCKS:
+            raise ValueError(f"unknown block {block!r}; known: {', '.join(BLOCKS)}")
+
+
+def row_models(names: list[str], seeds: list[int] | None) -> list[Model]:
+    """The models of the rows, block by block in the order named, then seed by seed (default :data:`SEEDS`): each
+    variant's two connections, carry-last recorded in the baseline's row where it lacks the variant's setting."""
+    rows = [split_row(n) for n in names]
+    return [Model(row_name(owner, block), TASK, recipe, PROFILE, overrides(owner, block, seed), seed)
+            for block in dict.fromkeys(b for _, b in rows) for seed in (SEEDS if seeds is None else seeds)
+            for variant in (v for v, b in rows if b == block) for recipe, owner in models(variant, block, seed)]
+
+
+def merge_record(row: str, old: dict, record: dict) -> dict:
+    """A variant's results file with one model's record added (replacing an older record of the same model)."""
+    variant, block = record["variant"], record["block"]
+    keep = [r for r in old.get("records", []) if (r["recipe"], r["seed"]) != (record["recipe"], record["seed"])]
+    return {"variant": variant, "block": block,
+            "settings": {**BLOCKS[block]["overrides"], **AS_BUILT, **VARIANTS[variant]["overrides"]},
+            "profile": PROFILE, "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+            "records": sorted(keep + [record], key=lambda r: (r["recipe"], r["seed"]))}
 
 
 def run_variants(names: list[str], blocks: list[str], seeds: list[int], jobs: int = 1, results: Path | None = None,
-                 root: Path | None = None, connections: tuple[str, ...] = CONNECTIONS) -> list[dict]:
+                 root: Path | None = None, connections: tuple[str, ...] = CONNECTIONS,
+                 progress: bool = True) -> list[dict]:
     """Train and evaluate every model of these variants (cached runs are reused), block by block in the
-    order given; ``connections``: only these recipes' models."""
-    results = Path(results_folder() if results is None else results)
-    results.mkdir(parents=True, exist_ok=True)
-    todo, seen = [], set()
-    for block in blocks:
-        for seed in seeds:
-            for name in names:
-                for recipe, owner in models(name, block, seed):
-                    if recipe in connections and (owner, block, recipe, seed) not in seen:
-                        seen.add((owner, block, recipe, seed))
-                        todo.append((owner, block, recipe, seed, root))
-    declared = []
-    for owner, block, recipe, seed, where in todo:
-        over = overrides(owner, block, seed)
-        run = resolve(TASK, recipe, PROFILE, over, root=where)
-        spec = RunSpec(f"{owner}/{block}/{recipe}", TASK, recipe, over, run, seed)
-        declared.append(EvalSpec(spec.id, spec, "evaluate", {"updates": run.training_depth, "every": 1}))
-    report = run_planned(list(jobs_for(declared, "connection-study").values()), jobs)
-    if report.failed or report.skipped:
-        raise RuntimeError(f"{len(report.failed)} job(s) failed: " + "; ".join(report.failed)
-                           + " (their logs are in each run folder's logs/)")
-    out = []
-    for args in todo:  # every model is trained and evaluated now: its record reads the caches
-        rec = run_model(*args)
-        _save(rec, results)
-        out.append(rec)
-    return out
+    order given, through the study mechanism (``study.run``); ``connections``: only these recipes' models.
+    Returns the models' records."""
+    rows = [row_name(v, b) for b in blocks for v in names]
+    return study.run(STUDY, rows, seeds, jobs, root, results, progress, recipes=connections)[0]
 
 
 # ------------------------------------------------------------------------------------------ the table
@@ -272,7 +274,7 @@ def _fmt(values: list, digits: int = 3) -> str:
 
 
 def load_results(results: Path | None = None) -> dict[tuple[str, str], dict]:
-    folder = Path(results_folder() if results is None else results)
+    folder = study.folder(STUDY, results)
     out = {}
     for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         if not p.name.startswith("verdict-"):
@@ -282,12 +284,12 @@ def load_results(results: Path | None = None) -> dict[tuple[str, str], dict]:
 
 
 def verdict_path(variant: str, block: str, results: Path | None = None) -> Path:
-    return Path(results_folder() if results is None else results) / f"verdict-{variant}-{block}.json"
+    return study.folder(STUDY, results) / f"verdict-{variant}-{block}.json"
 
 
 def render_verdicts(results: Path | None = None) -> str:
     """The score verdicts (:func:`score_verdict`) recorded in the results folder, one row each."""
-    folder = Path(results_folder() if results is None else results)
+    folder = study.folder(STUDY, results)
     files = sorted(folder.glob("verdict-*.json")) if folder.is_dir() else []
     if not files:
         return ""
@@ -400,17 +402,18 @@ def plot_dynamics(variants: list[str], results: Path | None = None, path: Path |
     return path
 
 
-def _fill(text: str, block: str) -> str:
-    start, end = "<!-- connection-study: start -->", "<!-- connection-study: end -->"
-    out = fill_block(text, start, end, f"{start}\n{block}{end}")
-    if out is None:
-        raise ValueError(f"{DOC}: the markers {start} and {end} are missing")
-    return out
+# The study as data: rows ``<variant>-<block>``, each model evaluated at its training depth, a results file per row
+# (its models' records) and docs/connection-study.md's table.
+STUDY = Study(name="connection-study", models=row_models,
+              evaluation=lambda model, run: {"updates": run.training_depth, "every": 1}, record=model_record,
+              merge=merge_record, results="connection-study", recorded=RECORDED, doc=DOC,
+              markers=("<!-- connection-study: start -->", "<!-- connection-study: end -->"),
+              block=render_table, prepare=check_rows)
 
 
 def render(results: Path | None = None, doc: Path = DOC) -> Path:
-    atomic_write_text(doc, _fill(doc.read_text(), render_table(results)))
-    return doc
+    """Write the study's table into ``doc`` between its markers (the page must hold them)."""
+    return study.render(STUDY, results, doc)
 
 
 def list_variants() -> str:
@@ -421,11 +424,35 @@ def list_variants() -> str:
     return "\n".join(lines)
 
 
+def _checked(a: argparse.Namespace) -> tuple[list[str], list[int], tuple[str, ...], list[tuple[str, str]]]:
+    """The command's blocks, seeds, connections and (variant, block) verdicts, each name checked (ValueError naming
+    the option and the unknown name)."""
+    blocks = [b for b in a.blocks.split(",") if b]
+    for b in blocks:
+        if b not in BLOCKS:
+            raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(BLOCKS)}")
+    seeds = [int(s) for s in a.seeds.split(",") if s]
+    connections = tuple(c for c in a.connections.split(",") if c)
+    for c in connections:
+        if c not in CONNECTIONS:
+            raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
+    for v in [*a.variants, *(v for v in a.figure.split(",") if v)]:
+        check_variant(v)
+    verdicts = []
+    for item in a.verdict:
+        name, _, block = item.partition(":")
+        check_variant(name)
+        if block not in BLOCKS:
+            raise ValueError(f"--verdict {item!r}: expected VARIANT:BLOCK with a block among {', '.join(BLOCKS)}")
+        verdicts.append((name, block))
+    return blocks, seeds, connections, verdicts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infiloop connection-study", description=__doc__.split("\n\n")[0])
     ap.add_argument("variants", nargs="*", help=f"variants to run (known: {', '.join(VARIANTS)})")
     ap.add_argument("--blocks", default="attention,mlp", help="comma-separated: attention, mlp")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated training seeds")
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="comma-separated training seeds")
     ap.add_argument("--connections", default=",".join(CONNECTIONS),
                     help="comma-separated recipes to train (default both: carry_last,infiloop)")
     ap.add_argument("--jobs", type=int, default=1, help="models trained at a time (one thread each)")
@@ -441,24 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the variants")
     a = ap.parse_args(argv)
     try:
-        blocks = [b for b in a.blocks.split(",") if b]
-        for b in blocks:
-            if b not in BLOCKS:
-                raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(BLOCKS)}")
-        seeds = [int(s) for s in a.seeds.split(",") if s]
-        connections = tuple(c for c in a.connections.split(",") if c)
-        for c in connections:
-            if c not in CONNECTIONS:
-                raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
-        for v in [*a.variants, *(v for v in a.figure.split(",") if v)]:
-            check_variant(v)
-        verdicts = []
-        for item in a.verdict:
-            name, _, block = item.partition(":")
-            check_variant(name)
-            if block not in BLOCKS:
-                raise ValueError(f"--verdict {item!r}: expected VARIANT:BLOCK with a block among {', '.join(BLOCKS)}")
-            verdicts.append((name, block))
+        blocks, seeds, connections, verdicts = _checked(a)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -466,7 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.list:
         print(list_variants())
     if a.variants:
-        run_variants(a.variants, blocks, seeds, a.jobs, a.results, connections=connections)
+        try:
+            run_variants(a.variants, blocks, seeds, a.jobs, a.results, connections=connections)
+        except RuntimeError as e:  # models that failed, each named with its log; the others are recorded
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     for name, block in verdicts:
         path = verdict_path(name, block, a.results)
         path.parent.mkdir(parents=True, exist_ok=True)

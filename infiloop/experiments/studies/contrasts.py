@@ -6,7 +6,8 @@ solve, while InfiLoop keeps rising and freezes once solved (the paper's Fig. 1).
 row below is a setting under which that contrast might appear on a CPU: task and difficulty, width,
 block, recursion per segment (H, L), supervision segments, training length. For each row both
 connections are trained with identical settings (nothing tuned for one), through the run cache, and
-evaluated to 60x the training depth (H x max_segments outer updates). A row's results go to
+evaluated to 60x the training depth (H x max_segments outer updates). The search is a study declared as
+data (:func:`contrast_study`) and run by the studies' one mechanism (``study.py``). A row's results go to
 ``results/calibration/<row>.json`` (:func:`results_folder`); :func:`render` writes the search table of
 ``docs/calibration.md`` from those files.
 
@@ -25,6 +26,7 @@ import json
 import re
 import sys
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +36,9 @@ from ...analysis import paper
 from ...analysis import trajectories as analysis
 from ...io import atomic_write_text, fill_block
 from ..compute.scheduler import job_name
-from ..notebooks.manifest import Job, jobs_for
-from ..notebooks.specs import EvalSpec, RunSpec
+from ..notebooks.manifest import Job
 from ..settings import profiles
-from ..store.runs import resolve
+from . import study
 from .contrast_rows import (
     BASE_PROFILE,
     CONNECTIONS,
@@ -52,6 +53,7 @@ from .contrast_rows import (
     row_profile,
     row_task,
 )
+from .study import Model, Study
 
 DOC = paths.DOCS / "calibration.md"
 RECORDED = paths.DOCS / "calibration-results"  # the rows run so far, kept with the code (docs/calibration.md)
@@ -91,14 +93,14 @@ def eval_args(run, row: dict) -> dict:
             "snapshots": tuple(u for u in run.standard_snapshots() if u <= updates)}
 
 
-def model_record(name: str, recipe: str, seed: int, job: Job) -> dict:
+def model_record(model: Model, job: Job) -> dict:
     """One trained and evaluated model of a row (its scheduler jobs done): its metrics and wall times."""
     run = job.spec.run
     traj, path = run.evaluate(**job.eval.args, progress=False)  # the cache file the eval job wrote
     eval_s = _logged_seconds(run.dir / "logs" / f"{job_name(job)}.log")
     summary = run.summary()
     final = summary.get("final") or {}
-    return {"row": name, "recipe": recipe, "seed": seed, "run": str(run.dir), "trajectory": path.name,
+    return {"row": model.row, "recipe": model.recipe, "seed": model.seed, "run": str(run.dir), "trajectory": path.name,
             **connection_metrics(traj, run.training_depth),
             "layers_per_update": run.model_config().layers_per_outer_update,
             "train_exact": final.get("exact_acc"), "train_seconds": summary.get("train_seconds"),
@@ -120,95 +122,55 @@ def _logged_seconds(log: Path) -> float | None:
 
 def results_folder() -> Path:
     """Where the rows' results go by default: ``results/calibration/`` (under ``paths.RESULTS``)."""
-    return paths.RESULTS / "calibration"
+    return study.folder(STUDY)
 
 
-def result_path(name: str, results: Path | None = None) -> Path:
-    return Path(results_folder() if results is None else results) / f"{name}.json"
-
-
-def _merge(name: str, row: dict, records: list[dict], results: Path) -> dict:
-    """Add a row's new per-model records to its results file (kept: other seeds, unless the row's settings
+def merge_record(rows: dict[str, dict], name: str, old: dict, rec: dict) -> dict:
+    """A row's results file with one more model's record (kept: its other models, unless the row's settings
     changed; an evaluation time measured before, where this evaluation came from the cache)."""
-    path = result_path(name, results)
-    old = json.loads(path.read_text()) if path.is_file() else {}
+    row = rows[name]
     by = old.get("results", {}) if old.get("settings") == row else {}
-    for rec in records:
-        seeds = by.setdefault(rec["recipe"], {})
-        prev = seeds.get(str(rec["seed"]))
-        if rec["eval_cached"] and prev and prev.get("trajectory") == rec["trajectory"]:
-            rec = {**rec, "eval_seconds": prev["eval_seconds"]}
-        seeds[str(rec["seed"])] = rec
+    seeds = by.setdefault(rec["recipe"], {})
+    prev = seeds.get(str(rec["seed"]))
+    if rec["eval_cached"] and prev and prev.get("trajectory") == rec["trajectory"]:
+        rec = {**rec, "eval_seconds": prev["eval_seconds"]}
+    seeds[str(rec["seed"])] = rec
     cfg = row_config(row)
-    out = {"row": name, "settings": row, "task": row_task(row), "profile": row_profile(row),
-           "data": cfg["data"], "model": {k: cfg["model"][k] for k in ("d_model", "n_layers", "mixer", "H", "L")},
-           "train": {k: cfg["train"][k] for k in ("steps", "max_segments", "batch_size", "lr")},
-           "results": by, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    atomic_write_text(path, json.dumps(out, indent=1, sort_keys=False))
-    return out
+    return {"row": name, "settings": row, "task": row_task(row), "profile": row_profile(row),
+            "data": cfg["data"], "model": {k: cfg["model"][k] for k in ("d_model", "n_layers", "mixer", "H", "L")},
+            "train": {k: cfg["train"][k] for k in ("steps", "max_segments", "batch_size", "lr")},
+            "results": by, "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
-def row_jobs(names: list[str], rows: dict[str, dict], seeds: list[int] | None, root: Path
-             ) -> tuple[list[Job], list[tuple[str, str, int, Job]], list[str]]:
-    """The rows as declarations of the plan: for each row, seed and connection, the training of its run and
-    the evaluation of its depth trajectory (:func:`eval_args`), each once (``jobs.jobs_for``: a run two rows
-    share, or a profile's notebook 02 trajectory, is one job). Returns the jobs, (row, recipe, seed, evaluation
-    job) of every model, and the models whose settings do not resolve (``"row recipe seed s: error"``)."""
-    declared, failed = [], []
+def row_models(rows: dict[str, dict], names: list[str], seeds: list[int] | None) -> list[Model]:
+    """The models of the named rows: for each row, seed (``seeds``, else the row's own, [0]) and connection, the
+    row's run with identical settings."""
+    return [Model(n, row_task(rows[n]), recipe, row_profile(rows[n]), row_overrides(rows[n], seed), seed)
+            for n in names for seed in (seeds if seeds is not None else rows[n].get("seeds", [0]))
+            for recipe in CONNECTIONS]
+
+
+def prepare_rows(rows: dict[str, dict], names: list[str], progress: bool) -> None:
+    """Check the named rows (ValueError naming an unknown row or setting), then build every row's data before any
+    job runs (generation uses every CPU by itself)."""
     for n in names:
-        row = rows[n]
-        for seed in seeds if seeds is not None else row.get("seeds", [0]):
-            for recipe in CONNECTIONS:
-                over = row_overrides(row, seed)
-                try:
-                    run = resolve(row_task(row), recipe, row_profile(row), over, root=root)
-                except ValueError as e:
-                    failed.append(f"{n} {recipe} seed {seed}: {type(e).__name__}: {e}")
-                    continue
-                spec = RunSpec(f"{n}/{recipe}", row_task(row), recipe, over, run, seed)
-                declared.append((n, recipe, seed, EvalSpec(f"{n}/{recipe}", spec, "evaluate", eval_args(run, row))))
-    planned = jobs_for([e for *_, e in declared], "contrasts")
-    models = [(n, recipe, seed, planned[f"eval {e.run.run.dir.name} {Path(e.key).name}"])
-              for n, recipe, seed, e in declared]
-    return list(planned.values()), models, failed
+        if n not in rows:
+            raise ValueError(f"unknown calibration row {n!r}; rows: {', '.join(rows)}")
+        check_row(n, rows[n])
+    for n in names:
+        tasks.build(row_task(rows[n]), profiles.data_of(row_profile(rows[n])), overrides=row_data(rows[n]) or None,
+                    verbose=progress)
 
 
 def run_rows(names: list[str], rows: dict[str, dict] | None = None, seeds: list[int] | None = None,
              jobs: int = 1, root: Path | None = None, results: Path | None = None,
              progress: bool = True) -> dict[str, dict]:
-    """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list) as jobs of the
-    plan: the scheduler of ``./reproduce.sh`` trains and evaluates them, ``jobs`` at a time with one torch
-    thread each, ordered and weighed by the plan's cost model (``planning.job_seconds``). Writes each row's
-    results file and returns {row: results}; a model that fails is reported and the others go on
+    """Run the named rows (both connections, each seed; ``seeds`` replaces each row's own list) through the study
+    mechanism (``study.run``: the scheduler of ``./reproduce.sh``, ``jobs`` at a time, one torch thread each).
+    Writes each row's results file and returns {row: results}; a model that fails is reported and the others go on
     (RuntimeError at the end, naming the failures). ``root``: the run cache (default ``paths.RUNS``);
     ``results``: the results folder (default :func:`results_folder`)."""
-    from ..compute.scheduler import log_path, run_planned
-
-    rows = ROWS if rows is None else rows
-    root = paths.RUNS if root is None else Path(root)
-    results = results_folder() if results is None else Path(results)
-    for n in names:
-        if n not in rows:
-            raise ValueError(f"unknown calibration row {n!r}; rows: {', '.join(rows)}")
-        check_row(n, rows[n])
-    for n in names:  # build every row's data first (generation uses every CPU by itself)
-        tasks.build(row_task(rows[n]), profiles.data_of(row_profile(rows[n])), overrides=row_data(rows[n]) or None,
-                    verbose=progress)
-    planned, models, failed = row_jobs(names, rows, seeds, root)
-    total = len(models) + len(failed)
-    report = run_planned(planned, jobs, progress)
-    lost = set(report.failed) | set(report.skipped)
-    done: dict[str, list[dict]] = {}
-    for n, recipe, seed, job in models:
-        if job.id in lost or job.after[0] in lost:
-            why = job.after[0] if job.after[0] in report.failed else job.id
-            failed.append(f"{n} {recipe} seed {seed}: see {log_path(next(j for j in planned if j.id == why))}")
-            continue
-        done.setdefault(n, []).append(model_record(n, recipe, seed, job))
-    out = {n: _merge(n, rows[n], records, results) for n, records in done.items()}
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {total} models failed:\n" + "\n".join(failed))
-    return out
+    return study.run(contrast_study(rows), names, seeds, jobs, root, results, progress)[1]
 
 
 def _difficulty(data: dict, task: str = "sudoku") -> str:
@@ -400,8 +362,6 @@ def render_candidates(rows: dict[str, dict] | None = None) -> str:
     return "\n".join(lines)
 
 
-
-
 START, END = "<!-- calibration-search: start -->", "<!-- calibration-search: end -->"
 SECTION = """## The search for the paper's contrast (`python -m infiloop contrasts --list`)
 
@@ -415,15 +375,31 @@ minutes per model (one thread). Several seeds: mean (range).
 """
 
 
+def search_block(rows: dict[str, dict], results: Path) -> str:
+    """The text of docs/calibration.md's block: the search table from a results folder, then the candidates."""
+    return (f"{render_table(results, rows)}\n\nThe candidates (`python -m infiloop contrasts --list`):\n\n"
+            f"{render_candidates(rows)}\n")
+
+
+def contrast_study(rows: dict[str, dict] | None = None) -> Study:
+    """The search as a study: its candidate rows (default :data:`ROWS`), each trained for both connections with
+    identical settings and evaluated to 60x the training depth (:func:`eval_args`), a results file per row
+    (:func:`merge_record`), and docs/calibration.md's block."""
+    rows = ROWS if rows is None else rows
+    return Study(name="contrasts", models=partial(row_models, rows),
+                 evaluation=lambda model, run: eval_args(run, rows[model.row]), record=model_record,
+                 merge=partial(merge_record, rows), results="calibration", recorded=RECORDED, doc=DOC,
+                 markers=(START, END), block=partial(search_block, rows), section=SECTION,
+                 prepare=partial(prepare_rows, rows))
+
+
+STUDY = contrast_study()
+
+
 def render(results: Path | None = None, doc: Path = DOC, rows: dict[str, dict] | None = None) -> Path:
     """Write the search table into ``doc`` between its markers (appended with a heading the first time);
     the text above it is kept as it is."""
-    text = Path(doc).read_text() if Path(doc).is_file() else ""
-    table = (f"{START}\n{render_table(results, rows)}\n\nThe candidates (`python -m infiloop contrasts --list`):\n\n"
-             f"{render_candidates(rows)}\n{END}")
-    filled = fill_block(text, START, END, table)
-    return atomic_write_text(doc, filled if filled is not None else
-                             text.rstrip("\n") + "\n\n" + SECTION + "\n" + table + "\n")
+    return study.render(contrast_study(rows), results, doc)
 
 
 # ------------------------------------------------------------------------------------------ command line
