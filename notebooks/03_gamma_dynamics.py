@@ -151,10 +151,10 @@ falls = effects.score_trend(score_q, bins)
 
 # %%
 claims = [
-    nb.claim("gamma.search_below_baseline", f"search {phase_iv['outer']['search'].num('.2f')} vs 1 − β = {base:.2f}",
-             effect=below),
-    nb.claim("gamma.jump_at_solve", f"{po['search']:.2f} → {po['solve']:.2f} → {po['after']:.2f} (mean over seeds)",
-             effect=jump),
+    nb.claim("gamma.search_below_baseline",
+             f"mean γ before the solve {phase_iv['outer']['search'].num('.2f')} vs 1 − β = {base:.2f}", effect=below),
+    nb.claim("gamma.jump_at_solve", f"before the solve {po['search']:.2f} → at the solve {po['solve']:.2f} → after "
+             f"{po['after']:.2f} (mean over seeds)", effect=jump),
     nb.claim("gamma.score_tracks_correctness",
              f"median {med0[0]:.2f} at {w0[0]} wrong, {med0[-1]:.2f} at {w0[-1]} wrong (seed {seed_list[0]}; rank "
              "correlation of the mean "
