@@ -294,8 +294,8 @@ text = (f"At profile **{profile}** ({len(seed_list)} training seeds per model, b
         + "; ".join(f"{LABEL[cn]} {task} {pct(curves[(task, cn)].value[loops.index(kb)])} @ K → "
                     f"{pct(curves[(task, cn)].value[-1])} @ 4K" for (task, cn) in curves) + ". "
         + finding
-        + (f"On the extrapolation curve, InfiLoop − BaseLoop at r = 4K: reasoning {il.pct()}, knowledge "
-           f"{il_know.pct()} (mean over seeds, 95 % interval). " if il is not None else "")
+        + (f"On the extrapolation curve, InfiLoop − BaseLoop at r = 4K: reasoning {il.points()}, knowledge "
+           f"{il_know.points()} (mean over seeds, 95 % interval). " if il is not None else "")
         + "The study measured 1B-parameter language models on benchmark averages; here the tasks are generated and "
         "the models have about 0.1 M parameters, so compare directions, not levels. Each claim is decided by the 95 % "
         "interval of its effect over the training seeds and the test items, beside the study's effect (the rule: "
