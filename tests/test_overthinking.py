@@ -56,3 +56,21 @@ def test_a_smoke_model_runs_on_every_test_length_with_the_same_weights(run):
     assert len(paths) == len(lengths) and run.model_config().grid == trained
     same, path = run.evaluate(updates=12, every=1, limit=16, test_set=f"test_{lengths[-1]}", progress=False)
     assert path in paths  # cached under its test set
+
+
+def test_notebook_09_declares_six_runs_and_an_evaluation_per_size():
+    from infiloop.errors import UsageError
+    from infiloop.experiments.notebooks.manifest import needs
+
+    n = needs("09", "smoke", max_updates=24, limit=32)
+    sizes = profiles.data_of("smoke").tasks["prefix_sums"]["test_lengths"]
+    assert n.derived["sizes"] == sizes and set(n.runs) == set(OVERTHINK_RECIPES)
+    assert set(n.evals) == {f"{s}/{r}" for s in sizes for r in OVERTHINK_RECIPES}
+    e = n.evals[f"{sizes[-1]}/infiloop_no_recall"]
+    assert e.args == {"updates": 24, "every": 1, "limit": 32, "test_set": f"test_{sizes[-1]}"}
+    assert len({ev.key for ev in n.evals.values()}) == len(n.evals)  # one cache file per size and model
+    assert set(needs("09", "overthink").seeds) == {0, 1, 2}
+    assert needs("09", "smoke", task="maze").derived["sizes"] == [8, 12]
+    with pytest.raises(UsageError, match="profile 'quick' has no prefix_sums data .* profiles that have: smoke, "
+                                         "overthink"):
+        needs("09", "quick")

@@ -246,6 +246,11 @@ def choices() -> str:
     return ", ".join(n + (" (default)" if n == DEFAULT else "") for n in PROFILES)
 
 
+def names() -> list[str]:
+    """The profiles' names, in their order."""
+    return list(PROFILES)
+
+
 def check(name: str, where: str = "") -> str:
     """``name`` if it is a profile; otherwise a one-line :class:`UsageError`, naming ``where`` the name was given
     (``--profile``, ``parameter profile``) when it is not the caller's only argument."""
