@@ -146,8 +146,11 @@ def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
     from infiloop.experiments import pipeline as reproduce
 
     names = reproduce.notebooks()
-    assert declarations.profile_notebooks("tiny") == [*declarations.DECLARATIONS] == names
-    assert reproduce.select(names, [], "tiny") == names
+    assert [*declarations.DECLARATIONS] == names
+    assert declarations.profile_notebooks("smoke") == names  # smoke runs every notebook
+    paper_nbs = [n for n in names if n != "09_overthinking"]  # 09's data (sizes) are smoke's and overthink's only
+    assert declarations.profile_notebooks("tiny") == paper_nbs == reproduce.select(names, [], "tiny")
+    assert declarations.profile_notebooks("overthink") == ["09_overthinking"]
     assert declarations.profile_notebooks("search") == ["01_main_table", "02_depth_scaling", "03_gamma_dynamics",
                                                     "04_perturbation", "07_watch_the_loop"]
     assert reproduce.select(names, [], "search") == declarations.profile_notebooks("search")

@@ -24,6 +24,7 @@ SMOKE = {
     "06_conditioning": {"max_budget": 24, "limit": 32},
     "07_watch_the_loop": {"max_updates": 24, "limit": 32},  # reads 02's trajectories, animates 01's ARC run
     "08_looped_lm": {"workers": 1, "seeds": "0"},  # its four decoders are scheduler jobs, computed before it runs
+    "09_overthinking": {"max_updates": 24, "limit": 32},  # six prefix-sums models, three test lengths
 }
 
 

@@ -116,14 +116,16 @@ def test_other_numbers():
 
 def test_claims_structure():
     ids = [c.id for c in paper.CLAIMS]
-    assert len(ids) == len(set(ids)) == 29
+    assert len(ids) == len(set(ids)) == 31
     assert set(paper.CLAIMS_BY_ID) == set(ids)
     assert paper.NOTEBOOKS == ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
-                               "05_beta0_ablation", "06_conditioning", "07_watch_the_loop", "08_looped_lm")
+                               "05_beta0_ablation", "06_conditioning", "07_watch_the_loop", "08_looped_lm",
+                               "09_overthinking")
     for c in paper.CLAIMS:
         assert c.notebook in paper.NOTEBOOKS, c
         assert c.claim and c.paper, c
-        assert c.id.split(".")[0] in {"main", "depth", "diagnosis", "gamma", "perturb", "ablation", "study"}, c
+        assert c.id.split(".")[0] in {"main", "depth", "diagnosis", "gamma", "perturb", "ablation", "study",
+                                          "overthink"}, c
         assert (c.id.startswith("study.")) == c.paper.startswith(paper.STUDY), c  # whose number it is
     # every experiment notebook checks something; the animations only show
     assert {c.notebook for c in paper.CLAIMS} == set(paper.NOTEBOOKS) - set(paper.ILLUSTRATIONS)
@@ -188,6 +190,12 @@ def _other_side(builder, side: int = +1):
             c[2, 0::2] = True  # half 0's peak: update 2 (every puzzle right there)
             curves.append(c)
         return claims.held_out_fall(curves)
+    if builder is claims.fall_contrast:  # a (carry-last) rises to the end, b falls after its peak
+        k, p = 12, 300
+        rising = [np.arange(k)[:, None] * 25 > rng.integers(0, k * 25, p)[None, :] for _ in range(3)]
+        falling = [np.vstack([r[: k // 2], np.repeat(r[k // 2 - 1: k // 2] & (rng.random(p) < 0.5), k - k // 2, 0)])
+                   for r in rising]
+        return claims.fall_contrast(rising, falling)
     if builder is claims.ratio_difference:  # a's mean per puzzle below b's (above it, against a paper's fall)
         lo = [(rng.poisson(2.0, 300).astype(float), np.ones(300)) for _ in range(3)]
         hi = [(n + rng.poisson(3.0, 300), d) for n, d in lo]

@@ -213,7 +213,8 @@ def test_bad_arguments_are_one_line(capsys):
 
     assert main(["plan", "--profile", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: unknown profile 'nope' (--profile); valid choices: smoke, quick, tiny, search, gpu, paper"]
+    assert err == ["error: unknown profile 'nope' (--profile); valid choices: smoke, quick, tiny, search, overthink, "
+                   "gpu, paper"]
 
 
 def test_every_notebook_is_planned():

@@ -12,7 +12,8 @@ either sign (``tests/test_paper.py`` plants data on the other side for each). Th
 - :func:`lead_over_best`: the first accuracy − the best of the others (learned decay against every other decay);
 - :func:`difference_of_changes`: (a₁ − a₀) − (b₁ − b₀), the gain or fall of one allocation against another's;
 - :func:`held_out_fall`: accuracy at the peak − at the deepest update, the peak chosen on the other half of the
-  puzzles, so that the fall is not positive by construction (as the peak of the same curve would make it);
+  puzzles, so that the fall is not positive by construction (as the peak of the same curve would make it), and
+  :func:`fall_contrast`: one model's such fall − another's on the same puzzles (overthinking, notebook 09);
 - :func:`proportion`: events / trials pooled per seed (solved puzzles lost), with its exact binomial bounds, and
   :func:`perturbation_cost` with :func:`perturbation_moved`: whether a perturbation moves anything at all;
 - :func:`phase_contrast` and :func:`score_trend`: the γ phases against each other and 1 − β, and the content
@@ -87,21 +88,37 @@ def difference_of_changes(per_seed: list[tuple[Flags, Flags, Flags, Flags]], ite
                     per_seed)
 
 
+def _held_out_peaks(curves: list[np.ndarray]) -> tuple[list[int], list[Flags]]:
+    """Each half's peak row (chosen on the other half's mean curve over seeds, :func:`held_out_fall`) and, per seed,
+    every puzzle's solved flag at the peak chosen for it."""
+    half = np.arange(curves[0].shape[1]) % 2  # 0 or 1
+    chosen = []
+    for h in (0, 1):  # the peak of half h, chosen on half h's mean curve, is used for the other half's puzzles
+        mean = np.mean([c[:, half == h].mean(1) for c in curves], axis=0)
+        chosen.append(int(np.argmax(mean)))
+    return chosen, [np.where(half == 0, c[chosen[1]], c[chosen[0]]) for c in curves]
+
+
 def held_out_fall(curves: list[np.ndarray]) -> Interval:
     """The fall after the peak with the peak chosen on held-out puzzles: ``curves[s]`` [K, P] is seed s's solved
     flags at each recorded update (the last row the deepest). The puzzles are split by index parity (generated in
     random order: a random split); each half's peak is the first update where the other half's mean curve over
     seeds is highest; the effect is the mean over seeds and puzzles of solved-at-its-peak − solved-at-the-end.
     The peaks (row indices, for half 0 and half 1) are in ``extra["peaks"]``."""
-    p = curves[0].shape[1]
-    half = np.arange(p) % 2  # 0 or 1
-    chosen = []
-    for h in (0, 1):  # the peak of half h, chosen on half h's mean curve, is used for the other half's puzzles
-        mean = np.mean([c[:, half == h].mean(1) for c in curves], axis=0)
-        chosen.append(int(np.argmax(mean)))
-    pairs = [(np.where(half == 0, c[chosen[1]], c[chosen[0]]), c[-1]) for c in curves]
-    iv = difference(pairs)
+    chosen, at_peak = _held_out_peaks(curves)
+    iv = difference([(a, c[-1]) for a, c in zip(at_peak, curves)])
     iv.extra = {"peaks": chosen}
+    return iv
+
+
+def fall_contrast(curves_a: list[np.ndarray], curves_b: list[np.ndarray]) -> Interval:
+    """How much more model a falls after its held-out peak than model b does, on the same puzzles of each seed: the
+    mean over seeds of (a at its peak − a at the end) − (b at its peak − b at the end), each model's peaks chosen as
+    :func:`held_out_fall` chooses them (positive: a overthinks more than b). Peaks in ``extra["peaks"]`` (a, b)."""
+    (pa, a_peak), (pb, b_peak) = _held_out_peaks(curves_a), _held_out_peaks(curves_b)
+    iv = difference_of_changes([(ap, a[-1], bp, b[-1]) for ap, a, bp, b in zip(a_peak, curves_a, b_peak, curves_b)],
+                               items="puzzles")
+    iv.extra = {"peaks": (pa, pb)}
     return iv
 
 
@@ -174,6 +191,7 @@ BUILDERS = {
                                                     "infiloop_wrong_cells_fall", "carry_last_flips_right_cells",
                                                     "carry_last_state_moves_after_solve")},
     "diagnosis.carry_last_loses_after_solve": proportion, "diagnosis.infiloop_keeps_after_solve": proportion,
+    "overthink.carry_last_overthinks": held_out_fall, "overthink.infiloop_keeps": fall_contrast,
 }
 
 

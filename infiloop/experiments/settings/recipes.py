@@ -22,6 +22,7 @@ from ...config import coerce, field_type, parse_setting, type_of_default
 from ...errors import UsageError
 from ...io import load_npz
 from ...model.reasoner import ModelConfig
+from ...tasks.extrapolation import SIZE_SETTINGS
 from ...training import TrainConfig
 from . import profiles
 
@@ -47,6 +48,19 @@ RECIPES.update({
     "history_lg": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1, "timestep": "loop_gating"}},
     "inject_dense": {**_CARRY_LAST, "cond": {"inject": "dense"}},
 })
+
+# The overthinking setting (Bansal et al. 2022, arXiv 2202.05826; notebook 09): the three main connections on a block
+# whose weights do not depend on the grid's size (attention without positions plus the depthwise 3x3 convolution,
+# ModelConfig.size_agnostic), so that a model trained on short strings or small mazes runs on longer and larger ones;
+# each with recall (the input fed to every inner update, TRM's rule) and without it (the input only in the initial
+# states). Every setting but the connection and the recall switch is the profile's, the same for the six models.
+MAIN_RECIPES = ("carry_last", "fprm", "infiloop")  # the paper's comparison (notebooks 01-04, 07)
+SIZE_AGNOSTIC_BLOCK = {"mixer": "attention", "pos": "none", "conv": True}
+RECALL = {"recall": True, "no_recall": False}  # the recipes' suffixes
+OVERTHINK_RECIPES = tuple(f"{r}_{k}" for r in MAIN_RECIPES for k in RECALL)
+for _base in MAIN_RECIPES:
+    for _suffix, _recall in RECALL.items():
+        RECIPES[f"{_base}_{_suffix}"] = {**RECIPES[_base], **SIZE_AGNOSTIC_BLOCK, "recall": _recall}
 
 SECTIONS = ("data", "model", "train", "eval")
 # Version of the code and formats that produce a run: part of every run's hash, so a run trained by an
@@ -190,7 +204,8 @@ def _drop(node: dict, dotted: str) -> dict:
 
 def config_hash(cfg: dict) -> str:
     """Hash of everything that defines the trained model, ``code_version`` included (not the evaluation
-    settings, not CPU threads, the micro-batch or ``torch.compile`` (how the same update is computed; compile is
+    settings, not the sizes of the named test sets (``tasks/extrapolation.py``), not CPU threads, the micro-batch
+    or ``torch.compile`` (how the same update is computed; compile is
     hashed at its default ``auto`` whatever its value, so that the runs cached before keep their folders), not a
     later-added setting at its neutral value (``NEUTRAL_SETTINGS``) or where it does nothing (``INFILOOP_ONLY``,
     the candidate loss of carry-last))."""
@@ -199,6 +214,9 @@ def config_hash(cfg: dict) -> str:
     keyed["train"].pop("micro_batch", None)  # a run restarted with a smaller micro-batch after an OOM stays the run
     if "compile" in keyed["train"]:  # compiled = eager (tests/test_compile.py): --no-compile trains the same run
         keyed["train"]["compile"] = "auto"
+    for setting in SIZE_SETTINGS.values():  # the sizes of the named test sets: the training set is the same
+        keyed.get("data", {}).pop(setting, None)
+        keyed.get("data_overrides", {}).pop(setting, None)
     model = keyed.get("model", {})
     for axis in ("inner", "outer"):
         conn = model.get(axis, {})
@@ -215,8 +233,6 @@ def config_hash(cfg: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------- the notebooks' runs
-
-MAIN_RECIPES = ("carry_last", "fprm", "infiloop")
 
 # The paper's ablations of InfiLoop (decay and axes; both axes unless stated), under stable ids: ``label`` is what the
 # notebook prints, ``overrides`` the model settings over the InfiLoop recipe, ``paper`` the row of the paper's

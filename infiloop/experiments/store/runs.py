@@ -75,8 +75,9 @@ class Run:
         return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), "train",
                           overrides=self.config["data_overrides"] or None)
 
-    def test_data(self) -> TaskData:
-        return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), "test",
+    def test_data(self, test_set: str = "test") -> TaskData:
+        """The test set, or one of the named test sets at another size (``test_<size>``, ``tasks/extrapolation.py``)."""
+        return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), test_set,
                           overrides=self.config["data_overrides"] or None)
 
     def summary(self) -> dict:
@@ -151,15 +152,18 @@ class Run:
     def _evaluate_key(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
                       data: TaskData | None = None, data_file: str | None = None, per_token: bool = False,
                       snapshots: tuple[int, ...] = (), puzzles: tuple[int, ...] = (), precision: str = "auto",
-                      weights: str = "auto", puzzle_ids: str = "own") -> tuple[dict, TaskData, Path]:
+                      weights: str = "auto", puzzle_ids: str = "own", test_set: str = "test"
+                      ) -> tuple[dict, TaskData, Path]:
         ev = self.config["eval"]
         updates = ev["updates"] if updates is None else updates
         every = ev["every"] if every is None else every
         limit = self._limit(limit, data)
+        if data is None and test_set != "test":
+            data = self.test_data(test_set)
         data = self._select(data, limit)
         args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
                 "snapshots": sorted(int(s) for s in snapshots), **_precision_arg(precision),
-                **_scoring_args(weights, puzzle_ids)}
+                **_scoring_args(weights, puzzle_ids), **({} if test_set == "test" else {"test_set": test_set})}
         if puzzles:
             puzzles = [int(p) for p in puzzles]
             if not all(0 <= p < len(data) for p in puzzles):
@@ -172,7 +176,7 @@ class Run:
                  data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
                  per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
                  progress: bool = True, puzzles: tuple[int, ...] = (), precision: str = "auto", weights: str = "auto",
-                 puzzle_ids: str = "own") -> tuple[dict, Path]:
+                 puzzle_ids: str = "own", test_set: str = "test") -> tuple[dict, Path]:
         """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
 
         ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``).
@@ -180,13 +184,18 @@ class Run:
         a prediction snapshot at every frame of an animation. ``precision`` (``evaluation.PRECISIONS``): ``auto``
         is bf16 on CUDA and float32 elsewhere; any other value is asked for explicitly and cached apart. ``weights``
         (:meth:`weights_used`) and ``puzzle_ids`` (``evaluation.PUZZLE_IDS``, the identity ablation): other than their
-        defaults, cached apart; the trajectory's ``info`` records both."""
+        defaults, cached apart; the trajectory's ``info`` records both. ``test_set``: one of the data set's named test
+        sets at another size (``test_<size>``), run by the same weights on that grid (``LoopedReasoner.resized``; a
+        model whose weights depend on the grid's size is refused); the profile's limit applies, cached apart."""
         args, data, path = self._evaluate_key(updates, every, limit, data, data_file, per_token, snapshots, puzzles,
-                                              precision, weights, puzzle_ids)
+                                              precision, weights, puzzle_ids, test_set)
         cached = _cached(path)
         if cached is not None:
             return cached, path
-        traj = evaluate(self.load_model(device, weights), data, args["updates"], args["every"],
+        model = self.load_model(device, weights)
+        if tuple(data.grid) != tuple(model.cfg.grid):
+            model = model.resized(data.grid)
+        traj = evaluate(model, data, args["updates"], args["every"],
                         batch_size or self.config["eval"]["batch_size"], device, per_token, snapshots, progress,
                         precision, puzzle_ids, self.weights_used(weights))
         save_trajectory(path, traj)
@@ -291,7 +300,7 @@ class Run:
         return None
 
     def _limit(self, limit: int | None, data: TaskData | None) -> int | None:
-        """The profile's limit for its own test set; a user's file is never cut unless asked."""
+        """The profile's limit for its own test sets; a user's file is never cut unless asked."""
         return self.config["eval"]["limit"] if limit is None and data is None else limit
 
     def _select(self, data: TaskData | None, limit: int | None) -> TaskData:

@@ -1,0 +1,100 @@
+"""Overthinking (notebook 09): exact accuracy against iterations on test sets larger than the training instances,
+and the measures of the recurrent-reasoning literature's "overthinking" (Bansal et al. 2022, arXiv 2202.05826;
+Schwarzschild et al. 2021) for carry-last, FPRM and InfiLoop, each with and without recall.
+
+Per model and test size, over the seeds (:func:`measures`): the accuracy curve with its 95 % band, the peak of the
+mean curve (the update of the peak), the fall after the peak chosen on held-out puzzles (``claims.held_out_fall``:
+accuracy at the peak − at the deepest update, so that it is not positive by construction), and the share of puzzles
+solved at some update and wrong at the end (``claims.proportion``). For InfiLoop, γ_t and the content score s_t of the
+outer axis along the way (the paper's eq. 5 and eq. 2; :func:`gamma_along`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import claims, intervals
+from . import trajectories as analysis
+from .intervals import Interval
+
+
+@dataclass
+class Measures:
+    """One model at one test size, over its seeds (trajectories on the same test puzzles)."""
+
+    updates: np.ndarray  # [K] recorded outer updates
+    curve: Interval  # exact accuracy at each update: mean over seeds, 95 % band
+    peak: int  # the update where the mean curve is highest (first of equals)
+    fall: Interval  # accuracy at the held-out peak − at the deepest update
+    held_out_peaks: tuple[int, int]  # the updates chosen as each half's peak (on the other half)
+    lost: Interval  # solved at some update, wrong at the end, among the solved
+
+    def at(self, update: int) -> Interval:
+        return self.curve.point(int(np.flatnonzero(self.updates == update)[0]))
+
+
+def measures(trajs: list[dict], replicates: int = 1000) -> Measures:
+    """The overthinking measures of one model at one test size from its trajectories, one per seed."""
+    ups = trajs[0]["updates"]
+    curve = intervals.over_seeds(trajs, analysis.accuracy_terms, replicates, bounds=intervals.SHARE)
+    fall = claims.held_out_fall([t["correct"] for t in trajs])
+    lost = claims.proportion(*zip(*map(analysis.lost_terms, trajs)))
+    peaks = tuple(int(ups[k]) for k in fall.extra["peaks"])
+    return Measures(ups, curve, int(ups[int(np.nanargmax(curve.value))]), fall, peaks, lost)
+
+
+def table(ms: dict[str, Measures], labels: dict[str, str], depth: int) -> tuple[list[str], list[list]]:
+    """Columns and rows of one test size: per model its accuracy at the training depth, the peak and its update, the
+    accuracy at the deepest update, the fall after the held-out peak and solved-then-lost."""
+    last = int(next(iter(ms.values())).updates[-1])
+    cols = ["model", f"@ training depth ({depth})", "peak @ update", f"@ {last} updates",
+            "fall after the held-out peak (peaks of the two halves)", "solved, then wrong at the end"]
+    rows = []
+    for r, m in ms.items():
+        at_depth = m.at(depth).pct() if depth <= last else "–"
+        rows.append([labels[r], at_depth, f"{m.at(m.peak).pct()} @ {m.peak}", m.at(last).pct(),
+                     f"{m.fall.points()} ({m.held_out_peaks[0]} / {m.held_out_peaks[1]})", m.lost.pct()])
+    return cols, rows
+
+
+def fall_contrast(trajs_a: list[dict], trajs_b: list[dict]) -> Interval:
+    """Model a's fall after its held-out peak − model b's, on the same instances of each seed (``claims.fall_contrast``;
+    positive: a overthinks more)."""
+    return claims.fall_contrast([t["correct"] for t in trajs_a], [t["correct"] for t in trajs_b])
+
+
+def gamma_along(trajs: list[dict], axis: str = "outer") -> dict[str, np.ndarray]:
+    """InfiLoop's γ_t and content score s_t (eq. 5, eq. 2) of ``axis`` along the way, mean over puzzles and seeds at
+    each recorded update, apart for the puzzles right and wrong at that update (NaN where there are none)."""
+    out = {}
+    for key in (f"gamma_{axis}", f"score_{axis}"):
+        v = np.stack([t[key] for t in trajs]).astype(np.float64)  # [S, K, P]
+        right = np.stack([t["correct"] for t in trajs])
+        out[key] = v.mean(axis=(0, 2))
+        with np.errstate(invalid="ignore"):
+            out[f"{key}_right"] = np.where(right, v, 0).sum((0, 2)) / right.sum((0, 2))
+            out[f"{key}_wrong"] = np.where(~right, v, 0).sum((0, 2)) / (~right).sum((0, 2))
+    return out
+
+
+def label(recipe: str, labels: dict[str, str]) -> str:
+    """A recipe of the setting in words: ``"carry-last, no recall"`` for ``carry_last_no_recall``."""
+    base, recall = (recipe.removesuffix("_no_recall"), False) if recipe.endswith("_no_recall") else \
+        (recipe.removesuffix("_recall"), True)
+    return f"{labels[base]}, {'recall' if recall else 'no recall'}"
+
+
+def statement(cl: Measures, inf: Measures, contrast: Interval, size: int) -> str:
+    """The two claims in one paragraph, as the intervals decide them (``intervals.verdict``, no published number:
+    the side of zero)."""
+    said = {True: "does", False: "does not", None: "cannot be said to"}
+    v1, v2 = intervals.verdict(cl.fall), intervals.verdict(contrast)
+    first = (f"At the largest test size ({size}), carry-last without recall {said[v1]} overthink: its accuracy "
+             f"falls {cl.fall.points()} from its held-out peak to the deepest update ({cl.at(cl.peak).pct()} at its "
+             f"peak, update {cl.peak}).")
+    second = (f"InfiLoop without recall falls {inf.fall.points()}; carry-last's fall minus InfiLoop's is "
+              f"{contrast.points()}, so InfiLoop {said[v2]} keep more of what it solved than carry-last "
+              f"(solved, then wrong at the end: carry-last {cl.lost.pct()}, InfiLoop {inf.lost.pct()}).")
+    return f"{first} {second}"

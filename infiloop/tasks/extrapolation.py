@@ -1,0 +1,110 @@
+"""Test sets at several sizes: the size-extrapolation setting of the recurrent-reasoning literature (Schwarzschild et
+al. 2021, "Can You Learn an Algorithm?"; Bansal et al. 2022, arXiv 2202.05826), where a network trained on small
+instances runs on larger ones for many more iterations than it was trained with, and where iterating is known to
+destroy answers ("overthinking") unless the input is recalled and training is progressive.
+
+A data set of this setting holds its training set at one size and, beside the usual ``test.npz`` (held-out
+instances at the training size), one *named test set* per size, ``test_<size>.npz`` (:func:`size_set_name`):
+
+- ``prefix_sums`` (:mod:`.prefix_sums`): bit strings of ``train_length`` for training, a test set at each of
+  ``test_lengths`` (a 1 x n grid each); the test strings at the training length are never training strings.
+- ``maze`` with the optional setting ``test_sizes``: mazes of ``size`` for training (the usual maze set), a test
+  set of mazes of each size k of ``test_sizes``, whose shortest paths are at least ``min_path`` scaled by k / size
+  (:func:`maze_min_path`); at the training size the named set is the usual test set (kept apart from the training
+  mazes up to the square's symmetries, ``audit.without_leaks``); mazes of another size cannot equal a training one.
+
+The sizes of the named test sets (:data:`SIZE_SETTINGS`) do not change the training set, so they are no part of a
+run's hash (``recipes.config_hash``): adding a test size trains nothing again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import audit, maze, prefix_sums
+from .base import DataError, TaskData
+
+# The setting that lists the sizes of a task's named test sets (absent: a task without them)
+SIZE_SETTINGS = {"prefix_sums": "test_lengths", "maze": "test_sizes"}
+
+
+def size_set_name(size: int) -> str:
+    """The name of the test set at ``size`` (a string length or a maze side): ``test_<size>``."""
+    return f"test_{int(size)}"
+
+
+def named_sizes(task: str, cfg: dict) -> list[int]:
+    """The sizes of the named test sets of ``task``'s data set with settings ``cfg`` (empty: none)."""
+    key = SIZE_SETTINGS.get(task)
+    sizes = cfg.get(key) if key else None
+    if not sizes:
+        return []
+    if not all(isinstance(s, int) and s >= 1 for s in sizes) or len(set(sizes)) != len(sizes):
+        raise DataError(f"{task}: {key} must be distinct whole numbers >= 1, not {sizes!r}")
+    return sorted(sizes)
+
+
+def prefix_sums_header(cfg: dict) -> dict:
+    """What a model of the prefix-sums set ``cfg`` needs: a 1 x ``train_length`` grid, vocabulary 3."""
+    return {"grid": [1, cfg["train_length"]], "box": None, "vocab_size": prefix_sums.VOCAB, "n_puzzles": 1}
+
+
+def build_prefix_sums(task: str, cfg: dict, out: Path, root: Path, verbose: bool):
+    """The builder of ``prefix_sums`` (``datasets.BUILDERS``): ``train.npz``, ``test.npz`` (held-out strings at the
+    training length) and ``test_<n>.npz`` for each of ``test_lengths``."""
+    n, lengths = cfg["train_length"], named_sizes(task, cfg)
+    try:
+        train, tests = prefix_sums.split(cfg["n_train"], cfg["n_test"], n, tuple(sorted({n, *lengths})), cfg["seed"])
+    except ValueError as e:  # more strings asked for than there are
+        raise DataError(f"prefix_sums: {e}") from None
+    source = (f"generated offline (bit strings of {n} for training; test lengths "
+              f"{', '.join(map(str, lengths)) or n})")
+    for d in (train, *tests.values()):
+        d.info["source"] = source
+    files = {"train": train.save(out / "train.npz"), "test": tests[n].save(out / "test.npz")}
+    for length in lengths:
+        files[size_set_name(length)] = tests[length].save(out / f"{size_set_name(length)}.npz")
+    leaks = audit.audit_prefix_sums(train, tests[n])
+    if not leaks.ok:  # prefix_sums.split draws them apart: a leak here is a bug
+        raise DataError(f"prefix_sums: {len(leaks.leaks)} test strings are training strings")
+    seeds = {"seed": cfg["seed"], "split": "training strings and the held-out ones at the training length: one draw "
+             "without replacement (prefix_sums.split); the longer test strings from a stream of their own",
+             "rng": f"numpy.random.default_rng(bytes of 'prefix/<length>/{cfg['seed']}[/test]')"}
+    summary = {"train_rows": len(train), "test_rows": len(tests[n]), "test_leaks_replaced": 0,
+               "test_sets": {size_set_name(k): len(tests[k]) for k in lengths}}
+    return files, source, summary, {"seeds": seeds}
+
+
+def maze_min_path(cfg: dict, size: int) -> int:
+    """The least shortest path of the test mazes of side ``size``: the training ``min_path`` scaled by
+    ``size / cfg["size"]`` (rounded), so that larger mazes are not easier ones."""
+    return int(round(cfg["min_path"] * size / cfg["size"]))
+
+
+def maze_test_sets(cfg: dict, test: maze.MazeSet, out: Path, source: str, verbose: bool, summary: dict) -> dict:
+    """The named test sets of a maze set with ``test_sizes``: at the training size the usual (leak-free) test set
+    ``test``, at every other size ``n_test`` generated mazes from a stream of their own. Returns their files; records
+    each set's rows and least path in ``summary["test_sets"]``."""
+    files, record = {}, summary.setdefault("test_sets", {})
+    for k in named_sizes("maze", cfg):
+        if k == cfg["size"]:
+            mazes = test
+        else:
+            mazes = maze.generate(cfg["n_test"], k, maze_min_path(cfg, k), seed=f"{cfg['seed']}/test",
+                                  loops=cfg["loops"], progress=verbose)
+        d = maze.to_taskdata(f"maze-{k}-test", mazes, info={"source": source})
+        files[size_set_name(k)] = d.save(out / f"{size_set_name(k)}.npz")
+        record[size_set_name(k)] = {"rows": len(d), "min_path": maze_min_path(cfg, k),
+                                    "path_length": [int(d.meta["path_length"].min()),
+                                                    int(d.meta["path_length"].max())]}
+    return files
+
+
+def leaking_test_sets(train: TaskData, named: dict[str, TaskData], task: str) -> dict[str, list[int]]:
+    """The rows of each named test set equal to a training item (``audit.audit``: up to the task's symmetries); a
+    set of another size than the training set's has none by construction (its grids differ)."""
+    out = {}
+    for name, test in named.items():
+        out[name] = audit.audit(task, train, test).test_rows if test.grid == train.grid else []
+    return out
+

@@ -1,0 +1,157 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Overthinking: iterating on instances larger than the training ones
+#
+# The paper's thesis is that replacing the state with the newest block output (carry-last) is what makes looped
+# models degrade with more iterations. The recurrent-reasoning literature names the setting in which small recurrent
+# networks are known to fail by iterating: train on small instances, run on much larger ones for many more
+# iterations than in training. Without *recall* (the input fed again at every step) and without a progressive loss,
+# their accuracy rises, then collapses as iterations continue, "overthinking" (Bansal et al. 2022, arXiv
+# 2202.05826; Schwarzschild et al. 2021). TRM's recipe has both: the input at every inner update, and detached deep
+# supervision, which plays the progressive loss's part (`docs/model.md`).
+#
+# This notebook trains six models with the same settings on one size-agnostic block (attention without positions
+# plus the depthwise 3x3 convolution): carry-last, FPRM and InfiLoop, each with recall and without it. Each runs to
+# `max_updates` outer updates on test sets at several sizes: bit strings of several lengths (prefix sums: each
+# position's running parity) or mazes of several sides. Every number is a mean over the training seeds with a
+# 95 % interval; the two claims are decided by the intervals of their effects (`infiloop/analysis/intervals.py`).
+
+# %% tags=["parameters"]
+profile = "overthink"  # smoke | overthink: the profiles whose data have test sets at several sizes
+task = "prefix_sums"  # prefix_sums | maze
+device = "cpu"  # torch device for training and evaluation
+seeds = ""  # training seeds, e.g. "0,1,2" ("": the profile's)
+max_updates = 0  # outer updates to evaluate at every test size (0: the profile's depth)
+limit = 0  # test instances per size (0: the profile's default)
+
+# %%
+import matplotlib.pyplot as plt
+
+from infiloop.analysis import overthinking, plotting
+from infiloop.experiments.notebooks.helper import Notebook, check
+from infiloop.experiments.settings.recipes import OVERTHINK_RECIPES
+
+nb = Notebook("09_overthinking", "Overthinking", profile, device, 0)
+check("task", task, str, lambda v: v in ("prefix_sums", "maze"), "prefix_sums or maze")
+check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
+check("max_updates", max_updates, int, lambda v: v >= 0, "an integer >= 0 (0: the profile's depth)")
+check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
+plotting.use_style()
+
+# %% [markdown]
+# ## The six models
+# Trained once per configuration and seed, cached under `runs/`; each is evaluated on every test size with the same
+# weights (the block does not depend on the grid's size).
+
+# %%
+need = nb.needs(globals())  # the runs and evaluations this notebook reads (experiments/notebooks/declarations.py)
+max_updates, sizes, seed_list = need.params["max_updates"], need.derived["sizes"], need.seeds
+runs = {r: need.run(r, device) for r in OVERTHINK_RECIPES}
+depth = runs["carry_last_no_recall"].training_depth
+train_size = runs["carry_last_no_recall"].model_config().grid
+labels = {r: overthinking.label(r, plotting.LABELS) for r in OVERTHINK_RECIPES}
+print(f"{task}: trained at grid {train_size[0]}x{train_size[1]}, training depth {depth} outer updates; test sizes "
+      f"{', '.join(map(str, sizes))}; evaluated to {max_updates} updates ({max_updates / depth:.0f}x the training "
+      f"depth); seeds {', '.join(map(str, seed_list))}")
+
+# %%
+trajs = {(s, r): list(need.results(f"{s}/{r}", device).values()) for s in sizes for r in OVERTHINK_RECIPES}
+ms = {key: overthinking.measures(t) for key, t in trajs.items()}
+n_items = trajs[(sizes[-1], "carry_last_no_recall")][0]["correct"].shape[1]
+print(f"{n_items} test instances per size and seed")
+
+# %% [markdown]
+# ## Exact accuracy against iterations, at each test size
+# Solid: with recall; dashed: without. The dotted line is the training depth.
+
+# %%
+fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.8), sharey=True, squeeze=False)
+for ax, s in zip(axes[0], sizes):
+    for r in OVERTHINK_RECIPES:
+        m, base = ms[(s, r)], r.removesuffix("_no_recall").removesuffix("_recall")
+        ls = "--" if r.endswith("_no_recall") else "-"
+        ax.plot(m.updates, 100 * m.curve.value, color=plotting.COLORS[base], ls=ls, label=labels[r])
+        ax.fill_between(m.updates, 100 * m.curve.lo, 100 * m.curve.hi, color=plotting.COLORS[base], alpha=0.12, lw=0)
+    ax.axvline(depth, color="grey", ls=":", lw=1)
+    ax.set(xscale="log", xlabel="outer updates", title=f"test size {s}", ylim=(0, 100))
+axes[0][0].set_ylabel("exact accuracy (%)")
+axes[0][-1].legend(fontsize=7, loc="lower right")
+plotting.profile_note(axes[0][-1], profile, n_items)
+fig.tight_layout()
+fig_acc = plotting.save_figure(fig, f"overthinking_{task}", profile)[0]
+
+# %% [markdown]
+# ## The overthinking measures
+# Per test size: accuracy at the training depth, the peak of the mean curve and the update where it lies, the
+# accuracy at the deepest update, the fall after the peak chosen on held-out puzzles (`claims.held_out_fall`: each
+# half's peak is chosen on the other half, so the fall can be negative where a model keeps gaining), and the share of
+# the instances solved at some update that are wrong at the end.
+
+# %%
+tables = {}
+for s in sizes:
+    cols, rows = overthinking.table({r: ms[(s, r)] for r in OVERTHINK_RECIPES}, labels, depth)
+    tables[s] = rows
+    print(f"test size {s}:")
+    print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
+
+# %% [markdown]
+# ## InfiLoop's step size γ_t and content score s_t along the way (outer axis)
+# Mean over instances and seeds at each update, apart for the instances right and wrong at that update (eq. 5:
+# h_t = h_{t−1} + γ_t (z_t − h_{t−1}); s_t the candidate's score of eq. 2).
+
+# %%
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+for i, s in enumerate(sizes):
+    shade = 0.35 + 0.65 * i / max(1, len(sizes) - 1)  # the larger the size, the darker
+    g = overthinking.gamma_along(trajs[(s, "infiloop_no_recall")])
+    ups = ms[(s, "infiloop_no_recall")].updates
+    for ax, key in ((ax1, "gamma_outer"), (ax2, "score_outer")):
+        ax.plot(ups, g[f"{key}_right"], color=plotting.COLORS["infiloop"], alpha=shade, label=f"size {s}, right")
+        ax.plot(ups, g[f"{key}_wrong"], color=plotting.COLORS["carry_last"], alpha=shade, label=f"size {s}, wrong")
+ax1.set(xscale="log", xlabel="outer updates", ylabel="γ_t (outer)", title="InfiLoop without recall")
+ax2.set(xscale="log", xlabel="outer updates", ylabel="content score s_t (outer)")
+ax2.legend(fontsize=7)
+fig.tight_layout()
+fig_gamma = plotting.save_figure(fig, f"overthinking_gamma_{task}", profile)[0]
+
+# %% [markdown]
+# ## What this run shows
+# The two claims at the largest test size, both models without recall: carry-last's fall after its held-out peak
+# (the literature's claim), and carry-last's fall minus InfiLoop's on the same instances (the paper's thesis carried
+# to this setting). Neither has a published number beside it here (`infiloop/analysis/paper.py`).
+
+# %%
+largest = sizes[-1]
+cl, inf = ms[(largest, "carry_last_no_recall")], ms[(largest, "infiloop_no_recall")]
+contrast = overthinking.fall_contrast(trajs[(largest, "carry_last_no_recall")], trajs[(largest, "infiloop_no_recall")])
+claims = [nb.claim("overthink.carry_last_overthinks", f"size {largest}: peak {cl.at(cl.peak).pct()} @ {cl.peak} → "
+                   f"{cl.at(max_updates).pct()} @ {max_updates}; fall {cl.fall.points()}", effect=cl.fall),
+          nb.claim("overthink.infiloop_keeps", f"size {largest}: InfiLoop's fall {inf.fall.points()}, carry-last's "
+                   f"{cl.fall.points()}; difference {contrast.points()}", effect=contrast)]
+text = overthinking.statement(cl, inf, contrast, largest) + (
+    f"\n\nSetting: {task} at profile **{profile}**, trained at {train_size[0]}x{train_size[1]}, {n_items} test "
+    f"instances per size, seeds {', '.join(map(str, seed_list))}, evaluated to {max_updates} outer updates "
+    f"({max_updates / depth:.0f}x the training depth of {depth}).")
+print(text)
+
+# %%
+nb.finish(text, figures=[{"path": fig_acc, "caption": "Exact accuracy against outer updates at each test size "
+                          "(solid: recall; dashed: no recall; mean over seeds, 95 % band)."},
+                         {"path": fig_gamma, "caption": "InfiLoop (no recall): γ_t and the content score of the "
+                          "outer axis, for instances right and wrong at each update."}],
+          tables=[nb.table(f"Test size {s}", cols, rows) for s, rows in tables.items()], claims=claims)

@@ -1,0 +1,76 @@
+"""The overthinking setting (issue 47): the six recipes (carry-last, FPRM, InfiLoop, each with and without recall) on
+one size-agnostic block, a smoke model run on longer strings than it was trained on, and the overthink profile."""
+
+import pytest
+
+from infiloop.experiments.settings import profiles
+from infiloop.experiments.settings.recipes import OVERTHINK_RECIPES, RECIPES, SIZE_AGNOSTIC_BLOCK, resolve_config
+from infiloop.experiments.store.runs import get_run
+from infiloop.model import ModelConfig
+
+
+def test_six_recipes_differ_only_in_the_connection_and_recall():
+    assert len(OVERTHINK_RECIPES) == 6
+    models = {r: resolve_config("prefix_sums", r, "smoke")["model"] for r in OVERTHINK_RECIPES}
+    for r, m in models.items():
+        base = r.removesuffix("_no_recall").removesuffix("_recall")
+        assert m["recall"] is (not r.endswith("_no_recall"))
+        assert {k: m[k] for k in SIZE_AGNOSTIC_BLOCK} == SIZE_AGNOSTIC_BLOCK
+        assert ModelConfig.from_dict(m).size_agnostic
+        assert {k: m[k] for k in RECIPES[base]} == {k: m[k] for k in RECIPES[r] if k in RECIPES[base]}
+    # everything but the connections' own settings (FPRM's norm and residual scale) and recall is the same
+    own = set(RECIPES["carry_last"]) | set(RECIPES["fprm"]) | set(RECIPES["infiloop"]) | {"recall"}
+    shared = [{k: v for k, v in m.items() if k not in own} for m in models.values()]
+    assert all(s == shared[0] for s in shared)
+    cfgs = [resolve_config("prefix_sums", r, "smoke") for r in OVERTHINK_RECIPES]
+    assert all(c["train"] == cfgs[0]["train"] and c["data"] == cfgs[0]["data"] for c in cfgs)
+
+
+def test_the_overthink_profile_is_a_sketch_for_notebook_09():
+    p = profiles.profile("overthink")
+    assert profiles.notebooks("overthink") == ["09"] and profiles.seeds("overthink") == [0, 1, 2]
+    assert profiles.data_of("overthink").tasks["prefix_sums"]["test_lengths"][-1] >= \
+        4 * profiles.data_of("overthink").tasks["prefix_sums"]["train_length"]
+    for task in ("prefix_sums", "maze"):
+        cfg = resolve_config(task, "infiloop_no_recall", "overthink")
+        depth = cfg["model"]["H"] * cfg["train"]["max_segments"]
+        assert p["eval"]["updates"] >= 20 * depth  # many times the training depth
+    for name in ("quick", "tiny", "gpu", "paper", "search"):
+        assert "09" not in (profiles.notebooks(name) or []), name  # their data has no prefix sums
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return get_run("prefix_sums", "carry_last_no_recall", "smoke", root=tmp_path_factory.mktemp("runs"),
+                   progress=False)
+
+
+def test_a_smoke_model_runs_on_every_test_length_with_the_same_weights(run):
+    trained = run.model_config().grid
+    lengths = profiles.data_of("smoke").tasks["prefix_sums"]["test_lengths"]
+    paths = set()
+    for n in lengths:
+        traj, path = run.evaluate(updates=12, every=1, limit=16, test_set=f"test_{n}", progress=False)
+        assert traj["correct"].shape == (12, 16) and traj["blanks"].tolist() == [n] * 16
+        paths.add(path)
+    assert len(paths) == len(lengths) and run.model_config().grid == trained
+    same, path = run.evaluate(updates=12, every=1, limit=16, test_set=f"test_{lengths[-1]}", progress=False)
+    assert path in paths  # cached under its test set
+
+
+def test_notebook_09_declares_six_runs_and_an_evaluation_per_size():
+    from infiloop.errors import UsageError
+    from infiloop.experiments.notebooks.manifest import needs
+
+    n = needs("09", "smoke", max_updates=24, limit=32)
+    sizes = profiles.data_of("smoke").tasks["prefix_sums"]["test_lengths"]
+    assert n.derived["sizes"] == sizes and set(n.runs) == set(OVERTHINK_RECIPES)
+    assert set(n.evals) == {f"{s}/{r}" for s in sizes for r in OVERTHINK_RECIPES}
+    e = n.evals[f"{sizes[-1]}/infiloop_no_recall"]
+    assert e.args == {"updates": 24, "every": 1, "limit": 32, "test_set": f"test_{sizes[-1]}"}
+    assert len({ev.key for ev in n.evals.values()}) == len(n.evals)  # one cache file per size and model
+    assert set(needs("09", "overthink").seeds) == {0, 1, 2}
+    assert needs("09", "smoke", task="maze").derived["sizes"] == [8, 12]
+    with pytest.raises(UsageError, match="profile 'quick' has no prefix_sums data .* profiles that have: smoke, "
+                                         "overthink"):
+        needs("09", "quick")

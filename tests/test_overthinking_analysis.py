@@ -1,0 +1,48 @@
+"""The overthinking measures of notebook 09 (infiloop/analysis/overthinking.py) on planted trajectories: a model that
+solves and then loses its instances overthinks, one that keeps them does not, and the contrast says which."""
+
+import numpy as np
+
+from infiloop.analysis import intervals, overthinking, plotting
+
+
+def _trajs(kind: str, k: int = 20, p: int = 200, seeds: int = 3) -> list[dict]:
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(seeds):
+        solve = rng.integers(1, k // 2, p)  # each instance's first solve
+        ups = np.arange(1, k + 1)
+        correct = ups[:, None] >= solve[None, :]
+        if kind == "overthinks":  # most are lost again at the second half
+            correct &= ~((ups[:, None] > k // 2) & (rng.random(p) < 0.7)[None, :])
+        g = np.where(correct, 0.1, 0.6).astype(np.float32)
+        out.append({"updates": ups.astype(np.int32), "correct": correct, "first_solve": solve.astype(np.int32),
+                    "gamma_outer": g, "score_outer": np.where(correct, 7.0, 1.0).astype(np.float32)})
+    return out
+
+
+def test_a_model_that_loses_what_it_solved_overthinks_and_one_that_keeps_does_not():
+    lose, keep = overthinking.measures(_trajs("overthinks")), overthinking.measures(_trajs("keeps"))
+    assert intervals.verdict(lose.fall) is True and lose.fall.value > 0.5  # falls from its held-out peak
+    assert lose.lost.value > 0.5 and keep.lost.value == 0 and keep.fall.value == 0
+    assert keep.at(keep.peak).value == 1.0 and keep.at(20).value == 1.0
+    assert 1 <= lose.peak <= 11 and lose.at(lose.peak).value > lose.at(20).value
+    contrast = overthinking.fall_contrast(_trajs("overthinks"), _trajs("keeps"))
+    assert intervals.verdict(contrast) is True  # the first falls more than the second
+    assert intervals.verdict(overthinking.fall_contrast(_trajs("keeps"), _trajs("overthinks"))) is False
+    text = overthinking.statement(lose, keep, contrast, 40)
+    assert "carry-last without recall does overthink" in text and "InfiLoop does keep more" in text
+
+
+def test_table_gamma_and_labels():
+    labels = {r: overthinking.label(r, plotting.LABELS) for r in ("carry_last_no_recall", "infiloop_recall")}
+    assert labels == {"carry_last_no_recall": f"{plotting.LABELS['carry_last']}, no recall",
+                      "infiloop_recall": f"{plotting.LABELS['infiloop']}, recall"}
+    ms = {"carry_last_no_recall": overthinking.measures(_trajs("overthinks")),
+          "infiloop_recall": overthinking.measures(_trajs("keeps"))}
+    cols, rows = overthinking.table(ms, labels, depth=8)
+    assert cols[1] == "@ training depth (8)" and cols[3] == "@ 20 updates" and len(rows) == 2
+    assert rows[1][3].startswith("100.0 %") and rows[1][5].startswith("0.0 %")
+    g = overthinking.gamma_along(_trajs("keeps"))
+    assert np.allclose(g["gamma_outer_right"][-1], 0.1) and np.isnan(g["gamma_outer_wrong"][-1])
+    assert np.allclose(g["score_outer_wrong"][0], 1.0)
