@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arc import decode_grid
+from .arc_canonical import arc_canonical, arc_grids, arc_pair_canonical, exact_keys
 from .base import DataError, TaskData, dihedral
 from .sudoku_canonical import (
     canonical_keys,
@@ -279,39 +279,6 @@ def audit_prefix_sums(train: TaskData, test: TaskData) -> AuditResult:
 # -------------------------------------------------------------------------------------------------------- ARC
 
 
-def _relabel(colours: np.ndarray) -> np.ndarray:
-    """Colours 1..9 renamed 1, 2, ... in order of first appearance (0 stays): the same for every colour map."""
-    flat = colours.reshape(-1)
-    lut = np.zeros(10, np.int8)
-    seen = [c for c in dict.fromkeys(flat.tolist()) if c != 0]
-    lut[seen] = np.arange(1, len(seen) + 1)
-    return lut[colours]
-
-
-def arc_canonical(grid: np.ndarray) -> bytes:
-    """The canonical form of an ARC grid under the project's views (8 dihedral transforms, any permutation of the
-    colours 1..9, 0 fixed): the least of the 8 transforms, each with its colours relabelled by first appearance,
-    with its shape; equal for two grids exactly when one is a view of the other."""
-    grid = np.asarray(grid, np.int8)
-    keys = []
-    for t in range(8):
-        v = np.ascontiguousarray(dihedral(grid, t))
-        keys.append(bytes(v.shape) + _relabel(v).tobytes())
-    return min(keys)
-
-
-def arc_pair_canonical(inp: np.ndarray, out: np.ndarray) -> bytes:
-    """The canonical form of an (input, output) pair under one view applied to both (colours relabelled by
-    first appearance in the input, then the output)."""
-    inp, out = np.asarray(inp, np.int8), np.asarray(out, np.int8)
-    keys = []
-    for t in range(8):
-        a, b = np.ascontiguousarray(dihedral(inp, t)), np.ascontiguousarray(dihedral(out, t))
-        both = _relabel(np.concatenate([a.reshape(-1), b.reshape(-1)]))
-        keys.append(bytes(a.shape) + bytes(b.shape) + both.tobytes())
-    return min(keys)
-
-
 def _arc_protocol(train: TaskData, test: TaskData, te_rows: np.ndarray, res: AuditResult) -> None:
     """Add to ``res`` whether the training set holds the evaluation tasks' demonstration pairs (TRM's and HRM's
     protocol: a note) and, as leaks, any evaluation task's test pair that the set's own records place in training."""
@@ -337,24 +304,6 @@ def _arc_protocol(train: TaskData, test: TaskData, te_rows: np.ndarray, res: Aud
         f"the training set holds the demonstration pairs of {with_demo} of the {n_ev} evaluation tasks "
         f"({int(demo.sum()):,} rows, all views), as TRM's and HRM's do (their protocol, not a leak); their test "
         f"pairs are {'in the training set: ' + str(len(wrong)) + ' rows' if len(wrong) else 'not'}")
-
-
-def _arc_grids(d: TaskData, rows, canvas: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (input, output) grids of ``rows``, decoded from their canvases (DataError naming a row that does not)."""
-    out = []
-    for r in rows:
-        a, b = decode_grid(d.inputs[r], canvas), decode_grid(d.labels[r], canvas)
-        if a is None or b is None:
-            raise DataError(f"{d.name}: row {r} does not decode to an ARC grid")
-        out.append((a, b))
-    return out
-
-
-def _exact_keys(grids: list[tuple[np.ndarray, np.ndarray]], outputs_only: bool = False) -> list[bytes]:
-    """Byte keys under which two grids (or pairs) are identical, not merely equal under a view."""
-    if outputs_only:
-        return [b.tobytes() + bytes(b.shape) for _, b in grids]
-    return [bytes(a.shape) + a.tobytes() + bytes(b.shape) + b.tobytes() for a, b in grids]
 
 
 class _ArcNames:
@@ -399,9 +348,9 @@ def audit_arc(train: TaskData, test: TaskData) -> AuditResult:
     tr_rows = np.flatnonzero(train.meta["view"] == 0) if "view" in train.meta else np.arange(len(train))
     te_rows = np.flatnonzero(test.meta["view"] == 0) if "view" in test.meta else np.arange(len(test))
     te_rows = np.array([r for r in te_rows if test.labels[r].any()], dtype=np.int64)  # outputs known
-    g_tr, g_te = _arc_grids(train, tr_rows, canvas), _arc_grids(test, te_rows, canvas)
+    g_tr, g_te = arc_grids(train, tr_rows, canvas), arc_grids(test, te_rows, canvas)
     pairs = _match([arc_pair_canonical(a, b) for a, b in g_tr], [arc_pair_canonical(a, b) for a, b in g_te],
-                   tr_rows, te_rows, _exact_keys(g_tr), _exact_keys(g_te), "pair")
+                   tr_rows, te_rows, exact_keys(g_tr), exact_keys(g_te), "pair")
     names = _ArcNames(train, test)
     leaks, own = [], []
     for m in pairs:
@@ -420,7 +369,7 @@ def audit_arc(train: TaskData, test: TaskData) -> AuditResult:
                          f"and HRM's protocol): {names.matches(own)}")
     leaked = {m.test_row for m in pairs}
     outs = [m for m in _match([arc_canonical(b) for _, b in g_tr], [arc_canonical(b) for _, b in g_te], tr_rows,
-                              te_rows, _exact_keys(g_tr, True), _exact_keys(g_te, True), "output grid")
+                              te_rows, exact_keys(g_tr, True), exact_keys(g_te, True), "output grid")
             if m.test_row not in leaked]
     res.facts["output"] = outs
     if outs:
