@@ -360,12 +360,12 @@ def test_a_damaged_training_log_is_named_by_file_and_line(smoke_run, tmp_path, d
 
 def test_a_torn_last_log_line_does_not_stop_a_resume(tmp_path):
     """A kill or a full disk in the middle of a log write leaves half a line: resuming drops it."""
-    from infiloop.training import _last_metrics, _truncate_metrics
+    from infiloop.training.records import last_metrics, truncate_metrics
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 5, "loss": 1.0}\n{"step": 10, "loss": 0.5}\n{"step": 15, "lo')
-    assert _last_metrics(path) == {"step": 10, "loss": 0.5}
-    _truncate_metrics(path, 10)
+    assert last_metrics(path) == {"step": 10, "loss": 0.5}
+    truncate_metrics(path, 10)
     assert path.read_text() == '{"step": 5, "loss": 1.0}\n{"step": 10, "loss": 0.5}\n'
 
 

@@ -143,7 +143,7 @@ def test_the_cycle_test_sees_an_import_inside_a_function(tmp_path):
 
 MAX_MODULE_LINES = 500
 # Modules outside experiments/ that were longer before the rooms (issue 43), held at their length until split.
-LONGER = {"infiloop.training": 838}
+LONGER: dict[str, int] = {}  # modules allowed over the limit, with their length (none now)
 
 
 def test_no_module_is_longer_than_500_lines():
@@ -156,13 +156,13 @@ def test_no_module_is_longer_than_500_lines():
 
 
 def test_the_top_level_is_short():
-    """Twelve modules at most: the base and the training wing (the reasoner's training and evaluation, the
-    optimiser, and the looped decoder's training and evaluation, ``training_looplm.py``); the command line is a
-    folder of its own (``cli/``)."""
+    """Twelve modules at most: the base and the training wing (the reasoner's evaluation, the optimiser, and the
+    looped decoder's training and evaluation, ``training_looplm.py``); the reasoner's training (``training/``) and
+    the command line (``cli/``) are folders of their own."""
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= 12, top
     assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()} == {
-        "model", "tasks", "analysis", "experiments", "cli"}
+        "model", "tasks", "analysis", "experiments", "cli", "training"}
 
 
 def test_no_function_is_longer_than_80_lines():

@@ -12,10 +12,12 @@ import pytest
 import torch
 from torch import nn
 
-import infiloop.training as training
+import infiloop.training.trainer as training  # the module whose LoopedReasoner the tests replace
 from infiloop.errors import UsageError, exit_status, message
 from infiloop.experiments.store.runs import resolve
-from infiloop.training import PROGRESS_RE, TrainConfig, _Progress, train
+from infiloop.tasks.base import DataError
+from infiloop.training import PROGRESS_RE, TrainConfig, read_metrics, train
+from infiloop.training.records import Progress
 
 # A smaller model than the smoke profile's, for speed: one layer of width 16, 2 outer updates of 1 inner update.
 TINY = {"model.d_model": 16, "model.H": 2, "model.L": 1, "train.batch_size": 8, "train.steps": 4,
@@ -60,7 +62,7 @@ def test_micro_batches_give_the_whole_batch_update_in_float64(smoke, tmp_path, m
                 for mb in (0, 2, 4)}
     finally:
         torch.set_default_dtype(torch.float32)
-    (_, whole), metrics = runs[0], training.read_metrics(tmp_path / "mb0" / "metrics.jsonl")
+    (_, whole), metrics = runs[0], read_metrics(tmp_path / "mb0" / "metrics.jsonl")
     assert next(whole.parameters()).dtype == torch.float64
     # logged at steps 3 and 6: halting only at max_segments would give segments 3 and 3
     assert [r["step"] for r in metrics] == [3, 6] and min(r["segments"] for r in metrics) < 3
@@ -69,7 +71,7 @@ def test_micro_batches_give_the_whole_batch_update_in_float64(smoke, tmp_path, m
         _, model = runs[mb]
         for (k, a), b in zip(whole.state_dict().items(), model.state_dict().values()):
             assert (a - b).abs().max() < 1e-10, (mb, k)
-        for ra, rb in zip(metrics, training.read_metrics(tmp_path / f"mb{mb}" / "metrics.jsonl"), strict=True):
+        for ra, rb in zip(metrics, read_metrics(tmp_path / f"mb{mb}" / "metrics.jsonl"), strict=True):
             assert ra.keys() == rb.keys() and ra["step"] == rb["step"]
             for k in ra:  # connection_stats computes in float32
                 tol = 1e-10 if k in ("loss", "lm_loss", "q_loss", "cell_acc", "exact_acc", "segments") else 1e-5
@@ -162,17 +164,17 @@ def test_a_compiled_run_records_its_compile_time(smoke, tmp_path, monkeypatch):
     assert done["compiled"] is True and done["compile_seconds"] >= 0 and done["compile_error"] is None
 
     def bad_data(self, *a, **kw):
-        raise training.DataError("a bad row")
+        raise DataError("a bad row")
 
     monkeypatch.setattr(training.LoopedReasoner, "forward", bad_data)
-    with pytest.raises(training.DataError, match="a bad row"):
+    with pytest.raises(DataError, match="a bad row"):
         _train(smoke, tmp_path / "bad", compile="on")
 
 
 def test_progress_lines_every_interval_with_time_left():
     """A fake clock: one line once 30 s have passed, over the steps since the previous line."""
     now = [100.0]
-    lines = _Progress("sudoku-run", step=10, end=110, every_s=30, clock=lambda: now[0])
+    lines = Progress("sudoku-run", step=10, end=110, every_s=30, clock=lambda: now[0])
     buf = io.StringIO()
     with contextlib.redirect_stderr(buf):
         for step in range(11, 21):
@@ -225,7 +227,7 @@ def test_tensorboard_events_beside_metrics(smoke, tmp_path, monkeypatch):
     first, second = _FakeWriter.made
     assert first.log_dir == str(run / "tensorboard") and first.purge_step is None and first.closed
     assert second.purge_step == 3 and second.closed  # the events after the checkpoint at step 2 are hidden
-    records = training.read_metrics(run / "metrics.jsonl")
+    records = read_metrics(run / "metrics.jsonl")
     got = {(tag, step): v for w in (first, second) for tag, v, step in w.scalars}
     assert {step for _, step in got} == {2, 4}
     for rec in records:
