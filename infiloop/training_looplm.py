@@ -1,5 +1,5 @@
 """The looped decoder's training and evaluation (``model.looplm.LoopLM`` on the generated text tasks of
-``tasks.language``), beside the reasoner's (``training.py``, ``evaluation.py``): a :class:`Probe` is one model on
+``tasks.language``), beside the reasoner's (``training/``, ``evaluation.py``): a :class:`Probe` is one model on
 one task, :func:`run` trains and evaluates it into a JSON-ready record.
 
 Training: plain AdamW (linear warm-up, cosine decay over ``steps``), cross-entropy on the answer positions only,
