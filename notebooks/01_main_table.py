@@ -38,8 +38,7 @@ import pandas as pd
 from IPython.display import display
 
 from infiloop.analysis import claims as effects
-from infiloop.analysis import intervals, paper
-from infiloop.analysis import trajectories as analysis
+from infiloop.analysis import main_table, paper
 from infiloop.analysis.plotting import LABELS
 from infiloop.experiments.notebooks.helper import Notebook, check
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
@@ -62,23 +61,17 @@ seed_list = need.seeds
 terms = {}  # (recipe, task) -> per seed, (per puzzle or per ARC task: score, 1)
 measured = {}  # (recipe, task) -> (interval over seeds and puzzles, note)
 for task in task_list:
+    voted = registry.task(task).voted
     for r in MAIN_RECIPES:
         run = need.run(f"{task}/{r}", device)
         depth = run.training_depth
-        terms[r, task] = []
-        for traj in need.results(f"{task}/{r}", device).values():
-            if registry.task(task).voted:
-                per_task = analysis.arc_vote(traj, run.test_data(), depth, k=2).per_task
-                score = np.array([per_task[k] for k in sorted(per_task)], dtype=np.float64)
-            else:
-                score = analysis.solved_at(traj, depth).astype(np.float64)
-            terms[r, task].append((score, np.ones_like(score)))
-        n = len(terms[r, task][0][0])
-        subset = " (subset)" if registry.task(task).voted and run.test_data().info.get("subset") else ""
-        what = f"pass@2, {n} tasks{subset}" if registry.task(task).voted else f"exact, {n} puzzles"
-        measured[r, task] = (intervals.interval([[t] for t in terms[r, task]], vectorized=True,
-                                                bounds=intervals.SHARE),
-                             f"{what}, {depth} updates, {len(seed_list)} seed(s)")
+        scores = [main_table.item_scores(t, run.test_data(), depth, voted)
+                  for t in need.results(f"{task}/{r}", device).values()]
+        terms[r, task] = [(s, np.ones_like(s)) for s in scores]
+        n = len(scores[0])
+        subset = " (subset)" if voted and run.test_data().info.get("subset") else ""
+        what = f"pass@2, {n} tasks{subset}" if voted else f"exact, {n} puzzles"
+        measured[r, task] = (main_table.mean_score(scores), f"{what}, {depth} updates, {len(seed_list)} seed(s)")
         print(f"{task:7s} {r:11s} {measured[r, task][0].pct():>24s}  ({measured[r, task][1]})")
 
 # %% [markdown]
@@ -98,6 +91,26 @@ for r in MAIN_RECIPES:
                  *("not comparable" for _ in paper.TABLE1_COLUMNS), f"measured at profile {profile}",
                  *(f"{measured[r, t][0].pct()} ({measured[r, t][1]})" for t in task_list)])
 display(pd.DataFrame(rows, columns=cols))
+
+# %% [markdown]
+# ## How much of a score is recall of the puzzle's identity
+# Where the puzzle-embedding prefix names each puzzle (ARC: one identifier per task, as TRM and HRM train), the same
+# weights are evaluated with the prefix's ids blank and at random (`infiloop/analysis/main_table.py`): what survives
+# does not rest on recalling the identifier. Sudoku and Maze share one identifier, so there is nothing to ablate.
+
+# %%
+id_scores = {}  # (task, recipe, ids) -> per seed, per item
+for t, r in need.derived["identity"]:
+    run = need.run(f"{t}/{r}", device)
+    for m in ("own", *main_table.IDENTITY_MODES):
+        trajs = need.results(f"{t}/{r}" + ("" if m == "own" else f"/ids-{m}"), device).values()
+        id_scores[t, r, m] = [main_table.item_scores(x, run.test_data(), run.training_depth, registry.task(t).voted)
+                              for x in trajs]
+id_cols, id_rows = main_table.identity_rows(id_scores, LABELS)
+if id_rows:
+    display(pd.DataFrame(id_rows, columns=id_cols))
+else:
+    print("no task of this run names its puzzles in the prefix (set tasks to arc1 or arc2 at tiny or paper)")
 
 # %% [markdown]
 # ## What this run shows
@@ -120,6 +133,9 @@ text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The pape
         "by its effect's interval beside the paper's effect (the rule: `infiloop/analysis/intervals.py`, in the "
         "report).")
 print(text)
-nb.finish(text, figures=[], tables=[nb.table("Table 1", cols, rows,
-                                         note="Paper columns: the paper's numbers. Profile columns: this project's "
-                                              "measurements (see each cell's note).")], claims=claims)
+tables = [nb.table("Table 1", cols, rows, note="Paper columns: the paper's numbers. Profile columns: this project's "
+                                                "measurements (see each cell's note).")]
+if id_rows:
+    tables.append(nb.table("The identity ablation", id_cols, id_rows, note="pass@2 with each puzzle's own ids, blank "
+                           "ids and random ids; own − blank paired by task (points)"))
+nb.finish(text, figures=[], tables=tables, claims=claims)

@@ -23,8 +23,14 @@ def test_every_notebook_is_declared_with_stable_ids():
     n05 = manifest.needs("05", "smoke")
     assert set(n05.runs) == {f"ablation/{k}" for k in recipes.ABLATIONS} == set(n05.evals)
     assert set(manifest.needs("06", "smoke").runs) == set(recipes.CONDITIONING_RECIPES)
-    assert set(manifest.needs("01", "smoke", tasks="sudoku,arc1").evals) == {
-        f"{t}/{r}" for t in ("sudoku", "arc1") for r in recipes.MAIN_RECIPES}
+    n01 = manifest.needs("01", "smoke", tasks="sudoku,arc1")
+    ablation = {f"arc1/{r}/ids-{m}" for r in recipes.MAIN_RECIPES for m in ("blank", "random")}
+    assert set(n01.evals) == {f"{t}/{r}" for t in ("sudoku", "arc1") for r in recipes.MAIN_RECIPES} | ablation
+    # the identity ablation only where the prefix names puzzles (ARC's tasks; Sudoku shares one id)
+    assert n01.derived["identity"] == [("arc1", r) for r in recipes.MAIN_RECIPES]
+    for r in recipes.MAIN_RECIPES:
+        own, blank = n01.evals[f"arc1/{r}"], n01.evals[f"arc1/{r}/ids-blank"]
+        assert blank.args == {**own.args, "puzzle_ids": "blank"} and blank.run is own.run
 
 
 def test_a_trajectory_read_by_several_notebooks_is_one_job(smoke_jobs):

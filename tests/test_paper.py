@@ -327,3 +327,23 @@ def test_over_seeds_keeps_a_share_inside_its_range():
     change = intervals.over_seeds(trajs, lambda t: (t["correct"][0] * 3.0, np.ones(256)), 2000,
                                   bounds=intervals.NONNEGATIVE)
     assert change.lo == 0.0 and change.hi > 3.0
+
+
+def test_the_identity_ablation_table_pairs_own_and_blank_ids():
+    """analysis/main_table.py: a model that solves every task with its own ids and none with blank ids loses 100
+    points (paired by task); the table has a row per (task, model) with an ablation, none for the others."""
+    import numpy as np
+
+    from infiloop.analysis import main_table
+
+    ones, zeros = np.ones(8), np.zeros(8)
+    scores = {("arc1", "infiloop", "own"): [ones, ones], ("arc1", "infiloop", "blank"): [zeros, zeros],
+              ("arc1", "infiloop", "random"): [ones * 0.5, ones * 0.5]}
+    cols, rows = main_table.identity_rows(scores, {"infiloop": "InfiLoop"})
+    assert cols[-1] == "own − blank" and len(rows) == 1
+    task, model, own, blank, rand, loss = rows[0]
+    assert (task, model) == ("arc1", "InfiLoop") and own.startswith("100.0 %") and blank.startswith("0.0 %")
+    assert rand.startswith("50.0 %") and loss.startswith("+100.0")
+    traj = {"correct": np.array([[True, False, True]]), "updates": np.array([4])}
+    assert main_table.item_scores(traj, None, 4, voted=False).tolist() == [1.0, 0.0, 1.0]
+    assert main_table.identity_rows({("sudoku", "infiloop", "own"): [ones]}, {})[1] == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import paths
+from ...analysis.main_table import IDENTITY_MODES
 from ...errors import UsageError
 from ...tasks import extrapolation, registry
 from .. import looplm
@@ -17,17 +18,23 @@ from .specs import Needs, parse_ints
 
 def main_table(n: Needs, p: dict) -> None:
     """Notebook 01: each main connection on each task at its training depth (ARC: every test input, with
-    a snapshot of the predictions for pass@2 voting)."""
+    a snapshot of the predictions for pass@2 voting); where the puzzle-embedding prefix names puzzles (ARC), the same
+    evaluation with blank and with random ids (the identity ablation)."""
     tasks = [t.strip() for t in p["tasks"].split(",") if t.strip()] or profiles.main_tasks(n.profile)
+    n.derived["identity"] = []  # the (task, recipe) pairs with the identity ablation
     for task in tasks:
         for r in MAIN_RECIPES:
             run = n.add_run(f"{task}/{r}", task, r)
             depth = run.run.training_depth
             if registry.task(task).voted:  # every test input, its predictions for pass@2 voting
-                n.add_eval(f"{task}/{r}", run, "evaluate", updates=depth, every=depth,
-                           limit=len(run.run.test_data()), snapshots=(depth,))
+                args = dict(updates=depth, every=depth, limit=len(run.run.test_data()), snapshots=(depth,))
             else:
-                n.add_eval(f"{task}/{r}", run, "evaluate", updates=depth, every=depth, limit=p["limit"] or None)
+                args = dict(updates=depth, every=depth, limit=p["limit"] or None)
+            n.add_eval(f"{task}/{r}", run, "evaluate", **args)
+            if run.run.model_config().n_puzzles > 1:  # ids that name puzzles: the identity ablation beside it
+                n.derived["identity"].append((task, r))
+                for mode in IDENTITY_MODES:
+                    n.add_eval(f"{task}/{r}/ids-{mode}", run, "evaluate", puzzle_ids=mode, **args)
     n.derived["tasks"] = tasks
 
 
