@@ -532,6 +532,9 @@ def _add_plan(sub) -> None:
                         "without CUDA here, 1)")
     p.add_argument("--jobs-per-gpu", type=int, default=None,
                    help="on CUDA, jobs side by side on each GPU (default: as reproduce)")
+    p.add_argument("--fresh-process", action="store_true",
+                   help="plan a new process per job, as reproduce --fresh-process runs them (default: a warm worker "
+                        "per slot, whose start is paid once)")
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
     p.add_argument("--gpus-per-run", type=int, default=1, help="with --executor slurm: GPUs per training run")

@@ -236,3 +236,28 @@ def test_every_job_compiles_into_the_run_caches_inductor_folder(monkeypatch, tmp
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     assert scheduler.command(job, "smoke", cpu_slots(workers=1, cpus=1))[1]["TORCHINDUCTOR_CACHE_DIR"] == str(
         tmp_path / "mine")  # a cache the user chose stays theirs
+
+
+@pytest.mark.slow  # minutes: Inductor compiles the smoke model on the CPU (about 3 min on a busy core), once
+def test_compiled_trainings_of_one_shape_reuse_the_compiled_code_and_record_the_same(tmp_path_factory, monkeypatch):
+    """Two trainings of one shape with ``train.compile=on`` (seeds 0 and 1): in a warm worker the second starts with
+    the first's compiled code (``CompiledShapes``); with a new process each, both load Inductor's kernels from the
+    shared cache. The records are the same byte for byte either way (wall times aside)."""
+    _build_data()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+    roots, reused = {}, {}
+    for how in ("warm", "fresh"):
+        with run_cache(tmp_path_factory.mktemp(f"compiled-{how}")) as root:
+            jobs = [smoke_jobs({"train.seed": s, "train.compile": "on"})[0] for s in (0, 1)]
+            with worker.Pool() as pool:
+                report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=1, cpus=1), poll=0.2, progress=False,
+                                            fresh_process=how == "fresh", pool=pool)
+                reused[how] = sum(w.reused for w in pool.workers.values())
+            assert sorted(report.done) == sorted(j.id for j in jobs), report
+            roots[how] = root
+    assert reused == {"warm": 1, "fresh": 0}
+    a, b = _records(roots["warm"]), _records(roots["fresh"])
+    assert sorted(a) == sorted(b) and sum(k.endswith("model.safetensors") for k in a) == 2
+    for rel in a:
+        _same_file(a[rel], b[rel])
+    assert all(json.loads(p.read_text())["compiled"] for k, p in a.items() if k.endswith("DONE.json"))

@@ -53,7 +53,17 @@ MODULE = "infiloop.experiments.compute.worker"
 # The modules a job's command line runs with ``python -m``, and the module that holds their ``main(argv)``.
 WARM_MODULES = {"infiloop": "infiloop.cli",
                 "infiloop.experiments.compute.scheduler": "infiloop.experiments.compute.scheduler"}
+# What a job imports besides its command's module: imported by the worker before its first job, once.
+JOB_MODULES = ("infiloop.training", "infiloop.evaluation", "infiloop.experiments.store.runs",
+               "infiloop.experiments.looplm")
 STOP_WAIT_S = 10.0  # how long a worker told to stop may take before it is killed
+
+
+def import_job_modules() -> None:
+    """Import every module a job needs (the fixed cost a warm worker pays once): torch, the commands, training,
+    evaluation, the run cache and the looped decoders."""
+    for name in (*WARM_MODULES.values(), *JOB_MODULES):
+        importlib.import_module(name)
 
 
 def warmable(cmd: list[str]) -> bool:
@@ -185,9 +195,7 @@ def serve() -> int:
     with open(os.devnull) as null:  # a job reads no input; the requests are not its to read
         os.dup2(null.fileno(), 0)
     os.dup2(2, 1)  # anything printed between jobs goes to the worker's stderr, never into the answers
-    for name in set(WARM_MODULES.values()) | {"infiloop.training", "infiloop.evaluation",
-                                               "infiloop.experiments.store.runs", "infiloop.experiments.looplm"}:
-        importlib.import_module(name)  # the fixed cost, paid once
+    import_job_modules()  # the fixed cost, paid once
     base, compiled = Baseline.take(), CompiledShapes()
     while line := requests.readline():
         req = json.loads(line)
