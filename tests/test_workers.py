@@ -238,7 +238,7 @@ def test_every_job_compiles_into_the_run_caches_inductor_folder(monkeypatch, tmp
         tmp_path / "mine")  # a cache the user chose stays theirs
 
 
-@pytest.mark.slow  # minutes: Inductor compiles the smoke model on the CPU (about 3 min on a busy core), once
+@pytest.mark.slow  # minutes: Inductor compiles the smoke model on the CPU, once (7 min in all on a busy core)
 def test_compiled_trainings_of_one_shape_reuse_the_compiled_code_and_record_the_same(tmp_path_factory, monkeypatch):
     """Two trainings of one shape with ``train.compile=on`` (seeds 0 and 1): in a warm worker the second starts with
     the first's compiled code (``CompiledShapes``); with a new process each, both load Inductor's kernels from the

@@ -188,6 +188,14 @@ def run_job(cmd: list[str]) -> int:
     return int(status or 0)
 
 
+def _main_file(module: str) -> str:
+    """The file ``python -m module`` runs, as a new process's ``sys.argv[0]`` names it (a package's ``__main__``)."""
+    spec = importlib.util.find_spec(module)
+    if spec.submodule_search_locations is not None:
+        spec = importlib.util.find_spec(f"{module}.__main__")
+    return spec.origin
+
+
 def serve() -> int:
     """The worker's loop: a request per line of stdin, an answer per line of stdout, until stdin ends."""
     requests = os.fdopen(os.dup(0), "r")
@@ -200,7 +208,7 @@ def serve() -> int:
     while line := requests.readline():
         req = json.loads(line)
         cmd = req["cmd"]
-        base.restore(req["env"], [importlib.util.find_spec(cmd[2]).origin, *cmd[3:]])
+        base.restore(req["env"], [_main_file(cmd[2]), *cmd[3:]])
         compiled.before(req.get("compiles", False), req.get("shape"))
         with output_to(Path(req["log"])):
             status = run_job(cmd)
