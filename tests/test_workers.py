@@ -7,6 +7,8 @@ import contextlib
 import json
 import os
 import signal
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -194,6 +196,21 @@ def test_a_job_that_raises_fails_alone_and_the_same_worker_runs_the_next(smoke_r
         assert pool.started == 1 and all(w.alive for w in pool.workers.values())
     assert report.failed == ["eval bad"] and report.done == [jobs[2].id]
     assert "error: " in scheduler.log_path(bad).read_text()
+
+
+def test_a_worker_that_ended_while_idle_is_replaced_before_the_next_job(tmp_path):
+    cmd = [sys.executable, "-m", "infiloop", "info", "--profile", "smoke"]
+    slot, env = cpu_slots(workers=1, cpus=1)[0], dict(os.environ)
+    with worker.Pool() as pool:
+        for i in range(2):
+            job = pool.start(slot, cmd, env, tmp_path / f"{i}.log")
+            while job.poll() is None:
+                time.sleep(0.02)
+            assert job.returncode == 0 and "parameters" in (tmp_path / f"{i}.log").read_text()
+            if i == 0:
+                os.kill(job.worker.pid, signal.SIGKILL)
+                job.worker.proc.wait()
+        assert pool.started == 2
 
 
 def test_fresh_process_starts_a_new_process_per_job(smoke_run, tmp_path):

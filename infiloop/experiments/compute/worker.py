@@ -267,8 +267,11 @@ class Worker:
         return self.proc.pid
 
     def send(self, request: dict) -> None:
+        """Write one request line (every byte of it: an unbuffered pipe may take a long line in parts)."""
+        data = memoryview((json.dumps(request, default=str) + "\n").encode())
         try:
-            self.proc.stdin.write((json.dumps(request, default=str) + "\n").encode())
+            while data:
+                data = data[self.proc.stdin.write(data):]
         except OSError:  # it has ended: its job is reported failed when polled
             self.alive = False
 
@@ -336,7 +339,8 @@ class Pool:
         """Run ``cmd`` (a job's command line, :func:`warmable`) in ``slot``'s worker; its log begins with the
         fresh path's header line (``scheduler._popen``) and the worker's pid."""
         w = self.workers.get(slot.name)
-        if w is not None and (not w.alive or w.env != env):
+        # a worker that has ended (while idle too) or was started for another environment is not used again
+        if w is not None and (not w.alive or w.proc.poll() is not None or w.env != env):
             w.stop()
             w = None
         if w is None:
