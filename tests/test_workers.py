@@ -278,3 +278,28 @@ def test_compiled_trainings_of_one_shape_reuse_the_compiled_code_and_record_the_
     for rel in a:
         _same_file(a[rel], b[rel])
     assert all(json.loads(p.read_text())["compiled"] for k, p in a.items() if k.endswith("DONE.json"))
+
+
+def test_a_training_on_several_gpus_stays_a_new_process_beside_warm_workers(tmp_path):
+    """Warm by default: an evaluation goes to its slot's worker, a training on 2 GPUs is launched with torchrun."""
+    from types import SimpleNamespace
+
+    from test_scheduler import FakeLauncher, fake_job
+
+    from infiloop.experiments.compute.slots import gpu_slots
+
+    class FakePool:
+        def __init__(self):
+            self.started = []
+
+        def start(self, slot, cmd, env, log, compiles=False, shape=None):
+            self.started.append((slot.gpu, cmd))
+            return SimpleNamespace(poll=lambda: 0, returncode=0)
+
+    jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("eval a", after=["train a"], tmp=tmp_path)]
+    launcher, pool = FakeLauncher(polls=1), FakePool()
+    report = scheduler.run_jobs(jobs, "smoke", gpu_slots(["0", "1"]), gpus_per_run=2, launch=launcher, poll=0,
+                                progress=False, pool=pool)
+    assert sorted(report.done) == ["eval a", "train a"]
+    assert len(launcher.launched) == 1 and "torch.distributed.run" in launcher.launched[0][0]
+    assert len(pool.started) == 1 and pool.started[0][1][2] == "infiloop.experiments.compute.scheduler"
