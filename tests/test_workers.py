@@ -236,7 +236,7 @@ def test_reproduce_fresh_process_reaches_the_scheduler(monkeypatch, tmp_path):
     """``reproduce --fresh-process`` runs the compute stage with a new process per job; without it, warm workers."""
     seen = []
     monkeypatch.setattr(pipeline, "_build_data", lambda plan: None)
-    monkeypatch.setattr(pipeline, "_compute", lambda *a: seen.append(a[-1]) or {})
+    monkeypatch.setattr(pipeline, "_compute", lambda *a, fresh_process: seen.append(fresh_process) or {})
     monkeypatch.setattr(pipeline, "_run_notebooks", lambda *a: None)
     monkeypatch.setattr("infiloop.experiments.report.build.build_report", lambda profile: tmp_path / "report.html")
     for flag in (["--fresh-process"], []):

@@ -432,7 +432,7 @@ def _run(ap: Parser, args, cluster_cfg, selected: list[str], params: dict) -> in
         stages.run("data", lambda: _build_data(plan), stop_on=(DataError,))
         if cluster_cfg is None:
             stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run,
-                                                   args.jobs_per_gpu, args.fresh_process))
+                                                   args.jobs_per_gpu, fresh_process=args.fresh_process))
         elif (status := _compute_stage_on_cluster(stages, plan, args, cluster_cfg, selected, params,
                                                   out_dir)) is not None:
             return status
