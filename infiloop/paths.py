@@ -34,6 +34,21 @@ RUNS = _folder("INFILOOP_RUNS", "runs")
 DATA = _folder("INFILOOP_DATA", "data")
 RESULTS = _folder("INFILOOP_RESULTS", "results")
 FIGURES = _folder("INFILOOP_FIGURES", "figures")
+WRITABLE = {"RUNS": "runs", "DATA": "data", "RESULTS": "results", "FIGURES": "figures"}  # name -> default folder
+
+
+def read_environment() -> None:
+    """Read the four writable folders from the environment again, as at import: a warm worker
+    (``experiments/compute/worker.py``) runs each job in the environment the job was given, as a new process would."""
+    for name, default in WRITABLE.items():
+        globals()[name] = _folder(f"INFILOOP_{name}", default)
+
+
+def inductor_cache() -> Path:
+    """Where ``torch.compile``'s Inductor keeps its compiled kernels for the jobs of the compute stage
+    (``TORCHINDUCTOR_CACHE_DIR``): inside the run cache, so that a second run of the pipeline, and every job of
+    one, reuses what an earlier job compiled for the same graph (a hidden folder: never listed as a run)."""
+    return RUNS / ".inductor-cache"
 DOCS = ROOT / "docs"
 NOTEBOOKS = ROOT / "notebooks"
 

@@ -35,7 +35,7 @@ def cuda_box(monkeypatch, tmp_path):
 def _fake_stages(monkeypatch, seen: dict) -> None:
     """The run's stages replaced by recorders: what the compute stage was given, and where the folders were."""
 
-    def compute(plan, profile, workers, device, gpus_per_run, per_gpu=None):
+    def compute(plan, profile, workers, device, gpus_per_run, per_gpu=None, fresh_process=False):
         seen.update(device=device, runs=paths.RUNS, results=paths.RESULTS, env=os.environ.get("INFILOOP_RUNS"),
                     slots=pipeline.compute_slots(profile, device, workers, per_gpu), plan=plan)
         return {}

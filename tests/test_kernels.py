@@ -410,6 +410,16 @@ def _check_workers(out: str) -> None:
     assert max(float(r["relative"]) for r in rows) == 1.0
 
 
+def _check_job_start(out: str) -> None:
+    """Both ways ran every job, each total is the sum of its jobs, and the saving is the difference of the medians."""
+    rows = _table(out)
+    assert [r["way"] for r in rows] == ["fresh (a new process per job)", "warm (one worker for all)"]
+    assert all(int(r["jobs"]) == 3 and float(r["total (s)"]) >= float(r["first job (s)"]) for r in rows)
+    saved = float(rows[0]["each later job, median (s)"]) - float(rows[1]["each later job, median (s)"])
+    printed = float(out.split("a warm worker saves ")[1].split(" s")[0])
+    assert printed == pytest.approx(saved, abs=0.006)  # the table's medians are rounded to 3 decimals, the saving to 2
+
+
 BENCH_SMOKE = [
     # both dtypes, as on CUDA (two eager rows)
     ("connection_step.py", ["--quick", "--no-compile", "--rows", "64", "--d", "48", "--threads", "1",
@@ -422,6 +432,8 @@ BENCH_SMOKE = [
     # slow (15 s): two worker layouts timed against each other; its table is in benchmarks/RESULTS.md
     pytest.param("workers.py", ["--quick", "--kinds", "eval", "--settle", "2"], {}, _check_workers,
                  marks=pytest.mark.slow),
+    # slow (about 20 s on 2 cores): 3 small jobs in new processes and in a warm worker, and a process start alone
+    pytest.param("job_start.py", ["--quick"], {}, _check_job_start, marks=pytest.mark.slow),
     # without CUDA (and without --dry-run) it measures nothing and says how to check the script on the CPU;
     # the dry run itself is test_benchmark_gpu_check_dry_run below
     ("gpu_check.py", [], {}, "No CUDA device: nothing to measure here. To check the script itself on the CPU, run "

@@ -57,9 +57,10 @@ def root(tmp_path, monkeypatch):
     return tmp_path / "runs"
 
 
-def _plan(timer, calibrate=False, jobs=2, params=()):
+def _plan(timer, calibrate=False, jobs=2, params=(), fresh_process=False):
     out = io.StringIO()
-    args = argparse.Namespace(profile="smoke", device="cpu", calibrate=calibrate, jobs=jobs, p=list(params))
+    args = argparse.Namespace(profile="smoke", device="cpu", calibrate=calibrate, jobs=jobs, p=list(params),
+                              fresh_process=fresh_process)
     assert plan.main(args, timer=timer, stream=out) == 0
     return out.getvalue()
 
@@ -248,6 +249,48 @@ def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
     calibration = timing.Calibration("cpu", Crowded(), path=root / "c.json")
     p = planning.estimate(planning.make_plan("smoke", jobs=1), calibration)
     assert p.contention == 1.0 and all(r.per_step == STEP_S for r in p.runs)
+
+
+PROCESS_S = 2.0  # of JOB_S, a new process's own start: paid once per slot by a warm worker
+
+
+class StartingTimer(FakeTimer):
+    def process_start(self, device):
+        self.calls.append(("process start",))
+        return Timing(PROCESS_S, 0.0, 0)
+
+
+def test_warm_workers_pay_the_process_start_once_per_slot_and_fresh_processes_every_job(root):
+    """The plan models reproduce's warm workers (a process start per slot, then each job its data and model) and
+    --fresh-process (every job all of its start), and says which it assumed, with both numbers."""
+    steps = profiles.PROFILES["smoke"]["train"]["steps"]
+    warm = _plan(StartingTimer())
+    assert (f"# warm workers (one process per slot, reproduce's default): each slot pays {PROCESS_S:.1f} s once"
+            in warm and f"then each job {JOB_S - PROCESS_S:.1f} s before its work" in warm)
+    assert f"a new process per job (--fresh-process) would pay {JOB_S:.1f} s each" in warm
+    assert f"{steps} x  {STEP_S:.4f} +   {START_S + JOB_S - PROCESS_S:.1f} s" in warm
+    fresh = _plan(StartingTimer(), fresh_process=True)
+    assert f"# a new process per job (--fresh-process): each job pays {JOB_S:.1f} s before its work" in fresh
+    assert f"{steps} x  {STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in fresh
+    calibration = timing.Calibration("cpu", StartingTimer(), path=root / "c.json")
+    p = planning.estimate(planning.make_plan("smoke", jobs=2), calibration)
+    assert p.start_per_slot == PROCESS_S and p.start_per_job == JOB_S - PROCESS_S
+    jobs = len(p.runs) + len(p.evals) + len(p.models)
+    p.warm = False
+    fresh_plan = planning.estimate(p, calibration)
+    assert fresh_plan.start_per_slot == 0.0 and fresh_plan.start_per_job == JOB_S
+    warm_wall = planning.wall(planning.estimate(planning.make_plan("smoke", jobs=2), calibration))
+    # the warm stage saves the process start of every job but each slot's first
+    assert 0 < planning.wall(fresh_plan) - warm_wall <= jobs * PROCESS_S
+
+
+def test_a_real_process_start_is_measured_once_and_cached(root):
+    """Measured here (two new processes that import what a warm worker imports), then read from the cache."""
+    calibration = timing.Calibration("cpu", path=root / "c.json")
+    assert calibration.process_start() > 0 and calibration.measured == 1
+    calibration.save()
+    again = timing.Calibration("cpu", path=root / "c.json")
+    assert again.process_start() == calibration.process_start() and again.measured == 0
 
 
 # ------------------------------------------------------------------------------------------ without CUDA: FLOPs

@@ -29,7 +29,8 @@ def fake_job(jid: str, kind: str = "eval", after=(), tmp: Path = Path("/tmp")) -
 
 
 class FakeLauncher:
-    """Stands in for subprocess.Popen: each process ends after ``polls`` polls with the given exit code,
+    """Stands in for subprocess.Popen (the scheduler's tests of order and devices run with ``fresh_process=True``:
+    every job is launched as a new process): each process ends after ``polls`` polls with the given exit code,
     and every launch records the devices of the jobs running at that moment."""
 
     def __init__(self, polls: int = 3, fail: tuple[str, ...] = ()):
@@ -89,7 +90,7 @@ def test_concurrent_jobs_never_share_a_gpu(tmp_path):
         return real(cmd, env, log)
 
     slots = gpu_slots(["0", "1", "2", "3"])
-    report = scheduler.run_jobs(jobs, "smoke", slots, launch=launch, poll=0, progress=False)
+    report = scheduler.run_jobs(jobs, "smoke", slots, launch=launch, fresh_process=True, poll=0, progress=False)
     assert sorted(report.done) == sorted(j.id for j in jobs) and not report.failed
     assert launcher.overlaps == []
     assert {d for _, d in launcher.launched} == {"0", "1", "2", "3"}
@@ -103,7 +104,7 @@ def test_a_run_asking_for_several_gpus_takes_them_and_uses_torchrun(tmp_path):
             fake_job("eval a", after=["train a"], tmp=tmp_path)]
     launcher = FakeLauncher(polls=3)
     report = scheduler.run_jobs(jobs, "smoke", gpu_slots(["0", "1", "2", "3"]), gpus_per_run=2,
-                                launch=launcher, poll=0, progress=False)
+                                launch=launcher, fresh_process=True, poll=0, progress=False)
     assert not report.failed and launcher.overlaps == []
     trains = [(cmd, d) for cmd, d in launcher.launched if "train" in cmd]
     assert len(trains) == 2 and all(len(d.split(",")) == 2 for _, d in trains)
@@ -117,8 +118,8 @@ def test_a_failed_training_skips_its_evaluations_and_not_the_others(tmp_path):
             fake_job("train good", "train", tmp=tmp_path), fake_job("eval good", after=["train good"], tmp=tmp_path)]
     launcher = FakeLauncher(polls=1, fail=("bad.marker",))
     jobs[0].spec.overrides = {"bad.marker": 1}  # only this one's command fails
-    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=2, cpus=2), launch=launcher, poll=0,
-                                progress=False)
+    report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=2, cpus=2), launch=launcher, fresh_process=True,
+                                poll=0, progress=False)
     assert report.failed == ["train bad"] and report.skipped == ["eval bad"]
     assert sorted(report.done) == ["eval good", "train good"]
 
@@ -134,7 +135,7 @@ def test_costliest_ready_job_starts_first(tmp_path):
         return launcher(cmd, env, log)
 
     scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=1, cpus=1), cost=lambda j: cost[j.id],
-                       launch=launch, poll=0, progress=False)
+                       launch=launch, fresh_process=True, poll=0, progress=False)
     assert order == ["eval_big", "eval_mid", "eval_small"]
 
 
@@ -158,7 +159,7 @@ def test_gpus_per_run_no_slot_set_can_give_is_refused_before_any_job_starts(tmp_
     given = gpu_slots(slots) if slots else cpu_slots(2)
     with pytest.raises(UsageError, match=message):
         scheduler.run_jobs([fake_job("train a", "train", tmp=tmp_path)], "smoke", given, gpus_per_run=n,
-                           launch=launcher, poll=0, progress=False)
+                           launch=launcher, fresh_process=True, poll=0, progress=False)
     assert launcher.launched == []
 
 
@@ -181,7 +182,7 @@ def test_each_jobs_cost_is_computed_once_however_long_the_stage_polls(tmp_path):
     jobs = [fake_job(f"train {i}", "train", tmp=tmp_path) for i in range(3)] + \
         [fake_job(f"eval {i}", after=[f"train {i}"], tmp=tmp_path) for i in range(3)]
     report = scheduler.run_jobs(jobs, "smoke", cpu_slots(2), lambda j: calls.append(j.id) or 1.0,
-                                launch=FakeLauncher(polls=5), poll=0, progress=False)
+                                launch=FakeLauncher(polls=5), fresh_process=True, poll=0, progress=False)
     assert len(report.done) == 6 and sorted(calls) == sorted(j.id for j in jobs)
 
 
@@ -201,7 +202,7 @@ def test_several_small_jobs_share_each_gpu_and_never_more_than_its_slots(tmp_pat
         most.append({g: sum(g in p.devices for p in busy) for g in ("0", "1")})
         return proc
 
-    report = scheduler.run_jobs(jobs, "smoke", slots, launch=launch, poll=0, progress=False)
+    report = scheduler.run_jobs(jobs, "smoke", slots, launch=launch, fresh_process=True, poll=0, progress=False)
     assert sorted(report.done) == sorted(j.id for j in jobs)
     assert max(max(m.values()) for m in most) == 3 and {d for _, d in launcher.launched} == {"0", "1"}
 
@@ -210,7 +211,7 @@ def test_a_run_on_several_gpus_takes_distinct_devices_among_shared_slots(tmp_pat
     jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("eval x", tmp=tmp_path)]
     launcher = FakeLauncher(polls=2)
     scheduler.run_jobs(jobs, "smoke", gpu_slots(["0", "1"], per_gpu=2), gpus_per_run=2, launch=launcher,
-                       poll=0, progress=False)
+                       fresh_process=True, poll=0, progress=False)
     train = next(d for cmd, d in launcher.launched if "train" in cmd)
     assert sorted(train.split(",")) == ["0", "1"]
     from infiloop.errors import UsageError

@@ -214,8 +214,7 @@ PASS_THROUGH = {
               "(`pilot -h`)"),
     "manifest": (".experiments.notebooks.manifest", "the runs and evaluations each notebook reads, as JSON lines "
                  "(`manifest -h`)"),
-    "contrasts": (".experiments.studies.contrasts", "the search for the paper's contrast at CPU scale "
-                  "(docs/calibration.md)"),
+    "contrasts": (".experiments.studies.contrasts", "the paper's contrast searched on a CPU (docs/calibration.md)"),
     "connection-study": (".experiments.studies.connection_study", "the study of the learned connection "
                          "(docs/connection-study.md)"),
     "results": (".experiments.report.results", "the README's results table from the recorded summaries "
@@ -321,6 +320,8 @@ def _add_plan(sub) -> None:
                         "without CUDA here, 1)")
     p.add_argument("--jobs-per-gpu", type=int, default=None,
                    help="on CUDA, jobs side by side on each GPU (default: as reproduce)")
+    p.add_argument("--fresh-process", action="store_true", help="plan a new process per job, as reproduce "
+                   "--fresh-process runs them (default: a warm worker per slot, whose start is paid once)")
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
     p.add_argument("--gpus-per-run", type=int, default=1, help="with --executor slurm: GPUs per training run")
@@ -330,8 +331,7 @@ def _add_plan(sub) -> None:
 
 def _add_runs(sub) -> None:
     p = sub.add_parser("runs", help="trained runs that travel: export, import, pull; list and prune the cache",
-                       epilog=RUNS_EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=RUNS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rsub = p.add_subparsers(dest="runs_command", required=True)
     r = rsub.add_parser("list", help="the run folders of the run cache: task, recipe, profile, code version, "
                                      "done or not, size")

@@ -1,6 +1,7 @@
 """The whole reproduction: data -> compute -> notebooks (papermill) -> report.
 
     python -m infiloop reproduce [--profile quick] [--only NAME] [-p KEY VALUE ...] [--jobs N] [--no-compile]
+                                 [--fresh-process]
     python -m infiloop reproduce --profile paper --executor slurm [--partition P --account A] [--wait]
 
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
@@ -129,8 +130,9 @@ def _build_data(planned) -> None:
 
 
 def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_run: int,
-             per_gpu: int | None = None) -> dict:
-    """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine."""
+             per_gpu: int | None = None, fresh_process: bool = False) -> dict:
+    """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine, in a warm
+    worker per slot (``worker.py``), or with ``fresh_process`` a new process per job."""
     from .compute.flops import job_flops
     from .compute.scheduler import run_jobs
 
@@ -142,8 +144,10 @@ def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_r
           f"evaluations to compute" + (f", {models} looped decoders to train and evaluate" if models else "")
           + f" ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) "
           f"({slots[0].device}" + (f", {shared} jobs per GPU" if shared > 1 else "")
-          + f", {slots[0].threads} thread(s) each)", file=sys.stderr, flush=True)
-    report = run_jobs(planned, profile, slots, job_flops, gpus_per_run)  # FLOPs: order and time left
+          + f", {slots[0].threads} thread(s) each; " + ("a new process per job)" if fresh_process else
+                                                      "a warm worker per slot)"), file=sys.stderr, flush=True)
+    # FLOPs: order and time left
+    report = run_jobs(planned, profile, slots, job_flops, gpus_per_run, fresh_process=fresh_process)
     if report.failed or report.skipped:
         raise RuntimeError(f"{len(report.failed)} jobs failed ({'; '.join(report.failed)}), {len(report.skipped)} "
                            f"not started; each failed job's log is in <run folder>/logs/ "
@@ -324,6 +328,10 @@ def _parser() -> Parser:
     ap.add_argument("--no-compile", action="store_true",
                     help="train without torch.compile (--set train.compile=off for every training of the run; "
                          "the run folders stay the same: compile is not part of a run's hash)")
+    ap.add_argument("--fresh-process", action="store_true",
+                    help="run every job of the compute stage in a new Python process, as before warm workers (the "
+                         "default: one worker process per slot imports torch once and runs its jobs one after "
+                         "another, with the same results)")
     ap.add_argument("--gpus-per-run", type=int, default=1,
                     help="GPUs per training run on CUDA (more than 1: torchrun, one process per GPU)")
     ap.add_argument("--device", default=None,
@@ -424,7 +432,7 @@ def _run(ap: Parser, args, cluster_cfg, selected: list[str], params: dict) -> in
         stages.run("data", lambda: _build_data(plan), stop_on=(DataError,))
         if cluster_cfg is None:
             stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run,
-                                                   args.jobs_per_gpu))
+                                                   args.jobs_per_gpu, fresh_process=args.fresh_process))
         elif (status := _compute_stage_on_cluster(stages, plan, args, cluster_cfg, selected, params,
                                                   out_dir)) is not None:
             return status

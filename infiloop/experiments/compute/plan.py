@@ -9,12 +9,15 @@ them. The estimate is a short calibration (``timing.py``) times the counts (``pl
     per evaluation: job start + ceil(puzzles / batch) x updates x s/update (s/update for one batch)
     per looped decoder (notebook 08): job start + steps x s/step + token-blocks x s/token-block
                     (its evaluation forwards counted in blocks applied at one position, ``flops.looplm_work``)
+    per slot:       a warm worker's start, once, before the slot's first job (nothing with --fresh-process)
 
 On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
 of one job beside the others, measured once (the same short evaluation in ``jobs`` processes at once against one
-alone). The job start is what every job of the scheduler pays before its first step: a new Python process that imports
-torch and the package, reads the run's data and builds its model (measured once per device, about 2.5 s on a
-2-core CPU; with 41 jobs of a minute or two, as at `quick`, 10 % of the stage).
+alone). The job start is what every job of the scheduler pays before its first step. With a new Python process per job
+(``--fresh-process``) that is the process's start (Python, torch and the package imported), reading the run's data and
+building its model, measured together (``timing.MeasuredTimer.job_start``, once per device); in warm workers (the
+default, ``worker.py``) the process's start, measured alone (``process_start``), is paid once per slot and each job
+pays the rest. The plan prints which it assumed and both numbers.
 
 The calibration times a few training steps (``training.train`` itself, on the run's data) and a few
 evaluation updates (``evaluation.evaluate``) of every distinct model shape on this device; it is cached in
@@ -84,6 +87,22 @@ def _render_models(models: list[ModelItem]) -> list[str]:
     return out
 
 
+def _starts(plan: Plan) -> str:
+    """What the plan assumes of the jobs' processes (``worker.py``): a warm worker per slot, whose start is paid once
+    and each job then only its data and model, or a new process per job (``--fresh-process``)."""
+    if not plan.job_start and not plan.looplm_start:
+        return "job starts: not counted (not measured by this timer)"
+    if not plan.warm:
+        return (f"a new process per job (--fresh-process): each job pays {plan.job_start:.1f} s before its work "
+                f"(Python, torch and the package imported, its data read, its model built), a looped decoder "
+                f"{plan.looplm_start:.1f} s")
+    return (f"warm workers (one process per slot, reproduce's default): each slot pays {plan.process_start:.1f} s once "
+            f"(Python, torch and the package imported, the device initialised), then each job "
+            f"{plan.start_per_job:.1f} s before its work (its data read, its model built), a looped decoder "
+            f"{plan.looplm_start_per_job:.1f} s; a new process per job (--fresh-process) would pay "
+            f"{plan.job_start:.1f} s each")
+
+
 def render(plan: Plan, calibration: Calibration) -> str:
     """The plan as text: one line per run and per evaluation, each with its formula, then the totals."""
     out = []
@@ -93,6 +112,7 @@ def render(plan: Plan, calibration: Calibration) -> str:
                "cache); training seed(s) "
                f"{', '.join(str(x) for x in sorted({r.run.config['train']['seed'] for r in plan.runs}))}")
     out.append(f"# {calibration.describe()}")
+    out.append(f"# {_starts(plan)}")
     threads = threads_per_job(plan.jobs)
     where = (f"{plan.jobs} at a time, {threads} thread(s) each" if plan.device == "cpu"
              else f"on {plan.jobs} slot(s) of the GPU(s), each job timed alone on a GPU")
@@ -106,10 +126,10 @@ def render(plan: Plan, calibration: Calibration) -> str:
         if r.cached:
             out.append(f"{head}   already trained             0 s      {_over(r.overrides)}")
         else:
-            out.append(f"{head} x {_fmt_per(r.per_step)} + {r.startup + plan.job_start:5.1f} s = "
+            out.append(f"{head} x {_fmt_per(r.per_step)} + {r.startup + plan.start_per_job:5.1f} s = "
                        f"{_fmt_s(r.seconds):>9s}  {_over(r.overrides)}")
     train_total, train_wall = sum(r.seconds for r in plan.runs), training_wall(plan)
-    out.append(f"per run: steps x s/step + start-up (the job's start, {plan.job_start:.1f} s, included); training: "
+    out.append(f"per run: steps x s/step + start-up (the job's start, {plan.start_per_job:.1f} s, included); training: "
                f"{_fmt_s(train_total)} of runs -> "
                f"{_fmt_s(train_wall)} wall")
     out.append("\n## evaluations (each once, scheduled beside the training as soon as its run is trained)")
@@ -122,11 +142,10 @@ def render(plan: Plan, calibration: Calibration) -> str:
         if e.cached:
             out.append(f"{head}   cached                            0 s      {what}")
         else:
-            out.append(f"{head} = {plan.job_start:.1f} + {e.batches:2d} x {e.updates:6d} x {_fmt_per(e.per_update)} = "
-                       f"{_fmt_s(e.seconds):>9s}  "
-                       f"{what}")
+            out.append(f"{head} = {plan.start_per_job:.1f} + {e.batches:2d} x {e.updates:6d} x "
+                       f"{_fmt_per(e.per_update)} = {_fmt_s(e.seconds):>9s}  {what}")
     eval_total = sum(e.seconds for e in plan.evals)
-    out.append(f"per evaluation: job start ({plan.job_start:.1f} s) + ceil(puzzles / batch) x updates x s/update; "
+    out.append(f"per evaluation: job start ({plan.start_per_job:.1f} s) + ceil(puzzles / batch) x updates x s/update; "
                f"evaluations: {_fmt_s(eval_total)}")
     model_total = sum(m.seconds for m in plan.models)
     out += _render_models(plan.models)
@@ -184,6 +203,7 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
         calibration = Calibration(args.device, timer, fresh=args.calibrate)
         if any(not i.cached for i in (*plan.runs, *plan.evals, *plan.models)):
             print("# calibrating (a few timed steps of each model shape) ...", file=sys.stderr, flush=True)
+    plan.warm = not getattr(args, "fresh_process", False)
     estimate(plan, calibration)
     if calibration.measured:
         calibration.save()

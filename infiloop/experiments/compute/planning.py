@@ -83,8 +83,28 @@ class Plan:
     runs: list[TrainItem] = field(default_factory=list)
     evals: list[EvalItem] = field(default_factory=list)
     models: list[ModelItem] = field(default_factory=list)
-    job_start: float = 0.0  # seconds every job pays before its work (a new process: imports, data, model)
+    job_start: float = 0.0  # seconds a job pays before its work in a new process (imports, data, model)
+    process_start: float = 0.0  # of which the new process's own start (Python, torch, the package, the device)
+    warm: bool = True  # jobs run in warm workers (reproduce's default), not each in a new process (--fresh-process)
     contention: float = 1.0  # how much slower a CPU job runs beside the others than alone (measured)
+    looplm_start: float = 0.0  # a looped decoder's job start in a new process (imports, task, model)
+
+    @property
+    def start_per_job(self) -> float:
+        """Seconds each job pays before its work: all of :attr:`job_start` in a new process; in a warm worker, whose
+        own start is paid once (:attr:`start_per_slot`), only its data and model."""
+        return max(0.0, self.job_start - self.process_start) if self.warm else self.job_start
+
+    @property
+    def looplm_start_per_job(self) -> float:
+        """:attr:`start_per_job` for a looped decoder's job."""
+        return max(0.0, self.looplm_start - self.process_start) if self.warm else self.looplm_start
+
+    @property
+    def start_per_slot(self) -> float:
+        """Seconds each slot pays once, before its first job: a warm worker's start (nothing with a new process per
+        job, where every job pays it)."""
+        return self.process_start if self.warm else 0.0
 
 
 def _eval_item(job: manifest.Job) -> EvalItem:
@@ -289,40 +309,43 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
     plan.job_start = calibration.job_start(todo[0].run) if todo else 0.0
     plan.contention = calibration.contention(todo[0].run, plan.jobs) if todo else 1.0
     models = [m for m in plan.models if not m.cached]
-    start = calibration.looplm_start(models[0].probe) if models else 0.0
+    plan.looplm_start = calibration.looplm_start(models[0].probe) if models else 0.0
+    plan.process_start = calibration.process_start() if plan.warm and (todo or models) else 0.0
     for item in models:
         item.per_step = calibration.looplm_step(item.probe, threads).seconds * plan.contention
         item.per_block = calibration.looplm_block(item.probe, threads).seconds * plan.contention
-        item.seconds = start + item.steps * item.per_step + item.eval_seconds
+        item.seconds = plan.looplm_start_per_job + item.steps * item.per_step + item.eval_seconds
     for item in plan.runs:
         if item.cached:
             continue
         t = calibration.train_step(item.run, item.batch, threads)
         item.per_step, item.startup = t.seconds * plan.contention, t.startup
-        item.seconds = plan.job_start + t.startup + item.steps * item.per_step
+        item.seconds = plan.start_per_job + t.startup + item.steps * item.per_step
     for item in plan.evals:
         if item.cached:
             continue
         item.per_update = calibration.eval_update(item.run, item.batch, threads).seconds * plan.contention
-        item.seconds = plan.job_start + item.batches * item.updates * item.per_update
+        item.seconds = plan.start_per_job + item.batches * item.updates * item.per_update
     return plan
 
 
 def training_wall(plan: Plan) -> float:
-    """Wall time of the training jobs alone, scheduled as reproduce schedules them (``scheduler.py``)."""
-    return simulate({str(r.run.dir): r.seconds for r in plan.runs}, {}, plan.jobs)
+    """Wall time of the training jobs alone, scheduled as reproduce schedules them (``scheduler.py``), after the
+    warm workers' start."""
+    return plan.start_per_slot + simulate({str(r.run.dir): r.seconds for r in plan.runs}, {}, plan.jobs)
 
 
 def wall(plan: Plan) -> float:
     """Wall time of the compute stage: every training and evaluation job on ``plan.jobs`` slots (cores, or
-    GPUs), each evaluation after its run's training, the costliest ready job first (``scheduler.py``)."""
+    GPUs), each evaluation after its run's training, the costliest ready job first (``scheduler.py``), after the warm
+    workers' start (every slot's at once)."""
     seconds = {str(r.run.dir): r.seconds for r in plan.runs}
     after = {}
     for i, e in enumerate(plan.evals):
         seconds[f"eval {i}"] = e.seconds
         after[f"eval {i}"] = [str(e.run.dir)]
     seconds.update({m.key: m.seconds for m in plan.models})
-    return simulate(seconds, after, plan.jobs)
+    return plan.start_per_slot + simulate(seconds, after, plan.jobs)
 
 
 def seconds_of(plan: Plan) -> float:

@@ -10,6 +10,11 @@
 - **Order.** A job starts when the jobs it waits for have finished (an evaluation waits for its run's
   training); among ready jobs the costliest goes first (longest-processing-time order keeps the tail of
   the stage short). A job whose prerequisite failed is not started.
+- **Processes.** Each slot runs its jobs one after another in a warm worker (``worker.py``: one Python process per
+  slot that imports torch once, each job run as a new process would run it, with the same results); a job that
+  kills its worker fails alone and the slot gets a new one. ``fresh_process=True`` (``reproduce --fresh-process``)
+  starts a new process per job instead, as a multi-GPU training always is. Every job's environment points
+  Inductor's cache (``TORCHINDUCTOR_CACHE_DIR``) into the run cache (``paths.inductor_cache``), unless it is set.
 - **Logs.** Each job writes its output to ``<run folder>/logs/<job>.log``; one progress line covers the
   whole stage (jobs done / total, time left from the jobs' estimated costs, and what the running trainings'
   own progress lines say: :func:`stage_line`).
@@ -23,6 +28,7 @@ The slots themselves, and the wall time of this order (``simulate``), are ``slot
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -34,9 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import paths
 from ...training import PROGRESS_RE
 from ..notebooks.manifest import Job
 from .slots import Slot, check_gpus_per_run, cpu_slots, take_slots
+from .worker import Pool, compile_shape, warmable
 
 # ------------------------------------------------------------------------------------------ commands
 
@@ -55,6 +63,8 @@ def log_path(job: Job) -> Path:
 def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]:
     """The command line and environment that run ``job`` on ``slots`` (several only for multi-GPU training)."""
     env = dict(os.environ)
+    # torch.compile's kernels kept in the run cache: a later job, and a later run, compiles a graph once
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(paths.inductor_cache()))
     if slots[0].gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(s.gpu for s in slots)
     if job.kind == "train":
@@ -120,9 +130,42 @@ def stage_line(finished: int, total: int, running: int, training_logs: list[Path
     return line
 
 
+def _start(job: Job, profile: str, mine: list[Slot], launch, pool):
+    """Start ``job`` on slots ``mine``: in the slot's warm worker (``worker.py``) where there is a pool and the job
+    runs on one slot, else as a new process (``launch``: multi-GPU trainings, ``fresh_process``)."""
+    cmd, env = command(job, profile, mine)
+    if pool is not None and len(mine) == 1 and warmable(cmd):
+        compiles, shape = compile_shape(job, mine[0].device)
+        return pool.start(mine[0], cmd, env, log_path(job), compiles, shape)
+    return launch(cmd, env, log_path(job))
+
+
+def _finish(report: Report, finished: set, jid: str, job: Job, proc, started: float, slots: int) -> None:
+    """Record a job that has ended: done, or failed with the path of its log."""
+    report.cpu_seconds[jid] = (time.time() - started) * slots
+    if proc.returncode == 0:
+        report.done.append(jid)
+        finished.add(jid)
+    else:
+        report.failed.append(jid)
+        print(f"[scheduler] FAILED {jid}: see {log_path(job)}", file=sys.stderr, flush=True)
+
+
 def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[Job], float] | None = None,
-             gpus_per_run: int = 1, launch=_popen, poll: float = 0.5, progress: bool = True) -> Report:
-    """Run every job not yet done, as many at a time as there are slots; see the module docstring."""
+             gpus_per_run: int = 1, launch=_popen, poll: float = 0.5, progress: bool = True,
+             fresh_process: bool = False, pool: Pool | None = None) -> Report:
+    """Run every job not yet done, as many at a time as there are slots; see the module docstring. Jobs run in warm
+    workers (``worker.py``; ``pool``, default a new one closed at the end) unless ``fresh_process``: each a new
+    process started by ``launch``, as multi-GPU trainings always are."""
+    with contextlib.ExitStack() as stack:
+        if not fresh_process and pool is None:
+            pool = stack.enter_context(Pool())
+        return _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress,
+                    None if fresh_process else pool)
+
+
+def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool) -> Report:
+    """:func:`run_jobs`'s loop (``pool``: the warm workers, None for a new process per job)."""
     from tqdm.auto import tqdm
 
     check_gpus_per_run(slots, gpus_per_run)
@@ -157,8 +200,7 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
             if taken is None:
                 continue
             mine, free = taken
-            cmd, env = command(j, profile, mine)
-            running[j.id] = (launch(cmd, env, log_path(j)), mine, time.time(), todo.pop(j.id))
+            running[j.id] = (_start(j, profile, mine, launch, pool), mine, time.time(), todo.pop(j.id))
             describe()
         if not running:
             if todo:  # nothing can start: prerequisites outside this list
@@ -174,13 +216,7 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
                 continue
             del running[jid]
             free = free + mine
-            report.cpu_seconds[jid] = (time.time() - started) * len(mine)
-            if proc.returncode == 0:
-                report.done.append(jid)
-                finished.add(jid)
-            else:
-                report.failed.append(jid)
-                print(f"[scheduler] FAILED {jid}: see {log_path(j)}", file=sys.stderr, flush=True)
+            _finish(report, finished, jid, j, proc, started, len(mine))
             bar.update(costs[j.id])
             describe()
     bar.close()
@@ -188,14 +224,16 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
     return report
 
 
-def run_planned(jobs: list[Job], workers: int, progress: bool = True) -> Report:
+def run_planned(jobs: list[Job], workers: int, progress: bool = True, fresh_process: bool = False) -> Report:
     """Run jobs declared outside the notebooks on ``workers`` CPU slots of one thread each, the costliest ready
-    job first by the plan's cost model (``planning.job_seconds``; without progress, in the given order)."""
+    job first by the plan's cost model (``planning.job_seconds``; without progress, in the given order), in warm
+    workers unless ``fresh_process``."""
     from .planning import job_seconds
 
     slots = cpu_slots(workers=max(1, workers), threads=1)
     costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
-    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress)
+    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
+                    fresh_process=fresh_process)
 
 
 # ------------------------------------------------------------------------------------------ one job

@@ -98,21 +98,22 @@ class MeasuredTimer:
             yield d, env
 
     def job_start(self, run, device):
-        """Seconds to start a job: a new process imports what a job imports, reads the run's training data and
-        builds its model on ``device`` (the least of two starts: the first may pay for a cold disk cache)."""
-        import subprocess
-
-        code = ("import sys, torch; from infiloop.experiments.compute import scheduler; "
+        """Seconds to start a job in a new process: it imports what a job imports (as :meth:`process_start`), reads
+        the run's training data and builds its model on ``device`` (the least of two starts: the first may pay for a
+        cold disk cache)."""
+        code = ("import sys, torch; from infiloop.experiments.compute import worker; worker.import_job_modules(); "
                 "from infiloop.experiments.store import runs; "
                 "from infiloop.model.reasoner import LoopedReasoner; run = runs.load_run(sys.argv[1]); "
                 "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
         with self._run_folder(run) as (d, env):
-            times = []
-            for _ in range(2):
-                t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-c", code, d, device], check=True, cwd=paths.ROOT, env=env)
-                times.append(time.perf_counter() - t0)
-        return Timing(min(times), 0.0, 0)
+            return Timing(_least_of_two([sys.executable, "-c", code, d, device], env), 0.0, 0)
+
+    def process_start(self, device):
+        """Seconds of a new process's own start, which a warm worker (``worker.py``) pays once for all its jobs:
+        Python, torch and the modules the worker imports, and the device's first tensor (a CUDA context)."""
+        code = ("import sys, torch; from infiloop.experiments.compute import worker; worker.import_job_modules(); "
+                "torch.empty(0, device=sys.argv[1])")
+        return Timing(_least_of_two([sys.executable, "-c", code, device]), 0.0, 0)
 
     def contention(self, run, device, jobs):
         """How much slower a job runs beside ``jobs - 1`` others on this machine's cores than alone (they share
@@ -191,21 +192,27 @@ class MeasuredTimer:
         return Timing(float(np.median(times)) / blocks, 0.0, probe.train.eval_batch)
 
     def looplm_start(self, probe, device):
-        """Seconds to start a looped decoder's job: a new process imports it, generates the task and builds the
+        """Seconds to start a looped decoder's job in a new process: it imports it, generates the task and builds the
         model (the least of two starts)."""
-        import subprocess
         from dataclasses import asdict
 
         code = ("import sys, json, torch; from infiloop.experiments import looplm; "
                 "from infiloop.experiments.compute import scheduler; from infiloop import training_looplm as t; "
                 "from infiloop.model.looplm import LoopLM; p = t.Probe.from_dict(json.loads(sys.argv[1])); "
                 "LoopLM(t.model_config(p)).to(sys.argv[2])")
-        times = []
-        for _ in range(2):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code, json.dumps(asdict(probe)), device], check=True, cwd=paths.ROOT)
-            times.append(time.perf_counter() - t0)
-        return Timing(min(times), 0.0, 0)
+        return Timing(_least_of_two([sys.executable, "-c", code, json.dumps(asdict(probe)), device]), 0.0, 0)
+
+
+def _least_of_two(cmd: list[str], env: dict | None = None) -> float:
+    """Seconds of the faster of two runs of ``cmd`` from the repository (the first may pay for a cold disk cache)."""
+    import subprocess
+
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, cwd=paths.ROOT, env=env)
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def _sync(device: str) -> None:
@@ -355,6 +362,14 @@ class Calibration:
             return 0.0
         return self._get("job start", {"python": sys.executable},
                          lambda: self.timer.job_start(run, self.device)).seconds
+
+    def process_start(self) -> float:
+        """Seconds of a new process's own start on this device, of :meth:`job_start` (0 with a timer that does not
+        measure it): what a warm worker pays once, and a new process per job pays for every job."""
+        if not hasattr(self.timer, "process_start"):
+            return 0.0
+        return self._get("process start", {"python": sys.executable},
+                         lambda: self.timer.process_start(self.device)).seconds
 
     def contention(self, run, jobs: int) -> float:
         """The slow-down of a CPU job beside ``jobs - 1`` others (1 with one job, on a GPU, or with a timer that
