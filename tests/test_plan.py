@@ -72,7 +72,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     specs, evals = p.runs, p.evals
     assert f"{len(specs)} training runs, {len(evals)} evaluations" in text
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
-    run_lines = [ln for ln in text.splitlines() if re.match(r"sudoku\s+\w+\s+\d+ x ", ln)]
+    run_lines = [ln for ln in text.splitlines() if re.match(r"(sudoku|prefix_sums)\s+\w+\s+\d+ x ", ln)]
     assert len(run_lines) == len(specs)
     for ln in run_lines:
         assert f"{steps} x  {STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in ln
@@ -231,7 +231,8 @@ def test_plan_takes_the_notebooks_parameters_such_as_seeds(root):
     one = _plan(FakeTimer())
     assert "training seed(s) 0;" in one or one.splitlines()[0].endswith("training seed(s) 0")
     runs = lambda t: int(t.split(" training runs")[0].rsplit(" ", 1)[1])  # noqa: E731
-    assert runs(text) == runs(one) + 2 * 3  # notebooks 01 and 02 take seeds: their three models twice more
+    # notebooks 01 and 02 take seeds: their three models twice more; notebook 09 its six
+    assert runs(text) == runs(one) + 2 * 3 + 2 * 6
 
 
 def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
@@ -390,7 +391,7 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
     both = planned("02", "perturbation")
     notebooks = {ln[:2] for ln in both.split("## evaluations")[1].splitlines() if re.match(r"\d\d  ", ln)}
     assert notebooks == {"02", "04"} and "3 training runs" in both and "0 looped decoders" in both
-    assert "16 training runs" in planned()
+    assert "22 training runs" in planned()  # 01-08's 16 and notebook 09's six
     capsys.readouterr()
     assert main(["plan", "--profile", "smoke", "--only", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

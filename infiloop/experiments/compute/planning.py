@@ -241,8 +241,9 @@ def _declared_eval(e: specs.EvalSpec) -> dict:
                 "seed": a.get("seed", 0)}
     else:
         args = {"budgets": sorted(int(b) for b in a["budgets"]), "limit": limit}
-    if a.get("precision", "auto") != "auto":  # cached apart from the default's (``cache._precision_arg``)
-        args["precision"] = a["precision"]
+    for name, default in (("precision", "auto"), ("weights", "auto"), ("puzzle_ids", "own"), ("test_set", "test")):
+        if a.get(name, default) != default:  # cached apart from the default's (``Run.eval_key``)
+            args[name] = a[name]
     return {"args": args, "puzzles": puzzles, "updates": run.eval_updates(e.kind, args)}
 
 
