@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop.analysis import claims as effects
-from infiloop.analysis import intervals, plotting
+from infiloop.analysis import looplm_grid, plotting
 from infiloop.experiments import looplm
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.machine import usable_cpus
@@ -87,22 +87,7 @@ print(*[" | ".join(map(str, x)) for x in [cols_models, *rows_models]], sep="\n")
 
 
 # %%
-def flags(task: str, alloc: str, conn: str, seed: int, r: int, depths=None) -> np.ndarray:
-    """The test items answered right after r loops (every depth of the task, or those given), in one array."""
-    c = rec[(task, alloc, conn, seed)]["correct"]
-    return np.concatenate([np.frombuffer(c[d][str(r)].encode(), np.uint8) - 48
-                           for d in c if depths is None or int(d) in depths]).astype(np.float64)
-
-
-def curve(task: str, alloc: str, conn: str, loops: list[int]) -> intervals.Interval:
-    """Accuracy against r, the mean over seeds with its 95 % interval (seeds and test items resampled)."""
-    per_seed = []
-    for s in seed_list:
-        f = np.stack([flags(task, alloc, conn, s, r) for r in loops])
-        per_seed.append([(f, np.ones_like(f))])
-    return intervals.interval(per_seed, items="items", vectorized=True, bounds=intervals.SHARE)
-
-
+grid = looplm_grid.DecoderGrid(rec, seed_list)  # the records' flags, curves and pairs (analysis/looplm_grid.py)
 loops = list(g.probe(g.cells[0]).budgets())
 kb = K[base]
 print(f"base allocation {base}: K = {kb}; test loops r = {loops}; seeds {seed_list}")
@@ -117,7 +102,7 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
 curves = {}
 for ax, task, title in zip(axes, looplm.TASKS, ("knowledge (held-out question form)", "reasoning (kinship, 2–10)")):
     for cn in conns:
-        iv = curves[(task, cn)] = curve(task, base, cn, loops)
+        iv = curves[(task, cn)] = grid.curve(task, base, cn, loops)
         x = np.array(loops) / kb
         ax.plot(x, 100 * iv.value, marker="o", color=plotting.COLORS[cn], label=LABEL[cn])
         ax.fill_between(x, 100 * iv.lo, 100 * iv.hi, color=plotting.COLORS[cn], alpha=0.15)
@@ -148,7 +133,7 @@ fig, ax = plt.subplots(figsize=(7, 3.8))
 rows_depth = []
 for cn in conns:
     for r, ls in ((kb, "-"), (r_far, "--")):
-        acc = [np.mean([flags("kinship", base, cn, s, r, {d}).mean() for s in seed_list]) for d in depths]
+        acc = [np.mean([grid.flags("kinship", base, cn, s, r, {d}).mean() for s in seed_list]) for d in depths]
         ax.plot(depths, 100 * np.array(acc), ls=ls, marker="o", ms=3, color=plotting.COLORS[cn],
                 label=f"{LABEL[cn]}, r = {r}")
         rows_depth.append([LABEL[cn], r] + [pct(a) for a in acc])
@@ -200,7 +185,7 @@ if len(allocs) > 1:
     for ax, task in zip(axes, looplm.TASKS):
         for i, a in enumerate(allocs):
             ls_a = sorted({max(1, round(m * K[a])) for m in settings["loops"]})
-            iv = alloc_curves[(task, a)] = curve(task, a, "carry_last", ls_a)
+            iv = alloc_curves[(task, a)] = grid.curve(task, a, "carry_last", ls_a)
             ax.plot(np.array(ls_a) / K[a], 100 * iv.value, marker="o", color=f"C{i}", label=a)
             alloc_rows.append([task, a] + [pct(v) for v in iv.value])
         ax.axvline(1, color="grey", ls=":", lw=1)
@@ -217,78 +202,14 @@ cols_alloc = ["task", "allocation"] + [f"r = {m:g}K" for m in settings["loops"]]
 # ## What this run shows
 
 # %%
-def pair_flags(task, a1, c1, r1, a2, c2, r2):
-    return [(flags(task, a1, c1, s, r1), flags(task, a2, c2, s, r2)) for s in seed_list]
-
-
-verdicts = {}  # claim id -> (ours, the interval of its effect; infiloop/analysis/claims.py)
-verdicts["study.loops_help_reasoning"] = (
-    f"BaseLoop, kinship: {pct(curves[('kinship', 'carry_last')].value[loops.index(kb)])} @ K → "
-    f"{pct(curves[('kinship', 'carry_last')].value[loops.index(2 * kb)])} @ 2K",
-    effects.difference(pair_flags("kinship", base, "carry_last", 2 * kb, base, "carry_last", kb), "items"))
-verdicts["study.loops_hurt_knowledge"] = (
-    f"BaseLoop, knowledge: {pct(curves[('knowledge', 'carry_last')].value[loops.index(kb)])} @ K → "
-    f"{pct(curves[('knowledge', 'carry_last')].value[loops.index(2 * kb)])} @ 2K",
-    effects.difference(pair_flags("knowledge", base, "carry_last", 2 * kb, base, "carry_last", kb), "items"))
-if "history_lg" in conns:
-    verdicts["study.history_lg_beats_baseloop"] = (
-        f"kinship @ 4K: history + LG {pct(curves[('kinship', 'history_lg')].value[-1])} vs BaseLoop "
-        f"{pct(curves[('kinship', 'carry_last')].value[-1])}",
-        effects.difference(pair_flags("kinship", base, "history_lg", r_far, base, "carry_last", r_far), "items"))
-not_here = "needs several allocations at matched depth (profile tiny lists four)"
-
-
-def change(task, alloc, to, frm):
-    """Per seed, an allocation's flags at r = ``to`` and at r = ``frm`` (a gain or a fall between them)."""
-    return [(flags(task, alloc, "carry_last", s, to), flags(task, alloc, "carry_last", s, frm)) for s in seed_list]
-
-
-def changes(task, a, a_to, a_from, b, b_to, b_from):
-    """Per seed, (a at a_to, a at a_from, b at b_to, b at b_from): a's change against b's."""
-    return [(*x, *y) for x, y in zip(change(task, a, a_to, a_from), change(task, b, b_to, b_from))]
-
-
-if len(allocs) > 1:
-    shape = {a: looplm.allocation(a) for a in allocs}
-    imbalance = {a: abs(np.log(shape[a][1] / shape[a][2])) for a in allocs}
-    balanced, extreme = min(allocs, key=imbalance.get), max(allocs, key=imbalance.get)
-    verdicts["study.balanced_allocation_extrapolates"] = (
-        f"reasoning gain K → 2K: balanced {balanced} vs extreme {extreme}",
-        effects.difference_of_changes(changes("kinship", balanced, 2 * K[balanced], K[balanced],
-                                              extreme, 2 * K[extreme], K[extreme])))
-    same_core = [(a, b) for a in allocs for b in allocs
-                 if shape[a][1:3] == shape[b][1:3] and shape[a][3] > shape[a][0] and shape[b][0] > shape[b][3]]
-    if same_core:
-        coda, prelude = same_core[0]
-        half = {a: max(1, round(K[a] / 2)) for a in (coda, prelude)}
-        verdicts["study.coda_protects_knowledge"] = (
-            f"knowledge change K → K/2: coda-heavy {coda} vs prelude-heavy {prelude}",
-            effects.difference_of_changes(changes("knowledge", coda, half[coda], K[coda],
-                                                  prelude, half[prelude], K[prelude])))
-        verdicts["study.prelude_helps_reasoning"] = (
-            f"reasoning gain K → 2K: prelude-heavy {prelude} vs coda-heavy {coda}",
-            effects.difference_of_changes(changes("kinship", prelude, 2 * K[prelude], K[prelude],
-                                                  coda, 2 * K[coda], K[coda])))
-claims = [nb.claim(cid, ours, effect=iv) for cid, (ours, iv) in verdicts.items()]
-for cid in ("study.history_lg_beats_baseloop", "study.balanced_allocation_extrapolates",
-            "study.coda_protects_knowledge", "study.prelude_helps_reasoning"):
-    if cid not in verdicts:
-        claims.append(nb.claim(cid, "not run at this profile", None,
-                               not_here if "history" not in cid else "history_lg is not among the connections"))
-
-il = effects.difference(pair_flags("kinship", base, "infiloop", r_far, base, "carry_last", r_far), "items") \
-    if "infiloop" in conns else None
-il_know = effects.difference(pair_flags("knowledge", base, "infiloop", r_far, base, "carry_last", r_far), "items") \
-    if "infiloop" in conns else None
+verdicts = looplm_grid.study_verdicts(grid, curves, loops, base, conns, {a: looplm.allocation(a) for a in allocs})
+claims = looplm_grid.study_claims(verdicts, nb.claim)
+il, il_know = (effects.difference(grid.pairs(t, base, "infiloop", r_far, base, "carry_last", r_far), "items")
+               if "infiloop" in conns else None for t in ("kinship", "knowledge"))
 verdict_of = {c["id"]: c for c in claims}
-reasoning, knowledge = (verdict_of[k] for k in ("study.loops_help_reasoning", "study.loops_hurt_knowledge"))
-opposite = reasoning["agrees"] is True and knowledge["agrees"] is True
-finding = ("Past the horizon, reasoning rose and knowledge fell (r = 2K against K), the study's first finding. "
-           if opposite else
-           "Past the horizon the study's first finding does not appear here: reasoning did not rise with extra loops "
-           f"({reasoning['note']}), while knowledge "
-           + ("fell" if knowledge["agrees"] is True else "did not fall measurably")
-           + f" ({knowledge['note']}). ")
+finding = looplm_grid.first_finding(verdict_of["study.loops_help_reasoning"], verdict_of["study.loops_hurt_knowledge"])
+
+# %%
 text = (f"At profile **{profile}** ({len(seed_list)} training seeds per model, base allocation {base}, K = {kb}; "
         f"d = {settings['d_model']}, {settings['steps']} training steps, {settings['n_test']} test items per depth): "
         + "; ".join(f"{LABEL[cn]} {task} {pct(curves[(task, cn)].value[loops.index(kb)])} @ K → "

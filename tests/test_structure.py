@@ -350,19 +350,15 @@ def test_recorded_study_rows_name_the_runs_the_studies_resolve_now(tmp_path):
 
 
 MAX_CELL_CODE_LINES = 25
-# notebooks still holding logic of their own, with why (none once issue 48 rewrites notebook 08's grid)
-NOTEBOOKS_WITH_LOGIC = {"08_looped_lm": "its grid and claims are rewritten by issue 48 (matched depths)"}
 
 
 def test_notebooks_read_and_show():
-    """A notebook twin defines no function and keeps every code cell to 25 lines: what decides a claim lives in the
+    """Every notebook twin defines no function and keeps every code cell to 25 lines: what decides a claim lives in the
     package as a tested function (``infiloop/analysis/``), the notebook reads, shows and tells."""
     import re
 
     bad = []
     for path in sorted((PACKAGE.parent / "notebooks").glob("*.py")):
-        if path.stem in NOTEBOOKS_WITH_LOGIC:
-            continue
         for i, cell in enumerate(re.split(r"^# %%.*$", path.read_text(encoding="utf-8"), flags=re.M)):
             code = [ln for ln in cell.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
             if len(code) > MAX_CELL_CODE_LINES or any(re.match(r"\s*(async\s+)?def ", ln) for ln in code):
