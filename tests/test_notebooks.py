@@ -149,7 +149,7 @@ def test_report_of_the_smoke_run(executed, tmp_path):
     assert not re.search(r"""\bsrc\s*=\s*["']?(https?:)?//""", body)  # self-contained: nothing fetched
     assert not re.search(r"""<link[^>]+href\s*=\s*["']?(https?:)?//""", text)
     pages = sorted((path.parent / "notebooks").glob("*.html"))  # each executed notebook as a page of its own
-    assert [p.stem for p in pages] == sorted(p.stem for p in out.glob("*.ipynb")) and len(pages) == 8
+    assert [p.stem for p in pages] == sorted(p.stem for p in out.glob("*.ipynb")) and len(pages) == len(SMOKE)
     for page in pages:
         html = page.read_text(encoding="utf-8")
         assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:)?//""", html), page  # no CDN request
