@@ -10,26 +10,25 @@ from ..errors import UsageError
 from ..machine import cuda_problem
 
 
-def count(text: str) -> int:
-    """An argparse type: an integer >= 1."""
+def _integer(text: str, minimum: int, expected: str) -> int:
+    """``text`` as an integer >= ``minimum``, or argparse's error saying what was ``expected``."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def count(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _integer(text, 1, "an integer >= 1")
 
 
 def threads(text: str) -> int:
     """An argparse type: an integer >= 0 (0: torch's default)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0 (0: the default), got {text!r}")
-    return value
+    return _integer(text, 0, "an integer >= 0 (0: the default)")
 
 
 def tflops(text: str) -> float:
