@@ -335,24 +335,33 @@ class LoopedReasoner(nn.Module):
         return self.logits(y), self.q_head(y[:, 0]).squeeze(-1)
 
     # ---------------------------------------------------------------- training / evaluation
-    def forward(self, carry: Carry, inputs: Tensor, puzzle_ids: Tensor | None = None
-                ) -> tuple[Carry, Tensor, Tensor, dict[str, Tensor]]:
+    def forward(self, carry: Carry, inputs: Tensor, puzzle_ids: Tensor | None = None,
+                progressive: tuple[int, int] | None = None) -> tuple[Carry, Tensor, Tensor, dict[str, Tensor]]:
         """One supervision segment: H outer updates, gradients through the last ``grad_outer``.
 
         Returns the carry for the next segment (detached), logits ``[B, seq_len, vocab]``, the halting
-        logit ``[B]`` and the diagnostics of the last outer update.
+        logit ``[B]`` and the diagnostics of the last outer update. With ``progressive = (n, k)`` the
+        diagnostics also hold ``progressive_logits``: the readout after n updates without and k with gradients
+        from the same starting state (the progressive loss's output, ``train.progressive``).
         """
         x = self.embed(inputs, puzzle_ids)
-        carry = self.detach_carry(carry)
-        n_free = self.cfg.H - self.cfg.grad_outer
+        start = carry = self.detach_carry(carry)
+        carry, diag = self._updates(carry, x, self.cfg.H - self.cfg.grad_outer, self.cfg.grad_outer)
+        logits, q_halt = self.readout(carry)
+        if progressive is not None:
+            diag = {**diag, "progressive_logits": self.logits(self._updates(start, x, *progressive)[0]["y"]["h"])}
+        return self.detach_carry(carry), logits, q_halt, diag
+
+    def _updates(self, carry: Carry, x: Tensor, n_free: int, n_grad: int) -> tuple[Carry, dict[str, Tensor]]:
+        """``n_free`` outer updates without gradients, then ``n_grad`` >= 1 with them: the carry and the last
+        update's diagnostics."""
         if n_free:
             with torch.no_grad():
                 for _ in range(n_free):
                     carry, _ = self.outer_update(carry, x)
-        for _ in range(self.cfg.grad_outer):
+        for _ in range(n_grad):
             carry, diag = self.outer_update(carry, x)
-        logits, q_halt = self.readout(carry)
-        return self.detach_carry(carry), logits, q_halt, diag
+        return carry, diag
 
     @torch.no_grad()
     def iterate(self, inputs: Tensor, n_updates: int, puzzle_ids: Tensor | None = None,

@@ -50,6 +50,10 @@ class TrainConfig:
     ema: float = 0.999  # rate of the weight EMA used for evaluation and checkpoints; 0 disables it
     ema_warmup: bool = False  # rate min(ema, (1 + n) / (10 + n)) after n updates; TRM: a fixed rate (False)
     max_segments: int = 16
+    # Weight alpha of the literature's progressive loss (Bansal et al. 2022; docs/model.md, "Recall and size"):
+    # the lm loss is (1 - alpha) x the segment's + alpha x the loss of a readout after n updates without and k
+    # with gradients from the segment's starting state, n ~ U{0..H-1}, k ~ U{1..H-n}. 0: off (TRM).
+    progressive: float = 0.0
     halt_exploration: float = 0.1
     halt_loss_weight: float = 0.5
     loss: str = "stablemax"  # or "softmax"
@@ -98,6 +102,8 @@ class TrainConfig:
             bad("loss", f"unknown loss {self.loss!r}; valid choices: stablemax, softmax")
         if not 0 <= self.ema < 1:
             bad("ema", f"must be in [0, 1), got {self.ema}")
+        if not 0 <= self.progressive <= 1:
+            bad("progressive", f"must be in [0, 1], got {self.progressive}")
         if not 0 <= self.candidate_loss <= 1:
             bad("candidate_loss", f"must be in [0, 1], got {self.candidate_loss}")
         if not 0 <= self.halt_exploration <= 1:

@@ -115,6 +115,8 @@ class _Trainer:
                     if train_cfg.ema > 0 else None)
         self.stream = PuzzleStream(len(data), train_cfg.seed)
         self.explore = torch.Generator().manual_seed(train_cfg.seed + 17)
+        self.progressive_rng = torch.Generator().manual_seed(train_cfg.seed + 29)  # train.progressive's (n, k)
+        self.progressive: tuple[int, int] | None = None  # this step's (n, k); None without the progressive loss
         self.inputs_all = torch.from_numpy(data.inputs.astype(np.int64))
         self.labels_all = torch.from_numpy(data.labels.astype(np.int64))
         self.pids_all = torch.from_numpy(data.puzzle_ids.astype(np.int64))
@@ -155,6 +157,8 @@ class _Trainer:
             self.ema.updates = int(ck["ema_updates"])
         self.stream.load_state_dict(ck["stream"])
         self.explore.set_state(ck["explore_rng"])
+        if "progressive_rng" in ck:  # written by every run since train.progressive exists
+            self.progressive_rng.set_state(ck["progressive_rng"])
         torch.set_rng_state(ck["torch_rng"])
         self.slot_idx, self.slot_seg, self.halted = ck["slot_idx"], ck["slot_seg"], ck["halted"]
         self.carry = {a: {k: v.to(self.device) for k, v in st.items()}
@@ -191,6 +195,7 @@ class _Trainer:
             for g in self.opt_emb.param_groups:
                 g["lr"] = lr_at(self.step_, cfg) / cfg.lr * (cfg.puzzle_emb_lr or cfg.lr)
         logs = (self.step_ + 1) % cfg.log_every == 0 or self.step_ + 1 == cfg.steps
+        self.progressive = self._progressive_draw() if cfg.progressive > 0 else None
         self.carry, q_halt, m, diag = self._gradients(inputs, labels, pids, logs)
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
@@ -203,6 +208,14 @@ class _Trainer:
         if logs:
             self.conn_stats = connection_stats(self.model, diag, labels)
         return q_halt, m
+
+    def _progressive_draw(self) -> tuple[int, int]:
+        """The progressive loss's (n, k) for this step, the same on every process: n ~ U{0..H-1} updates without
+        gradients, then k ~ U{1..H-n} with them (Bansal et al. 2022's draw, with H outer updates in place of their
+        maximum iterations; aks2203/deep-thinking, ``get_output_for_prog_loss``)."""
+        h = self.model.cfg.H
+        n = int(torch.randint(0, h, (1,), generator=self.progressive_rng))
+        return n, int(torch.randint(1, h - n + 1, (1,), generator=self.progressive_rng))
 
     def _gradients(self, inputs: Tensor, labels: Tensor, pids: Tensor, keep_diag: bool
                    ) -> tuple[Carry, Tensor, Tensor, dict[str, Tensor]]:
@@ -282,7 +295,8 @@ class _Trainer:
         diagnostics (empty unless ``keep_diag``)."""
         cfg = self.cfg
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            carry, logits, q_halt, diag = self.net(carry, inputs, pids)
+            carry, logits, q_halt, diag = (self.net(carry, inputs, pids) if self.progressive is None
+                                           else self.net(carry, inputs, pids, progressive=self.progressive))
             cand_logits = self.model.logits(diag["candidate_outer"]) if cfg.candidate_loss > 0 else None
         cross_entropy = stablemax_cross_entropy if cfg.loss == "stablemax" else softmax_cross_entropy
         mask = labels != IGNORE_LABEL_ID
@@ -291,6 +305,9 @@ class _Trainer:
         if cand_logits is not None:
             cand_loss = (_wide(cross_entropy(cand_logits, labels)).sum(-1) / n_cells).mean()
             lm_loss = (1 - cfg.candidate_loss) * lm_loss + cfg.candidate_loss * cand_loss
+        if self.progressive is not None:
+            prog_loss = (_wide(cross_entropy(diag.pop("progressive_logits"), labels)).sum(-1) / n_cells).mean()
+            lm_loss = (1 - cfg.progressive) * lm_loss + cfg.progressive * prog_loss
         with torch.no_grad():
             pred = logits.argmax(-1)
             cell_ok = (pred == labels) & mask
@@ -385,6 +402,7 @@ class _Trainer:
             "step": self.step_, "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
             "ema": ema.shadow if ema is not None else {}, "ema_updates": ema.updates if ema else 0,
             "stream": self.stream.state_dict(), "explore_rng": self.explore.get_state(),
+            "progressive_rng": self.progressive_rng.get_state(),
             "torch_rng": torch.get_rng_state(), "slot_idx": self.slot_idx, "slot_seg": self.slot_seg,
             "halted": self.halted, "carry": full_carry,
             "window": self.window,  # metrics since the last log line, so that a resumed run logs the same

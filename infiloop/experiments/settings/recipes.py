@@ -187,6 +187,7 @@ NEUTRAL_SETTINGS: dict[str, Any] = {
     **{f"model.{axis}.{k}": v for axis in ("inner", "outer")
        for k, v in (("clip_mode", "hard"), ("z0_candidate", True), ("history_grad", False))},
     "train.candidate_loss": 0.0,
+    "train.progressive": 0.0,
     "model.recall": True,
 }
 # Settings that do nothing for some models, left out of those models' hashes: InfiLoop's own switches on an
