@@ -283,7 +283,7 @@ def _evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int, b
 @torch.no_grad()
 def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, ...], batch_size: int = 256,
                      device: str = "cpu", progress: bool = True, separate: bool | None = None,
-                     precision: str = "auto") -> dict[str, np.ndarray]:
+                     precision: str = "auto", weights: dict | None = None) -> dict[str, np.ndarray]:
     """Exact accuracy after exactly N outer updates, for each budget N, each run told its budget.
 
     A timestep-conditioned model (t = l / L_infer) is run once per budget with L_infer = N. Any other model
@@ -301,7 +301,7 @@ def evaluate_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, 
         correct, wrong = _run_budgets(model, data, budgets, batch_size, device, progress, separate)
     return {"budgets": np.asarray(budgets, np.int32), "correct": correct, "wrong_cells": wrong,
             "info": np.asarray(_info(model, data, budgets=list(budgets), separate=bool(separate), device=str(device),
-                                     precision=resolved))}
+                                     precision=resolved, weights=weights))}
 
 
 def _run_budgets(model: LoopedReasoner, data: TaskData, budgets: tuple[int, ...], batch_size: int, device,
@@ -337,7 +337,7 @@ def _perturb_state(state: dict[str, Tensor], eps: float, gen: torch.Generator) -
 @torch.no_grad()
 def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ...], updates_after: int,
             every: int = 1, batch_size: int = 256, device: str = "cpu", seed: int = 0,
-            progress: bool = True, precision: str = "auto") -> dict[str, np.ndarray]:
+            progress: bool = True, precision: str = "auto", weights: dict | None = None) -> dict[str, np.ndarray]:
     """Perturb both states at update ``at`` by each relative size in ``eps`` and run ``updates_after`` more.
 
     Returns arrays with a leading eps axis E (``eps`` as given; include 0.0 for the unperturbed control):
@@ -354,7 +354,7 @@ def perturb(model: LoopedReasoner, data: TaskData, at: int, eps: tuple[float, ..
     with precision_context(precision, device) as resolved:
         out = _run_perturb(model, data, at, eps, updates_after, every, batch_size, device, seed, progress)
     out["info"] = np.asarray(_info(model, data, at=at, updates_after=updates_after, every=every, device=str(device),
-                                   precision=resolved))
+                                   precision=resolved, weights=weights))
     return out
 
 

@@ -31,6 +31,8 @@ device = "cpu"  # torch device
 seeds = ""  # training seeds of the measured models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 tasks = ""  # comma-separated tasks to measure (sudoku, maze, arc1, arc2); empty: the profile's main tasks
 limit = 0  # test puzzles per Sudoku/Maze evaluation (0: the profile's default); ARC always uses every test input
+max_updates = 0  # deepest update of the depth-fair columns' evaluations (0: the profile's depth)
+matched_blocks = 0  # the matched-compute budget in block applications (0: the largest training budget)
 
 # %%
 import numpy as np
@@ -38,7 +40,7 @@ import pandas as pd
 from IPython.display import display
 
 from infiloop.analysis import claims as effects
-from infiloop.analysis import main_table, paper
+from infiloop.analysis import depth_fair, main_table, paper
 from infiloop.analysis.plotting import LABELS
 from infiloop.experiments.notebooks.helper import Notebook, check
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
@@ -49,7 +51,8 @@ check("seeds", seeds, (str, int), expected='training seeds separated by commas, 
 check("tasks", tasks, str, expected="comma-separated task names")
 check("tasks", [t.strip() for t in tasks.split(",") if t.strip()], list,
       lambda v: set(v) <= {"sudoku", "maze", "arc1", "arc2"}, "names among sudoku, maze, arc1, arc2")
-check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
+for name, value in dict(limit=limit, max_updates=max_updates, matched_blocks=matched_blocks).items():
+    check(name, value, int, lambda v: v >= 0, "an integer >= 0")
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (infiloop/experiments/notebooks/manifest.py)
 task_list = need.derived["tasks"]
 seed_list = need.seeds
@@ -93,6 +96,34 @@ for r in MAIN_RECIPES:
 display(pd.DataFrame(rows, columns=cols))
 
 # %% [markdown]
+# ## Depth-fair columns: the training depth, matched compute, the best depth on validation
+# A looped model can be read after any number of updates, so each connection is shown at three depths
+# (`infiloop/analysis/depth_fair.py`): its **training depth** (the table above and the claim below use it, as the
+# paper's Table 1 does); **matched compute**, the same number of block applications for every connection (L + 1 per
+# outer update: the depth in updates differs only where the connections' L differ); and its **best depth on the
+# validation split**, held-out puzzles of the training distribution (`infiloop/tasks/validation.py`, audited
+# disjoint from the training and the test set), the depth named, the test accuracy read there. The test set never
+# chooses a depth.
+
+# %%
+fair = {}  # (task, recipe) -> its three columns
+for task in task_list:
+    budget, matched = need.derived["matched"][task]
+    voted, why = registry.task(task).voted, need.derived["no_validation"].get(task, "")
+    for r in MAIN_RECIPES:
+        run = need.run(f"{task}/{r}", device)
+        test = list(need.results(f"{task}/{r}" + ("" if voted else "/depths"), device).values())
+        valid = None if why else list(need.results(f"{task}/{r}/valid", device).values())
+        fair[task, r] = depth_fair.fair_cells(test, valid, run.training_depth, matched[r], budget, why,
+                                              run.test_data() if voted else None)
+fair_cols, fair_rows = depth_fair.fair_table(fair, LABELS)
+display(pd.DataFrame(fair_rows, columns=fair_cols))
+fair_lead = {t: depth_fair.column_effects(fair[t, "infiloop"], fair[t, "carry_last"]) for t in task_list}
+for t, lead in fair_lead.items():
+    print(f"{names[t]}: InfiLoop − carry-last at the training depth {lead[depth_fair.COLUMNS[0]].points()}; "
+          + depth_fair.effects_text(lead))
+
+# %% [markdown]
 # ## How much of a score is recall of the puzzle's identity
 # Where the puzzle-embedding prefix names each puzzle (ARC: one identifier per task, as TRM and HRM train), the same
 # weights are evaluated with the prefix's ids blank and at random (`infiloop/analysis/main_table.py`): what survives
@@ -122,8 +153,11 @@ if "sudoku" in task_list:  # the effect: InfiLoop − carry-last on the same tes
                                                              terms["carry_last", "sudoku"])])
     claims.append(nb.claim("main.infiloop_beats_carry_last_sudoku",
                            f"InfiLoop {measured['infiloop', 'sudoku'][0].pct()} vs carry-last "
-                           f"{measured['carry_last', 'sudoku'][0].pct()} ({measured['infiloop', 'sudoku'][1]})",
+                           f"{measured['carry_last', 'sudoku'][0].pct()} ({measured['infiloop', 'sudoku'][1]}); "
+                           + depth_fair.effects_text(fair_lead["sudoku"]),
                            effect=lead))
+
+# %%
 lines = [f"{names[t]}: " + ", ".join(f"{LABELS[r]} {measured[r, t][0].pct()}" for r in MAIN_RECIPES)
          for t in task_list]
 text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The paper's columns hold only the paper's "
@@ -131,10 +165,16 @@ text = (f"Measured at profile **{profile}** (" + "; ".join(lines) + "). The pape
         "only the comparison between rows measured in this harness is meaningful. Tasks not listed were not run "
         "at this profile (set the `tasks` parameter). Each cell: mean over seeds [95 % interval]; a claim is decided "
         "by its effect's interval beside the paper's effect (the rule: `infiloop/analysis/intervals.py`, in the "
-        "report).")
+        "report), at the training depth as the paper states it; the depth-fair columns stand beside it ("
+        + "; ".join(f"{names[t]}: " + ", ".join(f"{LABELS[r]} " + "; ".join(f"{c} {fair[t, r][c].text()}"
+                    for c in depth_fair.COLUMNS[1:]) for r in MAIN_RECIPES) for t in task_list) + ").")
 print(text)
 tables = [nb.table("Table 1", cols, rows, note="Paper columns: the paper's numbers. Profile columns: this project's "
                                                 "measurements (see each cell's note).")]
+tables.append(nb.table("Depth-fair columns", fair_cols, fair_rows, note="exact accuracy (ARC: pass@2) [95 % interval] "
+                       "@ outer updates: at the training depth, at matched compute (the same block applications for "
+                       "every connection), at the best depth on the validation split (held-out training-distribution "
+                       "puzzles, never the test set)"))
 if id_rows:
     tables.append(nb.table("The identity ablation", id_cols, id_rows, note="pass@2 with each puzzle's own ids, blank "
                            "ids and random ids; own − blank paired by task (points)"))

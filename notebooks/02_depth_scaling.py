@@ -48,7 +48,7 @@ import numpy as np
 from infiloop import tasks
 from infiloop.analysis import claims as effects
 from infiloop.analysis import depth as depth_analysis
-from infiloop.analysis import diagnosis, intervals, paper, plotting
+from infiloop.analysis import depth_fair, diagnosis, intervals, paper, plotting
 from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
@@ -95,6 +95,21 @@ ups = trajs["infiloop"]["updates"]
 print(f"{seed_note}; {n_puzzles} test puzzles per seed")
 
 # %% [markdown]
+# The depth-fair marks (`infiloop/analysis/depth_fair.py`, notebook 01's columns): on each curve a circle at the
+# training depth, a square at matched compute (the same block applications for every connection) and a star at the
+# depth where the connection is best on the validation split (held-out training-distribution puzzles, never these
+# test puzzles).
+
+# %%
+budget, matched = need.derived["matched"]
+why = need.derived["no_validation"]
+fair = {r: depth_fair.fair_cells(list(by_seed[r].values()), None if why else list(need.results(f"valid/{r}",
+                                 device).values()), runs[r].training_depth, matched[r], budget, why)
+        for r in MAIN_RECIPES}
+for r, c in fair.items():
+    print(f"{plotting.LABELS[r]:11s} " + "; ".join(f"{col}: {cell.text()}" for col, cell in c.items()))
+
+# %% [markdown]
 # ## Exact accuracy against depth
 
 # %%
@@ -102,8 +117,7 @@ fig, (ax, axp) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratio
 for r, c in curves.items():
     ax.plot(ups, 100 * c.value, color=plotting.COLORS[r], label=plotting.LABELS[r])
     ax.fill_between(ups, 100 * c.lo, 100 * c.hi, color=plotting.COLORS[r], alpha=0.2, lw=0)
-ax.axvline(depth, color="grey", ls=":", lw=1)
-ax.text(depth, 2, " training depth", color="grey", fontsize=8)
+depth_fair.mark_depths(ax, fair, {r: c.value for r, c in curves.items()}, ups, plotting.COLORS, depth)
 ax.set(xscale="log", xlabel="outer updates", ylabel="exact accuracy (%)", ylim=(0, 100),
        title=f"this run, {task} ({layers} layers per update; mean and 95 % interval, {len(seed_list)} seed(s))")
 ax.legend(loc="lower right")
@@ -303,8 +317,9 @@ print(text)
 # The summary the report and the README read: the text above, the figures, the tables and the claims.
 
 # %%
-nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against outer updates (left: this run; "
-                          "right: the paper's reported points)."},
+nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against outer updates (left: this run, each "
+                          "curve marked at its training depth (circle), matched compute (square) and best depth on the "
+                          "validation split (star); right: the paper's reported points)."},
                          {"path": fig_drift, "caption": "Against depth, over the puzzles solved by then: the "
                           "relative state change per update and the share wrong at that update (mean over seeds, "
                           "95 % interval)."},

@@ -25,7 +25,15 @@ def test_every_notebook_is_declared_with_stable_ids():
     assert set(manifest.needs("06", "smoke").runs) == set(recipes.CONDITIONING_RECIPES)
     n01 = manifest.needs("01", "smoke", tasks="sudoku,arc1")
     ablation = {f"arc1/{r}/ids-{m}" for r in recipes.MAIN_RECIPES for m in ("blank", "random")}
-    assert set(n01.evals) == {f"{t}/{r}" for t in ("sudoku", "arc1") for r in recipes.MAIN_RECIPES} | ablation
+    # the depth-fair columns: Sudoku's test set and validation split to max_updates at every update; ARC has no
+    # validation split (every training-distribution puzzle is trained on), so no evaluation of one
+    fair = {f"sudoku/{r}/{x}" for r in recipes.MAIN_RECIPES for x in ("depths", "valid")}
+    assert set(n01.evals) == {f"{t}/{r}" for t in ("sudoku", "arc1") for r in recipes.MAIN_RECIPES} | ablation | fair
+    assert n01.evals["sudoku/infiloop/valid"].args["test_set"] == "valid"
+    assert "arc1" in n01.derived["no_validation"] and "sudoku" not in n01.derived["no_validation"]
+    budget, matched = n01.derived["matched"]["sudoku"]
+    depth = n01.runs["sudoku/infiloop"].run.training_depth
+    assert matched == {r: depth for r in recipes.MAIN_RECIPES} and budget == depth * 3  # smoke: L = 2
     # the identity ablation only where the prefix names puzzles (ARC's tasks; Sudoku shares one id)
     assert n01.derived["identity"] == [("arc1", r) for r in recipes.MAIN_RECIPES]
     for r in recipes.MAIN_RECIPES:
@@ -34,11 +42,17 @@ def test_every_notebook_is_declared_with_stable_ids():
 
 
 def test_a_trajectory_read_by_several_notebooks_is_one_job(smoke_jobs):
-    """Notebooks 02, 03 and 07 read InfiLoop's trajectory to max_updates with the same snapshots: one job."""
+    """Notebooks 02, 03 and 07 read InfiLoop's trajectory to max_updates with the same snapshots, and notebook 01's
+    depth-fair columns read it too: one job; the validation split's evaluation is one job for 01 and 02."""
     infiloop_dir = manifest.needs("02", "smoke").runs["infiloop"].run.dir
     depth = [j for j in smoke_jobs if j.kind == "eval" and j.spec.run.dir == infiloop_dir
-             and any(n in j.notebooks for n in ("02_depth_scaling", "03_gamma_dynamics", "07_watch_the_loop"))]
-    assert len(depth) == 1 and depth[0].notebooks == ["02_depth_scaling", "03_gamma_dynamics", "07_watch_the_loop"]
+             and any(n in j.notebooks for n in ("02_depth_scaling", "03_gamma_dynamics", "07_watch_the_loop"))
+             and "test_set" not in j.eval.args]
+    assert len(depth) == 1 and depth[0].notebooks == ["01_main_table", "02_depth_scaling", "03_gamma_dynamics",
+                                                       "07_watch_the_loop"]
+    valid = [j for j in smoke_jobs if j.kind == "eval" and j.spec.run.dir == infiloop_dir
+             and j.eval.args.get("test_set") == "valid"]
+    assert len(valid) == 1 and valid[0].notebooks == ["01_main_table", "02_depth_scaling"]
     ids = [j.id for j in smoke_jobs]
     assert len(ids) == len(set(ids))
     keys = [j.eval.key for j in smoke_jobs if j.kind == "eval"]
@@ -140,7 +154,8 @@ def test_a_seeds_parameter_declares_every_run_and_evaluation_once_per_seed():
     assert three.evals["depth/infiloop@1"].run is three.runs["infiloop@1"]
     # notebook 03 (one seed) reads seed 0's trajectory of notebook 02: shared, not computed twice
     jobs = manifest.jobs(["02", "03"], "smoke", {"seeds": "0,1,2"})
-    assert sum(j.kind == "train" for j in jobs) == 9 and sum(j.kind == "eval" for j in jobs) == 9
+    # per model and seed: the depth evaluation and the validation split's (the depth-fair marks)
+    assert sum(j.kind == "train" for j in jobs) == 9 and sum(j.kind == "eval" for j in jobs) == 18
     with pytest.raises(UsageError, match="parameter seeds='0,x': expected integers"):
         manifest.needs("02", "smoke", seeds="0,x")
     with pytest.raises(KeyError, match="seed 5 is not among this notebook's seeds"):

@@ -80,9 +80,9 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     per_run = JOB_S + START_S + steps * STEP_S
     assert f"training: {plan._fmt_s(per_run * len(specs))} of runs -> " \
            f"{plan._fmt_s(per_run * math.ceil(len(specs) / 2))} wall" in text
-    # per evaluation: the job's start + ceil(puzzles / batch) x updates x s/update, e.g. notebook 02 to smoke's
-    # depth, 24 updates
-    line = next(ln for ln in text.splitlines() if ln.startswith("02  sudoku/carry_last"))
+    # per evaluation: the job's start + ceil(puzzles / batch) x updates x s/update, e.g. notebook 02's depth
+    # evaluation to smoke's depth, 24 updates (listed under notebook 01, whose depth-fair columns read it first)
+    line = next(ln for ln in text.splitlines() if ln.startswith("01  sudoku/carry_last") and " x     24 x " in ln)
     assert "64/64 = 3.0 +  1 x     24 x  0.2500 =     9.0 s" in line
     total_eval = sum(JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S for e in evals)
     assert f"evaluations: {plan._fmt_s(total_eval)}" in text
@@ -124,7 +124,11 @@ def test_evaluations_follow_the_notebooks(root):
     by_nb = {}
     for e in evals:
         by_nb.setdefault(e.notebook, []).append(e)
-    assert [e.run.config["recipe"] for e in by_nb["01"]] == list(recipes.MAIN_RECIPES)
+    # notebook 01: each main model at its training depth, then to the profile's depth on the test set (notebook 02's
+    # evaluation, shared) and on the validation split (the depth-fair columns)
+    assert [e.run.config["recipe"] for e in by_nb["01"]] == [r for r in recipes.MAIN_RECIPES for _ in range(3)]
+    assert [e.updates for e in by_nb["01"]][:3] == [by_nb["01"][0].run.training_depth, *[profiles.depth("smoke")] * 2]
+    assert "02" not in by_nb  # notebook 02 reads notebook 01's evaluations to depth
     assert "03" not in by_nb  # notebook 03 reads notebook 02's InfiLoop trajectory
     assert len(by_nb["05"]) == len(recipes.ABLATIONS)
     depth = by_nb["05"][0].run.training_depth
@@ -342,10 +346,11 @@ def test_plan_of_the_gpu_profile_without_cuda_prices_every_training_in_gpu_hours
 @pytest.mark.slow
 def test_plan_of_the_whole_gpu_profile_without_cuda(no_cuda, capsys):
     """Every job of the gpu profile priced without CUDA or its data (about 10 s on 2 cores: notebook 08's tasks are
-    generated to count its looped decoders' work): 16 trainings, 23 evaluations computed (two of notebook 06's are
-    read from notebook 02's trajectories), 36 looped decoders."""
+    generated to count its looped decoders' work): 16 trainings, 26 evaluations computed (two of notebook 06's are
+    read from notebook 02's trajectories; three on the validation split, shared by notebooks 01 and 02), 36 looped
+    decoders."""
     out, _ = _cli_plan(capsys, "--profile", "gpu")
-    assert "16 training runs, 23 evaluations, 36 looped decoders" in out and len(_training_lines(out)) == 16
+    assert "16 training runs, 26 evaluations, 36 looped decoders" in out and len(_training_lines(out)) == 16
     hours = float(re.search(r"^GPU-hours: ([\d.]+) in all", out, re.M).group(1))
     assert 14 < hours < 21, hours
 

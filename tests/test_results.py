@@ -102,8 +102,10 @@ def test_record_and_render(tmp_path, monkeypatch):
     assert sorted(p.name for p in written) == ["01_main_table.json", "02_depth_scaling.json"]
     table = results.render_table(rec)
     lines = table.splitlines()
-    assert lines[2] == ("| 01 | InfiLoop beats \\| carry-last | 97.9 vs 74.7 % | 90 vs 80 % | recorded without its "
-                        "effect | agrees (earlier rule†) |")
+    assert lines[2] == ("| 01 | InfiLoop beats \\| carry-last | – | 97.9 vs 74.7 % | 90 vs 80 % | recorded without "
+                        "its effect | agrees (earlier rule†) |")  # "decided at": no depth named for claim "a"
+    assert "| main.infiloop_beats_carry_last_sudoku |" not in table and results.render_table().count(
+        "| training depth (the depth-fair columns of notebook 01 beside it) |") >= 1
     assert lines[3].endswith("| undecided (earlier rule†) |") and lines[4].endswith("| – | – | not measured |")
     assert "`smoke` (2026-12-01)" in table
     assert "1 not measured; by the earlier rule†: 1 agrees, 0 differs, 1 undecided" in table

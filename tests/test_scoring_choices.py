@@ -53,8 +53,8 @@ def test_an_evaluation_records_and_caches_its_weights_and_ids(smoke_run):
     # 4x4 Sudoku at smoke has no puzzle prefix: its ids carry nothing, so the ablation changes nothing
     assert np.array_equal(blank["correct"], default["correct"])
     assert np.array_equal(blank["state_change"], default["state_change"])
-    with pytest.raises(UsageError, match="weights must be one of auto, ema, last"):
-        run.evaluate(updates=4, limit=8, weights="best")
+    with pytest.raises(UsageError, match="weights must be one of auto, ema, last, best"):
+        run.evaluate(updates=4, limit=8, weights="worst")
 
 
 def test_the_last_steps_weights_need_the_checkpoint(smoke_run, tmp_path):

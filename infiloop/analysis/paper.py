@@ -414,6 +414,34 @@ CLAIMS += [
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
 
+# The depth at which each claim is decided, as the paper states it (the README's results table shows it): notebook 01
+# decides at the training depth and shows matched compute and the best depth on validation beside it
+# (analysis/depth_fair.py); every notebook 02 claim names its own depths, as the paper's Fig. 1 does.
+_SNAPSHOTS = "the snapshots at 3/4 and 3/2 of the training depth (the paper's 36 and 72 of 48)"
+_AFTER_SOLVE = "the 36 updates after each puzzle's first solve"
+CLAIM_DEPTHS: dict[str, str] = {
+    "main.infiloop_beats_carry_last_sudoku": "training depth (the depth-fair columns of notebook 01 beside it)",
+    "depth.infiloop_improves_with_depth": "training depth → the deepest evaluated",
+    "depth.carry_last_degrades": "its peak, chosen on held-out puzzles → the deepest evaluated",
+    "diagnosis.carry_last_changes_more": _SNAPSHOTS, "diagnosis.carry_last_wrong_cells_grow": _SNAPSHOTS,
+    "diagnosis.infiloop_wrong_cells_fall": _SNAPSHOTS, "diagnosis.carry_last_flips_right_cells": _SNAPSHOTS,
+    "diagnosis.carry_last_state_moves_after_solve": _AFTER_SOLVE, "diagnosis.carry_last_loses_after_solve":
+    _AFTER_SOLVE, "diagnosis.infiloop_keeps_after_solve": _AFTER_SOLVE,
+    "gamma.search_below_baseline": "every update before the first solve",
+    "gamma.jump_at_solve": "the updates around the first solve", "gamma.score_tracks_correctness": "every update",
+    "perturb.infiloop_retains": "perturbed at 3/4 of the training depth, then as many updates again",
+    "perturb.carry_last_loses": "perturbed at 3/4 of the training depth, then as many updates again",
+    "ablation.learned_beats_fixed": "the short budget (the training depth)",
+    "ablation.reverse_fails": "the short budget (the training depth)",
+    "ablation.both_axes_best": "the long budget (32/3 of the short)",
+    "ablation.content_score_matters": "the long budget (32/3 of the short)",
+}
+
+
+def claim_depth(claim_id: str) -> str:
+    """The depth at which claim ``claim_id`` is decided (:data:`CLAIM_DEPTHS`; "" where none is named)."""
+    return CLAIM_DEPTHS.get(claim_id, "")
+
 
 def claims_for(notebook: str) -> list[Claim]:
     """The claims a notebook checks, in ``CLAIMS`` order."""

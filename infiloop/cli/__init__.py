@@ -139,8 +139,13 @@ def cmd_runs_export(args: argparse.Namespace) -> int:
 
 
 def _print_imported(results) -> int:
+    from ..experiments.store import verify
+
     for dest, status in results:
         print(f"{status:15s} {dest}")
+        check = verify.read_result(dest)
+        if check:  # reproduced: ..., or not checked: <why> (never a silent pass)
+            print(f"{'':15s} {check}")
     return 0
 
 

@@ -14,6 +14,7 @@ EVAL_EXAMPLES = """examples (RUN: the folder printed by `train`):
   python -m infiloop eval RUN --updates 48 --every 4
   python -m infiloop eval RUN --updates 12 --precision bf16
   python -m infiloop eval RUN --updates 12 --weights last --puzzle-ids blank
+  python -m infiloop eval RUN --updates 12 --weights best
   python -m infiloop eval RUN --perturb-at 2 --eps 0,1e-4,1e-2,0.3 --updates 3
   python -m infiloop eval RUN --budgets 8,16,32 --limit 16
 """
@@ -175,7 +176,8 @@ def add_eval(sub) -> None:
                    help="auto: bf16 autocast on CUDA (TF32 for what stays float32), float32 elsewhere; fp32, tf32 or "
                         "bf16 asked for explicitly (cached apart)")
     p.add_argument("--weights", choices=WEIGHT_CHOICES, default="auto", help="auto: the final weights (their EMA where "
-                   "training kept one); ema; last: the last step's, from the last checkpoint (cached apart)")
+                   "training kept one); ema; last: the last step's, from the last checkpoint; best: the checkpoint "
+                   "chosen on the validation split (cached apart)")
     p.add_argument("--puzzle-ids", choices=PUZZLE_IDS, default="own", help="the puzzle-embedding prefix's ids: each "
                    "puzzle's own, blank (0) or another's at random: how much of a score is recall of identity")
     p.add_argument("--threads", type=cli_args.threads, default=0)

@@ -51,6 +51,7 @@ from .records import (
     tensorboard_writer,
     truncate_metrics,
 )
+from .selection import BestOnValidation
 
 
 def _wide(t: Tensor) -> Tensor:
@@ -88,11 +89,11 @@ class _Trainer:
     """
 
     def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_dir: Path,
-                 device: str):
+                 device: str, selection: BestOnValidation | None = None):
         train_cfg.validate()
         model_cfg.validate()
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.cfg, self.run_dir = train_cfg, run_dir
+        self.cfg, self.run_dir, self.selection = train_cfg, run_dir, selection
         self.rank, self.world = rank_and_world()
         if train_cfg.batch_size % self.world:
             raise ValueError(f"train.batch_size={train_cfg.batch_size} must be divisible by the number of "
@@ -398,6 +399,8 @@ class _Trainer:
         if self.rank != 0:
             return
         ema = self.ema
+        if self.selection is not None:  # the checkpoint chosen on validation (selection.py)
+            self.selection.check(self.step_, ema.weights(self.model) if ema is not None else self.model.state_dict())
         ck = {
             "step": self.step_, "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
             "ema": ema.shadow if ema is not None else {}, "ema_updates": ema.updates if ema else 0,
@@ -436,17 +439,22 @@ class _Trainer:
 
 def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_dir: str | os.PathLike,
           device: str = "cpu", max_steps: int | None = None, progress: bool = True,
-          return_model: bool = False, progress_every_s: float = 30.0, time_limit_s: float | None = None
-          ) -> dict | tuple[dict, LoopedReasoner]:
+          return_model: bool = False, progress_every_s: float = 30.0, time_limit_s: float | None = None,
+          valid: TaskData | None = None, valid_why: str = "") -> dict | tuple[dict, LoopedReasoner]:
     """Train (or resume) a model in ``run_dir``; returns the final summary (also written to DONE.json),
     and with ``return_model`` the trained model too (this process's live weights, not the EMA).
 
     ``max_steps`` stops early after that many optimiser steps in total, ``time_limit_s`` after the first step
     that ends past that many seconds of this session (the pilot); either way the run stays resumable.
     ``progress`` shows a progress bar; every ``progress_every_s`` seconds a progress line goes to stderr
-    in any case (:data:`PROGRESS_LINE`), for the logs of jobs.
+    in any case (:data:`PROGRESS_LINE`), for the logs of jobs. ``valid`` (the validation split; or ``valid_why``, why
+    there is none): at every checkpoint the weights are scored on it and the best kept (:mod:`.selection`).
     """
-    t = _Trainer(model_cfg, train_cfg, data, Path(run_dir), device)
+    selection = None
+    if valid is not None or valid_why:
+        selection = BestOnValidation(Path(run_dir), model_cfg, valid, model_cfg.H * train_cfg.max_segments,
+                                     train_cfg.batch_size, device, "ema" if train_cfg.ema > 0 else "last", valid_why)
+    t = _Trainer(model_cfg, train_cfg, data, Path(run_dir), device, selection)
     end = train_cfg.steps if max_steps is None else min(train_cfg.steps, max_steps)
     bar = tqdm(total=train_cfg.steps, initial=t.step_, disable=not progress or t.rank != 0, desc=t.run_dir.name,
                dynamic_ncols=True)

@@ -105,12 +105,13 @@ def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = No
     claims = [c for c in recorded_claims(recorded) if only is None or c["profile"] in only]
     if not claims:
         return "(no recorded results: `python -m infiloop results --record PROFILE`)"
-    lines = ["| notebook | the paper's claim | the paper | ours | effect: ours [95 % interval]; the paper's "
-             "| verdict |", "|---|---|---|---|---|---|"]
+    lines = ["| notebook | the paper's claim | decided at | the paper | ours | effect: ours [95 % interval]; the "
+             "paper's | verdict |", "|---|---|---|---|---|---|---|"]
     for c in claims:
         effect = effect_cell(c) or ("recorded without its effect" if "rule" not in c and verdict(c) != "not measured"
                                     else "")
-        lines.append(f"| {c['notebook'][:2]} | {_cell(c.get('claim'))} | {_cell(c.get('paper'))} "
+        lines.append(f"| {c['notebook'][:2]} | {_cell(c.get('claim'))} | {_cell(paper.claim_depth(c.get('id', '')))} "
+                     f"| {_cell(c.get('paper'))} "
                      f"| {_cell(c.get('ours'))} | {_cell(effect)} | {verdict_cell(c)} |")
     runs = sorted({(c["profile"], c["created"]) for c in claims})
     current = [c for c in claims if "rule" in c or verdict(c) not in ("agrees", "differs", "undecided")]

@@ -8,6 +8,7 @@ and nothing that needs unpickling::
                                          .../model.safetensors   EMA weights
                                          .../DONE.json           the training summary
                                          .../metrics.jsonl       the training log
+                                         .../best.safetensors    the checkpoint chosen on validation, best.json
                                          .../eval/*.npz          cached evaluations (numpy, no pickle)
 
 Checkpoints (``checkpoint*.pt``, written by ``torch.save``) are not exported: an imported run is complete
@@ -15,7 +16,8 @@ and is never trained again. Import checks, before writing anything, that every m
 one of these paths (no absolute path, no ``..``, no link), that the archive's code version is this code's
 ``recipes.CODE_VERSION``, that each folder name is the hash of its ``config.json`` (so the run cache
 finds it) and that every file has the sha256 of the manifest; then each run is written into a temporary
-folder beside its place in the run cache and moved there in one rename.
+folder beside its place in the run cache, checked to load and to reproduce its recorded accuracy on a few puzzles
+(``verify.py``; or recorded as "not checked: <why>" in its ``imported.json``), and moved there in one rename.
 """
 
 from __future__ import annotations
@@ -41,17 +43,19 @@ from ...io import atomic_write
 from ...tasks import TASKS
 from ...tasks.base import DataError
 from ...training import DONE, METRICS, WEIGHTS
+from ...training.selection import BEST, BEST_RECORD
 from ..settings import recipes
 from . import runs as cache
+from . import verify
 
 FORMAT = "infiloop-runs"
 FORMAT_VERSION = 1
 MANIFEST = "MANIFEST.json"
-RUN_FILES = ("config.json", WEIGHTS, DONE, METRICS)  # metrics.jsonl is optional (copied when present)
+RUN_FILES = ("config.json", WEIGHTS, DONE, METRICS, BEST, BEST_RECORD)  # the last three optional (copied when present)
 REQUIRED = ("config.json", WEIGHTS, DONE)
 _NAME = paths.PLAIN_NAME
 _MEMBER = re.compile(rf"runs/(?P<task>{_NAME})/(?P<name>{_NAME})/(?P<file>config\.json|model\.safetensors|DONE\.json|"
-                     rf"metrics\.jsonl|eval/{_NAME}\.npz)")
+                     rf"metrics\.jsonl|best\.safetensors|best\.json|eval/{_NAME}\.npz)")
 _CHUNK = 1 << 20
 
 
@@ -337,7 +341,8 @@ def import_runs(where: str | os.PathLike, root: str | os.PathLike | None = None)
             staged.append((tmp, dest))
             for f, digest in e["files"].items():
                 _copy_verified(src, f"{path}/{f}", tmp / f, digest, where)
-            _check_config(tmp, path, where)
+            cfg = _check_config(tmp, path, where)
+            _check_loads_and_reproduces(tmp, cfg, path, where)
             results.append((dest, "imported"))
         for tmp, dest in staged:
             os.replace(tmp, dest)
@@ -384,6 +389,19 @@ def _check_config(folder: Path, path: str, where: Path) -> None:
     if want != path:
         raise DataError(f"{where}: {path}/config.json describes the run {want}, not {path} (renamed folder or edited "
                         f"configuration); refused, nothing was imported")
+    return cfg
+
+
+def _check_loads_and_reproduces(folder: Path, cfg: dict, path: str, where: Path) -> None:
+    """The staged run loads and reproduces its recorded accuracy on a few puzzles (``verify.py``); the result, or
+    why it could not be checked here, goes into its ``imported.json``."""
+    run = cache.Run(folder, cfg)
+    try:
+        run.load_model()
+        result = verify.check_reproduces(run)
+    except DataError as e:
+        raise DataError(f"{where}: {path}: {str(e).replace(str(folder), path)}") from None
+    verify.write_result(folder, result, str(where))
 
 
 # ------------------------------------------------------------------------------------------------ hub

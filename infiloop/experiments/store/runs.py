@@ -34,8 +34,10 @@ from ...evaluation import (
 )
 from ...io import atomic_write_text, load_weights, locked, remove_stale_temps
 from ...model.reasoner import LoopedReasoner, ModelConfig
+from ...tasks import validation
 from ...tasks.base import DataError, TaskData
 from ...training import CHECKPOINT, DONE, METRICS, WEIGHTS, TrainConfig, read_checkpoint, read_metrics, train
+from ...training.selection import BEST, BEST_RECORD
 from ..settings import profiles, recipes
 from ..settings.recipes import config_hash, resolve_config
 
@@ -76,9 +78,32 @@ class Run:
                           overrides=self.config["data_overrides"] or None)
 
     def test_data(self, test_set: str = "test") -> TaskData:
-        """The test set, or one of the named test sets at another size (``test_<size>``, ``tasks/extrapolation.py``)."""
+        """The test set, one of the named test sets at another size (``test_<size>``, ``tasks/extrapolation.py``), or
+        the validation split of held-out training-distribution puzzles (``valid``, ``tasks/validation.py``)."""
+        if test_set == validation.VALID:
+            return validation.load(self.config["task"], profiles.data_profile(self.config["data_profile"]),
+                                   overrides=self.config["data_overrides"] or None)
         return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), test_set,
                           overrides=self.config["data_overrides"] or None)
+
+    def validation_unavailable(self) -> str:
+        """Why this run's data set has no validation split ("" when it has one; ``tasks/validation.py``)."""
+        cfg = tasks.profile_config(self.config["task"], profiles.data_profile(self.config["data_profile"]),
+                                   self.config["data_overrides"] or None)
+        return validation.unavailable(self.config["task"], cfg)
+
+    def selection_data(self) -> tuple[TaskData | None, str]:
+        """The validation puzzles training scores its checkpoints on (``training/selection.py``): the first
+        ``eval.limit`` of the validation split; or None and why there are none."""
+        why = self.validation_unavailable()
+        if why:
+            return None, why
+        try:
+            valid = self.test_data(validation.VALID)
+        except DataError as e:
+            return None, str(e)
+        limit = self.config["eval"]["limit"]
+        return (valid.subset(slice(0, limit)) if limit else valid), ""
 
     def summary(self) -> dict:
         return json.loads((self.dir / DONE).read_text())
@@ -91,9 +116,12 @@ class Run:
     def weights_used(self, weights: str = "auto") -> dict:
         """Which weights :meth:`load_model` loads for ``weights`` (:data:`WEIGHT_CHOICES`): ``auto`` the final file
         (the EMA of the weights where training kept one, else the weights at the last step), ``ema`` that file only
-        where it holds an EMA, ``last`` the weights at the last step from the last checkpoint; with the step."""
+        where it holds an EMA, ``last`` the weights at the last step from the last checkpoint, ``best`` the checkpoint
+        chosen on the validation split (``training/selection.py``: its step and validation accuracy); with the step."""
         if weights not in WEIGHT_CHOICES:
             raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
+        if weights == "best":
+            return self._best_used()
         ema = float(self.config["train"].get("ema", 0.0)) > 0
         step = int(self.summary().get("step", self.config["train"]["steps"])) if self.done else None
         if weights == "ema" and not ema:
@@ -102,6 +130,16 @@ class Run:
         if weights == "last" or (weights == "auto" and not ema):
             return {"kind": "last", "step": step, "file": WEIGHTS if weights == "auto" else CHECKPOINT}
         return {"kind": "ema", "step": step, "file": WEIGHTS}
+
+    def _best_used(self) -> dict:
+        rec = json.loads((self.dir / BEST_RECORD).read_text()) if (self.dir / BEST_RECORD).is_file() else None
+        if rec is None:
+            raise DataError(f"{self.dir}: no {BEST_RECORD}: trained before the checkpoint chosen on validation was "
+                            "kept (--weights auto or last score its other weights; train it again for best)")
+        if rec.get("step") is None:
+            raise UsageError(f"{self.dir}: no checkpoint chosen on validation: {rec.get('why') or 'none kept'}")
+        return {"kind": "best", "step": rec["step"], "file": BEST, "selected_on": "validation",
+                "of": rec["kind"], "valid_exact": rec["valid_exact"], "depth": rec["depth"]}
 
     def load_model(self, device: str = "cpu", weights: str = "auto") -> LoopedReasoner:
         """The trained model in evaluation mode with the weights :meth:`weights_used` names: the final file
@@ -113,7 +151,7 @@ class Run:
         loss = self.summary().get("final", {}).get("loss")
         if loss is not None and not math.isfinite(loss):  # finished before divergence was an error
             raise DataError(f"{self.dir}: training diverged (final loss {loss}); delete the folder and train again")
-        path = self.dir / WEIGHTS
+        path = self.dir / self.weights_used(weights)["file"]
         redo = (f"delete it and {self.dir / DONE}, then run the train command of this run again: it rewrites "
                 f"the weights from the last checkpoint")
         if not path.is_file():
@@ -223,7 +261,7 @@ class Run:
         if cached is not None:
             return cached, path
         out = perturb(self.load_model(device), data, at, eps, args["after"], args["every"],
-                      self.config["eval"]["batch_size"], device, seed, progress, precision)
+                      self.config["eval"]["batch_size"], device, seed, progress, precision, self.weights_used())
         save_trajectory(path, out)
         return out, path
 
@@ -252,7 +290,7 @@ class Run:
         if out is None:
             out = evaluate_budgets(self.load_model(device), data, tuple(budgets),
                                    batch_size or self.config["eval"]["batch_size"], device, progress,
-                                   precision=precision)
+                                   precision=precision, weights=self.weights_used())
         save_trajectory(path, out)
         return out, path
 
@@ -320,7 +358,7 @@ def _precision_arg(precision: str) -> dict:
     return {} if precision == "auto" else {"precision": precision}
 
 
-WEIGHT_CHOICES = ("auto", "ema", "last")  # which weights an evaluation scores (Run.weights_used)
+WEIGHT_CHOICES = ("auto", "ema", "last", "best")  # which weights an evaluation scores (Run.weights_used)
 
 
 def _scoring_args(weights: str, puzzle_ids: str) -> dict:
@@ -389,7 +427,9 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
         if not (run.dir / "config.json").is_file() and (not distributed or torch.distributed.get_rank() == 0):
             atomic_write_text(run.dir / "config.json", cfg_text)
         old_threads = torch.get_num_threads()
-        train(run.model_config(), run.train_config(), run.train_data(), run.dir, device, max_steps, progress)
+        valid, why = run.selection_data()
+        train(run.model_config(), run.train_config(), run.train_data(), run.dir, device, max_steps, progress,
+              valid=valid, valid_why=why)
         run.trained_here = True
         torch.set_num_threads(old_threads)
     return run
