@@ -26,7 +26,7 @@ def test_six_recipes_differ_only_in_the_connection_and_recall():
     assert all(c["train"] == cfgs[0]["train"] and c["data"] == cfgs[0]["data"] for c in cfgs)
 
 
-def test_the_overthink_profile_is_a_sketch_for_notebook_09():
+def test_the_overthink_profile_trains_as_the_literature_does_for_notebook_09():
     p = profiles.profile("overthink")
     assert profiles.notebooks("overthink") == ["09"] and profiles.seeds("overthink") == [0, 1, 2]
     assert profiles.data_of("overthink").tasks["prefix_sums"]["test_lengths"][-1] >= \
@@ -35,6 +35,12 @@ def test_the_overthink_profile_is_a_sketch_for_notebook_09():
         cfg = resolve_config(task, "infiloop_no_recall", "overthink")
         depth = cfg["model"]["H"] * cfg["train"]["max_segments"]
         assert p["eval"]["updates"] >= 20 * depth  # many times the training depth
+        # one segment from the initial state, gradients through every update (docs/overthinking.md's probes: under
+        # detached deep supervision carry-last without recall learned nothing)
+        assert cfg["train"]["max_segments"] == 1 and cfg["model"]["grad_outer"] == cfg["model"]["H"]
+        # enough block applications to carry a parity across the training string, one position each
+        blocks = cfg["model"]["H"] * (cfg["model"]["L"] + 1) * cfg["model"]["n_layers"]
+        assert task != "prefix_sums" or blocks >= profiles.data_of("overthink").tasks[task]["train_length"]
     for name in ("quick", "tiny", "gpu", "paper", "search"):
         assert "09" not in (profiles.notebooks(name) or []), name  # their data has no prefix sums
 
@@ -56,6 +62,19 @@ def test_a_smoke_model_runs_on_every_test_length_with_the_same_weights(run):
     assert len(paths) == len(lengths) and run.model_config().grid == trained
     same, path = run.evaluate(updates=12, every=1, limit=16, test_set=f"test_{lengths[-1]}", progress=False)
     assert path in paths  # cached under its test set
+
+
+def test_the_plan_prices_a_longer_test_set_at_its_own_length(tmp_path):
+    from infiloop.experiments.compute import timing
+    from infiloop.experiments.store.runs import resolve
+
+    run = resolve("prefix_sums", "carry_last_no_recall", "smoke", root=tmp_path)
+    cal = timing.Calibration("cpu", timer=timing.FlopTimer(1.0), path=tmp_path / "cal.json")
+    lengths = profiles.data_of("smoke").tasks["prefix_sums"]["test_lengths"]
+    seconds = [cal.eval_update(run, 32, 1, f"test_{n}").seconds for n in lengths]
+    assert cal.eval_update(run, 32, 1, "test").seconds == seconds[0]  # the training length is the test set's
+    for (a, n), (b, m) in zip(zip(seconds, lengths), zip(seconds[1:], lengths[1:])):
+        assert b >= a * m / n  # at least linear in the length (attention adds a quadratic part)
 
 
 def test_notebook_09_declares_six_runs_and_an_evaluation_per_size():

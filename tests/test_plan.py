@@ -30,7 +30,7 @@ class FakeTimer:
         self.calls.append(("train", timing._key(timing._shape(run)), batch, threads))
         return Timing(STEP_S, START_S, batch)
 
-    def eval_update(self, run, batch, device):
+    def eval_update(self, run, batch, device, test_set="test"):
         self.calls.append(("eval", timing._key(timing._shape(run)), batch))
         return Timing(UPDATE_S, 0.0, batch)
 

@@ -163,6 +163,12 @@ class ModelConfig:
         self.outer.validate("model.outer")
         self.cond.validate("model.cond")
 
+    def at_grid(self, grid: tuple[int, int]) -> ModelConfig:
+        """This configuration on a grid of another size (the box kept where it still tiles the grid)."""
+        rows, cols = int(grid[0]), int(grid[1])
+        box = self.box if self.box and rows % self.box[0] == 0 and cols % self.box[1] == 0 else None
+        return self.replace(grid=(rows, cols), seq_len=rows * cols, box=box)
+
     def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 
@@ -389,10 +395,8 @@ class LoopedReasoner(nn.Module):
         if not self.cfg.size_agnostic:
             raise ValueError(f"this model's weights depend on its grid size (mixer={self.cfg.mixer!r}, "
                              f"pos={self.cfg.pos!r}): only attention with rope or no positions runs on other sizes")
-        rows, cols = int(grid[0]), int(grid[1])
-        box = self.cfg.box if self.cfg.box and rows % self.cfg.box[0] == 0 and cols % self.cfg.box[1] == 0 else None
         like = self.y_init
-        other = LoopedReasoner(self.cfg.replace(grid=(rows, cols), seq_len=rows * cols, box=box))
+        other = LoopedReasoner(self.cfg.at_grid(grid))
         other = other.to(device=like.device, dtype=like.dtype)
         other.load_state_dict(self.state_dict())
         return other.train(self.training)

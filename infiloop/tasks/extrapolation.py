@@ -33,6 +33,15 @@ def size_set_name(size: int) -> str:
     return f"test_{int(size)}"
 
 
+def size_set_grid(task: str, test_set: str) -> tuple[int, int] | None:
+    """The grid of the named test set ``test_<size>`` of ``task`` (``1 x size`` for bit strings, ``size x size`` for
+    mazes), from its name alone; None for any other set (the training grid's)."""
+    if not test_set.startswith("test_") or not test_set[5:].isdigit():
+        return None
+    size = int(test_set[5:])
+    return (1, size) if task == "prefix_sums" else (size, size)
+
+
 def named_sizes(task: str, cfg: dict) -> list[int]:
     """The sizes of the named test sets of ``task``'s data set with settings ``cfg`` (empty: none)."""
     key = SIZE_SETTINGS.get(task)

@@ -49,6 +49,7 @@ class EvalItem:
     key: str
     seconds: float = 0.0
     per_update: float = 0.0
+    test_set: str = "test"  # a named test set at another size runs on its own grid (tasks/extrapolation.py)
 
     @property
     def batches(self) -> int:
@@ -115,7 +116,7 @@ def _eval_item(job: manifest.Job) -> EvalItem:
     updates = run.eval_updates(e.kind, args)
     kind, note = _eval_note(e.kind, args, run)
     return EvalItem(job.notebooks[0][:2], run, job.spec.overrides, kind, len(data), batch, updates, note,
-                    path.is_file(), str(path))
+                    path.is_file(), str(path), test_set=args.get("test_set", "test"))
 
 
 def _eval_note(method: str, args: dict, run: cache.Run) -> tuple[str, str]:
@@ -287,7 +288,7 @@ def _declared_eval_item(notebook: str, e: specs.EvalSpec, resolved: dict, key: s
             cached = False
     batch = min(run.config["eval"]["batch_size"], resolved["puzzles"])
     return EvalItem(notebook[:2], run, e.run.overrides, kind, resolved["puzzles"], batch, resolved["updates"], note,
-                    cached, key)
+                    cached, key, test_set=resolved["args"].get("test_set", "test"))
 
 
 def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibration: Calibration | None = None
@@ -325,7 +326,8 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
     for item in plan.evals:
         if item.cached:
             continue
-        item.per_update = calibration.eval_update(item.run, item.batch, threads).seconds * plan.contention
+        timing = calibration.eval_update(item.run, item.batch, threads, item.test_set)
+        item.per_update = timing.seconds * plan.contention
         item.seconds = plan.start_per_job + item.batches * item.updates * item.per_update
     return plan
 

@@ -51,7 +51,7 @@ class Timing:
 class Timer(Protocol):
     def train_step(self, run: cache.Run, batch: int, threads: int, device: str) -> Timing: ...
 
-    def eval_update(self, run: cache.Run, batch: int, device: str) -> Timing: ...
+    def eval_update(self, run: cache.Run, batch: int, device: str, test_set: str = "test") -> Timing: ...
 
     def looplm_step(self, probe, device: str) -> Timing: ...
 
@@ -137,14 +137,15 @@ class MeasuredTimer:
             together = float(np.median(timed(jobs)))
         return Timing(max(1.0, together / alone), 0.0, 0)
 
-    def eval_update(self, run, batch, device):
+    def eval_update(self, run, batch, device, test_set="test"):
         from ...evaluation import evaluate
         from ...model.reasoner import LoopedReasoner
 
-        b = _calibration_batch(flops_per_update(run.model_config(), batch), batch, device)
-        data = run.test_data()
+        cfg = _test_set_config(run, test_set)
+        b = _calibration_batch(flops_per_update(cfg, batch), batch, device)
+        data = run.test_data(test_set)
         data = data.subset(np.arange(b) % len(data))
-        model = LoopedReasoner(run.model_config()).to(device).eval()
+        model = LoopedReasoner(cfg).to(device).eval()
         evaluate(model, data, EVAL_WARM, 1, b, device, progress=False)
         times = []
         for _ in range(EVAL_REPEATS):  # the median of a few short timings: robust to a busy machine
@@ -240,14 +241,28 @@ def device_name(device: str) -> str:
     return f"{cpu_name()} ({device})"
 
 
-def _shape(run: cache.Run) -> dict:
-    """The model settings that change its cost (not initial values such as beta, nor the seed)."""
+def _shape(run: cache.Run, test_set: str = "test") -> dict:
+    """The model settings that change its cost (not initial values such as beta, nor the seed), on the grid
+    ``test_set`` runs it at."""
     m = copy.deepcopy(run.config["model"])
+    if test_set != "test":
+        cfg = _test_set_config(run, test_set)
+        m["grid"], m["seq_len"] = list(cfg.grid), cfg.seq_len
     for axis in ("inner", "outer"):
         m[axis].pop("beta", None)
         m[axis].pop("decay", None)
     m["cond"].pop("horizon", None)
     return m
+
+
+def _test_set_config(run: cache.Run, test_set: str):
+    """The model configuration an evaluation on ``test_set`` runs (a named test set at another size runs the same
+    weights on its own grid, ``LoopedReasoner.resized``)."""
+    from ...tasks.extrapolation import size_set_grid
+
+    cfg = run.model_config()
+    grid = size_set_grid(run.config["task"], test_set)
+    return cfg if grid is None else cfg.at_grid(grid)
 
 
 def _load() -> float | None:
@@ -306,17 +321,18 @@ class Calibration:
                  "compile": cfg["compile"]}
         return self._get("train", shape, lambda: self.timer.train_step(run, batch, threads, self.device))
 
-    def eval_update(self, run, batch: int, threads: int = 0) -> Timing:
-        """Timed with ``threads`` torch threads (0: as they are), as the scheduler's slot will run it."""
+    def eval_update(self, run, batch: int, threads: int = 0, test_set: str = "test") -> Timing:
+        """Timed with ``threads`` torch threads (0: as they are), as the scheduler's slot will run it, on ``test_set``
+        (a named test set at another size runs on its own grid)."""
         import torch
 
-        shape = {"model": _shape(run), "batch": batch, **({"threads": threads} if threads else {})}
+        shape = {"model": _shape(run, test_set), "batch": batch, **({"threads": threads} if threads else {})}
 
         def measure():
             old = torch.get_num_threads()
             torch.set_num_threads(threads or old)
             try:
-                return self.timer.eval_update(run, batch, self.device)
+                return self.timer.eval_update(run, batch, self.device, test_set)
             finally:
                 torch.set_num_threads(old)
 
@@ -416,8 +432,8 @@ class FlopTimer:
     def train_step(self, run, batch, threads, device):
         return Timing(flops_per_step(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
 
-    def eval_update(self, run, batch, device):
-        return Timing(flops_per_update(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
+    def eval_update(self, run, batch, device, test_set="test"):
+        return Timing(flops_per_update(_test_set_config(run, test_set), batch) / self.flop_per_s, 0.0, batch)
 
     @staticmethod
     def _looplm(probe) -> tuple[float, float]:
