@@ -21,8 +21,10 @@
 # networks are known to fail by iterating: train on small instances, run on much larger ones for many more
 # iterations than in training. Without *recall* (the input fed again at every step) and without a progressive loss,
 # their accuracy rises, then collapses as iterations continue, "overthinking" (Bansal et al. 2022, arXiv
-# 2202.05826; Schwarzschild et al. 2021). TRM's recipe has both: the input at every inner update, and detached deep
-# supervision, which plays the progressive loss's part (`docs/model.md`).
+# 2202.05826; Schwarzschild et al. 2021). TRM's recipe feeds the input at every inner update and supervises detached
+# segments; without recall, that training taught a model nothing here, so at the `overthink` profile every model
+# trains as the literature's networks do: one segment from the initial state, gradients through every outer update
+# (`docs/overthinking.md` has the probes; `train.progressive` adds the literature's progressive loss).
 #
 # This notebook trains six models with the same settings on one size-agnostic block (attention without positions
 # plus the depthwise 3x3 convolution): carry-last, FPRM and InfiLoop, each with recall and without it. Each runs to
