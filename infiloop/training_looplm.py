@@ -2,9 +2,11 @@
 ``tasks.language``), beside the reasoner's (``training/``, ``evaluation.py``): a :class:`Probe` is one model on
 one task, :func:`run` trains and evaluates it into a JSON-ready record.
 
-Training: plain AdamW (linear warm-up, cosine decay over ``steps``), cross-entropy on the answer positions only,
-gradients through all K loops of ``C ∘ F^K ∘ P``. Evaluation: exact match of the answer words after r loops, for
-a list of r (under-unrolling r < K, the horizon r = K, extrapolation r > K), per depth of the test split.
+Training: plain AdamW (linear warm-up, cosine decay over ``steps``), next-token cross-entropy over the whole text
+(the study's pre-training objective: its summary's "Models and Data", next-token prediction) or on the answer
+words only (``LMTrainConfig.loss``), gradients through all K loops of ``C ∘ F^K ∘ P``. Evaluation: exact match of
+the answer words after r loops, for a list of r (under-unrolling r < K, the horizon r = K, extrapolation r > K),
+per depth of the test split (a mixture's depths say which kind of task they are: ``LanguageConfig.kinds``).
 ``experiments/looplm.py`` holds notebook 08's grid, the record cache and the command line.
 """
 
@@ -25,10 +27,13 @@ from .model.looplm import LoopLM, LoopLMConfig
 from .optim import warmup_cosine
 from .tasks.language import LanguageConfig, LanguageData, Split, generate
 
+LOSSES = ("text", "answer")
+
 
 @dataclass
 class LMTrainConfig:
-    """steps of AdamW (lr with ``warmup`` linear steps, then cosine to 10 %), batch size, seed."""
+    """steps of AdamW (lr with ``warmup`` linear steps, then cosine to 10 %), batch size, seed; ``loss``: ``text``,
+    next-token cross-entropy at every position of the text (the study's), or ``answer``, on the answer words only."""
 
     steps: int = 1500
     batch_size: int = 64
@@ -38,6 +43,7 @@ class LMTrainConfig:
     grad_clip: float = 1.0
     seed: int = 0
     eval_batch: int = 250
+    loss: str = "text"
 
 
 def crop(tokens: Tensor, answer: Tensor) -> tuple[Tensor, Tensor]:
@@ -54,8 +60,20 @@ def answer_loss(model: LoopLM, tokens: Tensor, answer: Tensor) -> Tensor:
     return F.cross_entropy(logits[mask], tokens[:, 1:][mask])
 
 
+def text_loss(model: LoopLM, tokens: Tensor, answer: Tensor) -> Tensor:
+    """Mean next-token cross-entropy over the text: every word (the answer's too) predicted from the words before
+    it; the right padding is left out."""
+    tokens, answer = crop(tokens, answer)
+    logits = model(tokens[:, :-1])
+    mask = tokens[:, 1:] != 0
+    return F.cross_entropy(logits[mask], tokens[:, 1:][mask])
+
+
 def train(model: LoopLM, split: Split, cfg: LMTrainConfig) -> dict:
     """Train in place; returns the seconds, the steps and the mean loss of the last 10 % of steps."""
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"probe.train.loss: unknown loss {cfg.loss!r}; valid choices: {', '.join(LOSSES)}")
+    loss_of = text_loss if cfg.loss == "text" else answer_loss
     gen = torch.Generator().manual_seed(cfg.seed)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n]
     rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n)]
@@ -69,7 +87,7 @@ def train(model: LoopLM, split: Split, cfg: LMTrainConfig) -> dict:
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step, cfg.lr, cfg.warmup, cfg.steps, 0.1)
         dev = next(model.parameters()).device
-        loss = answer_loss(model, split.tokens[idx].to(dev), split.answer[idx].to(dev))
+        loss = loss_of(model, split.tokens[idx].to(dev), split.answer[idx].to(dev))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -135,10 +153,12 @@ def run(probe: Probe, device: str = "cpu") -> dict:
     fit = train(model, data.train, probe.train)
     start = time.perf_counter()
     right = evaluate(model, data, probe.budgets(), probe.train.eval_batch)
-    axis = loop_axis(model, data, max(probe.budgets()))
+    axis = {kind: loop_axis(model, data, max(probe.budgets()), max(depths))
+            for kind, depths in probe.task.kinds().items()}
     train_acc = accuracy(model, data.train, [cfg.loops], probe.train.eval_batch)[cfg.loops]
     return {"task": asdict(probe.task), "model": cfg.to_dict(), "train": asdict(probe.train),
-            "params": model.n_params(), "fit": fit, "eval_seconds": time.perf_counter() - start,
+            "params": model.n_params(), "kinds": {k: list(v) for k, v in probe.task.kinds().items()}, "fit": fit,
+            "eval_seconds": time.perf_counter() - start,
             "train_accuracy": train_acc,
             "accuracy": {str(d): {str(r): float(ok.float().mean()) for r, ok in v.items()} for d, v in right.items()},
             "correct": {str(d): {str(r): "".join("1" if x else "0" for x in ok.tolist()) for r, ok in v.items()}
@@ -147,11 +167,12 @@ def run(probe: Probe, device: str = "cpu") -> dict:
 
 
 @torch.no_grad()
-def loop_axis(model: LoopLM, data: LanguageData, loops: int, items: int = 64) -> dict:
+def loop_axis(model: LoopLM, data: LanguageData, loops: int, depth: int, items: int = 64) -> dict:
     """What the connection does on the loop axis, at the position that predicts the answer of the first ``items``
-    test items of the deepest split, for l = 1..``loops``: the mean step size gamma_l (eq. 5; 1 for carry-last),
-    the mean content score s_l and the relative update; and InfiLoop's learned beta and |q|."""
-    split = data.test[max(data.test)]
+    test items of test depth ``depth``, for l = 1..``loops``: the mean step size gamma_l (eq. 5; 1 for carry-last),
+    the mean content score s_l and the relative update ||h_l - h_{l-1}|| / ||h_{l-1}|| (the study's relative update
+    norm, its summary's "Which Computations Should Be Recurrent?"); and InfiLoop's learned beta and |q|."""
+    split = data.test[depth]
     tokens, answer = crop(split.tokens[:items], split.answer[:items])
     dev = next(model.parameters()).device
     tokens, answer = tokens.to(dev), answer.to(dev)

@@ -70,8 +70,8 @@ def test_notebook_08_declares_its_looped_decoders_as_jobs(smoke_jobs):
 
     models = [j for j in smoke_jobs if j.kind == "looplm"]
     need = manifest.needs("08", "smoke")
-    assert set(need.models) == {f"{t}/1+1x2+1/{c}@{s}" for t in looplm.TASKS for c in ("carry_last", "infiloop")
-                                for s in (0, 1)}
+    assert set(need.models) == {f"0+1x2+0/{c}@{s}" for c in ("carry_last", "infiloop", "ema") for s in (0, 1)}
+    assert {j.model.probe.task.task for j in models} == {"mixture"}  # one model for both kinds of task
     assert len(models) == len(need.models) and all(j.after == [] and j.notebooks == ["08_looped_lm"] for j in models)
     for j in models:
         spec = json.loads(json.dumps(j.to_json("smoke")))
@@ -79,7 +79,7 @@ def test_notebook_08_declares_its_looped_decoders_as_jobs(smoke_jobs):
         assert probe == j.model.probe and looplm.record_path(probe, spec["root"]) == j.model.path
         assert j.log_dir == j.model.path.parent / "logs" / j.model.path.stem and not j.finished()
     other = manifest.needs("08", "smoke", seeds="3", connections="carry_last")
-    assert set(other.models) == {f"{t}/1+1x2+1/carry_last@3" for t in looplm.TASKS}
+    assert set(other.models) == {"0+1x2+0/carry_last@3"}
     for bad, match in ((dict(connections="fprm"), "parameter connections='fprm': expected names among"),
                        (dict(connections="infiloop"), "carry_last among them"),
                        (dict(allocations="1+x2"), r"parameter allocations: allocation '1\+x2': expected p\+sxK\+c"),

@@ -23,7 +23,7 @@ SMOKE = {
     "05_beta0_ablation": {"budget_long": 24, "limit": 32},
     "06_conditioning": {"max_budget": 24, "limit": 32},
     "07_watch_the_loop": {"max_updates": 24, "limit": 32},  # reads 02's trajectories, animates 01's ARC run
-    "08_looped_lm": {"workers": 1, "seeds": "0"},  # its four decoders are scheduler jobs, computed before it runs
+    "08_looped_lm": {"workers": 1, "seeds": "0"},  # its three decoders are scheduler jobs, computed before it runs
     "09_overthinking": {"max_updates": 24, "limit": 32},  # six prefix-sums models, three test lengths
 }
 
@@ -99,7 +99,7 @@ def test_the_compute_stage_computes_everything_the_notebooks_read(executed):
     assert all(Path(j.eval.key).is_file() for j in jobs if j.kind == "eval")
     assert {Path(j.eval.key) for j in jobs if j.kind == "eval"} <= computed
     models = {j.model.path for j in jobs if j.kind == "looplm"}
-    assert len(models) == 4 and models <= computed and _records() == models
+    assert len(models) == 3 and models <= computed and _records() == models
     added = _eval_files() - computed
     assert not failures and added, "notebook 07 records its puzzle"
     for path in added:

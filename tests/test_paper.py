@@ -61,13 +61,26 @@ def test_reported_numbers_appear_in_the_seeds():
                "CARRY_LAST_DIAGNOSTICS": paper.CARRY_LAST_DIAGNOSTICS, "GAMMA": paper.GAMMA,
                "DIFFICULTY": paper.DIFFICULTY, "ABLATION_AXES": paper.ABLATION_AXES,
                "ABLATION_DECAY": paper.ABLATION_DECAY, "PERTURBATION": paper.PERTURBATION,
-               "STUDY_NUMBERS": paper.STUDY_NUMBERS, "LOOPLM_EXTRAPOLATION": paper.LOOPLM_EXTRAPOLATION}
+               "STUDY_NUMBERS": paper.STUDY_NUMBERS, "LOOPLM_EXTRAPOLATION": paper.LOOPLM_EXTRAPOLATION,
+               "LOOPLM_NONLOOP": paper.LOOPLM_NONLOOP, "LOOPLM_CLUTRR_GAIN": paper.LOOPLM_CLUTRR_GAIN}
     allowed = {0.0, 20.0, 40.0}  # "none lost" is written in words; L(r) = 20 and 40 are the study's depths
     for name, rec in records.items():
         # signs may be in words ("fell by 1.25"), fractions in percent, 1.42 M as "142만" (10^4)
         missing = sorted({v for v in leaves(rec) if v not in allowed
                           and not {abs(v), v * 100, v / 1e6, v / 1e4} & seed_numbers})
         assert not missing, f"{name}: {missing} not found in the seeds"
+
+
+@needs_sources
+def test_the_looped_lm_claims_quote_the_study_word_for_word():
+    """Every passage a notebook-08 claim quotes as the study's (between double quotes, "..." joining pieces) is in
+    the study's summary, its LaTeX dollars aside."""
+    text = _seed_text().replace("$", "")
+    for c in paper.claims_for("08_looped_lm"):
+        quotes = re.findall(r'"([^"]+)"', c.source)
+        assert quotes, c.id
+        for piece in (x.strip() for q in quotes for x in q.split("...")):
+            assert piece in text, (c.id, piece)
 
 
 def _row(model, params):
@@ -116,7 +129,7 @@ def test_other_numbers():
 
 def test_claims_structure():
     ids = [c.id for c in paper.CLAIMS]
-    assert len(ids) == len(set(ids)) == 31
+    assert len(ids) == len(set(ids)) == 33
     assert set(paper.CLAIMS_BY_ID) == set(ids)
     assert paper.NOTEBOOKS == ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
                                "05_beta0_ablation", "06_conditioning", "07_watch_the_loop", "08_looped_lm",
@@ -143,6 +156,7 @@ def test_every_claim_names_its_effect_and_the_papers_value_of_it():
                 "ablation.both_axes_best": 9.7, "ablation.content_score_matters": 6.0,
                 "study.loop_gating_helps": 0.32, "study.history_lg_best_pair": 1.16,
                 "study.loops_help_reasoning": 2.97, "study.loops_hurt_knowledge": -10.69,
+                "study.recurrent_beats_nonloop": 1.24,
                 "diagnosis.carry_last_changes_more": 53.0, "diagnosis.carry_last_wrong_cells_grow": 0.21,
                 "diagnosis.infiloop_wrong_cells_fall": 1.25, "diagnosis.carry_last_flips_right_cells": 18.5,
                 "diagnosis.carry_last_state_moves_after_solve": 2.7, "diagnosis.carry_last_loses_after_solve": 19.7,
@@ -163,6 +177,19 @@ def test_every_claim_names_its_effect_and_the_papers_value_of_it():
         assert "change" in paper.CLAIMS_BY_ID[cid].effect or "gain" in paper.CLAIMS_BY_ID[cid].effect
 
 
+def test_the_looped_lm_claims_quote_the_study_and_their_numbers_come_from_it():
+    """Each claim of notebook 08 carries the study summary's words it was checked against (quantity, direction,
+    depths), and a claim with a number takes it as the difference of two numbers its words quote."""
+    import re
+
+    for c in paper.claims_for("08_looped_lm"):
+        assert c.id.startswith("study.") and "Quantity:" in c.source and "direction:" in c.source, c.id
+        assert "depth" in c.source, c.id
+        if c.paper_effect is not None:
+            quoted = [float(x) for x in re.findall(r"\d+\.\d+", c.source)]
+            assert any(abs(a - b - c.paper_effect) < 1e-9 for a in quoted for b in quoted), c.id
+
+
 def _other_side(builder, side: int = +1):
     """Planted data for ``builder`` whose effect lies on the other side of zero from the paper's (``side``: +1, the
     effect positive; -1, a fall), or, for a share (a loss: never negative), at zero: then the rule must still be able
@@ -180,6 +207,11 @@ def _other_side(builder, side: int = +1):
         return claims.lead_over_best([[x, y, x] for x, y in zip(a, better)])
     if builder is claims.difference_of_changes:  # a gains nothing, b gains
         return claims.difference_of_changes([(x, x, y, x) for x, y in zip(a, better)])
+    if builder is claims.change_over_best:  # a gains nothing, the second of the others gains
+        return claims.change_over_best([[x, x, x, x, y, x] for x, y in zip(a, better)])
+    if builder is claims.gain_by_subset:  # the gain only on the items outside the subset
+        first = np.arange(300) < 150
+        return claims.gain_by_subset([(np.where(first, x, y), x) for x, y in zip(a, better)], [first] * 3)
     if builder is claims.held_out_fall:  # half 0 spikes at update 2, then both halves keep gaining
         k, p = 12, 300
         curves = []

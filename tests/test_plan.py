@@ -89,7 +89,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     # notebook 08's looped decoders: job start + steps x s/step + token-blocks x s/token-block each
     from infiloop.experiments import looplm
 
-    assert len(p.models) == len(looplm.TASKS) * 2 * 2  # smoke: carry_last and infiloop, two seeds
+    assert len(p.models) == len(looplm.grid("smoke").connections) * 2 == 6  # smoke: three connections, two seeds
     total_models = 0.0
     for m in p.models:
         blocks = flops.looplm_work(m.probe)["eval"]
@@ -116,7 +116,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     assert len(trains) == len(set(trains)) < len(specs) and all(c[3] >= 1 for c in trains)
     # a looped decoder's shape is timed once for all its seeds
     lm = [c for c in timer.calls if c[0].startswith("looplm ")]
-    assert sorted(lm) == sorted({c for c in lm}) and len([c for c in lm if c[0] == "looplm train"]) == 4
+    assert sorted(lm) == sorted({c for c in lm}) and len([c for c in lm if c[0] == "looplm train"]) == 3
 
 
 def test_evaluations_follow_the_notebooks(root):
@@ -347,10 +347,10 @@ def test_plan_of_the_gpu_profile_without_cuda_prices_every_training_in_gpu_hours
 def test_plan_of_the_whole_gpu_profile_without_cuda(no_cuda, capsys):
     """Every job of the gpu profile priced without CUDA or its data (about 10 s on 2 cores: notebook 08's tasks are
     generated to count its looped decoders' work): 16 trainings, 26 evaluations computed (two of notebook 06's are
-    read from notebook 02's trajectories; three on the validation split, shared by notebooks 01 and 02), 36 looped
+    read from notebook 02's trajectories; three on the validation split, shared by notebooks 01 and 02), 30 looped
     decoders."""
     out, _ = _cli_plan(capsys, "--profile", "gpu")
-    assert "16 training runs, 26 evaluations, 36 looped decoders" in out and len(_training_lines(out)) == 16
+    assert "16 training runs, 26 evaluations, 30 looped decoders" in out and len(_training_lines(out)) == 16
     hours = float(re.search(r"^GPU-hours: ([\d.]+) in all", out, re.M).group(1))
     assert 14 < hours < 21, hours
 

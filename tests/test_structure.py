@@ -254,15 +254,16 @@ def test_resolving_a_run_builds_no_data(tmp_path, monkeypatch):
                                                                         ("grid", "box", "vocab_size", "n_puzzles")}
 
 
-# Cached records of the looped decoders (notebook 08) at commit a8d536d: a probe of the grid keeps its record's file
-# name (``<task>-<key>.json``, the key hashing the whole probe), so no cached decoder is trained again.
+# Cached records of the looped decoders (notebook 08) since CODE_VERSION 2 (issue 48: one model per configuration on
+# the mixture, matched L(r)): a probe of the grid keeps its record's file name (``<task>-<key>.json``, the key hashing
+# the whole probe), so no cached decoder is trained again.
 LOOPLM_RECORDS = {
-    ("smoke", ("knowledge", "1+1x2+1", "carry_last", 0)): "knowledge-4424b0bbf070.json",
-    ("smoke", ("knowledge", "1+1x2+1", "carry_last", 1)): "knowledge-1af4d1cd7d3d.json",
-    ("smoke", ("kinship", "1+1x2+1", "infiloop", 1)): "kinship-1d9cab8d848b.json",
-    ("tiny", ("knowledge", "1+2x3+1", "carry_last", 0)): "knowledge-ea059860a42c.json",
-    ("tiny", ("knowledge", "1+2x3+1", "carry_last", 1)): "knowledge-b09dc6d56e37.json",
-    ("tiny", ("kinship", "0+4x2+0", "carry_last", 2)): "kinship-46bf73efebfa.json",
+    ("smoke", ("0+1x2+0", "carry_last", 0)): "mixture-7ab9e528ef49.json",
+    ("smoke", ("0+1x2+0", "carry_last", 1)): "mixture-4631a161f7fd.json",
+    ("smoke", ("0+1x2+0", "infiloop", 1)): "mixture-9b775bc3211a.json",
+    ("tiny", ("0+2x4+0", "carry_last", 0)): "mixture-3da1c3a5f81e.json",
+    ("tiny", ("0+2x4+0", "carry_last", 1)): "mixture-18d0617bcfa7.json",
+    ("tiny", ("0+4x2+0", "carry_last", 2)): "mixture-018dc6e62334.json",
 }
 
 

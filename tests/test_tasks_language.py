@@ -7,7 +7,7 @@ from functools import cache
 import pytest
 import torch
 
-from infiloop.tasks.language import ATTRIBUTES, KIN, LanguageConfig, compose, generate
+from infiloop.tasks.language import ATTRIBUTES, KIN, NAME_POOL, LanguageConfig, compose, generate, names
 
 SMALL = {"knowledge": dict(n_entities=60), "kinship": dict(n_train=300, n_test=60),
          "rules": dict(n_train=300, n_test=60)}
@@ -237,3 +237,29 @@ def test_a_bad_configuration_gives_a_one_line_error(case):
     with pytest.raises(ValueError) as err:
         generate(LanguageConfig.from_dict({**LanguageConfig().to_dict(), **change}))
     assert str(err.value).startswith(where) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_mixture_trains_on_both_kinds_and_tests_each_apart():
+    """One training split of every knowledge item and the kinship stories (shuffled); the test splits by depth, depth 1
+    the knowledge questions, 2-10 the kinship stories (``kinds``); the stories' names are none of the facts' people,
+    and each kind's answers are its own solver's."""
+    cfg = LanguageConfig(task="mixture", n_train=300, n_test=30, n_entities=40)
+    data = generate(cfg)
+    train = _items(data, data.train)
+    stories = [w for w in train if "who" in w]
+    facts = [w for w in train if "who" not in w]
+    assert len(stories) == 300 and len(facts) == 40 * len(ATTRIBUTES) * 4
+    assert cfg.kinds() == {"knowledge": (1,), "kinship": tuple(range(2, 11))} and set(data.test) == set(range(1, 11))
+    people = set(names(40))
+    story_names = {w for s in stories for w in s if w in NAME_POOL}
+    assert story_names and not story_names & people
+    assert any(_kin_solver(s)[0] == s[-1] for s in stories)
+    assert all(_kin_solver(s) == (s[-1], len(s[: s.index("who")]) // 6) for s in stories)
+    in_order = [s[8] == s[0] for s in stories]  # chain order: the second sentence goes on from the first's new person
+    assert 0 < sum(in_order) < len(stories)  # shuffled: some stories are out of chain order
+    for d in range(2, 11):
+        assert all("who" in w and _kin_solver(w) == (w[-1], d) for w in _items(data, data.test[d]))
+    stated = {(w[0], w[-1]) for w in facts if w[1] in ("lives", "works", "owns")}
+    for w in _items(data, data.test[1]):
+        person = next(x for x in w if x in people)
+        assert "who" not in w and (person, w[-1]) in stated and tuple(w) not in {tuple(t) for t in train}

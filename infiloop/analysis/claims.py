@@ -11,6 +11,8 @@ either sign (``tests/test_paper.py`` plants data on the other side for each). Th
   a share of cells; the carry-last diagnosis, ``diagnosis.py``);
 - :func:`lead_over_best`: the first accuracy − the best of the others (learned decay against every other decay);
 - :func:`difference_of_changes`: (a₁ − a₀) − (b₁ − b₀), the gain or fall of one allocation against another's;
+  :func:`change_over_best`, one gain against the best of several; :func:`gain_by_subset`, the gain on a subset of
+  the items (short chains) against the gain on the others;
 - :func:`held_out_fall`: accuracy at the peak − at the deepest update, the peak chosen on the other half of the
   puzzles, so that the fall is not positive by construction (as the peak of the same curve would make it), and
   :func:`fall_contrast`: one model's such fall − another's on the same puzzles (overthinking, notebook 09);
@@ -86,6 +88,32 @@ def difference_of_changes(per_seed: list[tuple[Flags, Flags, Flags, Flags]], ite
     quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
     return _unmoved(intervals.interval(quantities, _changes, vectorized=True, items=items, bounds=(-2.0, 2.0)),
                     per_seed)
+
+
+def _change_lead(q):
+    gains = [q[i] - q[i + 1] for i in range(0, len(q), 2)]
+    return gains[0] - np.maximum.reduce(gains[1:])
+
+
+def change_over_best(per_seed: list[list[Flags]], items: str = "items") -> Interval:
+    """Mean over seeds of (acc a₁ − acc a₀) − max over the others (acc b₁ − acc b₀, ...): ``per_seed[s]`` =
+    [a₁, a₀, b₁, b₀, ...] on the same items (one allocation's gain against the best of the others')."""
+    quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
+    return _unmoved(intervals.interval(quantities, _change_lead, vectorized=True, items=items, bounds=(-2.0, 2.0)),
+                    per_seed)
+
+
+def gain_by_subset(pairs: list[tuple[Flags, Flags]], subsets: list[np.ndarray], items: str = "items") -> Interval:
+    """Mean over seeds of the gain (acc after − acc before, ``pairs[s]`` = (after, before)) on the items of the
+    subset ``subsets[s]`` (a boolean mask) − the gain on the other items: the subsets as weights on one item axis,
+    so that every item is resampled once (e.g. short chains' gain against long chains')."""
+    quantities = []
+    for (after, before), m in zip(pairs, subsets):
+        m = np.asarray(m, np.float64)
+        quantities.append([(np.asarray(f, np.float64) * w, w) for w in (m, 1.0 - m) for f in (after, before)])
+    iv = intervals.interval([[q[0], q[1], q[2], q[3]] for q in quantities], _changes, vectorized=True, items=items,
+                            bounds=(-2.0, 2.0))
+    return _unmoved(iv, pairs)
 
 
 def _held_out_peaks(curves: list[np.ndarray]) -> tuple[list[int], list[Flags]]:
@@ -185,7 +213,8 @@ BUILDERS = {
     "study.history_beats_dense_injection": difference, "study.window_one_best": difference,
     "study.loop_gating_helps": difference, "study.history_lg_best_pair": lead_over_best,
     "study.loops_help_reasoning": difference, "study.loops_hurt_knowledge": difference,
-    "study.history_lg_beats_baseloop": difference, "study.balanced_allocation_extrapolates": difference_of_changes,
+    "study.history_lg_beats_baseloop": ratio_difference, "study.balanced_allocation_extrapolates": change_over_best,
+    "study.short_chains_gain_more": gain_by_subset, "study.recurrent_beats_nonloop": difference,
     "study.coda_protects_knowledge": difference_of_changes, "study.prelude_helps_reasoning": difference_of_changes,
     **{f"diagnosis.{k}": ratio_difference for k in ("carry_last_changes_more", "carry_last_wrong_cells_grow",
                                                     "infiloop_wrong_cells_fall", "carry_last_flips_right_cells",

@@ -9,6 +9,10 @@ positions (``Split.answer``). Everything is deterministic from ``LanguageConfig.
   for it (the template and the fact are seen in training, never together). Memorised knowledge; depth 1.
 * ``kinship`` — CLUTRR-style: a chain of k stated relations ``e_i is e_{i-1} 's r_i .`` between generated
   people, and the query ``who is e_k to e_0 ?``; the answer is the composed relation (``compose``). Depth k.
+* ``mixture`` — the knowledge items and the kinship items (statements shuffled) in one training split, as the
+  study trains one language model on one corpus and evaluates it on both kinds of task (its summary,
+  "Methodology": knowledge tasks and reasoning tasks of one model); the test splits keep each kind apart: depth 1
+  is knowledge, depths 2-10 kinship (``kinds``). The kinship stories use other names than the knowledge's people.
 * ``rules`` — ProofWriter-style: facts ``e is a .``, rules ``a people are b .`` and the query ``is e z ?``,
   answered ``true`` / ``false`` under the closed-world assumption; depth = the rule applications of the proof
   (of the decoy's proof for ``false``: another person has the query's attribute at that depth). Balanced labels.
@@ -29,7 +33,7 @@ from torch import Tensor
 
 from ..config import from_dict
 
-TASKS = ("knowledge", "kinship", "rules")
+TASKS = ("knowledge", "kinship", "rules", "mixture")
 PAD = "<pad>"
 
 KIN = {"father": (1, 0, "m"), "mother": (1, 0, "f"), "grandfather": (2, 0, "m"), "grandmother": (2, 0, "f"),
@@ -50,7 +54,7 @@ ATTRIBUTES = {  # knowledge: attribute -> (values, statement template, question 
 ADJECTIVES = ("red", "blue", "green", "big", "small", "kind", "rough", "quiet", "young", "old", "cold", "round",
               "smart", "nice", "furry", "white", "tall", "calm", "bold", "shy", "quick", "wild", "soft", "sharp")
 DEFAULT_DEPTHS = {"knowledge": ((1,), (1,)), "kinship": ((2, 3, 4), tuple(range(2, 11))),
-                  "rules": ((0, 1, 2, 3), tuple(range(6)))}
+                  "rules": ((0, 1, 2, 3), tuple(range(6))), "mixture": ((2, 3, 4), tuple(range(2, 11)))}
 
 
 def _name_pool() -> list[str]:
@@ -152,10 +156,13 @@ class LanguageConfig:
 
     task: one of ``TASKS``; seed: everything follows from it.
     n_train: training items (kinship, rules: shared equally among ``train_depths``; knowledge: every fact's
-        statement and its seen questions, whatever n_train); n_test: test items per depth (knowledge: every fact).
-    train_depths / test_depths: empty for the task's default (knowledge 1; kinship 2-4 / 2-10; rules 0-3 / 0-5).
-    n_entities: knowledge's people; n_names: the name pool of kinship and rules.
-    shuffle: the story's sentences in random order (None: kinship in chain order, rules shuffled).
+        statement and its seen questions, whatever n_train; mixture: n_train kinship items besides every
+        knowledge item); n_test: test items per depth (knowledge: every fact).
+    train_depths / test_depths: empty for the task's default (knowledge 1; kinship and mixture's kinship 2-4 /
+        2-10; rules 0-3 / 0-5).
+    n_entities: knowledge's people; n_names: the name pool of kinship and rules (mixture: the n_names names after
+        the knowledge's people).
+    shuffle: the story's sentences in random order (None: kinship in chain order, rules and mixture shuffled).
     distractors: rules only, the distractor facts per person and distractor rules.
     """
 
@@ -183,17 +190,31 @@ class LanguageConfig:
         for f in ("n_train", "n_test", "n_entities"):
             if getattr(self, f) < 1:
                 bad(f, f"must be a positive integer, got {getattr(self, f)}")
-        lo, hi = {"knowledge": (1, 1), "kinship": (1, 10), "rules": (0, 5)}[self.task]
+        lo, hi = {"knowledge": (1, 1), "kinship": (1, 10), "rules": (0, 5), "mixture": (2, 10)}[self.task]
         for f, ds in zip(("train_depths", "test_depths"), self.depths()):
             if any(not lo <= d <= hi for d in ds) or len(set(ds)) != len(ds):
                 bad(f, f"{self.task} depths are distinct integers in {lo}..{hi}, got {list(ds)}")
-        need = max(self.depths()[1] + self.depths()[0]) + 1 if self.task == "kinship" else 2
-        if self.task != "knowledge" and not need <= self.n_names <= len(NAME_POOL):
-            bad("n_names", f"{self.task} needs {need}..{len(NAME_POOL)} names, got {self.n_names}")
-        if self.task == "knowledge" and self.n_entities > len(NAME_POOL):
+        need = max(self.depths()[1] + self.depths()[0]) + 1 if self.task in ("kinship", "mixture") else 2
+        room = len(NAME_POOL) - (self.n_entities if self.task == "mixture" else 0)
+        if self.task != "knowledge" and not need <= self.n_names <= room:
+            bad("n_names", f"{self.task} needs {need}..{room} names, got {self.n_names}")
+        if self.task in ("knowledge", "mixture") and self.n_entities > len(NAME_POOL):
             bad("n_entities", f"at most {len(NAME_POOL)} generated names, got {self.n_entities}")
         if self.distractors < 0 or self.distractors > 2:
             bad("distractors", f"must be 0, 1 or 2, got {self.distractors}")
+
+    def story_names(self) -> list[str]:
+        """The names of kinship's and rules' stories: the first ``n_names`` of the pool, or, in a mixture, the
+        ``n_names`` after the knowledge's ``n_entities`` people (so that no story is about a person of the facts)."""
+        start = self.n_entities if self.task == "mixture" else 0
+        return NAME_POOL[start: start + self.n_names]
+
+    def kinds(self) -> dict[str, tuple[int, ...]]:
+        """The test depths of each kind of task the data hold: ``{task: depths}``; a mixture's knowledge is depth 1,
+        its kinship the kinship depths."""
+        if self.task == "mixture":
+            return {"knowledge": (1,), "kinship": self.depths()[1]}
+        return {self.task: self.depths()[1]}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -275,7 +296,7 @@ def _knowledge(cfg: LanguageConfig, rng: random.Random) -> tuple[list, dict[int,
 def _kinship_item(cfg: LanguageConfig, rng: random.Random, k: int, target: str, counts: list[dict],
                   shuffle: bool) -> tuple[list[str], int, int]:
     chain = sample_chain(rng, target, k, counts)
-    people = rng.sample(names(cfg.n_names), k + 1)
+    people = rng.sample(cfg.story_names(), k + 1)
     sentences = [[people[i + 1], "is", people[i], "'s", r, "."] for i, r in enumerate(chain)]
     if shuffle:
         rng.shuffle(sentences)
@@ -296,7 +317,7 @@ def _rules_item(cfg: LanguageConfig, rng: random.Random, d: int, truth: bool, sh
                 ) -> tuple[list[str], int, int]:
     """Two people, two rule chains a_0 -> ... -> a_d and b_0 -> ... -> b_d; one person is a_0, the other b_0;
     the query asks whether the query person has the end of the query chain (true iff it has its start)."""
-    e, f = rng.sample(names(cfg.n_names), 2)
+    e, f = rng.sample(cfg.story_names(), 2)
     adj = rng.sample(ADJECTIVES, 2 * (d + 1) + 2 * cfg.distractors + 1)
     a, b, extra = adj[: d + 1], adj[d + 1: 2 * d + 2], adj[2 * d + 2:]
     if rng.random() < 0.5:
@@ -328,33 +349,49 @@ def vocabulary(cfg: LanguageConfig) -> list[str]:
         words = [w for _, (vals, st, qs) in ATTRIBUTES.items() for t in (st, *qs) for w in t.split()] + [
             v for vals, _, _ in ATTRIBUTES.values() for v in vals] + names(cfg.n_entities)
     elif cfg.task == "kinship":
-        words = ["is", "'s", ".", "who", "to", "?", *KIN, *names(cfg.n_names)]
+        words = ["is", "'s", ".", "who", "to", "?", *KIN, *cfg.story_names()]
+    elif cfg.task == "mixture":
+        words = [*vocabulary(LanguageConfig(task="knowledge", n_entities=cfg.n_entities))[1:],
+                 "is", "'s", ".", "who", "to", "?", *KIN, *cfg.story_names()]
     else:
-        words = ["is", ".", "people", "are", "?", "true", "false", *ADJECTIVES, *names(cfg.n_names)]
+        words = ["is", ".", "people", "are", "?", "true", "false", *ADJECTIVES, *cfg.story_names()]
     return [PAD, *dict.fromkeys(w for w in words if w not in ("E", "V"))]
 
 
+def _stories(cfg: LanguageConfig, rng: random.Random) -> tuple[list, dict[int, list]]:
+    """Kinship's or rules' items (a mixture's kinship): training items shared among the training depths, and
+    ``n_test`` test items per test depth, none of them a training item."""
+    make = _rules if cfg.task == "rules" else _kinship
+    shuffle = cfg.shuffle if cfg.shuffle is not None else cfg.task in ("rules", "mixture")
+    train_depths, test_depths = cfg.depths()
+    per = [cfg.n_train // len(train_depths) + (i < cfg.n_train % len(train_depths))
+           for i in range(len(train_depths))]
+    train = [it for d, n in zip(train_depths, per) for it in make(cfg, rng, d, n, shuffle)]
+    rng.shuffle(train)
+    seen = {tuple(w) for w, _, _ in train}
+    test = {}
+    for d in test_depths:  # generate extra, keep the first n_test not seen in training
+        items = [it for it in make(cfg, rng, d, 2 * cfg.n_test, shuffle) if tuple(it[0]) not in seen]
+        test[d] = _balanced(items, cfg.n_test)
+    return train, test
+
+
 def generate(cfg: LanguageConfig) -> LanguageData:
-    """The task of ``cfg``: training split and test split per depth, test items never in training."""
+    """The task of ``cfg``: training split and test split per depth, test items never in training (a mixture: the
+    knowledge's and the kinship's items in one training split, their test splits by depth, ``LanguageConfig.kinds``)."""
     cfg.validate()
     rng = random.Random(f"{cfg.task}:{cfg.seed}")
     vocab = vocabulary(cfg)
     index = {w: i for i, w in enumerate(vocab)}
     if cfg.task == "knowledge":
         train, test = _knowledge(cfg, rng)
-    else:
-        make = _kinship if cfg.task == "kinship" else _rules
-        shuffle = cfg.shuffle if cfg.shuffle is not None else cfg.task == "rules"
-        train_depths, test_depths = cfg.depths()
-        per = [cfg.n_train // len(train_depths) + (i < cfg.n_train % len(train_depths))
-               for i in range(len(train_depths))]
-        train = [it for d, n in zip(train_depths, per) for it in make(cfg, rng, d, n, shuffle)]
+    elif cfg.task == "mixture":
+        train, test = _knowledge(cfg, rng)
+        kin_train, kin_test = _stories(cfg, rng)
+        train, test = train + kin_train, {**test, **kin_test}
         rng.shuffle(train)
-        seen = {tuple(w) for w, _, _ in train}
-        test = {}
-        for d in test_depths:  # generate extra, keep the first n_test not seen in training
-            items = [it for it in make(cfg, rng, d, 2 * cfg.n_test, shuffle) if tuple(it[0]) not in seen]
-            test[d] = _balanced(items, cfg.n_test)
+    else:
+        train, test = _stories(cfg, rng)
     return LanguageData(cfg, vocab, _encode(train, index), {d: _encode(v, index) for d, v in test.items()})
 
 

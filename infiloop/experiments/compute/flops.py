@@ -97,18 +97,20 @@ def answer_length(split) -> int:
 def looplm_work(probe) -> dict[str, float]:
     """The probe's job in token-blocks: ``step``, the forward of one training step (the batch at the longest
     training item, through L(K) = p + sK + c blocks); ``eval``, every forward of its record after training (each
-    test split to its r, the training split at K, the loop-axis diagnostics); ``block_flops``, the FLOPs of one
-    token-block (2 x the block's weights + 4 x T x d for attention, at the longest item) and ``head_flops``."""
+    test split to its r, the training split at K, the loop-axis diagnostics of each kind); ``block_flops``, the
+    FLOPs of one token-block (2 x the block's weights + 4 x T x d for attention, at the longest item) and
+    ``head_flops``."""
     from ...model.looplm import LoopLM, LoopLMConfig
     from ...training_looplm import data_of, model_config
 
     data = data_of(probe)
     cfg = model_config(probe, data)
     loops = probe.budgets()
-    deepest = data.test[max(data.test)]
     ev = sum(forward_blocks(cfg, len(s), answer_length(s), loops) for s in data.test.values())
     ev += forward_blocks(cfg, len(data.train), answer_length(data.train), [cfg.loops])
-    ev += forward_blocks(cfg, min(64, len(deepest)), answer_length(deepest), [max(loops)])
+    for depths in probe.task.kinds().values():  # the loop-axis diagnostics, on each kind's deepest split
+        deepest = data.test[max(depths)]
+        ev += forward_blocks(cfg, min(64, len(deepest)), answer_length(deepest), [max(loops)])
     block = LoopLM(LoopLMConfig.from_dict({**cfg.to_dict(), "prelude": 0, "coda": 0, "core": 1})).core[0]
     weights = sum(p.numel() for p in block.parameters() if p.ndim >= 2)
     return {"step": forward_blocks(cfg, probe.train.batch_size, answer_length(data.train), [cfg.loops]),

@@ -11,7 +11,7 @@ A notebook's needs are declared once, here, as a function of its papermill param
   the :class:`~infiloop.experiments.store.runs.Run` method that computes and caches it (``evaluate``, ``perturb``,
   ``budgets``);
 - a **model** is one looped decoder of notebook 08 (a :class:`~infiloop.experiments.looplm.Probe`, id such as
-  ``kinship/1+1x4+1/infiloop@2``), trained and evaluated in one job, its record cached in
+  ``0+2x4+0/infiloop@2``), trained and evaluated in one job, its record cached in
   ``runs/looplm/<task>-<key>.json``.
 
 Three readers use the same declaration, so they cannot disagree:

@@ -220,20 +220,29 @@ PROFILES: dict[str, dict] = {
 }
 
 # Notebook 08's looped decoder (``infiloop/experiments/looplm.py``) at each profile: its width and heads, the
-# training steps and batch, the generated task sizes (training items; test items per depth), the loop counts r
-# evaluated (multiples of K), the allocations p+sxK+c it compares (each pair matched in physical depth p + s + c
-# and training depth p + s K + c), the loop connections of the allocation comparison, and the training seeds.
+# training steps and batch, the generated task sizes (kinship training items; test items per depth), the
+# allocations p+sxK+c (the first is the base, where every connection runs), the connections and the training seeds.
+# Notebook 08 (docs/looplm.md): one looped decoder per configuration, trained on the mixture of knowledge (n_entities
+# people, 3 facts each) and shuffled kinship (n_train stories); "depths": the effective depths L(r) every allocation
+# runs at, as multiples of the training depth L(K) shared by all of them; "roles": the allocations the study's
+# findings compare (pure s x K splits at matched L(K): the balanced one and the extremes; the non-looped reference;
+# coda-only against prelude-only around one core).
 _LOOPLM_TINY = {"d_model": 64, "n_heads": 2, "steps": 600, "batch_size": 64, "lr": 3e-3, "n_train": 3000, "n_test": 100,
-                "loops": [0.5, 1, 2, 4], "allocations": ["1+2x3+1", "2+1x5+1", "1+1x5+2", "0+4x2+0"],
-                "connections": ["carry_last", "infiloop", "history_lg"], "seeds": [0, 1, 2]}
+                "n_entities": 100, "depths": [0.5, 1, 2, 3, 4],
+                "allocations": ["0+2x4+0", "0+1x8+0", "0+4x2+0", "0+8x1+0", "0+2x3+2", "2+2x3+0"],
+                "connections": ["carry_last", "infiloop", "ema", "history_lg", "history_dense"],
+                "roles": {"balanced": "0+2x4+0", "extremes": ["0+1x8+0", "0+4x2+0"], "nonloop": "0+8x1+0",
+                          "coda": "0+2x3+2", "prelude": "2+2x3+0"},
+                "seeds": [0, 1, 2]}
 _LOOPLM_GPU = {**_LOOPLM_TINY, "d_model": 256, "n_heads": 4, "steps": 5000, "batch_size": 256, "lr": 1e-3,
                "n_train": 50_000, "n_test": 1000}
 LOOPLM: dict[str, dict] = {
     "smoke": {**_LOOPLM_TINY, "d_model": 32, "steps": 20, "batch_size": 32, "n_train": 300, "n_test": 16,
-              "allocations": ["1+1x2+1"], "connections": ["carry_last", "infiloop"], "seeds": [0, 1]},
-    # quick: 12 models in about 2 minutes on 2 cores (docs/looplm.md: batch 32 costs half of 64 at equal accuracy)
-    "quick": {**_LOOPLM_TINY, "steps": 250, "batch_size": 32, "n_test": 50, "allocations": ["1+1x4+1"],
-              "connections": ["carry_last", "infiloop"], "seeds": [0, 1, 2]},
+              "n_entities": 20, "allocations": ["0+1x2+0"], "connections": ["carry_last", "infiloop", "ema"],
+              "seeds": [0, 1]},
+    # quick: 9 models on 2 cores in no more time than its 12 single-task models took before (docs/looplm.md)
+    "quick": {**_LOOPLM_TINY, "steps": 250, "batch_size": 32, "n_test": 50, "allocations": ["0+2x2+0"],
+              "connections": ["carry_last", "infiloop", "ema"], "seeds": [0, 1, 2]},
     "tiny": _LOOPLM_TINY,
     "search": _LOOPLM_TINY,
     "overthink": _LOOPLM_TINY,
