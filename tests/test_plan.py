@@ -11,7 +11,7 @@ import re
 import pytest
 
 from infiloop import paths
-from infiloop.experiments.compute import flops, plan, planning, timing
+from infiloop.experiments.compute import flop_timing, flops, plan, planning, timing
 from infiloop.experiments.compute.timing import Timing
 from infiloop.experiments.settings import profiles, recipes
 from infiloop.experiments.store import archives as runs
@@ -412,13 +412,13 @@ def test_a_gpus_cached_calibration_replaces_the_flops_where_it_holds_the_shape(r
     measured.train_step(p.runs[0].run, p.runs[0].batch, 0)  # carry-last's shape only
     measured.save()
     before = (root / "cal.json").read_text()
-    flops = timing.FlopCalibration(path=root / "cal.json")
+    flops = flop_timing.FlopCalibration(path=root / "cal.json")
     planning.estimate(p, flops)
     assert flops.gpu == "NVIDIA Test GPU (cuda)" and flops.from_gpu == 1 and flops.estimated > 0
     assert p.runs[0].per_step == STEP_S and p.runs[1].per_step < 1e-3  # carry-last measured, FPRM by its FLOPs
     assert "1 timings measured on NVIDIA Test GPU (cuda)" in flops.basis()
     assert (root / "cal.json").read_text() == before
-    other = timing.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
+    other = flop_timing.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
     planning.estimate(planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
     assert other.from_gpu == 0 and other.basis().startswith("a FLOP estimate")
 

@@ -3,7 +3,7 @@
 (:func:`looplm_work`, :func:`looplm_flops`, cached by :func:`looplm_counts`) and any scheduler job
 (:func:`job_flops`). The plan prices a CUDA device that is not here by them, the scheduler orders its jobs by them,
 the cluster sets its time limits by them, the studies' ``--list`` prices its rows by them (a time through
-``timing.FlopTimer``), and the pilot spaces its log lines by them.
+``flop_timing.FlopTimer``), and the pilot spaces its log lines by them.
 """
 
 from __future__ import annotations

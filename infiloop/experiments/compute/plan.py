@@ -27,7 +27,7 @@ an upper bound on a GPU). Runs and evaluations already in the run cache cost not
 building (this command builds the data first, as ``reproduce`` does), starting the notebooks and plotting.
 
 Without a CUDA device here, a plan for one (``plan --profile gpu``, ``--device cuda``) is priced by arithmetic
-instead (``timing.FlopCalibration``): each job's FLOPs (``flops.flops_per_step``, ``flops.flops_per_update``,
+instead (``flop_timing.FlopCalibration``): each job's FLOPs (``flops.flops_per_step``, ``flops.flops_per_update``,
 ``flops.looplm_flops``) at a stated achieved throughput (``--tflops``, default :data:`ASSUMED_GPU_TFLOPS`), a timing
 of a CUDA GPU cached in the calibration file replacing the arithmetic wherever it holds the shape; the jobs come
 from the notebooks' declarations alone (``planning.declared_plan``), so no data is built or downloaded. The same
@@ -41,9 +41,10 @@ import sys
 
 from ...machine import threads_per_job
 from ..notebooks import declarations, manifest, parameters
+from .flop_timing import FlopCalibration
 from .flops import ASSUMED_GPU_TFLOPS
 from .planning import ModelItem, Plan, declared_plan, estimate, make_plan, training_wall, wall
-from .timing import Calibration, FlopCalibration, Timer
+from .timing import Calibration, Timer
 
 PILOT = "python -m infiloop pilot --profile {profile}"  # the short measured run to take before a GPU profile
 
