@@ -36,7 +36,7 @@ fake_slurm, roots, _sbatch = strict.fake_slurm, strict.roots, strict.sbatch_opti
 
 
 def _main_table_plan():
-    return jobs.jobs(["01_main_table"], "smoke", {})
+    return strict.first_evaluations(jobs.jobs(["01_main_table"], "smoke", {}))
 
 
 def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_training(fake_slurm, roots, monkeypatch):
