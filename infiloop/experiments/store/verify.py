@@ -86,6 +86,8 @@ def check_reproduces(run: Run, puzzles: int = PUZZLES) -> Reproduction:
     found = [(p, info) for p, info in found if info["data"] == test.name and info["n_puzzles"] <= len(test)]
     if not found:
         return Reproduction("not checked", "no recorded evaluation of this run ran on the profile's test set")
+    # an evaluation recorded in float32, the precision the check runs in, where the archive has one (stable sort)
+    found.sort(key=lambda f: f[1].get("precision", "fp32") not in ("fp32", "float32"))
     path, info = found[0]
     kind = (info.get("weights") or {}).get("kind", "ema")
     model = run.load_model("cpu", "best" if kind == "best" else "auto")
