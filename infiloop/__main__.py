@@ -1,3 +1,7 @@
-from .cli import main
+from .machine import tune_allocator
+
+tune_allocator()  # before the first tensor (machine.py)
+
+from .cli import main  # noqa: E402
 
 raise SystemExit(main())

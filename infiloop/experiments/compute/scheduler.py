@@ -281,4 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from ...machine import tune_allocator
+
+    tune_allocator()  # as python -m infiloop does (machine.py)
     sys.exit(main())

@@ -366,4 +366,7 @@ class Pool:
 
 
 if __name__ == "__main__":
+    from ...machine import tune_allocator
+
+    tune_allocator()  # as python -m infiloop does (machine.py)
     sys.exit(serve())

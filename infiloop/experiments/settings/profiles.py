@@ -124,12 +124,13 @@ _TINY: dict = {
 # The default profile: every notebook and the report in at most 20 minutes on two CPU cores, its settings chosen
 # by measurement (docs/quick.md). tiny's Sudoku data and training settings; a model of half tiny's width with one
 # inner step fewer (H = 2, L = 2: 6 layers per outer update) and no puzzle-embedding prefix (36 positions instead
-# of 52: 0.11 s a step instead of 0.19), 900 steps; depth evaluations to 240 outer updates on 128 test puzzles
-# (0.06 s an update; 256 puzzles take 0.17 s).
+# of 52: 0.11 s a step instead of 0.19), 900 steps of 48 sequences (64 until 2026-12-04: a step of 48 costs about
+# four fifths of one of 64, and 800 steps of 48 left carry-last at 82 %); depth evaluations to 240 outer updates on
+# 128 test puzzles (0.06 s an update; 256 puzzles take 0.17 s).
 _QUICK: dict = {
     "data": "tiny",
     "model": {**_TINY["model"], "d_model": 32, "n_heads": 2, "L": 2, "puzzle_emb_len": 0},
-    "train": {**_TINY["train"], "steps": 900, "warmup_steps": 30, "checkpoint_every": 300},
+    "train": {**_TINY["train"], "steps": 900, "batch_size": 48, "warmup_steps": 30, "checkpoint_every": 300},
     "eval": {"updates": 240, "every": 1, "limit": 128, "batch_size": 128},
     "main_tasks": ["sudoku"],
     "notebooks": PAPER_NOTEBOOKS,
