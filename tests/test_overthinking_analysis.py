@@ -15,6 +15,9 @@ def _trajs(kind: str, k: int = 20, p: int = 200, seeds: int = 3) -> list[dict]:
         correct = ups[:, None] >= solve[None, :]
         if kind == "overthinks":  # most are lost again at the second half
             correct &= ~((ups[:, None] > k // 2) & (rng.random(p) < 0.7)[None, :])
+        if kind == "solves_less_loses_all":  # a third ever solved, every one of them lost at the second half
+            solve = np.where(rng.random(p) < 1 / 3, solve, k + 1)
+            correct = (ups[:, None] >= solve[None, :]) & (ups[:, None] <= k // 2)
         g = np.where(correct, 0.1, 0.6).astype(np.float32)
         out.append({"updates": ups.astype(np.int32), "correct": correct, "first_solve": solve.astype(np.int32),
                     "gamma_outer": g, "score_outer": np.where(correct, 7.0, 1.0).astype(np.float32)})
@@ -30,8 +33,24 @@ def test_a_model_that_loses_what_it_solved_overthinks_and_one_that_keeps_does_no
     contrast = overthinking.fall_contrast(_trajs("overthinks"), _trajs("keeps"))
     assert intervals.verdict(contrast) is True  # the first falls more than the second
     assert intervals.verdict(overthinking.fall_contrast(_trajs("keeps"), _trajs("overthinks"))) is False
-    text = overthinking.statement(lose, keep, contrast, 40)
+    kept = overthinking.lost_contrast(_trajs("overthinks"), _trajs("keeps"))
+    assert intervals.verdict(kept) is True and abs(kept.value - lose.lost.value) < 0.02  # keep loses none
+    assert intervals.verdict(overthinking.lost_contrast(_trajs("keeps"), _trajs("overthinks"))) is False
+    text = overthinking.statement(lose, keep, kept, contrast, 40)
     assert "carry-last without recall does overthink" in text and "InfiLoop does keep more" in text
+
+
+def test_a_model_that_solved_less_and_lost_all_of_it_falls_less_but_does_not_keep_more():
+    """Why the InfiLoop claim reads the share of solved instances lost, not the fall (docs/overthinking.md): a model
+    that solves a third of what carry-last solves and loses every one falls less, and keeps nothing."""
+    cl, less = _trajs("overthinks"), _trajs("solves_less_loses_all")
+    m = overthinking.measures(less)
+    assert m.lost.value == 1.0 and m.at(20).value == 0
+    assert intervals.verdict(overthinking.fall_contrast(cl, less)) is True  # "falls less"
+    kept = overthinking.lost_contrast(cl, less)
+    assert kept.value < 0 and intervals.verdict(kept) is False  # loses a larger share of what it solved
+    text = overthinking.statement(overthinking.measures(cl), m, kept, overthinking.fall_contrast(cl, less), 40)
+    assert "InfiLoop does not keep more" in text
 
 
 def test_table_gamma_and_labels():

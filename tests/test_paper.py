@@ -222,12 +222,6 @@ def _other_side(builder, side: int = +1):
             c[2, 0::2] = True  # half 0's peak: update 2 (every puzzle right there)
             curves.append(c)
         return claims.held_out_fall(curves)
-    if builder is claims.fall_contrast:  # a (carry-last) rises to the end, b falls after its peak
-        k, p = 12, 300
-        rising = [np.arange(k)[:, None] * 25 > rng.integers(0, k * 25, p)[None, :] for _ in range(3)]
-        falling = [np.vstack([r[: k // 2], np.repeat(r[k // 2 - 1: k // 2] & (rng.random(p) < 0.5), k - k // 2, 0)])
-                   for r in rising]
-        return claims.fall_contrast(rising, falling)
     if builder is claims.ratio_difference:  # a's mean per puzzle below b's (above it, against a paper's fall)
         lo = [(rng.poisson(2.0, 300).astype(float), np.ones(300)) for _ in range(3)]
         hi = [(n + rng.poisson(3.0, 300), d) for n, d in lo]

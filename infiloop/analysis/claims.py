@@ -220,7 +220,7 @@ BUILDERS = {
                                                     "infiloop_wrong_cells_fall", "carry_last_flips_right_cells",
                                                     "carry_last_state_moves_after_solve")},
     "diagnosis.carry_last_loses_after_solve": proportion, "diagnosis.infiloop_keeps_after_solve": proportion,
-    "overthink.carry_last_overthinks": held_out_fall, "overthink.infiloop_keeps": fall_contrast,
+    "overthink.carry_last_overthinks": held_out_fall, "overthink.infiloop_keeps": ratio_difference,
 }
 
 

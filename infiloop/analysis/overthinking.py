@@ -5,8 +5,9 @@ Schwarzschild et al. 2021) for carry-last, FPRM and InfiLoop, each with and with
 Per model and test size, over the seeds (:func:`measures`): the accuracy curve with its 95 % band, the peak of the
 mean curve (the update of the peak), the fall after the peak chosen on held-out puzzles (``claims.held_out_fall``:
 accuracy at the peak − at the deepest update, so that it is not positive by construction), and the share of puzzles
-solved at some update and wrong at the end (``claims.proportion``). For InfiLoop, γ_t and the content score s_t of the
-outer axis along the way (the paper's eq. 5 and eq. 2; :func:`gamma_along`).
+solved at some update and wrong at the end (``claims.proportion``); between two models, the difference of those shares
+(:func:`lost_contrast`, the InfiLoop claim's effect) and of their falls (:func:`fall_contrast`). For InfiLoop, γ_t and
+the content score s_t of the outer axis along the way (the paper's eq. 5 and eq. 2; :func:`gamma_along`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,17 @@ def fall_contrast(trajs_a: list[dict], trajs_b: list[dict]) -> Interval:
     return claims.fall_contrast([t["correct"] for t in trajs_a], [t["correct"] for t in trajs_b])
 
 
+def lost_contrast(trajs_a: list[dict], trajs_b: list[dict]) -> Interval:
+    """Of the instances each model solved at some update, the share wrong at the deepest update: model a's − model b's,
+    on the same instances of each seed (``claims.ratio_difference`` of ``trajectories.lost_terms``; positive: b loses
+    less of what it solved, it keeps more). A seed where a model solved nothing has no share and is left out."""
+    def terms(t: dict) -> tuple[np.ndarray, np.ndarray]:
+        lost, solved = analysis.lost_terms(t)
+        return lost.astype(np.float64), solved.astype(np.float64)
+
+    return claims.ratio_difference([(terms(a), terms(b)) for a, b in zip(trajs_a, trajs_b)], bounds=(-1.0, 1.0))
+
+
 def gamma_along(trajs: list[dict], axis: str = "outer") -> dict[str, np.ndarray]:
     """InfiLoop's γ_t and content score s_t (eq. 5, eq. 2) of ``axis`` along the way, mean over puzzles and seeds at
     each recorded update, apart for the puzzles right and wrong at that update (NaN where there are none)."""
@@ -86,15 +98,18 @@ def label(recipe: str, labels: dict[str, str]) -> str:
     return f"{labels[base]}, {'recall' if recall else 'no recall'}"
 
 
-def statement(cl: Measures, inf: Measures, contrast: Interval, size: int) -> str:
+def statement(cl: Measures, inf: Measures, kept: Interval, falls: Interval, size: int) -> str:
     """The two claims in one paragraph, as the intervals decide them (``intervals.verdict``, no published number:
-    the side of zero)."""
+    the side of zero): carry-last's fall after its held-out peak, and ``kept`` (:func:`lost_contrast`, carry-last's
+    share of solved instances lost − InfiLoop's); ``falls`` (:func:`fall_contrast`) is shown beside it."""
     said = {True: "does", False: "does not", None: "cannot be said to"}
-    v1, v2 = intervals.verdict(cl.fall), intervals.verdict(contrast)
+    v1, v2 = intervals.verdict(cl.fall), intervals.verdict(kept)
     first = (f"At the largest test size ({size}), carry-last without recall {said[v1]} overthink: its accuracy "
              f"falls {cl.fall.points()} from its held-out peak to the deepest update ({cl.at(cl.peak).pct()} at its "
              f"peak, update {cl.peak}).")
-    second = (f"InfiLoop without recall falls {inf.fall.points()}; carry-last's fall minus InfiLoop's is "
-              f"{contrast.points()}, so InfiLoop {said[v2]} keep more of what it solved than carry-last "
-              f"(solved, then wrong at the end: carry-last {cl.lost.pct()}, InfiLoop {inf.lost.pct()}).")
+    second = (f"Of the instances each solved at some update, carry-last without recall loses {cl.lost.pct()} by the "
+              f"deepest update and InfiLoop without recall {inf.lost.pct()}; carry-last's share minus InfiLoop's is "
+              f"{kept.points()}, so InfiLoop {said[v2]} keep more of what it solved than carry-last. (InfiLoop's fall "
+              f"from its held-out peak is {inf.fall.points()}; carry-last's fall minus InfiLoop's, {falls.points()}, "
+              f"also counts what a model never solved.)")
     return f"{first} {second}"

@@ -454,8 +454,9 @@ CLAIMS += [
           "the paper's thesis carried to this setting: replacing the state by the newest output (carry-last) is what "
           "makes looped models degrade with more iterations, and InfiLoop keeps improving (Fig. 1a); the paper "
           "reports no size-extrapolation experiment", "09_overthinking",
-          "carry-last's fall after its held-out peak − InfiLoop's, both without recall, at the largest test size, on "
-          "the same puzzles (positive: InfiLoop falls less)", None,
+          "of the instances each model solved at some update, the share wrong at the deepest one: carry-last's − "
+          "InfiLoop's, both without recall, at the largest test size, on the same instances (positive: InfiLoop "
+          "loses less of what it solved)", None,
           "no number: the paper has no overthinking experiment"),
 ]
 

@@ -82,10 +82,12 @@ DATA_PROFILES: dict[str, dict[str, dict]] = {
 
 # The overthinking setting (notebook 09; Bansal et al. 2022, arXiv 2202.05826): train small, test at several times
 # the size, chosen by the probes of docs/overthinking.md (prefix sums; mazes are built but not measured there).
-# Prefix sums: strings of 16 bits for training (of 65,536), tested at 16, 32 and 64; mazes: 8x8 for training,
-# tested at 8x8, 12x12 and 16x16 (least shortest path scaled with the side, tasks/extrapolation.py).
+# Prefix sums: strings of 16 bits for training (of 65,536), tested at 16, 24 and 32 (the first run also tested 64,
+# where no model without recall solved more than 1.3 % at any update: nothing to lose there; docs/overthinking.md);
+# mazes: 8x8 for training, tested at 8x8, 12x12 and 16x16 (least shortest path scaled with the side,
+# tasks/extrapolation.py).
 DATA_PROFILES["overthink"] = {
-    "prefix_sums": {"train_length": 16, "test_lengths": [16, 32, 64], "n_train": 4000, "n_test": 256, "seed": 0},
+    "prefix_sums": {"train_length": 16, "test_lengths": [16, 24, 32], "n_train": 4000, "n_test": 256, "seed": 0},
     "maze": {"source": "generate", "size": 8, "min_path": 12, "loops": 0.05, "n_train": 2000, "n_test": 256,
              "seed": 0, "test_sizes": [8, 12, 16]},
 }
@@ -143,7 +145,8 @@ _QUICK: dict = {
 # 16 block applications, enough to carry a parity across 16 bits one position per application), no deep supervision.
 # Under TRM's detached deep supervision (gradients through the last update only) carry-last without recall did not
 # learn the task at all (0 % after 1,500 steps). Evaluated to 30 times the training depth (120 updates) on 128
-# strings of each length.
+# strings of each length. Seeds 3, 4 and 5: seeds 0-2 were the first run, whose data chose the test lengths and the
+# measure of the InfiLoop claim (docs/overthinking.md), so the claims are decided on seeds that chose nothing.
 _OVERTHINK: dict = {
     "data": "overthink",
     "model": {"d_model": 64, "n_heads": 4, "n_layers": 1, "ffn_multiple": 32, "H": 4, "L": 3, "grad_outer": 4,
@@ -151,7 +154,7 @@ _OVERTHINK: dict = {
     "train": {**_TINY["train"], "steps": 800, "lr": 1e-3, "max_segments": 1, "checkpoint_every": 200},
     "eval": {"updates": 120, "every": 1, "limit": 128, "batch_size": 128},
     "main_tasks": ["sudoku"],
-    "seeds": [0, 1, 2],
+    "seeds": [3, 4, 5],
     "notebooks": ["09"],
 }
 
