@@ -38,7 +38,7 @@ def threads_per_job(jobs: int) -> int:
 # the threshold only as such blocks come back; and it trims the heap's free top above 128 KiB. A CPU step of the
 # small models here allocates and frees activations of a few hundred KiB to a few MiB hundreds of times, and each
 # one was paged in again by the kernel: measured 2026-12-04 on a 2-core AMD EPYC (docs/quick.md), 5-11 % of a
-# `quick` training step and 10-15 % of an evaluation, in system time. Fixed thresholds keep them in the heap.
+# `quick` training step and 8-20 % of an evaluation, in system time. Fixed thresholds keep them in the heap.
 MMAP_THRESHOLD = 32 << 20  # glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit): larger blocks are still mapped
 TRIM_THRESHOLD = 1 << 30
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)

@@ -30,6 +30,9 @@ from .flops import answer_length, flops_per_step, flops_per_update, forward_bloc
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
 EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of 3
+# Every timing subprocess starts as a job does (python -m infiloop and the scheduler's jobs tune glibc's allocator
+# first, machine.tune_allocator): untuned, the first steps of a process page their tensors in again and again.
+_TUNED = "from infiloop.machine import tune_allocator; tune_allocator(); "
 MAX_STEP_S = 1.0  # a calibration step or update longer than this is timed at a smaller batch and scaled
 # One torch thread's achieved rate on a CPU, in TFLOP/s: the tiny model's training step (1.354e10 FLOPs,
 # flops_per_step) took 0.50 s, and an outer update of 256 test puzzles (as many FLOPs) 0.46-0.48 s, with one thread
@@ -101,7 +104,8 @@ class MeasuredTimer:
         """Seconds to start a job in a new process: it imports what a job imports (as :meth:`process_start`), reads
         the run's training data and builds its model on ``device`` (the least of two starts: the first may pay for a
         cold disk cache)."""
-        code = ("import sys, torch; from infiloop.experiments.compute import worker; worker.import_job_modules(); "
+        code = (_TUNED + "import sys, torch; from infiloop.experiments.compute import worker; "
+                "worker.import_job_modules(); "
                 "from infiloop.experiments.store import runs; "
                 "from infiloop.model.reasoner import LoopedReasoner; run = runs.load_run(sys.argv[1]); "
                 "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
@@ -111,7 +115,8 @@ class MeasuredTimer:
     def process_start(self, device):
         """Seconds of a new process's own start, which a warm worker (``worker.py``) pays once for all its jobs:
         Python, torch and the modules the worker imports, and the device's first tensor (a CUDA context)."""
-        code = ("import sys, torch; from infiloop.experiments.compute import worker; worker.import_job_modules(); "
+        code = (_TUNED + "import sys, torch; from infiloop.experiments.compute import worker; "
+                "worker.import_job_modules(); "
                 "torch.empty(0, device=sys.argv[1])")
         return Timing(_least_of_two([sys.executable, "-c", code, device]), 0.0, 0)
 
@@ -120,7 +125,8 @@ class MeasuredTimer:
         caches and memory bandwidth): the same short evaluation in ``jobs`` processes at once, against one."""
         import subprocess
 
-        code = ("import sys, time, torch; torch.set_num_threads(1); from infiloop.experiments.store import runs; "
+        code = (_TUNED + "import sys, time, torch; torch.set_num_threads(1); "
+                "from infiloop.experiments.store import runs; "
                 "from infiloop.evaluation import evaluate; from infiloop.model.reasoner import LoopedReasoner; "
                 "import numpy as np; run = runs.load_run(sys.argv[1]); data = run.test_data(); "
                 "data = data.subset(np.arange(64) % len(data)); "
@@ -197,7 +203,7 @@ class MeasuredTimer:
         model (the least of two starts)."""
         from dataclasses import asdict
 
-        code = ("import sys, json, torch; from infiloop.experiments import looplm; "
+        code = (_TUNED + "import sys, json, torch; from infiloop.experiments import looplm; "
                 "from infiloop.experiments.compute import scheduler; from infiloop import training_looplm as t; "
                 "from infiloop.model.looplm import LoopLM; p = t.Probe.from_dict(json.loads(sys.argv[1])); "
                 "LoopLM(t.model_config(p)).to(sys.argv[2])")
