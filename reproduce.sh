@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one entry point of the InfiLoop companion.
 #
-#   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, 10-12 min);
+#   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, 10-15 min);
 #                                     on a CUDA GPU on the GPU, then the gpu profile's offer (pilot, GPU-hours)
 #   ./reproduce.sh --profile search   6x6 Sudoku that needs search, three seeds (about 1.6 h on 2 CPU cores)
 #   ./reproduce.sh --profile overthink  notebook 09, tasks that extrapolate in size (about 1 h on one core)
