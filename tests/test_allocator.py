@@ -14,18 +14,24 @@ from infiloop.paths import ROOT
 glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
                            reason="mallopt's thresholds are glibc's")
 
-# A fresh process allocates and frees a 4 MiB tensor, then allocates it again: glibc's mallinfo2 says how many bytes
-# were mapped (hblkhd) while it lived, and how many the heap holds (arena).
-_PROBE = """
-import ctypes, json, sys
+# glibc's mallinfo2 in a fresh process: how many bytes are mapped (hblkhd) rather than held in the heap (arena).
+_MALLINFO = """
+import ctypes, json, runpy, sys
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
                                               "uordblks", "fordblks", "keepcost")]
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
+"""
+
+# The process allocates and frees a 4 MiB tensor three times, after tuning the allocator ("tuned"), after importing the
+# package's modules ("imported") or neither ("plain"), and prints the bytes mapped while each tensor lived.
+_PROBE = _MALLINFO + """
 if sys.argv[1] == "tuned":
     from infiloop.machine import tune_allocator
     assert tune_allocator()
+if sys.argv[1] == "imported":
+    import infiloop.machine, infiloop.experiments.compute.worker
 import torch
 mapped = []
 for _ in range(3):
@@ -49,13 +55,7 @@ def test_a_tuned_process_keeps_a_freed_tensor_in_the_heap_and_an_untuned_one_map
 
 
 # The same measurement after a module has run as ``python -m MODULE ARGS`` would run it (its exit caught).
-_AFTER_ENTRY = """
-import ctypes, json, runpy, sys
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                                              "uordblks", "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = Info
+_AFTER_ENTRY = _MALLINFO + """
 out, module, sys.argv = sys.argv[1], sys.argv[2], [sys.argv[2], *sys.argv[3:]]
 try:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -80,8 +80,5 @@ def test_each_entry_point_tunes_the_allocator_before_its_work(tmp_path, module, 
 
 @glibc
 def test_importing_the_package_leaves_a_library_users_allocator_alone():
-    imports = "import infiloop.machine, infiloop.experiments.compute.worker\nif False:"
-    code = _PROBE.replace('if sys.argv[1] == "tuned":', imports)
-    out = subprocess.run([sys.executable, "-c", code, "plain"], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert json.loads(out.stdout.strip().splitlines()[-1])[0] >= 4 << 20
+    assert _mapped("imported")[0] >= 4 << 20
     assert machine.MMAP_THRESHOLD == 32 << 20  # glibc's largest mmap threshold on 64-bit
