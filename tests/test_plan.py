@@ -74,10 +74,14 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
     run_lines = [ln for ln in text.splitlines() if re.match(r"(sudoku|prefix_sums)\s+\w+\s+\d+ x ", ln)]
     assert len(run_lines) == len(specs)
+    # every smoke training checks its checkpoints on the validation split: at steps 10 and 20 and at its end, the
+    # first 64 validation puzzles in batches of its 32 sequences to its training depth (H 2 x 4 segments)
+    assert {planning.validation_checks(r.run) for r in specs} == {(3, 64, 8)}
+    per_check = 2 * 8 * UPDATE_S
     for ln in run_lines:
-        assert f"{steps} x  {STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in ln
-    # per run: the job's start + start-up + steps x s/step; 2 jobs at a time on the CPU
-    per_run = JOB_S + START_S + steps * STEP_S
+        assert f"{steps} x  {STEP_S:.4f} +  3 x  {per_check:.4f} +   {START_S + JOB_S:.1f} s" in ln
+    # per run: the job's start + start-up + steps x s/step + checks x s/check; 2 jobs at a time on the CPU
+    per_run = JOB_S + START_S + steps * STEP_S + 3 * per_check
     assert f"training: {plan._fmt_s(per_run * len(specs))} of runs -> " \
            f"{plan._fmt_s(per_run * math.ceil(len(specs) / 2))} wall" in text
     # per evaluation: the job's start + ceil(puzzles / batch) x updates x s/update, e.g. notebook 02's depth
@@ -250,7 +254,7 @@ def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
     text = _plan(Crowded(), jobs=2)
     assert "s/step and s/update are 1.50x the timings alone, as measured for 2 jobs at once" in text
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
-    assert f"{steps} x  {1.5 * STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in text
+    assert f"{steps} x  {1.5 * STEP_S:.4f} +  3 x  {1.5 * 2 * 8 * UPDATE_S:.4f} +   {START_S + JOB_S:.1f} s" in text
     calibration = timing.Calibration("cpu", Crowded(), path=root / "c.json")
     p = planning.estimate(planning.make_plan("smoke", jobs=1), calibration)
     assert p.contention == 1.0 and all(r.per_step == STEP_S for r in p.runs)
@@ -266,27 +270,104 @@ class StartingTimer(FakeTimer):
 
 
 def test_warm_workers_pay_the_process_start_once_per_slot_and_fresh_processes_every_job(root):
-    """The plan models reproduce's warm workers (a process start per slot, then each job its data and model) and
-    --fresh-process (every job all of its start), and says which it assumed, with both numbers."""
-    steps = profiles.PROFILES["smoke"]["train"]["steps"]
+    """Where real jobs in warm workers are not measured (this timer), the plan models reproduce's warm workers as a
+    process start per slot and then each job its data and model, and --fresh-process as every job all of its start,
+    and says which it assumed, with both numbers."""
+    steps, check = profiles.PROFILES["smoke"]["train"]["steps"], 2 * 8 * UPDATE_S
     warm = _plan(StartingTimer())
     assert (f"# warm workers (one process per slot, reproduce's default): each slot pays {PROCESS_S:.1f} s once"
             in warm and f"then each job {JOB_S - PROCESS_S:.1f} s before its work" in warm)
     assert f"a new process per job (--fresh-process) would pay {JOB_S:.1f} s each" in warm
-    assert f"{steps} x  {STEP_S:.4f} +   {START_S + JOB_S - PROCESS_S:.1f} s" in warm
+    assert f"{steps} x  {STEP_S:.4f} +  3 x  {check:.4f} +   {START_S + JOB_S - PROCESS_S:.1f} s" in warm
     fresh = _plan(StartingTimer(), fresh_process=True)
     assert f"# a new process per job (--fresh-process): each job pays {JOB_S:.1f} s before its work" in fresh
-    assert f"{steps} x  {STEP_S:.4f} +   {START_S + JOB_S:.1f} s" in fresh
+    assert f"{steps} x  {STEP_S:.4f} +  3 x  {check:.4f} +   {START_S + JOB_S:.1f} s" in fresh
     calibration = timing.Calibration("cpu", StartingTimer(), path=root / "c.json")
     p = planning.estimate(planning.make_plan("smoke", jobs=2), calibration)
-    assert p.start_per_slot == PROCESS_S and p.start_per_job == JOB_S - PROCESS_S
+    assert p.start_per_slot == PROCESS_S and p.train_start == p.eval_start == JOB_S - PROCESS_S
     jobs = len(p.runs) + len(p.evals) + len(p.models)
     p.warm = False
     fresh_plan = planning.estimate(p, calibration)
-    assert fresh_plan.start_per_slot == 0.0 and fresh_plan.start_per_job == JOB_S
+    assert fresh_plan.start_per_slot == 0.0 and fresh_plan.train_start == fresh_plan.eval_start == JOB_S
     warm_wall = planning.wall(planning.estimate(planning.make_plan("smoke", jobs=2), calibration))
     # the warm stage saves the process start of every job but each slot's first
     assert 0 < planning.wall(fresh_plan) - warm_wall <= jobs * PROCESS_S
+
+
+FIRST_S, WARM_TRAIN_S, WARM_EVAL_S = 4.0, 9.5, 0.4  # real jobs in warm workers: a first training, a later one, an eval
+
+
+class WarmTimer(StartingTimer):
+    def warm_jobs(self, run, overrides, device, jobs, threads):
+        self.calls.append(("warm jobs", jobs, threads))
+        return {"first": Timing(WARM_TRAIN_S + FIRST_S), "train": Timing(WARM_TRAIN_S), "eval": Timing(WARM_EVAL_S)}
+
+
+def test_real_jobs_in_warm_workers_set_each_jobs_own_cost_and_each_slots_start(root):
+    """Measured with real jobs in warm workers: a slot pays its first job's extra once; a training its probe's
+    seconds less the probe's steps, start-up and one check; an evaluation its probe's seconds (one update); and a
+    looped decoder its task's generation and model's build and that bookkeeping."""
+    timer = WarmTimer()
+    calibration = timing.Calibration("cpu", timer, path=root / "c.json")
+    p = planning.estimate(planning.make_plan("smoke", jobs=2), calibration)
+    assert ("warm jobs", 2, 1) in timer.calls
+    probe_own = timing.TRAIN_WARM * STEP_S + START_S + 2 * 8 * UPDATE_S  # two steps, the start-up, one check
+    assert p.worker_start == p.start_per_slot == FIRST_S
+    assert p.train_start == pytest.approx(WARM_TRAIN_S - probe_own) and p.eval_start == WARM_EVAL_S
+    assert p.looplm_start_per_job == WARM_EVAL_S  # this timer's looped-decoder start has no own part
+    steps = profiles.PROFILES["smoke"]["train"]["steps"]
+    for r in p.runs:
+        assert r.seconds == pytest.approx(WARM_TRAIN_S - probe_own + START_S + steps * STEP_S + 3 * 2 * 8 * UPDATE_S)
+    e = p.evals[0]
+    assert e.seconds == pytest.approx(WARM_EVAL_S + e.batches * e.updates * UPDATE_S)
+    text = _plan(WarmTimer())
+    assert (f"measured with real jobs on 2 slot(s) at once: each slot pays {FIRST_S:.1f} s once (the worker's start "
+            f"and its first job's extra), then each training {WARM_TRAIN_S - probe_own:.2f} s and each evaluation "
+            f"{WARM_EVAL_S:.2f} s of its own") in text
+    # with a new process per job the probe is not taken and every job pays its whole start
+    fresh = planning.make_plan("smoke", jobs=2)
+    fresh.warm = False
+    timer = WarmTimer()
+    fp = planning.estimate(fresh, timing.Calibration("cpu", timer, path=root / "d.json"))
+    assert not any(c[0] == "warm jobs" for c in timer.calls) and fp.train_start == JOB_S
+
+
+def test_the_checks_the_plan_counts_are_those_a_training_makes(smoke_run):
+    """validation_checks (from the settings alone) against the record a real smoke training wrote: one check per
+    checkpoint and one at the end, on as many validation puzzles, to the same depth."""
+    import json
+
+    checks, puzzles, depth = planning.validation_checks(smoke_run)
+    best = json.loads((smoke_run.dir / "best.json").read_text())
+    assert len(best["checked"]) == checks == 3 and best["puzzles"] == puzzles and best["depth"] == depth
+
+
+def test_real_jobs_in_real_warm_workers(smoke_run, root, tmp_path):
+    """The probe behind the warm costs: real trainings and evaluations of a smoke run in two real warm workers at
+    once. A worker's first job carries its start (seconds of imports); later jobs are short; nothing is left behind
+    in the run cache or the temporary folder."""
+    import tempfile
+
+    before = set(tmp_path.parent.iterdir())
+    tempfile.tempdir = str(tmp_path)  # the probe's temporary run cache, to see that it is removed
+    try:
+        costs = timing.MeasuredTimer().warm_jobs(smoke_run, {}, "cpu", 2, 1)
+    finally:
+        tempfile.tempdir = None
+    first, train, evaluation = (costs[k].seconds for k in ("first", "train", "eval"))
+    assert first > train + 0.5 and 0 < train < 5 and 0 < evaluation < train
+    assert list(tmp_path.iterdir()) == [] and set(tmp_path.parent.iterdir()) == before
+    assert not root.exists() or not any(root.rglob("DONE.json"))
+
+
+def test_the_slow_down_beside_other_jobs_is_measured_alone_and_together_in_turn(smoke_run, monkeypatch):
+    """Two real processes time the same evaluation in shared windows, one alone in every other window: the ratio is
+    a slow-down (at least 1) and not absurd on a machine with two cores."""
+    monkeypatch.setattr(timing, "CONTENTION_WINDOWS", 4)
+    monkeypatch.setattr(timing, "CONTENTION_WINDOW_S", 0.5)
+    monkeypatch.setattr(timing, "CONTENTION_REPEATS", 1)
+    slow_down = timing.MeasuredTimer().contention(smoke_run, "cpu", 2).seconds
+    assert 1.0 <= slow_down < 3.0
 
 
 def test_a_real_process_start_is_measured_once_and_cached(root):

@@ -5,7 +5,8 @@ The runs are ``cache.planned_runs``; the evaluations are the notebooks' own call
 their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the evaluation cache deduplicates
 them. The estimate is a short calibration (``timing.py``) times the counts (``planning.py``):
 
-    per run:        job start + start-up + steps x s/step                  (s/step at the run's batch size)
+    per run:        job start + start-up + steps x s/step + checks x s/check   (s/step at the run's batch size;
+                    a check: its checkpoint scored on the validation split, training/selection.py)
     per evaluation: job start + ceil(puzzles / batch) x updates x s/update (s/update for one batch)
     per looped decoder (notebook 08): job start + steps x s/step + token-blocks x s/token-block
                     (its evaluation forwards counted in blocks applied at one position, ``flops.looplm_work``)
@@ -13,11 +14,13 @@ them. The estimate is a short calibration (``timing.py``) times the counts (``pl
 
 On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
 of one job beside the others, measured once (the same short evaluation in ``jobs`` processes at once against one
-alone). The job start is what every job of the scheduler pays before its first step. With a new Python process per job
-(``--fresh-process``) that is the process's start (Python, torch and the package imported), reading the run's data and
-building its model, measured together (``timing.MeasuredTimer.job_start``, once per device); in warm workers (the
-default, ``worker.py``) the process's start, measured alone (``process_start``), is paid once per slot and each job
-pays the rest. The plan prints which it assumed and both numbers.
+alone). The job start is what every job of the scheduler pays beside its own arithmetic. With a new Python process per
+job (``--fresh-process``) that is the process's start (Python, torch and the package imported), reading the run's data
+and building its model, measured together (``timing.MeasuredTimer.job_start``, once per device). In warm workers (the
+default, ``worker.py``) it is measured with real jobs in real warm workers, as many at once as there are slots
+(``timing.MeasuredTimer.warm_jobs``): a short training and a one-update evaluation in each, after each worker's first
+job; a slot pays its worker's start once (its first job less a later one), and each job the rest of its seconds (a
+training's less its few steps and its check). The plan prints which it assumed and the numbers.
 
 The calibration times a few training steps (``training.train`` itself, on the run's data) and a few
 evaluation updates (``evaluation.evaluate``) of every distinct model shape on this device; it is cached in
@@ -90,18 +93,24 @@ def _render_models(models: list[ModelItem]) -> list[str]:
 
 def _starts(plan: Plan) -> str:
     """What the plan assumes of the jobs' processes (``worker.py``): a warm worker per slot, whose start is paid once
-    and each job then only its data and model, or a new process per job (``--fresh-process``)."""
+    and each job then only its own bookkeeping, or a new process per job (``--fresh-process``)."""
     if not plan.job_start and not plan.looplm_start:
         return "job starts: not counted (not measured by this timer)"
     if not plan.warm:
         return (f"a new process per job (--fresh-process): each job pays {plan.job_start:.1f} s before its work "
                 f"(Python, torch and the package imported, its data read, its model built), a looped decoder "
                 f"{plan.looplm_start:.1f} s")
-    return (f"warm workers (one process per slot, reproduce's default): each slot pays {plan.process_start:.1f} s once "
-            f"(Python, torch and the package imported, the device initialised), then each job "
-            f"{plan.start_per_job:.1f} s before its work (its data read, its model built), a looped decoder "
-            f"{plan.looplm_start_per_job:.1f} s; a new process per job (--fresh-process) would pay "
-            f"{plan.job_start:.1f} s each")
+    fresh = f"a new process per job (--fresh-process) would pay {plan.job_start:.1f} s each"
+    if plan.warm_train is None:
+        return (f"warm workers (one process per slot, reproduce's default): each slot pays {plan.start_per_slot:.1f} s "
+                f"once (Python, torch and the package imported, the device initialised), then each job "
+                f"{plan.train_start:.1f} s before its work (its data read, its model built), a looped decoder "
+                f"{plan.looplm_start_per_job:.1f} s; {fresh}")
+    return (f"warm workers (one process per slot, reproduce's default), measured with real jobs on {plan.jobs} "
+            f"slot(s) at once: each slot pays {plan.start_per_slot:.1f} s once (the worker's start and its first "
+            f"job's extra), then each training {plan.train_start:.2f} s and each evaluation {plan.eval_start:.2f} s "
+            f"of its own (the run resolved, its data read, its model built, its outputs written, the collection "
+            f"after it), a looped decoder {plan.looplm_start_per_job:.1f} s; {fresh}")
 
 
 def render(plan: Plan, calibration: Calibration) -> str:
@@ -121,16 +130,17 @@ def render(plan: Plan, calibration: Calibration) -> str:
         where += (f"; s/step and s/update are {plan.contention:.2f}x the timings alone, as measured for {plan.jobs} "
                   f"jobs at once")
     out.append(f"\n## training (reproduce trains {where})")
-    out.append("task    recipe         steps   s/step    start-up    time     overrides")
+    out.append("task    recipe         steps   s/step    checks  s/check   start-up    time     overrides")
     for r in plan.runs:
         head = f"{r.task:7s} {r.recipe:12s} {r.steps:7d}"
         if r.cached:
-            out.append(f"{head}   already trained             0 s      {_over(r.overrides)}")
+            out.append(f"{head}   already trained                               0 s      {_over(r.overrides)}")
         else:
-            out.append(f"{head} x {_fmt_per(r.per_step)} + {r.startup + plan.start_per_job:5.1f} s = "
-                       f"{_fmt_s(r.seconds):>9s}  {_over(r.overrides)}")
+            out.append(f"{head} x {_fmt_per(r.per_step)} + {r.checks:2d} x {_fmt_per(r.per_check)} + "
+                       f"{r.startup + plan.train_start:5.1f} s = {_fmt_s(r.seconds):>9s}  {_over(r.overrides)}")
     train_total, train_wall = sum(r.seconds for r in plan.runs), training_wall(plan)
-    out.append(f"per run: steps x s/step + start-up (the job's start, {plan.start_per_job:.1f} s, included); training: "
+    out.append(f"per run: steps x s/step + checks x s/check (its checkpoints scored on the validation split, "
+               f"training/selection.py) + start-up (the job's own, {plan.train_start:.1f} s, included); training: "
                f"{_fmt_s(train_total)} of runs -> "
                f"{_fmt_s(train_wall)} wall")
     out.append("\n## evaluations (each once, scheduled beside the training as soon as its run is trained)")
@@ -143,10 +153,10 @@ def render(plan: Plan, calibration: Calibration) -> str:
         if e.cached:
             out.append(f"{head}   cached                            0 s      {what}")
         else:
-            out.append(f"{head} = {plan.start_per_job:.1f} + {e.batches:2d} x {e.updates:6d} x "
+            out.append(f"{head} = {plan.eval_start:.1f} + {e.batches:2d} x {e.updates:6d} x "
                        f"{_fmt_per(e.per_update)} = {_fmt_s(e.seconds):>9s}  {what}")
     eval_total = sum(e.seconds for e in plan.evals)
-    out.append(f"per evaluation: job start ({plan.start_per_job:.1f} s) + ceil(puzzles / batch) x updates x s/update; "
+    out.append(f"per evaluation: job start ({plan.eval_start:.1f} s) + ceil(puzzles / batch) x updates x s/update; "
                f"evaluations: {_fmt_s(eval_total)}")
     model_total = sum(m.seconds for m in plan.models)
     out += _render_models(plan.models)

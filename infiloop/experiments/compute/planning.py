@@ -33,6 +33,14 @@ class TrainItem:
     seconds: float = 0.0
     per_step: float = 0.0
     startup: float = 0.0
+    checks: int = 0  # its checkpoints' validation checks (training/selection.py; :func:`validation_checks`)
+    check_puzzles: int = 0
+    check_depth: int = 0  # outer updates of a check: the training depth
+    per_check: float = 0.0
+
+    @property
+    def check_seconds(self) -> float:
+        return self.checks * self.per_check
 
 
 @dataclass
@@ -89,23 +97,49 @@ class Plan:
     warm: bool = True  # jobs run in warm workers (reproduce's default), not each in a new process (--fresh-process)
     contention: float = 1.0  # how much slower a CPU job runs beside the others than alone (measured)
     looplm_start: float = 0.0  # a looped decoder's job start in a new process (imports, task, model)
+    looplm_own: float = 0.0  # of which its task's generation and its model's build (timed inside the process)
+    # Measured with real jobs in warm workers (timing.MeasuredTimer.warm_jobs; None where not measured): a training's
+    # and an evaluation's own seconds beyond their steps, checks and updates, and a slot's start (the worker's, and
+    # its first job's extra), the slots starting together.
+    warm_train: float | None = None
+    warm_eval: float | None = None
+    worker_start: float = 0.0
 
     @property
-    def start_per_job(self) -> float:
-        """Seconds each job pays before its work: all of :attr:`job_start` in a new process; in a warm worker, whose
-        own start is paid once (:attr:`start_per_slot`), only its data and model."""
-        return max(0.0, self.job_start - self.process_start) if self.warm else self.job_start
+    def train_start(self) -> float:
+        """Seconds a training job pays beside its steps and checks: all of :attr:`job_start` in a new process; in a
+        warm worker, whose own start is paid once (:attr:`start_per_slot`), what real jobs in warm workers were
+        measured to pay (resolving the run, its data, its model, its outputs, the collection after it), else
+        :attr:`job_start` less the process's start."""
+        if not self.warm:
+            return self.job_start
+        return self.warm_train if self.warm_train is not None else max(0.0, self.job_start - self.process_start)
+
+    @property
+    def eval_start(self) -> float:
+        """:attr:`train_start` for an evaluation job (beside its updates)."""
+        if not self.warm:
+            return self.job_start
+        return self.warm_eval if self.warm_eval is not None else max(0.0, self.job_start - self.process_start)
 
     @property
     def looplm_start_per_job(self) -> float:
-        """:attr:`start_per_job` for a looped decoder's job."""
-        return max(0.0, self.looplm_start - self.process_start) if self.warm else self.looplm_start
+        """:attr:`train_start` for a looped decoder's job: in a warm worker its task's generation and its model's
+        build (:attr:`looplm_own`) and a job's bookkeeping (an evaluation's, :attr:`warm_eval`, where measured; it
+        counts a model's build twice, a few milliseconds)."""
+        if not self.warm:
+            return self.looplm_start
+        if self.looplm_own or self.warm_eval is not None:
+            return self.looplm_own + (self.warm_eval or 0.0)
+        return max(0.0, self.looplm_start - self.process_start)  # a timer that times neither part
 
     @property
     def start_per_slot(self) -> float:
-        """Seconds each slot pays once, before its first job: a warm worker's start (nothing with a new process per
-        job, where every job pays it)."""
-        return self.process_start if self.warm else 0.0
+        """Seconds each slot pays once, before its first job: a warm worker's start, as measured with real jobs
+        (else a new process's start alone); nothing with a new process per job, where every job pays it."""
+        if not self.warm:
+            return 0.0
+        return self.worker_start if self.warm_train is not None else self.process_start
 
 
 def _eval_item(job: manifest.Job) -> EvalItem:
@@ -304,6 +338,60 @@ def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibratio
     return {j.id: by_run.get(str(j.spec.run.dir), 0.0) if j.kind == "train"
             else by_key.get(j.model.key if j.kind == "looplm" else j.eval.key, 0.0) for j in planned}
 
+def validation_checks(run: cache.Run) -> tuple[int, int, int]:
+    """How a training of ``run`` scores its checkpoints on the validation split (``training/selection.py``): how
+    many checks (one at each checkpoint before the last step, one at the end), how many puzzles each (the first
+    ``eval.limit`` of the split, which is as large as the test set) and how many outer updates (the training depth,
+    H x max_segments); (0, 0, 0) for a task without a validation split. From the settings alone: no data is read."""
+    from ... import tasks
+    from ...tasks import validation
+    from ..settings import profiles
+
+    if run.validation_unavailable():
+        return 0, 0, 0
+    train = run.train_config()
+    limit = run.config["eval"]["limit"]
+    try:
+        n = validation.size(tasks.profile_config(run.config["task"], profiles.data_profile(run.config["data_profile"]),
+                                                 run.config["data_overrides"] or None))
+    except tasks.DataError:  # no size in the settings: the limit, where there is one
+        n = limit or 0
+    checks = (train.steps - 1) // train.checkpoint_every + 1
+    return checks, min(n, limit) if limit else n, run.model_config().H * train.max_segments
+
+
+def _price_checks(item: TrainItem, calibration: Calibration, threads: int, contention: float) -> None:
+    """Fill in ``item``'s validation checks: each an evaluation of its puzzles in batches of the training's batch
+    size, to the training depth (``training/selection.py``)."""
+    item.checks, item.check_puzzles, item.check_depth = validation_checks(item.run)
+    if not item.checks or not item.check_puzzles:
+        item.per_check = 0.0
+        return
+    batch = min(item.batch, item.check_puzzles)
+    per_update = calibration.eval_update(item.run, batch, threads).seconds * contention
+    item.per_check = math.ceil(item.check_puzzles / batch) * item.check_depth * per_update
+
+
+def _measure_warm(plan: Plan, first, calibration: Calibration, threads: int) -> None:
+    """The warm workers' own costs from real jobs (``timing.MeasuredTimer.warm_jobs``): a probe training of
+    ``first``'s run (``TRAIN_WARM`` steps and one validation check), an evaluation of one update on one puzzle and
+    each worker's first job, all run together on the plan's slots. A training's bookkeeping is the probe's seconds
+    less its steps, start-up and check as timed for the plan; an evaluation's is the probe's whole time (one update
+    of one puzzle); a slot's start is its first job's seconds less a later one's."""
+    from .timing import TRAIN_WARM
+
+    costs = calibration.warm_jobs(first.run, first.overrides, plan.jobs, threads or 1)
+    if costs is None:
+        return
+    probe = TrainItem("", "", first.overrides, first.run, TRAIN_WARM, first.run.config["train"]["batch_size"], False)
+    t = calibration.train_step(probe.run, probe.batch, threads)
+    _price_checks(probe, calibration, threads, plan.contention)
+    own = TRAIN_WARM * t.seconds * plan.contention + t.startup + min(probe.checks, 1) * probe.per_check
+    plan.warm_train = max(0.0, costs["train"] - own)
+    plan.warm_eval = costs["eval"]
+    plan.worker_start = max(0.0, costs["first"] - costs["train"])
+
+
 def estimate(plan: Plan, calibration: Calibration) -> Plan:
     """Fill in the seconds of every run and evaluation of ``plan`` (cached ones cost nothing)."""
     threads = threads_per_job(plan.jobs) if plan.device == "cpu" else 0
@@ -311,8 +399,13 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
     plan.job_start = calibration.job_start(todo[0].run) if todo else 0.0
     plan.contention = calibration.contention(todo[0].run, plan.jobs) if todo else 1.0
     models = [m for m in plan.models if not m.cached]
-    plan.looplm_start = calibration.looplm_start(models[0].probe) if models else 0.0
+    start = calibration.looplm_start(models[0].probe) if models else None
+    plan.looplm_start, plan.looplm_own = (start.seconds, start.startup) if start else (0.0, 0.0)
     plan.process_start = calibration.process_start() if plan.warm and (todo or models) else 0.0
+    plan.warm_train = plan.warm_eval = None
+    plan.worker_start = 0.0
+    if plan.warm and todo:
+        _measure_warm(plan, todo[0], calibration, threads)
     for item in models:
         item.per_step = calibration.looplm_step(item.probe, threads).seconds * plan.contention
         item.per_block = calibration.looplm_block(item.probe, threads).seconds * plan.contention
@@ -322,13 +415,14 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
             continue
         t = calibration.train_step(item.run, item.batch, threads)
         item.per_step, item.startup = t.seconds * plan.contention, t.startup
-        item.seconds = plan.start_per_job + t.startup + item.steps * item.per_step
+        _price_checks(item, calibration, threads, plan.contention)
+        item.seconds = plan.train_start + t.startup + item.steps * item.per_step + item.check_seconds
     for item in plan.evals:
         if item.cached:
             continue
         timing = calibration.eval_update(item.run, item.batch, threads, item.test_set)
         item.per_update = timing.seconds * plan.contention
-        item.seconds = plan.start_per_job + item.batches * item.updates * item.per_update
+        item.seconds = plan.eval_start + item.batches * item.updates * item.per_update
     return plan
 
 

@@ -151,8 +151,13 @@ def _finish(report: Report, finished: set, jid: str, job: Job, proc, started: fl
         print(f"[scheduler] FAILED {jid}: see {log_path(job)}", file=sys.stderr, flush=True)
 
 
+# How often the stage looks for ended jobs (at 2 a second a slot waited 0.25 s on average after each job: 9 of the
+# 38 s of smoke's compute stage, 2026-12-04); the plan's probe of warm workers polls as often (``timing.py``).
+POLL_S = 0.05
+
+
 def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[Job], float] | None = None,
-             gpus_per_run: int = 1, launch=_popen, poll: float = 0.05, progress: bool = True,
+             gpus_per_run: int = 1, launch=_popen, poll: float = POLL_S, progress: bool = True,
              fresh_process: bool = False, pool: Pool | None = None) -> Report:
     """Run every job not yet done, as many at a time as there are slots; see the module docstring. Jobs run in warm
     workers (``worker.py``; ``pool``, default a new one closed at the end) unless ``fresh_process``: each a new
@@ -170,8 +175,7 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
 
     check_gpus_per_run(slots, gpus_per_run)
     todo = {j.id: j for j in jobs if not j.done}
-    # once per job: a cost may read the job's data, and the loop below polls 20 times a second (at 2 a second a
-    # slot waited 0.25 s on average after each job: 9 of the 38 s of smoke's compute stage, 2026-12-04)
+    # once per job: a cost may read the job's data, and the loop below polls 20 times a second (POLL_S)
     costs = {jid: (cost(j) if cost else 1.0) for jid, j in todo.items()}
     finished = {j.id for j in jobs if j.done}
     report, free, running = Report(), list(slots), {}

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -29,10 +30,15 @@ from .flops import answer_length, flops_per_step, flops_per_update, forward_bloc
 
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
-EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of 3
+EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of (at least) 4 and 3 of 1
+MIN_TIMED_S, MOST_TIMED = 0.3, 60  # steps or updates too short to time a few are timed by as many as take 0.3 s
 # Every timing subprocess starts as a job does (python -m infiloop and the scheduler's jobs tune glibc's allocator
 # first, machine.tune_allocator): untuned, the first steps of a process page their tensors in again and again.
 _TUNED = "from infiloop.machine import tune_allocator; tune_allocator(); "
+# The slow-down beside other jobs: windows of this many seconds, alone and together in turn, the first this many
+# seconds after the processes start
+CONTENTION_WINDOWS, CONTENTION_WINDOW_S, CONTENTION_LEAD_S, CONTENTION_REPEATS = 8, 0.75, 5.0, 3
+WARM_ROUNDS = 2  # trainings, then evaluations, that each probed warm worker runs after its first job (timed)
 MAX_STEP_S = 1.0  # a calibration step or update longer than this is timed at a smaller batch and scaled
 # One torch thread's achieved rate on a CPU, in TFLOP/s: the tiny model's training step (1.354e10 FLOPs,
 # flops_per_step) took 0.50 s, and an outer update of 256 test puzzles (as many FLOPs) 0.46-0.48 s, with one thread
@@ -70,25 +76,27 @@ class MeasuredTimer:
         if b < batch and per * 4 < MAX_STEP_S:  # the guess was cautious: once more at a larger batch
             b = min(batch, b * 4)
             per, startup = self._train(run, b, threads, device)
+        elif per * TRAIN_TIMED < MIN_TIMED_S:  # steps too short to time a few: once more with more of them
+            per, startup = self._train(run, b, threads, device, _enough(per, TRAIN_TIMED))
         return Timing(per * batch / b, startup, b)
 
-    def _train(self, run, b, threads, device):
+    def _train(self, run, b, threads, device, timed=TRAIN_TIMED):
         import torch
 
         from ...training import METRICS, train
 
         cfg = copy.copy(run.train_config())
         cfg.batch_size, cfg.log_every, cfg.checkpoint_every = b, 1, 10**9
-        cfg.steps, cfg.threads = max(cfg.steps, TRAIN_WARM + TRAIN_TIMED + 1), threads
+        cfg.steps, cfg.threads = max(cfg.steps, TRAIN_WARM + timed + 1), threads
         old = torch.get_num_threads()
         try:
             with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
-                train(run.model_config(), cfg, run.train_data(), d, device, TRAIN_WARM + TRAIN_TIMED, progress=False)
+                train(run.model_config(), cfg, run.train_data(), d, device, TRAIN_WARM + timed, progress=False)
                 lines = [json.loads(ln) for ln in (Path(d) / METRICS).read_text().splitlines() if ln.strip()]
         finally:
             torch.set_num_threads(old)
         t = [ln["elapsed_s"] for ln in lines]
-        per = max(t[-1] - t[TRAIN_WARM - 1], 1e-3) / TRAIN_TIMED
+        per = max(t[-1] - t[TRAIN_WARM - 1], 1e-3) / timed
         return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
 
     @staticmethod
@@ -110,7 +118,7 @@ class MeasuredTimer:
                 "from infiloop.model.reasoner import LoopedReasoner; run = runs.load_run(sys.argv[1]); "
                 "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
         with self._run_folder(run) as (d, env):
-            return Timing(_least_of_two([sys.executable, "-c", code, d, device], env), 0.0, 0)
+            return Timing(_least_of_two([sys.executable, "-c", code, d, device], env)[0], 0.0, 0)
 
     def process_start(self, device):
         """Seconds of a new process's own start, which a warm worker (``worker.py``) pays once for all its jobs:
@@ -118,30 +126,99 @@ class MeasuredTimer:
         code = (_TUNED + "import sys, torch; from infiloop.experiments.compute import worker; "
                 "worker.import_job_modules(); "
                 "torch.empty(0, device=sys.argv[1])")
-        return Timing(_least_of_two([sys.executable, "-c", code, device]), 0.0, 0)
+        return Timing(_least_of_two([sys.executable, "-c", code, device])[0], 0.0, 0)
+
+    def warm_jobs(self, run, overrides, device, jobs, threads):
+        """Real jobs in real warm workers (``worker.Pool``, ``scheduler.command``'s command lines), ``jobs`` at once
+        as the compute stage starts and runs them, in a temporary run cache: each worker's first job, a training of
+        ``run`` (with ``overrides``) cut to ``TRAIN_WARM`` steps, then ``WARM_ROUNDS`` more such trainings and
+        ``WARM_ROUNDS`` evaluations of one update on one puzzle. The medians of the seconds from sending each kind
+        of job to seeing its answer (polled as the scheduler polls): ``first`` (the worker's start included),
+        ``train`` and ``eval``. A training's seconds include its steps and its one validation check (at its end),
+        which ``planning.estimate`` takes out again."""
+        from ..notebooks.manifest import Job
+        from ..notebooks.specs import EvalSpec, RunSpec
+        from .scheduler import POLL_S, command, log_path
+        from .slots import Slot
+        from .worker import Pool, compile_shape
+
+        cfg = run.config
+        over = {**overrides, "train.steps": TRAIN_WARM}
+        slots = [Slot(f"probe{i}", device, threads) for i in range(jobs)]
+        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d, Pool() as pool:
+            def training(i: int, name: str) -> Job:
+                r = cache.resolve(cfg["task"], cfg["recipe"], cfg["profile"], over, run_dir=Path(d) / f"{i}-{name}")
+                return Job(f"train {r.dir.name}", "train", RunSpec(f"probe {i}", cfg["task"], cfg["recipe"], over, r))
+
+            def together(todo: list[Job]) -> list[float]:
+                started = []
+                for job, slot in zip(todo, slots):
+                    cmd, env = command(job, cfg["profile"], [slot])
+                    env.update(INFILOOP_RUNS=str(paths.RUNS), INFILOOP_DATA=str(paths.DATA))  # this process's
+                    t0 = time.perf_counter()
+                    started.append((pool.start(slot, cmd, env, log_path(job), *compile_shape(job, device)), t0))
+                ended = [0.0] * len(started)
+                while not all(ended):
+                    time.sleep(POLL_S)
+                    for k, (warm, t0) in enumerate(started):
+                        if not ended[k] and warm.poll() is not None:
+                            if warm.returncode:
+                                raise RuntimeError(f"the plan's probe of warm workers: a job failed; see {warm.log}")
+                            ended[k] = time.perf_counter() - t0
+                return ended
+
+            first = together([training(i, "first") for i in range(jobs)])
+            trains = [s for k in range(WARM_ROUNDS) for s in together([training(i, f"r{k}") for i in range(jobs)])]
+            evals = []
+            for _ in range(WARM_ROUNDS):
+                todo = []
+                for i in range(jobs):
+                    spec = training(i, "first").spec
+                    e = EvalSpec(f"probe {i}", spec, "evaluate", {"updates": 1, "every": 1, "limit": 1})
+                    Path(e.key).unlink(missing_ok=True)  # computed again each round
+                    todo.append(Job(f"eval {spec.run.dir.name}", "eval", spec, e))
+                evals += together(todo)
+        return {"first": Timing(float(np.median(first)), 0.0, 0), "train": Timing(float(np.median(trains)), 0.0, 0),
+                "eval": Timing(float(np.median(evals)), 0.0, 0)}
 
     def contention(self, run, device, jobs):
         """How much slower a job runs beside ``jobs - 1`` others on this machine's cores than alone (they share
-        caches and memory bandwidth): the same short evaluation in ``jobs`` processes at once, against one."""
+        caches, memory bandwidth and, on a virtual machine, perhaps a physical core): ``jobs`` processes run the same
+        evaluation in ``CONTENTION_WINDOWS`` windows of ``CONTENTION_WINDOW_S`` seconds that begin at the same moments
+        in every process (after their imports: a short timing started whenever a process is ready would often
+        overlap nothing), one process alone in every other window and all of them together in the rest, so that a
+        machine whose speed drifts is timed alone and together at nearly the same moments. The ratio of the median
+        seconds per update together to alone; the median of ``CONTENTION_REPEATS`` such ratios."""
         import subprocess
 
-        code = (_TUNED + "import sys, time, torch; torch.set_num_threads(1); "
+        code = (_TUNED + "import sys, time, json, torch; torch.set_num_threads(1); "
                 "from infiloop.experiments.store import runs; "
                 "from infiloop.evaluation import evaluate; from infiloop.model.reasoner import LoopedReasoner; "
                 "import numpy as np; run = runs.load_run(sys.argv[1]); data = run.test_data(); "
                 "data = data.subset(np.arange(64) % len(data)); "
                 "m = LoopedReasoner(run.model_config()).eval(); evaluate(m, data, 1, 1, 64, 'cpu', progress=False); "
-                "t0 = time.perf_counter(); evaluate(m, data, 12, 1, 64, 'cpu', progress=False); "
-                "print(time.perf_counter() - t0)")
-        with self._run_folder(run) as (d, env):
-            def timed(n):
-                procs = [subprocess.Popen([sys.executable, "-c", code, d], stdout=subprocess.PIPE, text=True,
-                                          cwd=paths.ROOT, env=env) for _ in range(n)]
-                return [float(pr.communicate()[0].split()[-1]) for pr in procs]
+                "start, width, rank, out = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), []\n"
+                "for k in range(int(sys.argv[5])):\n"
+                "    if k % 2 == 0 and rank > 0: continue\n"
+                "    begin = start + k * width; time.sleep(max(0.0, begin - time.time()))\n"
+                "    n, t0 = 0, time.perf_counter()\n"
+                "    while time.time() < begin + 0.9 * width:\n"
+                "        evaluate(m, data, 1, 1, 64, 'cpu', progress=False); n += 1\n"
+                "    out.append([k % 2, (time.perf_counter() - t0) / n])\n"
+                "print(json.dumps(out))")
+        def slow_down(d, env) -> float:
+            start = time.time() + CONTENTION_LEAD_S  # every process has imported and warmed up by then
+            procs = [subprocess.Popen([sys.executable, "-c", code, d, str(start), str(CONTENTION_WINDOW_S), str(rank),
+                                       str(CONTENTION_WINDOWS)], stdout=subprocess.PIPE, text=True, cwd=paths.ROOT,
+                                      env=env) for rank in range(jobs)]
+            timed = [w for pr in procs for w in json.loads(pr.communicate()[0].strip().splitlines()[-1])]
+            alone = float(np.median([s for together, s in timed if not together]))
+            return float(np.median([s for together, s in timed if together])) / alone
 
-            alone = min(timed(1)[0], timed(1)[0])
-            together = float(np.median(timed(jobs)))
-        return Timing(max(1.0, together / alone), 0.0, 0)
+        # the median of a few such timings: a virtual machine's cores are sometimes slower together for a while
+        # (a timing of 1.43x among others of 1.00-1.12x, while the stage it priced ran at about 1.03x, 2026-12-04)
+        with self._run_folder(run) as (d, env):
+            return Timing(max(1.0, float(np.median([slow_down(d, env) for _ in range(CONTENTION_REPEATS)]))), 0.0, 0)
 
     def eval_update(self, run, batch, device, test_set="test"):
         from ...evaluation import evaluate
@@ -153,13 +230,21 @@ class MeasuredTimer:
         data = data.subset(np.arange(b) % len(data))
         model = LoopedReasoner(cfg).to(device).eval()
         evaluate(model, data, EVAL_WARM, 1, b, device, progress=False)
-        times = []
-        for _ in range(EVAL_REPEATS):  # the median of a few short timings: robust to a busy machine
+
+        def timed(updates: int) -> float:
             t0 = time.perf_counter()
-            evaluate(model, data, EVAL_TIMED, 1, b, device, progress=False)
+            evaluate(model, data, updates, 1, b, device, progress=False)
             _sync(device)
-            times.append((time.perf_counter() - t0) / EVAL_TIMED)
-        return Timing(float(np.median(times)) * batch / b, 0.0, b)
+            return time.perf_counter() - t0
+
+        # an update's own cost: the call's fixed part (its batches set up, its result gathered) cancels in the
+        # difference of a long and a short call (a job's is in its bookkeeping, planning.Plan.eval_start), the long
+        # one long enough to time; the medians of a few timings each: robust to a busy machine
+        n = _enough(timed(2) - timed(1), EVAL_TIMED)
+        long = float(np.median([timed(n + 1) for _ in range(EVAL_REPEATS)]))
+        short = float(np.median([timed(1) for _ in range(EVAL_REPEATS)]))
+        per = max(long - short, 1e-6) / n
+        return Timing(per * batch / b, 0.0, b)
 
 
     def looplm_step(self, probe, device):
@@ -199,27 +284,38 @@ class MeasuredTimer:
         return Timing(float(np.median(times)) / blocks, 0.0, probe.train.eval_batch)
 
     def looplm_start(self, probe, device):
-        """Seconds to start a looped decoder's job in a new process: it imports it, generates the task and builds the
-        model (the least of two starts)."""
+        """Seconds to start a looped decoder's job in a new process (the least of two starts): it imports what a job
+        imports (as :meth:`process_start`), generates the task and builds the model; as ``startup``, the seconds of
+        the generation and the build alone (timed inside the process: what a warm worker's job pays)."""
         from dataclasses import asdict
 
-        code = (_TUNED + "import sys, json, torch; from infiloop.experiments import looplm; "
-                "from infiloop.experiments.compute import scheduler; from infiloop import training_looplm as t; "
+        code = (_TUNED + "import sys, json, torch; from infiloop.experiments.compute import worker; "
+                "worker.import_job_modules(); from infiloop import training_looplm as t; "
                 "from infiloop.model.looplm import LoopLM; p = t.Probe.from_dict(json.loads(sys.argv[1])); "
-                "LoopLM(t.model_config(p)).to(sys.argv[2])")
-        return Timing(_least_of_two([sys.executable, "-c", code, json.dumps(asdict(probe)), device]), 0.0, 0)
+                "import time; t0 = time.perf_counter(); LoopLM(t.model_config(p)).to(sys.argv[2]); "
+                "print(f'{time.perf_counter() - t0:.6f}')")
+        total, own = _least_of_two([sys.executable, "-c", code, json.dumps(asdict(probe)), device])
+        return Timing(total, own, 0)
 
 
-def _least_of_two(cmd: list[str], env: dict | None = None) -> float:
-    """Seconds of the faster of two runs of ``cmd`` from the repository (the first may pay for a cold disk cache)."""
+def _least_of_two(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Seconds of the faster of two runs of ``cmd`` from the repository (the first may pay for a cold disk cache),
+    and the number that run printed last (its own timing of a part of it; 0 where it printed none)."""
     import subprocess
 
-    times = []
+    runs = []
     for _ in range(2):
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, cwd=paths.ROOT, env=env)
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        out = subprocess.run(cmd, check=True, cwd=paths.ROOT, env=env, stdout=subprocess.PIPE, text=True).stdout
+        last = out.split()[-1] if out.split() else ""
+        runs.append((time.perf_counter() - t0, float(last) if last.replace(".", "", 1).isdigit() else 0.0))
+    return min(runs)
+
+
+def _enough(per: float, least: int) -> int:
+    """How many steps or updates of ``per`` seconds each take ``MIN_TIMED_S`` together (``least`` at the least, at
+    most ``MOST_TIMED``): fewer, and the timing's own resolution and the machine's jitter would be a large part."""
+    return int(min(MOST_TIMED, max(least, math.ceil(MIN_TIMED_S / max(per, 1e-4)))))
 
 
 def _sync(device: str) -> None:
@@ -371,18 +467,24 @@ class Calibration:
     def looplm_block(self, probe, threads: int = 0) -> Timing:
         return self._looplm("looplm eval", probe, threads, self.timer.looplm_block)
 
-    def looplm_start(self, probe) -> float:
-        """Seconds a looped decoder's job pays before its work (0 with a timer that does not measure it)."""
+    def looplm_start(self, probe) -> Timing:
+        """Seconds a looped decoder's job pays before its work in a new process, with (``startup``) the part a warm
+        worker's job pays: the task's generation and the model's build (0 with a timer that does not measure it)."""
         if not hasattr(self.timer, "looplm_start"):
-            return 0.0
-        return self._get("looplm start", {"python": sys.executable},
-                         lambda: self.timer.looplm_start(probe, self.device)).seconds
+            return Timing(0.0)
+        from dataclasses import asdict
+
+        # by the task it generates (not its seed); "imports" marks the timing that imports what a job imports
+        task = {k: v for k, v in asdict(probe.task).items() if k != "seed"}
+        return self._get("looplm start", {"python": sys.executable, "task": task, "imports": "jobs"},
+                         lambda: self.timer.looplm_start(probe, self.device))
 
     def job_start(self, run) -> float:
         """Seconds a job pays before its work on this device (0 with a timer that does not measure it)."""
         if not hasattr(self.timer, "job_start"):
             return 0.0
-        return self._get("job start", {"python": sys.executable},
+        data = [run.config["task"], run.config["data_profile"], run.config["data_overrides"]]  # the data it reads
+        return self._get("job start", {"python": sys.executable, "data": data, "model": _shape(run)},
                          lambda: self.timer.job_start(run, self.device)).seconds
 
     def process_start(self) -> float:
@@ -392,6 +494,24 @@ class Calibration:
             return 0.0
         return self._get("process start", {"python": sys.executable},
                          lambda: self.timer.process_start(self.device)).seconds
+
+    def warm_jobs(self, run, overrides: dict, jobs: int, threads: int) -> dict[str, float] | None:
+        """Seconds of real jobs in ``jobs`` warm workers at once with ``threads`` threads each
+        (:meth:`MeasuredTimer.warm_jobs`: ``first``, ``train``, ``eval``), measured together and cached apart; None
+        with a timer that does not measure them."""
+        if not hasattr(self.timer, "warm_jobs"):
+            return None
+        shape = {"model": _shape(run), "batch": run.config["train"]["batch_size"], "jobs": jobs, "threads": threads,
+                 "python": sys.executable}
+        measured: dict[str, Timing] = {}
+
+        def measure(kind: str) -> Timing:
+            if not measured:
+                measured.update(self.timer.warm_jobs(run, overrides, self.device, jobs, threads))
+            return measured[kind]
+
+        return {kind: self._get(f"warm {kind}", shape, lambda kind=kind: measure(kind)).seconds
+                for kind in ("first", "train", "eval")}
 
     def contention(self, run, jobs: int) -> float:
         """The slow-down of a CPU job beside ``jobs - 1`` others (1 with one job, on a GPU, or with a timer that
