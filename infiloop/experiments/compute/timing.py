@@ -31,7 +31,10 @@ from .flops import answer_length, flops_per_step, flops_per_update, forward_bloc
 CALIBRATION = ".plan-calibration.json"
 TRAIN_WARM, TRAIN_TIMED = 2, 4  # training steps run before timing (allocation, compilation), then timed
 EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, then 3 timings of (at least) 4 and 3 of 1
-MIN_TIMED_S, MOST_TIMED = 0.3, 60  # steps or updates too short to time a few are timed by as many as take 0.3 s
+# Steps too short to time a few are timed by as many as take 1.5 s (one timing: at 7 steps of quick's 0.045 s, the
+# shapes' timings ranged over +-15 % on a quiet machine, 2026-12-04), at most MOST_TIMED; an evaluation's updates by
+# as many as take 0.3 s (the median of three timings)
+TRAIN_MIN_TIMED_S, MOST_TIMED = 1.5, 120
 # Every timing subprocess starts as a job does (python -m infiloop and the scheduler's jobs tune glibc's allocator
 # first, machine.tune_allocator): untuned, the first steps of a process page their tensors in again and again.
 _TUNED = "from infiloop.machine import tune_allocator; tune_allocator(); "
@@ -76,8 +79,8 @@ class MeasuredTimer:
         if b < batch and per * 4 < MAX_STEP_S:  # the guess was cautious: once more at a larger batch
             b = min(batch, b * 4)
             per, startup = self._train(run, b, threads, device)
-        elif per * TRAIN_TIMED < MIN_TIMED_S:  # steps too short to time a few: once more with more of them
-            per, startup = self._train(run, b, threads, device, _enough(per, TRAIN_TIMED))
+        elif per * TRAIN_TIMED < TRAIN_MIN_TIMED_S:  # steps too short to time a few: once more with more of them
+            per, startup = self._train(run, b, threads, device, _enough(per, TRAIN_TIMED, TRAIN_MIN_TIMED_S))
         return Timing(per * batch / b, startup, b)
 
     def _train(self, run, b, threads, device, timed=TRAIN_TIMED):
@@ -240,7 +243,7 @@ class MeasuredTimer:
         # an update's own cost: the call's fixed part (its batches set up, its result gathered) cancels in the
         # difference of a long and a short call (a job's is in its bookkeeping, planning.Plan.eval_start), the long
         # one long enough to time; the medians of a few timings each: robust to a busy machine
-        n = _enough(timed(2) - timed(1), EVAL_TIMED)
+        n = _enough(timed(2) - timed(1), EVAL_TIMED, 0.3)
         long = float(np.median([timed(n + 1) for _ in range(EVAL_REPEATS)]))
         short = float(np.median([timed(1) for _ in range(EVAL_REPEATS)]))
         per = max(long - short, 1e-6) / n
@@ -312,10 +315,10 @@ def _least_of_two(cmd: list[str], env: dict | None = None) -> tuple[float, float
     return min(runs)
 
 
-def _enough(per: float, least: int) -> int:
-    """How many steps or updates of ``per`` seconds each take ``MIN_TIMED_S`` together (``least`` at the least, at
+def _enough(per: float, least: int, seconds: float = 0.3) -> int:
+    """How many steps or updates of ``per`` seconds each take ``seconds`` together (``least`` at the least, at
     most ``MOST_TIMED``): fewer, and the timing's own resolution and the machine's jitter would be a large part."""
-    return int(min(MOST_TIMED, max(least, math.ceil(MIN_TIMED_S / max(per, 1e-4)))))
+    return int(min(MOST_TIMED, max(least, math.ceil(seconds / max(per, 1e-4)))))
 
 
 def _sync(device: str) -> None:
