@@ -214,7 +214,13 @@ class MeasuredTimer:
             procs = [subprocess.Popen([sys.executable, "-c", code, d, str(start), str(CONTENTION_WINDOW_S), str(rank),
                                        str(CONTENTION_WINDOWS)], stdout=subprocess.PIPE, text=True, cwd=paths.ROOT,
                                       env=env) for rank in range(jobs)]
-            timed = [w for pr in procs for w in json.loads(pr.communicate()[0].strip().splitlines()[-1])]
+            timed = []
+            for pr in procs:
+                out = pr.communicate()[0].strip()
+                if pr.returncode or not out:
+                    raise RuntimeError(f"the plan's timing of the slow-down beside other jobs failed (exit status "
+                                       f"{pr.returncode}; its error is above)")
+                timed += json.loads(out.splitlines()[-1])
             alone = float(np.median([s for together, s in timed if not together]))
             return float(np.median([s for together, s in timed if together])) / alone
 
