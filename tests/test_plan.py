@@ -295,12 +295,14 @@ def test_warm_workers_pay_the_process_start_once_per_slot_and_fresh_processes_ev
 
 
 FIRST_S, WARM_TRAIN_S, WARM_EVAL_S = 4.0, 9.5, 0.4  # real jobs in warm workers: a first training, a later one, an eval
+STOP_S = 0.7  # the workers' stop
 
 
 class WarmTimer(StartingTimer):
     def warm_jobs(self, run, overrides, device, jobs, threads):
         self.calls.append(("warm jobs", jobs, threads))
-        return {"first": Timing(WARM_TRAIN_S + FIRST_S), "train": Timing(WARM_TRAIN_S), "eval": Timing(WARM_EVAL_S)}
+        return {"first": Timing(WARM_TRAIN_S + FIRST_S), "train": Timing(WARM_TRAIN_S), "eval": Timing(WARM_EVAL_S),
+                "stop": Timing(STOP_S)}
 
 
 def test_real_jobs_in_warm_workers_set_each_jobs_own_cost_and_each_slots_start(root):
@@ -315,6 +317,11 @@ def test_real_jobs_in_warm_workers_set_each_jobs_own_cost_and_each_slots_start(r
     assert p.worker_start == p.start_per_slot == FIRST_S
     assert p.train_start == pytest.approx(WARM_TRAIN_S - probe_own) and p.eval_start == WARM_EVAL_S
     assert p.looplm_start_per_job == WARM_EVAL_S  # this timer's looped-decoder start has no own part
+    assert p.worker_stop == STOP_S and planning.wall(p) == pytest.approx(
+        FIRST_S + STOP_S + planning.simulate({**{str(r.run.dir): r.seconds for r in p.runs},
+                                              **{f"eval {i}": e.seconds for i, e in enumerate(p.evals)},
+                                              **{m.key: m.seconds for m in p.models}},
+                                             {f"eval {i}": [str(e.run.dir)] for i, e in enumerate(p.evals)}, 2))
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
     for r in p.runs:
         assert r.seconds == pytest.approx(WARM_TRAIN_S - probe_own + START_S + steps * STEP_S + 3 * 2 * 8 * UPDATE_S)
@@ -354,8 +361,8 @@ def test_real_jobs_in_real_warm_workers(smoke_run, root, tmp_path):
         costs = timing.MeasuredTimer().warm_jobs(smoke_run, {}, "cpu", 2, 1)
     finally:
         tempfile.tempdir = None
-    first, train, evaluation = (costs[k].seconds for k in ("first", "train", "eval"))
-    assert first > train + 0.5 and 0 < train < 5 and 0 < evaluation < train
+    first, train, evaluation, stop = (costs[k].seconds for k in ("first", "train", "eval", "stop"))
+    assert first > train + 0.5 and 0 < train < 5 and 0 < evaluation < train and 0 < stop < 5
     assert list(tmp_path.iterdir()) == [] and set(tmp_path.parent.iterdir()) == before
     assert not root.exists() or not any(root.rglob("DONE.json"))
 

@@ -111,7 +111,8 @@ def _starts(plan: Plan) -> str:
             f"slot(s) at once: each slot pays {plan.start_per_slot:.1f} s once (the worker's start and its first "
             f"job's extra), then each training {plan.train_start:.2f} s and each evaluation {plan.eval_start:.2f} s "
             f"of its own (the run resolved, its data read, its model built, its outputs written, the collection "
-            f"after it), a looped decoder {plan.looplm_start_per_job:.1f} s; {fresh}")
+            f"after it), a looped decoder {plan.looplm_start_per_job:.1f} s, and the workers' stop at the end "
+            f"{plan.worker_stop:.1f} s; {fresh}")
 
 
 def render(plan: Plan, calibration: Calibration) -> str:

@@ -104,6 +104,7 @@ class Plan:
     warm_train: float | None = None
     warm_eval: float | None = None
     worker_start: float = 0.0
+    worker_stop: float = 0.0  # the stage's end: its workers told to stop and ended (measured with them)
 
     @property
     def train_start(self) -> float:
@@ -390,6 +391,7 @@ def _measure_warm(plan: Plan, first, calibration: Calibration, threads: int) -> 
     plan.warm_train = max(0.0, costs["train"] - own)
     plan.warm_eval = costs["eval"]
     plan.worker_start = max(0.0, costs["first"] - costs["train"])
+    plan.worker_stop = costs["stop"]
 
 
 def estimate(plan: Plan, calibration: Calibration) -> Plan:
@@ -403,7 +405,7 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
     plan.looplm_start, plan.looplm_own = (start.seconds, start.startup) if start else (0.0, 0.0)
     plan.process_start = calibration.process_start() if plan.warm and (todo or models) else 0.0
     plan.warm_train = plan.warm_eval = None
-    plan.worker_start = 0.0
+    plan.worker_start = plan.worker_stop = 0.0
     if plan.warm and todo:
         _measure_warm(plan, todo[0], calibration, threads)
     for item in models:
@@ -429,20 +431,21 @@ def estimate(plan: Plan, calibration: Calibration) -> Plan:
 def training_wall(plan: Plan) -> float:
     """Wall time of the training jobs alone, scheduled as reproduce schedules them (``scheduler.py``), after the
     warm workers' start."""
-    return plan.start_per_slot + simulate({str(r.run.dir): r.seconds for r in plan.runs}, {}, plan.jobs)
+    return plan.start_per_slot + simulate({str(r.run.dir): r.seconds for r in plan.runs}, {}, plan.jobs) \
+        + plan.worker_stop
 
 
 def wall(plan: Plan) -> float:
     """Wall time of the compute stage: every training and evaluation job on ``plan.jobs`` slots (cores, or
     GPUs), each evaluation after its run's training, the costliest ready job first (``scheduler.py``), after the warm
-    workers' start (every slot's at once)."""
+    workers' start (every slot's at once) and before their stop."""
     seconds = {str(r.run.dir): r.seconds for r in plan.runs}
     after = {}
     for i, e in enumerate(plan.evals):
         seconds[f"eval {i}"] = e.seconds
         after[f"eval {i}"] = [str(e.run.dir)]
     seconds.update({m.key: m.seconds for m in plan.models})
-    return plan.start_per_slot + simulate(seconds, after, plan.jobs)
+    return plan.start_per_slot + simulate(seconds, after, plan.jobs) + plan.worker_stop
 
 
 def seconds_of(plan: Plan) -> float:

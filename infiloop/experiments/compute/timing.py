@@ -137,8 +137,8 @@ class MeasuredTimer:
         ``run`` (with ``overrides``) cut to ``TRAIN_WARM`` steps, then ``WARM_ROUNDS`` more such trainings and
         ``WARM_ROUNDS`` evaluations of one update on one puzzle. The medians of the seconds from sending each kind
         of job to seeing its answer (polled as the scheduler polls): ``first`` (the worker's start included),
-        ``train`` and ``eval``. A training's seconds include its steps and its one validation check (at its end),
-        which ``planning.estimate`` takes out again."""
+        ``train`` and ``eval``; and ``stop``, the seconds to end the workers. A training's seconds include its steps
+        and its one validation check (at its end), which ``planning.estimate`` takes out again."""
         from ..notebooks.manifest import Job
         from ..notebooks.specs import EvalSpec, RunSpec
         from .scheduler import POLL_S, command, log_path
@@ -181,8 +181,11 @@ class MeasuredTimer:
                     Path(e.key).unlink(missing_ok=True)  # computed again each round
                     todo.append(Job(f"eval {spec.run.dir.name}", "eval", spec, e))
                 evals += together(todo)
+            t0 = time.perf_counter()
+            pool.close()
+            stop = time.perf_counter() - t0
         return {"first": Timing(float(np.median(first)), 0.0, 0), "train": Timing(float(np.median(trains)), 0.0, 0),
-                "eval": Timing(float(np.median(evals)), 0.0, 0)}
+                "eval": Timing(float(np.median(evals)), 0.0, 0), "stop": Timing(stop, 0.0, 0)}
 
     def contention(self, run, device, jobs):
         """How much slower a job runs beside ``jobs - 1`` others on this machine's cores than alone (they share
@@ -506,8 +509,8 @@ class Calibration:
 
     def warm_jobs(self, run, overrides: dict, jobs: int, threads: int) -> dict[str, float] | None:
         """Seconds of real jobs in ``jobs`` warm workers at once with ``threads`` threads each
-        (:meth:`MeasuredTimer.warm_jobs`: ``first``, ``train``, ``eval``), measured together and cached apart; None
-        with a timer that does not measure them."""
+        (:meth:`MeasuredTimer.warm_jobs`: ``first``, ``train``, ``eval``, ``stop``), measured together and cached
+        apart; None with a timer that does not measure them."""
         if not hasattr(self.timer, "warm_jobs"):
             return None
         shape = {"model": _shape(run), "batch": run.config["train"]["batch_size"], "jobs": jobs, "threads": threads,
@@ -520,7 +523,7 @@ class Calibration:
             return measured[kind]
 
         return {kind: self._get(f"warm {kind}", shape, lambda kind=kind: measure(kind)).seconds
-                for kind in ("first", "train", "eval")}
+                for kind in ("first", "train", "eval", "stop")}
 
     def contention(self, run, jobs: int) -> float:
         """The slow-down of a CPU job beside ``jobs - 1`` others (1 with one job, on a GPU, or with a timer that

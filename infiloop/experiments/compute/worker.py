@@ -303,10 +303,14 @@ class Worker:
             self.proc.kill()
         return self.proc.wait()
 
-    def stop(self) -> None:
-        """End the worker: no more requests (it exits), killed after :data:`STOP_WAIT_S`."""
+    def hang_up(self) -> None:
+        """No more requests: the worker exits after its job (:meth:`stop` waits for it)."""
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
+
+    def stop(self) -> None:
+        """End the worker: no more requests (it exits), killed after :data:`STOP_WAIT_S`."""
+        self.hang_up()
         try:
             self.proc.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
@@ -360,6 +364,8 @@ class Pool:
         return WarmJob(w, log)
 
     def close(self) -> None:
+        for w in self.workers.values():  # all told at once: they end side by side, not one after another
+            w.hang_up()
         for w in self.workers.values():
             w.stop()
         self.workers.clear()
