@@ -11,7 +11,7 @@ import re
 import pytest
 
 from infiloop import paths
-from infiloop.experiments.compute import flop_timing, flops, plan, planning, timing
+from infiloop.experiments.compute import flop_timing, flops, plan, planning, process_timing, timing
 from infiloop.experiments.compute.timing import Timing
 from infiloop.experiments.settings import profiles, recipes
 from infiloop.experiments.store import archives as runs
@@ -370,9 +370,9 @@ def test_real_jobs_in_real_warm_workers(smoke_run, root, tmp_path):
 def test_the_slow_down_beside_other_jobs_is_measured_alone_and_together_in_turn(smoke_run, monkeypatch):
     """Two real processes time the same evaluation in shared windows, one alone in every other window: the ratio is
     a slow-down (at least 1) and not absurd on a machine with two cores."""
-    monkeypatch.setattr(timing, "CONTENTION_WINDOWS", 4)
-    monkeypatch.setattr(timing, "CONTENTION_WINDOW_S", 0.5)
-    monkeypatch.setattr(timing, "CONTENTION_REPEATS", 1)
+    monkeypatch.setattr(process_timing, "CONTENTION_WINDOWS", 4)
+    monkeypatch.setattr(process_timing, "CONTENTION_WINDOW_S", 0.5)
+    monkeypatch.setattr(process_timing, "CONTENTION_REPEATS", 1)
     slow_down = timing.MeasuredTimer().contention(smoke_run, "cpu", 2).seconds
     assert 1.0 <= slow_down < 3.0
 

@@ -14,12 +14,12 @@ them. The estimate is a short calibration (``timing.py``) times the counts (``pl
 
 On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
 of one job beside the others, measured once per shape (the same evaluation in ``jobs`` processes, timed in shared
-windows with one process alone in every other window, ``timing.MeasuredTimer.contention``). The job start is what
+windows with one process alone in every other window, ``process_timing.contention``). The job start is what
 every job of the scheduler pays beside its own arithmetic. With a new Python process per job (``--fresh-process``)
 that is the process's start (Python, torch and the package imported), reading the run's data and building its model,
-measured together (``timing.MeasuredTimer.job_start``, once per device). In warm workers (the default,
+measured together (``process_timing.job_start``, once per device). In warm workers (the default,
 ``worker.py``) it is measured with real jobs in real warm workers, as many at once as there are slots
-(``timing.MeasuredTimer.warm_jobs``): a short training and a one-update evaluation in each, after each worker's first
+(``process_timing.warm_jobs``): a short training and a one-update evaluation in each, after each worker's first
 job; a slot pays its worker's start once (its first job less a later one), and each job the rest of its seconds (a
 training's less its few steps and its check). The plan prints which it assumed and the numbers.
 

@@ -339,6 +339,19 @@ def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibratio
     return {j.id: by_run.get(str(j.spec.run.dir), 0.0) if j.kind == "train"
             else by_key.get(j.model.key if j.kind == "looplm" else j.eval.key, 0.0) for j in planned}
 
+
+def run_planned(jobs: list[manifest.Job], workers: int, progress: bool = True, fresh_process: bool = False):
+    """Run jobs declared outside the notebooks (``scheduler.run_jobs``) on ``workers`` CPU slots of one thread
+    each, the costliest ready job first by :func:`job_seconds` (without progress, in the given order), in warm
+    workers unless ``fresh_process``; the scheduler's ``Report``."""
+    from .scheduler import run_jobs
+    from .slots import cpu_slots
+
+    slots = cpu_slots(workers=max(1, workers), threads=1)
+    costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
+    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
+                    fresh_process=fresh_process)
+
 def validation_checks(run: cache.Run) -> tuple[int, int, int]:
     """How a training of ``run`` scores its checkpoints on the validation split (``training/selection.py``): how
     many checks (one at each checkpoint before the last step, one at the end), how many puzzles each (the first

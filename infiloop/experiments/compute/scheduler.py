@@ -43,7 +43,7 @@ from pathlib import Path
 from ... import paths
 from ...training import PROGRESS_RE
 from ..notebooks.manifest import Job
-from .slots import Slot, check_gpus_per_run, cpu_slots, take_slots
+from .slots import Slot, check_gpus_per_run, take_slots
 from .worker import Pool, compile_shape, warmable
 
 # ------------------------------------------------------------------------------------------ commands
@@ -227,18 +227,6 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
     bar.close()
     report.seconds = time.time() - t0
     return report
-
-
-def run_planned(jobs: list[Job], workers: int, progress: bool = True, fresh_process: bool = False) -> Report:
-    """Run jobs declared outside the notebooks on ``workers`` CPU slots of one thread each, the costliest ready
-    job first by the plan's cost model (``planning.job_seconds``; without progress, in the given order), in warm
-    workers unless ``fresh_process``."""
-    from .planning import job_seconds
-
-    slots = cpu_slots(workers=max(1, workers), threads=1)
-    costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
-    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
-                    fresh_process=fresh_process)
 
 
 # ------------------------------------------------------------------------------------------ one job

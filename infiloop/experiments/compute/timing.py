@@ -1,12 +1,12 @@
 """The timer of the plan and its calibration cache: a few training steps and evaluation updates of every distinct
 model shape timed on this device (:class:`MeasuredTimer`), cached in ``<runs>/.plan-calibration.json`` by device,
 torch version and shape (:class:`Calibration`); for a CUDA device that is not here, timings from arithmetic
-(:class:`FlopTimer`, the FLOPs of ``flops.py``) or a GPU's cached ones (:class:`FlopCalibration`).
+(:class:`FlopTimer`, the FLOPs of ``flops.py``) or a GPU's cached ones (:class:`FlopCalibration`). The timings of
+whole processes (a job's start, warm workers, the slow-down beside other jobs) are ``process_timing.py``'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import json
@@ -26,6 +26,7 @@ from ... import paths
 from ...io import atomic_write_text
 from ...machine import cpu_name, usable_cpus
 from ..store import runs as cache
+from . import process_timing
 from .flops import answer_length, flops_per_step, flops_per_update, forward_blocks
 
 CALIBRATION = ".plan-calibration.json"
@@ -35,13 +36,6 @@ EVAL_WARM, EVAL_TIMED, EVAL_REPEATS = 1, 3, 3  # evaluation updates: warm-up, th
 # shapes' timings ranged over +-15 % on a quiet machine, 2026-12-04), at most MOST_TIMED; an evaluation's updates by
 # as many as take 0.3 s (the median of three timings)
 TRAIN_MIN_TIMED_S, MOST_TIMED = 1.5, 120
-# Every timing subprocess starts as a job does (python -m infiloop and the scheduler's jobs tune glibc's allocator
-# first, machine.tune_allocator): untuned, the first steps of a process page their tensors in again and again.
-_TUNED = "from infiloop.machine import tune_allocator; tune_allocator(); "
-# The slow-down beside other jobs: windows of this many seconds, alone and together in turn, the first this many
-# seconds after the processes start
-CONTENTION_WINDOWS, CONTENTION_WINDOW_S, CONTENTION_LEAD_S, CONTENTION_REPEATS = 8, 0.75, 5.0, 3
-WARM_ROUNDS = 2  # trainings, then evaluations, that each probed warm worker runs after its first job (timed)
 MAX_STEP_S = 1.0  # a calibration step or update longer than this is timed at a smaller batch and scaled
 # One torch thread's achieved rate on a CPU, in TFLOP/s: the tiny model's training step (1.354e10 FLOPs,
 # flops_per_step) took 0.50 s, and an outer update of 256 test puzzles (as many FLOPs) 0.46-0.48 s, with one thread
@@ -102,135 +96,22 @@ class MeasuredTimer:
         per = max(t[-1] - t[TRAIN_WARM - 1], 1e-3) / timed
         return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
 
-    @staticmethod
-    @contextlib.contextmanager
-    def _run_folder(run):
-        """A temporary run folder holding ``run``'s configuration, and the environment that finds its data."""
-        env = {**os.environ, "INFILOOP_RUNS": str(paths.RUNS), "INFILOOP_DATA": str(paths.DATA)}
-        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
-            atomic_write_text(Path(d) / "config.json", json.dumps(run.config))
-            yield d, env
-
     def job_start(self, run, device):
-        """Seconds to start a job in a new process: it imports what a job imports (as :meth:`process_start`), reads
-        the run's training data and builds its model on ``device`` (the least of two starts: the first may pay for a
-        cold disk cache)."""
-        code = (_TUNED + "import sys, torch; from infiloop.experiments.compute import worker; "
-                "worker.import_job_modules(); "
-                "from infiloop.experiments.store import runs; "
-                "from infiloop.model.reasoner import LoopedReasoner; run = runs.load_run(sys.argv[1]); "
-                "run.train_data(); LoopedReasoner(run.model_config()).to(sys.argv[2])")
-        with self._run_folder(run) as (d, env):
-            return Timing(_least_of_two([sys.executable, "-c", code, d, device], env)[0], 0.0, 0)
+        """Seconds to start a job in a new process (``process_timing.job_start``)."""
+        return Timing(process_timing.job_start(run, device), 0.0, 0)
 
     def process_start(self, device):
-        """Seconds of a new process's own start, which a warm worker (``worker.py``) pays once for all its jobs:
-        Python, torch and the modules the worker imports, and the device's first tensor (a CUDA context)."""
-        code = (_TUNED + "import sys, torch; from infiloop.experiments.compute import worker; "
-                "worker.import_job_modules(); "
-                "torch.empty(0, device=sys.argv[1])")
-        return Timing(_least_of_two([sys.executable, "-c", code, device])[0], 0.0, 0)
+        """Seconds of a new process's own start (``process_timing.process_start``)."""
+        return Timing(process_timing.process_start(device), 0.0, 0)
 
     def warm_jobs(self, run, overrides, device, jobs, threads):
-        """Real jobs in real warm workers (``worker.Pool``, ``scheduler.command``'s command lines), ``jobs`` at once
-        as the compute stage starts and runs them, in a temporary run cache: each worker's first job, a training of
-        ``run`` (with ``overrides``) cut to ``TRAIN_WARM`` steps, then ``WARM_ROUNDS`` more such trainings and
-        ``WARM_ROUNDS`` evaluations of one update on one puzzle. The medians of the seconds from sending each kind
-        of job to seeing its answer (polled as the scheduler polls): ``first`` (the worker's start included),
-        ``train`` and ``eval``; and ``stop``, the seconds to end the workers. A training's seconds include its steps
-        and its one validation check (at its end), which ``planning.estimate`` takes out again."""
-        from ..notebooks.manifest import Job
-        from ..notebooks.specs import EvalSpec, RunSpec
-        from .scheduler import POLL_S, command, log_path
-        from .slots import Slot
-        from .worker import Pool, compile_shape
-
-        cfg = run.config
-        over = {**overrides, "train.steps": TRAIN_WARM}
-        slots = [Slot(f"probe{i}", device, threads) for i in range(jobs)]
-        with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d, Pool() as pool:
-            def training(i: int, name: str) -> Job:
-                r = cache.resolve(cfg["task"], cfg["recipe"], cfg["profile"], over, run_dir=Path(d) / f"{i}-{name}")
-                return Job(f"train {r.dir.name}", "train", RunSpec(f"probe {i}", cfg["task"], cfg["recipe"], over, r))
-
-            def together(todo: list[Job]) -> list[float]:
-                started = []
-                for job, slot in zip(todo, slots):
-                    cmd, env = command(job, cfg["profile"], [slot])
-                    env.update(INFILOOP_RUNS=str(paths.RUNS), INFILOOP_DATA=str(paths.DATA))  # this process's
-                    t0 = time.perf_counter()
-                    started.append((pool.start(slot, cmd, env, log_path(job), *compile_shape(job, device)), t0))
-                ended = [0.0] * len(started)
-                while not all(ended):
-                    time.sleep(POLL_S)
-                    for k, (warm, t0) in enumerate(started):
-                        if not ended[k] and warm.poll() is not None:
-                            if warm.returncode:
-                                raise RuntimeError(f"the plan's probe of warm workers: a job failed; see {warm.log}")
-                            ended[k] = time.perf_counter() - t0
-                return ended
-
-            first = together([training(i, "first") for i in range(jobs)])
-            trains = [s for k in range(WARM_ROUNDS) for s in together([training(i, f"r{k}") for i in range(jobs)])]
-            evals = []
-            for _ in range(WARM_ROUNDS):
-                todo = []
-                for i in range(jobs):
-                    spec = training(i, "first").spec
-                    e = EvalSpec(f"probe {i}", spec, "evaluate", {"updates": 1, "every": 1, "limit": 1})
-                    Path(e.key).unlink(missing_ok=True)  # computed again each round
-                    todo.append(Job(f"eval {spec.run.dir.name}", "eval", spec, e))
-                evals += together(todo)
-            t0 = time.perf_counter()
-            pool.close()
-            stop = time.perf_counter() - t0
-        return {"first": Timing(float(np.median(first)), 0.0, 0), "train": Timing(float(np.median(trains)), 0.0, 0),
-                "eval": Timing(float(np.median(evals)), 0.0, 0), "stop": Timing(stop, 0.0, 0)}
+        """Real jobs in real warm workers, each training ``TRAIN_WARM`` steps (``process_timing.warm_jobs``)."""
+        timed = process_timing.warm_jobs(run, overrides, device, jobs, threads, TRAIN_WARM)
+        return {kind: Timing(s, 0.0, 0) for kind, s in timed.items()}
 
     def contention(self, run, device, jobs):
-        """How much slower a job runs beside ``jobs - 1`` others on this machine's cores than alone (they share
-        caches, memory bandwidth and, on a virtual machine, perhaps a physical core): ``jobs`` processes run the same
-        evaluation in ``CONTENTION_WINDOWS`` windows of ``CONTENTION_WINDOW_S`` seconds that begin at the same moments
-        in every process (after their imports: a short timing started whenever a process is ready would often
-        overlap nothing), one process alone in every other window and all of them together in the rest, so that a
-        machine whose speed drifts is timed alone and together at nearly the same moments. The ratio of the median
-        seconds per update together to alone; the median of ``CONTENTION_REPEATS`` such ratios."""
-        import subprocess
-
-        code = (_TUNED + "import sys, time, json, torch; torch.set_num_threads(1); "
-                "from infiloop.experiments.store import runs; "
-                "from infiloop.evaluation import evaluate; from infiloop.model.reasoner import LoopedReasoner; "
-                "import numpy as np; run = runs.load_run(sys.argv[1]); data = run.test_data(); "
-                "data = data.subset(np.arange(64) % len(data)); "
-                "m = LoopedReasoner(run.model_config()).eval(); evaluate(m, data, 1, 1, 64, 'cpu', progress=False); "
-                "start, width, rank, out = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), []\n"
-                "for k in range(int(sys.argv[5])):\n"
-                "    if k % 2 == 0 and rank > 0: continue\n"
-                "    begin = start + k * width; time.sleep(max(0.0, begin - time.time()))\n"
-                "    n, t0 = 0, time.perf_counter()\n"
-                "    while time.time() < begin + 0.9 * width:\n"
-                "        evaluate(m, data, 1, 1, 64, 'cpu', progress=False); n += 1\n"
-                "    out.append([k % 2, (time.perf_counter() - t0) / n])\n"
-                "print(json.dumps(out))")
-        def slow_down(d, env) -> float:
-            start = time.time() + CONTENTION_LEAD_S  # every process has imported and warmed up by then
-            procs = [subprocess.Popen([sys.executable, "-c", code, d, str(start), str(CONTENTION_WINDOW_S), str(rank),
-                                       str(CONTENTION_WINDOWS)], stdout=subprocess.PIPE, text=True, cwd=paths.ROOT,
-                                      env=env) for rank in range(jobs)]
-            timed = []
-            for pr in procs:
-                out = pr.communicate()[0].strip()
-                if pr.returncode or not out:
-                    raise RuntimeError(f"the plan's timing of the slow-down beside other jobs failed (exit status "
-                                       f"{pr.returncode}; its error is above)")
-                timed += json.loads(out.splitlines()[-1])
-            alone = float(np.median([s for together, s in timed if not together]))
-            return float(np.median([s for together, s in timed if together])) / alone
-
-        # the median of a few such timings: a virtual machine's cores are sometimes slower together for a while
-        # (a timing of 1.43x among others of 1.00-1.12x, while the stage it priced ran at about 1.03x, 2026-12-04)
-        with self._run_folder(run) as (d, env):
-            return Timing(max(1.0, float(np.median([slow_down(d, env) for _ in range(CONTENTION_REPEATS)]))), 0.0, 0)
+        """The slow-down of a CPU job beside ``jobs - 1`` others (``process_timing.contention``)."""
+        return Timing(process_timing.contention(run, jobs), 0.0, 0)
 
     def eval_update(self, run, batch, device, test_set="test"):
         from ...evaluation import evaluate
@@ -296,32 +177,11 @@ class MeasuredTimer:
         return Timing(float(np.median(times)) / blocks, 0.0, probe.train.eval_batch)
 
     def looplm_start(self, probe, device):
-        """Seconds to start a looped decoder's job in a new process (the least of two starts): it imports what a job
-        imports (as :meth:`process_start`), generates the task and builds the model; as ``startup``, the seconds of
-        the generation and the build alone (timed inside the process: what a warm worker's job pays)."""
+        """Seconds to start a looped decoder's job in a new process, with (``startup``) the seconds of its task's
+        generation and its model's build (``process_timing.looplm_start``)."""
         from dataclasses import asdict
 
-        code = (_TUNED + "import sys, json, torch; from infiloop.experiments.compute import worker; "
-                "worker.import_job_modules(); from infiloop import training_looplm as t; "
-                "from infiloop.model.looplm import LoopLM; p = t.Probe.from_dict(json.loads(sys.argv[1])); "
-                "import time; t0 = time.perf_counter(); LoopLM(t.model_config(p)).to(sys.argv[2]); "
-                "print(f'{time.perf_counter() - t0:.6f}')")
-        total, own = _least_of_two([sys.executable, "-c", code, json.dumps(asdict(probe)), device])
-        return Timing(total, own, 0)
-
-
-def _least_of_two(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """Seconds of the faster of two runs of ``cmd`` from the repository (the first may pay for a cold disk cache),
-    and the number that run printed last (its own timing of a part of it; 0 where it printed none)."""
-    import subprocess
-
-    runs = []
-    for _ in range(2):
-        t0 = time.perf_counter()
-        out = subprocess.run(cmd, check=True, cwd=paths.ROOT, env=env, stdout=subprocess.PIPE, text=True).stdout
-        last = out.split()[-1] if out.split() else ""
-        runs.append((time.perf_counter() - t0, float(last) if last.replace(".", "", 1).isdigit() else 0.0))
-    return min(runs)
+        return Timing(*process_timing.looplm_start(asdict(probe), device), 0)
 
 
 def _enough(per: float, least: int, seconds: float = 0.3) -> int:

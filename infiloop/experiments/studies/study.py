@@ -3,7 +3,7 @@ learned connection): a study is declared as data (:class:`Study`) and run here.
 
 Its named rows give the models they need (:class:`Model`); each model's training and its evaluation are jobs of the
 pipeline's plan (``notebooks.manifest.jobs_for``: a run two rows share is one job), run by the scheduler of
-``./reproduce.sh`` (``compute.scheduler.run_planned``). Each model's measured record is merged into its row's
+``./reproduce.sh`` (``compute.planning.run_planned``). Each model's measured record is merged into its row's
 results file ``<results>/<row>.json`` as soon as it is read and written atomically (``io.atomic_write_text``): a
 study killed midway keeps every model recorded so far, and run again reads its finished runs and evaluations from
 the caches. The docs block is rendered from a results folder between the page's markers (:func:`render`).
@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ... import paths
 from ...io import atomic_write_text, fill_block
-from ..compute.scheduler import log_path, run_planned
+from ..compute.planning import run_planned
+from ..compute.scheduler import log_path
 from ..notebooks.manifest import Job, jobs_for
 from ..notebooks.specs import EvalSpec, RunSpec
 from ..store.runs import Run, resolve
