@@ -32,9 +32,20 @@ SLOW = {
         "960 outer updates take about a minute on 2 CPU cores even with the smoke model "
         "(`eval RUN --updates 48 --every 4` of `eval --help` runs the same form in the suite)",
     "python -m infiloop plan --profile tiny":
-        "builds the tiny data and times 22 model shapes: minutes on 2 CPU cores (`plan --profile smoke` runs "
-        "the same form in the suite)",
+        "builds the tiny data and times 22 model shapes: minutes on 2 CPU cores (`plan --profile smoke --executor "
+        "slurm` calibrates the same form in the suite)",
     "python -m infiloop plan --profile tiny --calibrate": "the same, measured again",
+    # a real calibration of a profile's shapes on an empty cache takes one to two minutes here: the suite runs one,
+    # `plan --profile smoke --executor slurm` (its shapes timed at its threads)
+    "python -m infiloop plan": "builds the quick data and times its shapes, the slow-down beside other jobs and warm "
+                               "workers: about two minutes on 2 CPU cores (`plan --profile smoke --executor slurm` "
+                               "calibrates the same form in the suite)",
+    "python -m infiloop plan --profile smoke": "times smoke's 46 evaluation and 17 training shapes, the slow-down and "
+                                               "warm workers: about two minutes on 2 CPU cores (`plan --profile smoke "
+                                               "--executor slurm` calibrates the same form in the suite)",
+    "python -m infiloop plan --profile overthink": "times the overthinking study's 24 evaluation and 6 training "
+                                                   "shapes: about two minutes on 2 CPU cores (`plan --profile smoke "
+                                                   "--executor slurm` calibrates the same form in the suite)",
     "python -m infiloop plan --profile tiny -p seeds 0,1,2": "the same with three seeds (tests/test_plan.py plans "
                                                              "`-p seeds 0,1,2` at smoke in the suite)",
     **{f"python -m infiloop train --profile search --recipe {r} --set model.mixer=attention{more} --max-steps 600":
