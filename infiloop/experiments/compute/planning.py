@@ -352,6 +352,7 @@ def run_planned(jobs: list[manifest.Job], workers: int, progress: bool = True, f
     return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
                     fresh_process=fresh_process)
 
+
 def validation_checks(run: cache.Run) -> tuple[int, int, int]:
     """How a training of ``run`` scores its checkpoints on the validation split (``training/selection.py``): how
     many checks (one at each checkpoint before the last step, one at the end), how many puzzles each (the first
