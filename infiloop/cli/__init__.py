@@ -70,10 +70,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.set.append("train.compile=off")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # launched by torchrun: one process per device
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # launched by torchrun: one process per device
+    if distributed:
         args.device = init_distributed(args.device)
-    run = get_run(args.task, args.recipe, args.profile, args.set, run_dir=args.run_dir, device=args.device,
-                  max_steps=args.max_steps, progress=not args.quiet)
+    try:
+        run = get_run(args.task, args.recipe, args.profile, args.set, run_dir=args.run_dir, device=args.device,
+                      max_steps=args.max_steps, progress=not args.quiet)
+    finally:
+        if distributed:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    if distributed and int(os.environ.get("RANK", "0")) != 0:
+        return 0  # the first process reports the run
     if run.done:
         s = run.summary()
         final = s.get("final", {})

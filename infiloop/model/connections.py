@@ -212,6 +212,11 @@ class Connection(nn.Module):
     def step(self, state: State, z: Tensor) -> tuple[State, Tensor, dict[str, Tensor]]:
         raise NotImplementedError
 
+    def unused_parameters(self) -> tuple[str, ...]:
+        """The parameters this configuration never uses: they get no gradient at any step, and
+        DistributedDataParallel, which reduces a gradient for every parameter it holds, must not hold them."""
+        return ()
+
     def init_diag(self, state: State) -> dict[str, Tensor]:
         """Diagnostics of the initial state (gamma_0 = 1: h_0 is z_0)."""
         h = state["h"]
@@ -275,6 +280,9 @@ class InfiLoop(Connection):
         else:
             # Kept as a Python float so that float64 use is exact (a float32 buffer would round it).
             self.fixed_log_beta = math.log({"fixed": cfg.beta, "reverse": cfg.beta, "uniform": 1.0}[cfg.decay])
+
+    def unused_parameters(self) -> tuple[str, ...]:
+        return () if self.cfg.content_score else ("q",)  # s_t = 0: q scores nothing
 
     def log_beta(self) -> Tensor:
         if self.cfg.decay == "learned":

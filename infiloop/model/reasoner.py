@@ -411,3 +411,9 @@ class LoopedReasoner(nn.Module):
 
     def conditioner_params(self) -> int:
         return sum(p.numel() for p in self.cond.parameters()) if self.cond is not None else 0
+
+    def unused_parameters(self) -> list[str]:
+        """The names of the parameters this configuration never uses (no gradient at any step; ``no_content_score``
+        leaves each axis's q unused): frozen before DistributedDataParallel wraps the model."""
+        return [f"{name}.{p}" for name, m in (("conn_inner", self.conn_inner), ("conn_outer", self.conn_outer))
+                for p in m.unused_parameters()]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -80,3 +82,27 @@ def cat_carry(parts: list[Carry]) -> Carry:
 
 def view_carry(carry: Carry, sl: slice) -> Carry:
     return {a: {k: v[sl] for k, v in st.items()} for a, st in carry.items()}
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """A hash of the model's parameters and buffers, byte for byte (16 hex digits of sha256)."""
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def check_ranks_agree(model: torch.nn.Module, world: int, step: int) -> str:
+    """The weights' fingerprint, the same on every process of a DDP training ("" with one process); raises where
+    they differ (a gradient not reduced, a parameter updated on one process only), naming the step and each
+    process's fingerprint."""
+    if world == 1:
+        return ""
+    mine = weights_fingerprint(model)
+    every: list = [None] * world
+    dist.all_gather_object(every, mine)
+    if len(set(every)) > 1:
+        raise RuntimeError(f"the {world} training processes hold different weights at step {step} "
+                           f"(fingerprints by rank: {', '.join(every)}): their gradients were not all reduced")
+    return mine

@@ -27,6 +27,7 @@ from ..tasks.scoring import count_wrong
 from .batching import (
     PuzzleStream,
     cat_carry,
+    check_ranks_agree,
     gather,
     gather_carry,
     rank_and_world,
@@ -133,7 +134,9 @@ class _Trainer:
         self._resume()
 
         self.net: nn.Module = model
-        if self.world > 1:
+        if self.world > 1:  # DDP reduces a gradient for every parameter it holds: not those the model never uses
+            for name in model.unused_parameters():
+                model.get_parameter(name).requires_grad_(False)
             self.net = nn.parallel.DistributedDataParallel(model)
         self.eager_net = self.net  # what training falls back to when the compiled module fails
         self.compiled = train_cfg.compile == "on" or (train_cfg.compile == "auto" and on_cuda)
@@ -396,8 +399,12 @@ class _Trainer:
         """Everything an exact resume needs, written atomically; the previous checkpoint is kept until the new
         one is complete. Gathered on the device (NCCL needs CUDA tensors), then moved to the CPU."""
         full_carry = {a: {k: v.cpu() for k, v in st.items()} for a, st in gather_carry(self.carry, self.world).items()}
+        fingerprint = check_ranks_agree(self.model, self.world, self.step_)
         if self.rank != 0:
             return
+        if self.world > 1:
+            print(f"# step {self.step_}: the {self.world} processes hold the same weights ({fingerprint})",
+                  file=sys.stderr, flush=True)
         ema = self.ema
         if self.selection is not None:  # the checkpoint chosen on validation (selection.py)
             self.selection.check(self.step_, ema.weights(self.model) if ema is not None else self.model.state_dict())

@@ -74,9 +74,9 @@ def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]
                 str(slots[0].threads), "--quiet"]
         for k, v in job.spec.overrides.items():
             args += ["--set", f"{k}={json.dumps(v)}"]
-        if len(slots) > 1:
+        if len(slots) > 1:  # one process per slot; torchrun's own -m runs the package as python -m does
             return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    f"--nproc_per_node={len(slots)}", *args[1:]], env
+                    f"--nproc_per_node={len(slots)}", *args], env
         return [sys.executable, *args], env
     return [sys.executable, "-m", "infiloop.experiments.compute.scheduler", "job",
             json.dumps(job.to_json(profile), default=list),

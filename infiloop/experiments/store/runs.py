@@ -416,20 +416,31 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
     run = resolve(task, recipe, profile, overrides, root, run_dir)
     if run.done:
         return run
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    # Under torchrun every process trains together: a file lock would make them wait for each other.
-    with (nullcontext() if distributed else locked(run.dir / ".lock")):
-        _check_same_config(run)  # another process may have started this folder with another configuration
-        if run.done:  # another process finished it while we waited
+    dist = torch.distributed
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    first = world == 1 or dist.get_rank() == 0
+    # Under torchrun the first process holds the run's lock and prepares the folder for all of them; the others
+    # wait for it at a barrier (a folder another pipeline holds makes them wait there too).
+    with locked(run.dir / ".lock") if first else nullcontext():
+        if first:
+            _check_same_config(run)  # another process may have started this folder with another configuration
+            done = run.done  # another process finished it while we waited
+            if not done:
+                remove_stale_temps(run.dir)
+                if not (run.dir / "config.json").is_file():
+                    atomic_write_text(run.dir / "config.json", json.dumps(run.config, indent=1, sort_keys=True))
+        if world > 1:
+            told = [done if first else None]
+            dist.broadcast_object_list(told, src=0)
+            done = told[0]
+        if done:
             return run
-        remove_stale_temps(run.dir)
-        cfg_text = json.dumps(run.config, indent=1, sort_keys=True)
-        if not (run.dir / "config.json").is_file() and (not distributed or torch.distributed.get_rank() == 0):
-            atomic_write_text(run.dir / "config.json", cfg_text)
         old_threads = torch.get_num_threads()
         valid, why = run.selection_data()
         train(run.model_config(), run.train_config(), run.train_data(), run.dir, device, max_steps, progress,
               valid=valid, valid_why=why)
+        if world > 1:
+            dist.barrier()  # the first process's last files (weights, DONE.json) are written before any reads them
         run.trained_here = True
         torch.set_num_threads(old_threads)
     return run
