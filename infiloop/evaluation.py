@@ -30,7 +30,8 @@ Precision (``precision``, :func:`precision_context`): ``"auto"`` (the default) i
 elsewhere; ``"bf16"`` runs the block's matrix products in bfloat16 while the carried states stay float32 (the
 connections promote: h_t = h_{t-1} + gamma_t (z_t - h_{t-1}) with a float32 h_{t-1} is float32), and on CUDA what
 stays float32 uses TF32; ``"tf32"`` is float32 with TF32 matrix products on CUDA; ``"fp32"`` is plain float32
-everywhere. The trajectory's ``info`` records the device and the precision.
+everywhere (on CUDA, TF32 off for matrix products and cuDNN's convolutions alike). The trajectory's ``info``
+records the device and the precision.
 
 ``perturb`` runs to update ``at``, adds a relative perturbation of size eps to the states
 (``h <- h + eps ||h|| u / ||u||`` per puzzle, u Gaussian) and runs on, recording the same quantities
@@ -82,14 +83,19 @@ def resolve_precision(precision: str, device: str | torch.device) -> str:
 def precision_context(precision: str, device: str | torch.device) -> Iterator[str]:
     """Run the enclosed evaluation at ``precision`` (:func:`resolve_precision`) on ``device``; yields the resolved
     name. ``bf16``: autocast to bfloat16 (the block's products; the states stay float32) and, on CUDA, TF32 for the
-    float32 products left; ``tf32``: TF32 products on CUDA; ``fp32``: float32. The previous settings are restored."""
+    float32 products left; ``tf32``: TF32 products on CUDA; ``fp32``: float32 throughout, TF32 off for matrix
+    products and for cuDNN's convolutions (the block's depthwise 3x3 convolution, ``model.conv``; cuDNN allows
+    TF32 by default). The previous settings are restored."""
     resolved = resolve_precision(precision, device)
     dev = torch.device(device)
     with ExitStack() as stack:
-        if dev.type == "cuda" and resolved in ("bf16", "tf32"):
-            before = torch.get_float32_matmul_precision()
-            torch.set_float32_matmul_precision("high")  # TF32 for float32 matrix products
-            stack.callback(torch.set_float32_matmul_precision, before)
+        if dev.type == "cuda":
+            tf32 = resolved in ("bf16", "tf32")
+            before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+            torch.set_float32_matmul_precision("high" if tf32 else "highest")  # TF32 for float32 matrix products
+            torch.backends.cudnn.allow_tf32 = tf32
+            stack.callback(torch.set_float32_matmul_precision, before[0])
+            stack.callback(setattr, torch.backends.cudnn, "allow_tf32", before[1])
         if resolved == "bf16":
             stack.enter_context(torch.autocast(dev.type, dtype=torch.bfloat16))
         yield resolved

@@ -110,13 +110,42 @@ def test_a_triton_kernel_that_cannot_launch_falls_back_to_the_reference(monkeypa
     """A kernel that fails to build or launch on its device: one warning line, the eager reference, the same
     numbers. Faked with a real failure: the Triton kernel on CPU tensors without its interpreter."""
     import infiloop.model.connections as connections
+    from infiloop.model.kernels import probe
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(connections, "resolve_backend", lambda *a, **k: "triton")
-    monkeypatch.setattr(connections, "_TRITON_PROBES", {})
+    monkeypatch.setattr(probe, "_TRITON_PROBES", {})
     model = smoke_model("infiloop", "auto")
     assert choose_kernels(model, "cpu") == {"conn_inner": "eager", "conn_outer": "eager"}
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("warning: the fused Triton step does not run on cpu ("), lines
     want = smoke_model("infiloop", "eager")
     assert_close(forward_backward(model, model)[0], forward_backward(want, want)[0], 0.0)
+
+
+def test_on_cuda_only_the_gpu_profiles_compile_by_default(tmp_path):
+    """The scheduler's own decision (``worker.compile_shape``, the trainer's rule: ``on``, or ``auto`` on CUDA) for a
+    training of each profile on a GPU: the GPU profiles compile, the CPU-scale ones (minutes of training, less than a
+    cold Inductor compile) do not; ``--set train.compile=on`` still compiles them; no run folder moves (compile is
+    hashed at ``auto``)."""
+    from types import SimpleNamespace
+
+    from infiloop.experiments.compute.worker import compile_shape
+    from infiloop.experiments.settings import profiles
+    from infiloop.experiments.settings.recipes import config_hash
+    from infiloop.experiments.store.runs import resolve
+
+    def compiles(profile, overrides=None):
+        run = resolve("sudoku", "infiloop", profile, overrides, root=tmp_path)
+        job = SimpleNamespace(kind="train", spec=SimpleNamespace(run=run, overrides={}))
+        return compile_shape(job, "cuda")[0], compile_shape(job, "cpu")[0], run
+
+    seen = {}
+    for profile in profiles.names():
+        on_cuda, on_cpu, run = compiles(profile)
+        seen[profile] = on_cuda
+        assert not on_cpu  # auto and off never compile on the CPU
+        auto = resolve("sudoku", "infiloop", profile, ["train.compile=auto"], root=tmp_path)
+        assert config_hash(run.config) == config_hash(auto.config) and run.dir == auto.dir, profile
+    assert seen == {p: p in ("gpu", "paper") for p in profiles.names()}, seen
+    assert compiles("quick", ["train.compile=on"])[0]  # asked for: compiled

@@ -253,8 +253,9 @@ def test_bf16_evaluation_matches_fp32(connection, smoke_run):
 
 
 def test_precision_on_cuda_is_bf16_with_tf32_and_restored():
-    """``auto`` on CUDA is bf16 autocast with TF32 for the float32 products left; fp32 on request; the global
-    matmul setting is restored afterwards. (The CUDA device is only named: nothing runs on it.)"""
+    """``auto`` on CUDA is bf16 autocast with TF32 for the float32 products left; fp32 on request, with TF32 off for
+    matrix products and cuDNN's convolutions alike; the global settings are restored afterwards. (The CUDA device is
+    only named: nothing runs on it.)"""
     import warnings
 
     from infiloop.evaluation import precision_context, resolve_precision
@@ -262,15 +263,26 @@ def test_precision_on_cuda_is_bf16_with_tf32_and_restored():
     assert resolve_precision("auto", "cpu") == "fp32" and resolve_precision("auto", "cuda:1") == "bf16"
     with pytest.raises(ValueError, match="precision must be one of"):
         resolve_precision("fp16", "cpu")
-    before = torch.get_float32_matmul_precision()
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    assert before[1], "cuDNN allows TF32 by default: the fp32 case below must turn it off"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # autocast warns that CUDA is not available here
-        for asked, want, matmul in (("auto", "bf16", "high"), ("tf32", "tf32", "high"), ("fp32", "fp32", before)):
+        for asked, want, matmul, cudnn in (("auto", "bf16", "high", True), ("tf32", "tf32", "high", True),
+                                           ("fp32", "fp32", "highest", False)):
             with precision_context(asked, "cuda") as resolved:
                 assert resolved == want and torch.get_float32_matmul_precision() == matmul
-            assert torch.get_float32_matmul_precision() == before
+                assert torch.backends.cudnn.allow_tf32 is cudnn, asked  # convolutions: TF32 off in fp32
+            assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+        torch.set_float32_matmul_precision("high")  # a caller's own TF32 setting: fp32 overrides it, then restores it
+        try:
+            with precision_context("fp32", "cuda"):
+                assert torch.get_float32_matmul_precision() == "highest"
+            assert torch.get_float32_matmul_precision() == "high"
+        finally:
+            torch.set_float32_matmul_precision(before[0])
     with precision_context("auto", "cpu") as resolved:
         assert resolved == "fp32" and not torch.is_autocast_enabled("cpu")
+        assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before  # CPU: untouched
 
 
 def test_an_explicit_precision_is_cached_apart(run):

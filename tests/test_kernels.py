@@ -229,11 +229,55 @@ def _run_compile_check() -> dict:
             "err": max(float((a - b).abs().max()) for a, b in zip(compiled, eager))}
 
 
+def _run_guard_check() -> dict:
+    """Every kernel launch of a forward and backward happens inside ``on_device`` entered with the tensors' device:
+    the guard is replaced by a recorder and each kernel by a wrapper that notes whether a guard is open."""
+    import contextlib
+
+    import torch
+
+    from infiloop.model.kernels import fused_step, triton_step
+
+    entered, launches, open_guards = [], [], []
+
+    @contextlib.contextmanager
+    def recorder(device):
+        entered.append(str(device))
+        open_guards.append(device)
+        try:
+            yield
+        finally:
+            open_guards.pop()
+
+    class Watched:
+        def __init__(self, name, kernel):
+            self.name, self.kernel = name, kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launches.append([self.name, [str(d) for d in open_guards]])
+                return self.kernel[grid](*args, **kwargs)
+            return launch
+
+    real = triton_step.on_device, triton_step._fwd_kernel, triton_step._bwd_kernel
+    triton_step.on_device = recorder
+    triton_step._fwd_kernel, triton_step._bwd_kernel = Watched("fwd", real[1]), Watched("bwd", real[2])
+    try:
+        z, h = (torch.randn(2, 3, 8, requires_grad=True) for _ in range(2))
+        q = torch.randn(8, requires_grad=True)
+        out = fused_step(z, h, torch.zeros(2, 3), q, torch.tensor(-0.5), 8.0, 1e-6, True)
+        torch.autograd.grad(sum(o.float().sum() for o in out), (z, h, q))
+    finally:
+        triton_step.on_device, triton_step._fwd_kernel, triton_step._bwd_kernel = real
+    return {"entered": entered, "launches": launches}
+
+
 def _worker() -> None:
     for case in CASES:
         print("CASE " + json.dumps(_run_case(case)), flush=True)
     print("MODULE " + json.dumps(_run_module_check()), flush=True)
     print("COMPILE " + json.dumps(_run_compile_check()), flush=True)
+    print("GUARD " + json.dumps(_run_guard_check()), flush=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -242,7 +286,7 @@ def _worker() -> None:
 
 
 @lru_cache(maxsize=1)
-def _worker_results() -> tuple[dict, dict]:
+def _worker_results() -> tuple[dict, dict, dict, dict]:
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--worker"],
@@ -252,7 +296,7 @@ def _worker_results() -> tuple[dict, dict]:
         raise RuntimeError(
             f"kernel worker failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         )
-    cases, module, compiled = {}, {}, {}
+    cases, module, compiled, guard = {}, {}, {}, {}
     for line in proc.stdout.splitlines():
         if line.startswith("CASE "):
             c = json.loads(line[5:])
@@ -261,7 +305,9 @@ def _worker_results() -> tuple[dict, dict]:
             module = json.loads(line[7:])
         elif line.startswith("COMPILE "):
             compiled = json.loads(line[8:])
-    return cases, module, compiled
+        elif line.startswith("GUARD "):
+            guard = json.loads(line[6:])
+    return cases, module, compiled, guard
 
 
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
@@ -307,6 +353,59 @@ def test_triton_step_compiles_without_a_graph_break():
     c = _worker_results()[2]
     assert (c["graphs"], c["breaks"]) == (1, 0)
     assert c["err"] <= 1e-6
+
+
+@needs_triton
+def test_every_kernel_launch_runs_under_the_tensors_device():
+    """Triton launches on the current CUDA device: each launch (forward, backward) is inside the guard, entered
+    with the tensors' device (here the CPU, under the interpreter)."""
+    g = _worker_results()[3]
+    assert g["entered"] == ["cpu", "cpu"]
+    assert g["launches"] == [["fwd", ["cpu"]], ["bwd", ["cpu"]]]
+
+
+@needs_triton
+def test_the_launch_guard_of_a_cuda_tensor_names_its_device():
+    """On CUDA the guard is ``torch.cuda.device`` of the tensors' own index (not entered here: no GPU needed)."""
+    import contextlib
+
+    import torch
+
+    from infiloop.model.kernels.triton_step import on_device
+
+    guard = on_device(torch.device("cuda", 1))
+    assert isinstance(guard, torch.cuda.device) and guard.idx == 1
+    assert isinstance(on_device(torch.device("cpu")), contextlib.nullcontext)
+
+
+def test_the_kernel_probe_runs_float32_and_bfloat16(monkeypatch, capsys):
+    """The fallback probe (``kernels.probe.triton_fails``) runs the kernel in float32 and in bf16 candidates with a
+    float32 state (autocast's path, a kernel of its own): one that builds in float32 but fails in bf16 is refused,
+    in one warning line naming the failure; one that runs in both is taken; each device and size is asked once."""
+    import torch
+
+    from infiloop.model.kernels import probe
+    from infiloop.model.kernels.reference import infiloop_step as ref_step
+
+    seen = []
+
+    def fake(z, h, log_d, q, log_beta, clip, eps, content):
+        seen.append((z.dtype, h.dtype, log_d.dtype))
+        if z.dtype == torch.bfloat16 and fail_bf16:
+            raise RuntimeError("PassManager::run failed\nmore lines")
+        return ref_step(z, h, log_d, q, log_beta, clip, eps, content)
+
+    monkeypatch.setattr(probe, "fused_step", fake)
+    monkeypatch.setattr(probe, "_TRITON_PROBES", {})
+    fail_bf16 = False
+    assert probe.triton_fails(torch.device("cpu"), 8) is None and capsys.readouterr().err == ""
+    assert seen == [(torch.float32, torch.float32, torch.float32), (torch.bfloat16, torch.float32, torch.float32)]
+    fail_bf16, seen[:] = True, []
+    assert probe.triton_fails(torch.device("cpu"), 8) is None and not seen  # asked once per device and size
+    assert probe.triton_fails(torch.device("cpu"), 16) == "RuntimeError: PassManager::run failed"
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: the fused Triton step does not run on cpu (RuntimeError: PassManager::run failed); InfiLoop "
+        "connections take the eager reference step (same results, slower)"]
 
 
 @needs_triton

@@ -21,7 +21,6 @@ public mathematical contract; the ``InfiLoop`` module implements the same map st
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import asdict, dataclass
 
 import torch
@@ -32,7 +31,6 @@ from .kernels import (
     BACKENDS,
     CLIP_MODES,
     content_score,
-    fused_step,
     infiloop_init,
     infiloop_step,
     raw_score,
@@ -40,6 +38,7 @@ from .kernels import (
     rms_normalize,
     score_slope,
 )
+from .kernels.probe import triton_fails
 
 State = dict[str, Tensor]
 
@@ -458,33 +457,6 @@ class FPRM(Connection):
         new = {"h": h_new, "s": s, "best": best, "stall": stall, "halted": halted}
         gamma_tok = gamma.squeeze(-1).expand(z.shape[:-1])
         return new, h_new, {"gamma": gamma_tok, "score": torch.zeros_like(gamma_tok)}
-
-
-_TRITON_PROBES: dict[tuple[str, int], str | None] = {}  # (device, d) -> why the kernel fails, or None
-
-
-def triton_fails(device: torch.device, d: int) -> str | None:
-    """Why the fused kernel cannot build or launch on ``device`` for hidden size ``d`` (one line), or None when a
-    forward and backward of it on a small input run and give finite numbers. Asked once per device and size;
-    a failure is said once, in one warning line."""
-    key = (str(device), d)
-    if key not in _TRITON_PROBES:
-        try:
-            g = torch.Generator().manual_seed(0)
-            z, h = (torch.randn(4, d, generator=g).to(device).requires_grad_() for _ in range(2))
-            q = torch.randn(d, generator=g).to(device).requires_grad_()
-            log_d, log_beta = torch.zeros(4, device=device), torch.tensor(-0.5, device=device)
-            out = fused_step(z, h, log_d, q, log_beta, 8.0, 1e-6, True)
-            grads = torch.autograd.grad(sum(o.float().sum() for o in out), (z, h, q))
-            finite = all(bool(torch.isfinite(t).all()) for t in (*out, *grads))
-            _TRITON_PROBES[key] = None if finite else "it returned non-finite numbers on a test input"
-        except Exception as e:  # noqa: BLE001 - any failure to compile or launch means: do not use it
-            text = str(e).strip().splitlines()
-            _TRITON_PROBES[key] = f"{type(e).__name__}: {text[0] if text else ''}".strip().rstrip(":")
-        if _TRITON_PROBES[key]:
-            print(f"warning: the fused Triton step does not run on {device} ({_TRITON_PROBES[key]}); InfiLoop "
-                  f"connections take the eager reference step (same results, slower)", file=sys.stderr, flush=True)
-    return _TRITON_PROBES[key]
 
 
 def choose_kernels(model: nn.Module, device: torch.device | str) -> dict[str, str]:

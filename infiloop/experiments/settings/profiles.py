@@ -103,6 +103,12 @@ for _task in ("sudoku", "arc1", "arc2"):  # the other notebooks' tasks, should o
 # at `smoke` and at its own profile `overthink`, whose data the other profiles do not build.
 PAPER_NOTEBOOKS = ["01", "02", "03", "04", "05", "06", "07", "08"]
 
+# torch.compile in the profiles made for the CPU (smoke, quick, tiny, search, overthink), wherever they run: off.
+# TrainConfig's "auto" compiles on CUDA; on a GPU these models train for minutes or seconds, less than a cold
+# Inductor compile of them, and nothing has measured a compile that pays there (docs/gpu.md). The GPU profiles (gpu,
+# paper) keep "auto". compile is hashed at "auto" whatever its value (recipes.config_hash): no run folder moves.
+CPU_SCALE_COMPILE = "off"
+
 # The four-column CPU profile (the calibration behind it: docs/calibration.md).
 _TINY: dict = {
     "data": "tiny",
@@ -112,7 +118,8 @@ _TINY: dict = {
     "model": {"d_model": 64, "n_heads": 4, "n_layers": 2, "ffn_multiple": 32, "mixer": "mlp", "pos": "grid",
               "conv": False, "H": 2, "L": 3, "token_mix_multiple": 1},
     "train": {"steps": 700, "batch_size": 64, "lr": 2e-3, "warmup_steps": 50, "weight_decay": 0.1,
-              "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1},
+              "ema": 0.99, "max_segments": 8, "checkpoint_every": 100, "log_every": 25, "threads": 1,
+              "compile": CPU_SCALE_COMPILE},
     "eval": {"updates": 960, "every": 1, "limit": 256, "batch_size": 256},
     # Table 1's four columns. Maze trains tiny's 700 steps like Sudoku: the calibration row maze8-700 (carry-last
     # 78 %, InfiLoop 59 % at the training depth, 10.5-10.8 min a model on one core; 2,500 steps, row maze8-2500,
@@ -164,7 +171,7 @@ PROFILES: dict[str, dict] = {
         "model": {"d_model": 32, "n_heads": 2, "n_layers": 1, "ffn_multiple": 16, "pos": "grid", "conv": False,
                   "H": 2, "L": 2, "puzzle_emb_len": 0},
         "train": {"steps": 30, "batch_size": 32, "lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1, "ema": 0.9,
-                  "max_segments": 4, "checkpoint_every": 10, "log_every": 5},
+                  "max_segments": 4, "checkpoint_every": 10, "log_every": 5, "compile": CPU_SCALE_COMPILE},
         "eval": {"updates": 24, "every": 1, "limit": 64, "batch_size": 64},
         "main_tasks": ["sudoku"],
         # no prefix for speed, except the one position ARC's per-task-view embeddings need

@@ -24,9 +24,15 @@ would give (torch's type promotion of its expressions), so the two are interchan
 
 Under ``TRITON_INTERPRET=1`` (set before this module is imported) the kernels run on CPU tensors,
 which is how the tests check them against the reference without a GPU.
+
+Every launch runs under the tensors' device (:func:`on_device`): Triton launches on the *current* CUDA
+device, so tensors on ``cuda:1`` while ``cuda:0`` is current would otherwise be handed to a kernel on the
+wrong device (an illegal address, or the probe's silent fallback to the reference step).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch import Tensor
@@ -41,7 +47,7 @@ except ImportError:  # pragma: no cover - exercised only where triton is absent
     tl = None
     HAS_TRITON = False
 
-__all__ = ["HAS_TRITON", "backward_rows", "check_inputs", "forward_rows", "launch_config", "out_dtypes"]
+__all__ = ["HAS_TRITON", "backward_rows", "check_inputs", "forward_rows", "launch_config", "on_device", "out_dtypes"]
 
 # Elements per tile: large enough to keep a wide GPU busy per program, small enough that z, h and the
 # float32 temporaries of one tile stay in registers.
@@ -203,6 +209,12 @@ def check_inputs(z: Tensor, h: Tensor, log_d: Tensor, q: Tensor, log_beta: Tenso
         raise ValueError(f"fused_step: all tensors must be on one device, got {sorted(map(str, devices))}")
 
 
+def on_device(device: torch.device) -> contextlib.AbstractContextManager:
+    """The context every kernel launch runs in: ``torch.cuda.device(device)`` for CUDA tensors (Triton launches on
+    the current device), nothing for CPU tensors (the interpreter)."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
 def _forward(z2: Tensor, h2: Tensor, ld1: Tensor, q: Tensor, log_beta: Tensor, score_clip: float | None,
              eps: float, content: bool, dtypes, block_r: int | None = None):
     n_rows, d = z2.shape
@@ -215,11 +227,12 @@ def _forward(z2: Tensor, h2: Tensor, ld1: Tensor, q: Tensor, log_beta: Tensor, s
         return h_new, ld_new, gamma, s
     br, bd, nw = launch_config(n_rows, d, block_r)
     grid = (triton.cdiv(n_rows, br),)
-    _fwd_kernel[grid](
-        z2, h2, ld1, q, log_beta, h_new, ld_new, gamma, s,
-        n_rows, d, float(score_clip) if score_clip is not None else 0.0, float(eps),
-        HAS_CLIP=score_clip is not None, CONTENT=bool(content), BLOCK_R=br, BLOCK_D=bd, num_warps=nw,
-    )
+    with on_device(z2.device):
+        _fwd_kernel[grid](
+            z2, h2, ld1, q, log_beta, h_new, ld_new, gamma, s,
+            n_rows, d, float(score_clip) if score_clip is not None else 0.0, float(eps),
+            HAS_CLIP=score_clip is not None, CONTENT=bool(content), BLOCK_R=br, BLOCK_D=bd, num_warps=nw,
+        )
     return h_new, ld_new, gamma, s
 
 
@@ -260,11 +273,12 @@ def backward_rows(z: Tensor, h: Tensor, log_d: Tensor, q: Tensor, log_beta: Tens
     n_prog = _n_programs_bwd(n_tiles, dev)
     dq_part = torch.empty((n_prog, d), dtype=torch.float32, device=dev)
     dlb_part = torch.empty(n_prog, dtype=torch.float32, device=dev)
-    _bwd_kernel[(n_prog,)](
-        z2, h2, ld1, qc, lb, gh, gld, gg, gs,
-        dz, dh, dld, dq_part, dlb_part,
-        n_rows, d, float(score_clip) if score_clip is not None else 0.0, float(eps), n_tiles,
-        HAS_CLIP=score_clip is not None, CONTENT=bool(content), BLOCK_R=br, BLOCK_D=bd, num_warps=nw,
-    )
+    with on_device(dev):
+        _bwd_kernel[(n_prog,)](
+            z2, h2, ld1, qc, lb, gh, gld, gg, gs,
+            dz, dh, dld, dq_part, dlb_part,
+            n_rows, d, float(score_clip) if score_clip is not None else 0.0, float(eps), n_tiles,
+            HAS_CLIP=score_clip is not None, CONTENT=bool(content), BLOCK_R=br, BLOCK_D=bd, num_warps=nw,
+        )
     dq = dq_part.sum(0).to(q.dtype) if content else torch.zeros_like(qc)
     return dz.reshape(shape), dh.reshape(shape), dld.reshape(shape[:-1]), dq, dlb_part.sum().to(lb.dtype)
