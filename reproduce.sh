@@ -13,14 +13,19 @@
 #   ./reproduce.sh test [PYTEST ARGS] set up .venv if needed, then run the test suite
 #   ./reproduce.sh setup [--cuda]     only set up .venv (--cuda: with torch's CUDA build, even without a GPU here)
 #   ./reproduce.sh lock               write requirements-cpu.lock from .venv (after its tests passed; docs/setup.md)
+#   ./reproduce.sh torch-choice [--cuda]  print the torch setup would install here (pip's arguments; why on stderr)
+#                                     and install nothing: the CUDA wheel index the NVIDIA driver runs (table below)
 #
 # Which Python: INFILOOP_PYTHON=/path/to/python if set; else the active conda environment
 # ($CONDA_PREFIX/bin/python) when it imports torch (conda env create -f environment.yml); either is used
 # as it is (no package is installed into it; only papermill's python3 kernel spec if it has none).
 # Otherwise .venv is built: PYTHON (interpreter used to create it,
 # default python3.11 or python3), INFILOOP_VENV (default .venv; setting it also skips the conda
-# environment), INFILOOP_TORCH (a pip requirement that overrides the torch choice). --executor slurm with a GPU
-# profile or --device cuda makes .venv's torch the CUDA build (the jobs run it on the nodes); an interpreter used
+# environment), INFILOOP_TORCH (pip arguments that override the torch choice, split at blanks, e.g.
+# INFILOOP_TORCH='torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126'). Where nvidia-smi answers, torch
+# is the CUDA build of the lock's torch version from the wheel index the driver runs (table at "which torch wheel"
+# below, docs/gpu.md); a driver too old for every CUDA build stops the setup in one error line. --executor slurm with a
+# GPU profile or --device cuda makes .venv's torch the CUDA build (the jobs run it on the nodes); an interpreter used
 # as it is is left alone, and python -m infiloop refuses in one line if its torch is a CPU build.
 # On the CPU path .venv is installed from requirements-cpu.lock (exact versions, hashes checked; torch the CPU build of
 # the version the lock names) when the lock was made for this Python and platform; INFILOOP_UNLOCKED=1 resolves the
@@ -84,16 +89,110 @@ torch_is_cpu_build() {
     "$PY" -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)" >/dev/null 2>&1
 }
 
+# ------------------------------------------------------------------------------------------------ which torch wheel
+# The PyTorch wheel index that this machine's NVIDIA driver runs (sources and reasons: docs/gpu.md), for the torch
+# version the lock names (requirements-cpu.lock's "# locked for: ..., torch==X" line):
+#
+#   driver (nvidia-smi)   GPU compute capability   CUDA build   index (https://download.pytorch.org/whl/...)
+#   none answers          -                        CPU          cpu (after a local CPU wheel pip can see)
+#   < 525.60.13           any                      none runs    error: update the driver, or INFILOOP_TORCH
+#   525.60.13 - 579.x     below 10.0               12.6         cu126  (CUDA 12.x minor-version compatibility)
+#   525.60.13 - 579.x     10.0 and up (Blackwell)  12.9         cu129  (cu126 has no Blackwell code)
+#   580 and newer         7.5 and up               13.0         cu130  (CUDA 13.x needs >= 580)
+#   580 and newer         below 7.5 (Volta ...)    12.6         cu126  (CUDA 13 no longer builds for them)
+#   unseen (--cuda, --executor slurm on a login node)  12.6     cu126  (runs on any driver >= 525.60.13)
+TORCH_INDEX="https://download.pytorch.org/whl"
+DRIVER_MIN_CUDA12="525.60.13"
+DRIVER_MIN_CUDA13="580"
+
+# "535.104.05" -> 535104005: one number that orders driver versions (fields missing count as 0).
+driver_number() {
+    local major minor patch
+    IFS=. read -r major minor patch _ <<< "$1"
+    printf '%d%03d%03d\n' "$((10#${major:-0}))" "$((10#${minor:-0}))" "$((10#${patch:-0}))"
+}
+
+# The first GPU's driver version and compute capability ("535.104.05 9.0"; empty where nvidia-smi does not answer).
+nvidia_facts() {
+    local driver cap
+    command -v nvidia-smi >/dev/null 2>&1 || return 0
+    driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ')" || true
+    [[ "$driver" =~ ^[0-9]+(\.[0-9]+)*$ ]] || return 0
+    cap="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ')" || true
+    [[ "$cap" =~ ^[0-9]+\.[0-9]+$ ]] || cap="?"
+    echo "$driver $cap"
+}
+
+# The torch requirement: the lock's version, else any recent one.
+locked_torch() {
+    local v=""
+    if [ -f "$LOCK" ]; then v="$(sed -n 's/^# locked for: .*, torch==\(.*\)$/\1/p' "$LOCK")"; fi
+    if [ -n "$v" ]; then echo "torch==$v"; else echo "torch>=2.4"; fi
+}
+
+# Sets CHOICE (pip install's arguments), CHOICE_KIND (cuda) and CHOICE_WHY (one line) for the CUDA build this machine's driver
+# runs; "unseen" when the driver is not on this machine. Returns 1 (CHOICE_WHY the error) for a driver too old.
+choose_cuda_wheel() {
+    local facts="$1" driver cap cc flavour why
+    if [ "$facts" = unseen ]; then
+        flavour=cu126
+        why="no NVIDIA driver on this machine (the GPU nodes have their own): torch's CUDA 12.6 build, which runs on any driver >= $DRIVER_MIN_CUDA12 (INFILOOP_TORCH='$(locked_torch) --index-url $TORCH_INDEX/cu130' for CUDA 13)"
+    else
+        read -r driver cap <<< "$facts"
+        cc=0
+        if [ "$cap" != "?" ]; then cc=$(( 10#${cap%%.*} * 10 + 10#${cap#*.} )); fi
+        if [ "$(driver_number "$driver")" -lt "$(driver_number "$DRIVER_MIN_CUDA12")" ]; then
+            CHOICE_WHY="error: NVIDIA driver $driver is older than $DRIVER_MIN_CUDA12, the oldest that PyTorch's CUDA 12 and 13 builds run on: update the driver, or choose torch yourself (INFILOOP_TORCH='$(locked_torch) --index-url $TORCH_INDEX/cpu' for the CPU build)"
+            return 1
+        elif [ "$(driver_number "$driver")" -ge "$(driver_number "$DRIVER_MIN_CUDA13")" ]; then
+            if [ "$cc" -gt 0 ] && [ "$cc" -lt 75 ]; then
+                flavour=cu126; why="CUDA 12.6 build (CUDA 13 builds no longer target compute capability $cap)"
+            else
+                flavour=cu130; why="CUDA 13.0 build (CUDA 13 runs on drivers >= $DRIVER_MIN_CUDA13)"
+            fi
+        elif [ "$cc" -ge 100 ]; then
+            flavour=cu129; why="CUDA 12.9 build (a Blackwell GPU under a driver < $DRIVER_MIN_CUDA13: cu126 has no code for it)"
+        else
+            flavour=cu126; why="CUDA 12.6 build (CUDA 12 runs on drivers >= $DRIVER_MIN_CUDA12; CUDA 13 would need >= $DRIVER_MIN_CUDA13)"
+        fi
+        why="NVIDIA driver $driver (GPU compute capability $cap): torch's $why"
+    fi
+    CHOICE=("$(locked_torch)" --index-url "$TORCH_INDEX/$flavour") CHOICE_KIND=cuda
+    CHOICE_WHY="$why"
+}
+
+# INFILOOP_TORCH as pip arguments: split at blanks, never globbed ("torch==2.13.0 --index-url https://...").
+infiloop_torch_args() {
+    local -a words
+    read -r -a words <<< "${INFILOOP_TORCH:-}"
+    CHOICE=("${words[@]}") CHOICE_KIND=given
+    CHOICE_WHY="INFILOOP_TORCH chooses torch"
+}
+
+# The torch this setup would install: CHOICE (pip install's arguments), CHOICE_KIND (given, cuda or cpu) and
+# CHOICE_WHY (one line); returns 1 for a driver no build runs on. $1: "cuda" when the CUDA build is wanted whatever
+# this machine has (jobs on GPU nodes).
+torch_choice() {
+    local facts
+    if [ -n "${INFILOOP_TORCH:-}" ]; then infiloop_torch_args; return 0; fi
+    facts="$(nvidia_facts)"
+    if [ -z "$facts" ] && [ "${1:-}" = cuda ]; then facts=unseen; fi
+    if [ -n "$facts" ]; then choose_cuda_wheel "$facts"; return; fi
+    CHOICE=("$TORCH_SPEC" --index-url "$TORCH_INDEX/cpu" --extra-index-url https://pypi.org/simple) CHOICE_KIND=cpu
+    CHOICE_WHY="no NVIDIA driver answers (nvidia-smi): torch's CPU build"
+}
+
 install_cuda_torch() {
-    # PyPI's torch for Linux is the CUDA build (with its nvidia-* packages); a CPU build in place goes first.
-    local want="${INFILOOP_TORCH:-torch>=2.4}"
+    # The CUDA wheel for the driver (above); a CPU build in place goes first.
+    if ! torch_choice cuda; then log "$CHOICE_WHY"; exit 1; fi
+    log "$CHOICE_WHY"
     if "$PY" -c "import torch" >/dev/null 2>&1; then
-        log "the jobs of --executor slurm run $PY on GPU nodes: replacing its CPU build of torch by the CUDA build ($want)"
+        log "the jobs of --executor slurm run $PY on GPU nodes: replacing its CPU build of torch by the CUDA build (${CHOICE[*]})"
         "$PY" -m pip uninstall --yes torch
     else
-        log "the jobs of --executor slurm run $PY on GPU nodes: installing torch's CUDA build ($want)"
+        log "the jobs of --executor slurm run $PY on GPU nodes: installing torch's CUDA build (${CHOICE[*]})"
     fi
-    "$PY" -m pip install "$want"
+    "$PY" -m pip install "${CHOICE[@]}"
 }
 
 install_torch() {
@@ -109,14 +208,10 @@ install_torch() {
         install_cuda_torch
         return
     fi
-    if [ -n "${INFILOOP_TORCH:-}" ]; then
-        log "installing torch from INFILOOP_TORCH=$INFILOOP_TORCH"
-        "$PY" -m pip install "$INFILOOP_TORCH"
-        return
-    fi
-    if has_cuda_gpu; then
-        log "CUDA GPU found: installing the default (CUDA) torch build"
-        "$PY" -m pip install "torch>=2.4"
+    if ! torch_choice; then log "$CHOICE_WHY"; exit 1; fi
+    if [ "$CHOICE_KIND" != cpu ]; then
+        log "$CHOICE_WHY: pip install ${CHOICE[*]}"
+        "$PY" -m pip install "${CHOICE[@]}"
         return
     fi
     # No GPU: a CPU build. Prefer a CPU wheel that pip can already see locally (find-links);
@@ -134,8 +229,7 @@ install_torch() {
     fi
     rm -rf "$tmp"
     log "no GPU: installing torch from the PyTorch CPU index ($TORCH_SPEC)"
-    "$PY" -m pip install "$TORCH_SPEC" --index-url https://download.pytorch.org/whl/cpu \
-        --extra-index-url https://pypi.org/simple
+    "$PY" -m pip install "${CHOICE[@]}"
 }
 
 setup_external() {
@@ -249,8 +343,15 @@ case "$cmd" in
         log "running the test suite"
         exec "$PY" -m pytest "$@"
         ;;
+    torch-choice)
+        # What setup would install for torch here, installing nothing: pip's arguments on stdout, why on stderr.
+        TORCH_SPEC="$(locked_torch)"
+        if ! torch_choice "$([ "${2:-}" = "--cuda" ] && echo cuda)"; then log "$CHOICE_WHY"; exit 1; fi
+        log "$CHOICE_WHY"
+        echo "${CHOICE[*]}"
+        ;;
     -h|--help|help)
-        sed -n '2,26p' "$0"
+        awk 'NR > 1 && /^set -euo/ { exit } NR > 1' "$0"
         ;;
     *)
         # On a CUDA GPU the default run trains there; after it, Python offers the gpu profile (its pilot first,

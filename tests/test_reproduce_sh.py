@@ -227,9 +227,11 @@ def test_a_fresh_venv_for_slurm_gpu_jobs_gets_the_cuda_build_without_a_gpu_here(
                             STUB_FILE=str(box["conda"]))
     assert res.returncode == 0, res.stderr
     py = box["repo"] / ".venv" / "bin" / "python"
-    assert f"{py} -m pip install torch>=2.4" in calls, calls
+    want = "torch>=2.4 --index-url https://download.pytorch.org/whl/cu126"  # no lock in the box: any recent torch
+    assert f"{py} -m pip install {want}" in calls, calls
     assert not any("download.pytorch.org/whl/cpu" in c or "pip download" in c for c in calls)
-    assert "installing torch's CUDA build (torch>=2.4)" in res.stderr
+    assert f"installing torch's CUDA build ({want})" in res.stderr
+    assert "no NVIDIA driver on this machine (the GPU nodes have their own): torch's CUDA 12.6 build" in res.stderr
     assert f"{py} -m infiloop reproduce --profile paper --executor slurm" in calls
 
 
@@ -241,7 +243,8 @@ def test_a_cpu_build_in_venv_is_replaced_for_slurm_gpu_jobs(box, args):
     res, calls = box["run"](*args, INFILOOP_VENV=str(venv))
     assert res.returncode == 0, res.stderr
     py = venv / "bin" / "python"
-    assert calls.index(f"{py} -m pip uninstall --yes torch") < calls.index(f"{py} -m pip install torch>=2.4"), calls
+    install = f"{py} -m pip install torch>=2.4 --index-url https://download.pytorch.org/whl/cu126"
+    assert calls.index(f"{py} -m pip uninstall --yes torch") < calls.index(install), calls
     assert "replacing its CPU build of torch by the CUDA build" in res.stderr
 
 
@@ -267,3 +270,126 @@ def test_an_environment_used_as_it_is_gets_nothing_installed_for_slurm(box):
     res, calls = box["run"]("--profile", "paper", "--executor", "slurm")
     assert res.returncode == 0, res.stderr
     assert not any("pip " in c for c in calls) and _ran(calls, box["conda"], "-m infiloop reproduce --profile paper")
+
+
+# ------------------------------------------------------------------------------ the CUDA wheel that fits the driver
+
+def _fake_driver(box, driver: str | None, cap: str | None = "9.0") -> None:
+    """An nvidia-smi that reports ``driver`` and compute capability ``cap`` (None: a driver that does not answer; a
+    cap of None: an nvidia-smi too old to know the field)."""
+    if driver is None:
+        _exe(box["bin"] / "nvidia-smi", "#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+        return
+    cap_line = f"echo '{cap}'" if cap else "echo 'Field \"compute_cap\" is not a valid field to query.' >&2; exit 2"
+    _exe(box["bin"] / "nvidia-smi", f"""#!/bin/sh
+case "$*" in
+  *driver_version*) echo '{driver}' ;;
+  *compute_cap*) {cap_line} ;;
+  -L) echo 'GPU 0: NVIDIA Test GPU (UUID: GPU-0)' ;;
+  *) exit 3 ;;
+esac
+""")
+
+
+def _locked_torch() -> str:
+    from infiloop import machine
+
+    return machine.read_lock(ROOT / "requirements-cpu.lock")["torch"]
+
+
+@pytest.mark.parametrize("driver,cap,flavour,why", [
+    ("535.104.05", "9.0", "cu126", "torch's CUDA 12.6 build (CUDA 12 runs on drivers >= 525.60.13"),
+    ("525.60.13", "8.0", "cu126", "torch's CUDA 12.6 build"),  # the oldest CUDA 12 driver itself
+    ("575.51.03", None, "cu126", "GPU compute capability ?"),  # an nvidia-smi that does not know compute_cap
+    ("570.124.06", "12.0", "cu129", "a Blackwell GPU under a driver < 580"),
+    ("580.65.06", "9.0", "cu130", "torch's CUDA 13.0 build (CUDA 13 runs on drivers >= 580)"),
+    ("590.44.01", "10.0", "cu130", "torch's CUDA 13.0 build"),
+    ("580.95.05", "7.0", "cu126", "CUDA 13 builds no longer target compute capability 7.0"),
+])
+def test_the_cuda_wheel_fits_the_driver(box, driver, cap, flavour, why):
+    """``./reproduce.sh torch-choice``: the lock's torch version from the wheel index the driver runs (the table of
+    reproduce.sh and docs/gpu.md), printed as pip's arguments; nothing is installed, no Python is asked to."""
+    shutil.copy(ROOT / "requirements-cpu.lock", box["repo"] / "requirements-cpu.lock")
+    _fake_driver(box, driver, cap)
+    res, calls = box["run"]("torch-choice", INFILOOP_VENV=str(box["repo"] / "v"))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == f"torch=={_locked_torch()} --index-url https://download.pytorch.org/whl/{flavour}\n"
+    assert f"NVIDIA driver {driver} (GPU compute capability {cap or '?'})" in res.stderr and why in res.stderr
+    assert not any(" -m " in c for c in calls), calls  # no pip, no venv
+
+
+def test_no_driver_gets_the_cpu_build(box):
+    shutil.copy(ROOT / "requirements-cpu.lock", box["repo"] / "requirements-cpu.lock")
+    for driver in (None, "not a version"):
+        _fake_driver(box, driver)
+        res, calls = box["run"]("torch-choice", INFILOOP_VENV=str(box["repo"] / "v"))
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == (f"torch=={_locked_torch()} --index-url https://download.pytorch.org/whl/cpu "
+                              "--extra-index-url https://pypi.org/simple\n")
+        assert "no NVIDIA driver answers (nvidia-smi): torch's CPU build" in res.stderr and not calls
+    (box["bin"] / "nvidia-smi").unlink()  # none at all (PATH has only this folder and the system's)
+    if not shutil.which("nvidia-smi", path="/usr/bin:/bin"):
+        res, _ = box["run"]("torch-choice", INFILOOP_VENV=str(box["repo"] / "v"))
+        assert res.returncode == 0 and "whl/cpu" in res.stdout
+
+
+def test_a_driver_too_old_for_every_cuda_build_is_one_error_line(box, tmp_path):
+    """torch-choice and a real setup stop alike, in one line that names the driver and the ways on; nothing is
+    installed."""
+    shutil.copy(ROOT / "requirements-cpu.lock", box["repo"] / "requirements-cpu.lock")
+    _fake_driver(box, "470.82.01", "7.0")
+    res, calls = box["run"]("torch-choice", INFILOOP_VENV=str(box["repo"] / "v"))
+    assert res.returncode == 1 and res.stdout == "" and not calls
+    lines = res.stderr.strip().splitlines()
+    assert lines == [f"[reproduce] error: NVIDIA driver 470.82.01 is older than 525.60.13, the oldest that PyTorch's "
+                     f"CUDA 12 and 13 builds run on: update the driver, or choose torch yourself "
+                     f"(INFILOOP_TORCH='torch=={_locked_torch()} --index-url https://download.pytorch.org/whl/cpu' "
+                     f"for the CPU build)"], lines
+    base = _exe(tmp_path / "base2" / "python3", VENV_BASE)
+    res, calls = box["run"]("setup", STUB_TORCH="1", PYTHON=str(base), STUB_FILE=str(box["conda"]),
+                            INFILOOP_VENV=str(box["repo"] / "v"))
+    assert res.returncode == 1 and "error: NVIDIA driver 470.82.01 is older than 525.60.13" in res.stderr
+    assert [ln for ln in res.stderr.splitlines() if "error" in ln] and not any("pip install" in c for c in calls)
+
+
+def test_setup_on_a_gpu_box_installs_the_wheel_the_driver_runs(box, tmp_path):
+    """A fresh .venv with driver 535: the lock's torch from the cu126 index (PyPI's default torch is a CUDA 13 build,
+    which driver 535 cannot run); the rest of the environment as before."""
+    shutil.copy(ROOT / "requirements-cpu.lock", box["repo"] / "requirements-cpu.lock")
+    _fake_driver(box, "535.104.05", "9.0")
+    base = _exe(tmp_path / "base2" / "python3", VENV_BASE)
+    res, calls = box["run"]("setup", STUB_TORCH="1", PYTHON=str(base), STUB_FILE=str(box["conda"]),
+                            INFILOOP_VENV=str(box["repo"] / "v"))
+    assert res.returncode == 0, res.stderr
+    py = box["repo"] / "v" / "bin" / "python"
+    assert f"{py} -m pip install torch=={_locked_torch()} --index-url https://download.pytorch.org/whl/cu126" in calls
+    assert not any("whl/cpu" in c or "pip download" in c for c in calls), calls
+
+
+ARGV_STUB = """#!/bin/sh
+printf '%s' "$0" >> "$STUB_LOG"; for a in "$@"; do printf ' [%s]' "$a" >> "$STUB_LOG"; done; echo >> "$STUB_LOG"
+case "$1 $2" in
+  "-c import torch") exit 1 ;;
+esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_infiloop_torch_carries_pip_arguments_split_at_blanks_never_globbed(box, tmp_path, cuda):
+    """INFILOOP_TORCH='torch==X --index-url URL' reaches pip as three arguments (before, as one: a requirement pip
+    refused); a pattern in it stays as written, whatever files the folder holds."""
+    _fake_driver(box, "535.104.05", "9.0")
+    (box["repo"] / "torch-glob-bait").write_text("")
+    base = _exe(tmp_path / "base2" / "python3", VENV_BASE)
+    argv_stub = _exe(tmp_path / "argv" / "python", ARGV_STUB)
+    given = "torch==2.13.0  --index-url https://example.org/whl/cu130 torch*"
+    res, calls = box["run"]("setup", *(["--cuda"] if cuda else []), PYTHON=str(base), STUB_FILE=str(argv_stub),
+                            INFILOOP_VENV=str(box["repo"] / "v"), INFILOOP_TORCH=given)
+    assert res.returncode == 0, res.stderr
+    py = box["repo"] / "v" / "bin" / "python"
+    want = f"{py} [-m] [pip] [install] [torch==2.13.0] [--index-url] [https://example.org/whl/cu130] [torch*]"
+    assert want in calls, calls
+    res, _ = box["run"]("torch-choice", INFILOOP_TORCH=given, INFILOOP_VENV=str(box["repo"] / "v"))
+    assert res.stdout == "torch==2.13.0 --index-url https://example.org/whl/cu130 torch*\n"
+    assert "INFILOOP_TORCH chooses torch" in res.stderr
