@@ -87,7 +87,7 @@ def test_micro_batches_give_the_whole_batch_update_in_float64(smoke, tmp_path, m
                     assert torch.equal(v, other[axis][k]), (mb, axis, k)
 
 
-def test_out_of_memory_is_one_line_naming_the_setting(smoke, tmp_path, monkeypatch):
+def test_out_of_memory_halves_twice_then_is_one_line_naming_the_setting(smoke, tmp_path, monkeypatch, capfd):
     def oom(self, *a, **kw):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore text")
 
@@ -95,13 +95,37 @@ def test_out_of_memory_is_one_line_naming_the_setting(smoke, tmp_path, monkeypat
     with pytest.raises(UsageError) as err:
         _train(smoke, tmp_path / "a")
     text = message(err.value)
-    assert text == ("a: cpu out of memory at train.batch_size=8 (per process 8, micro-batch 8) on cpu: set "
-                    "train.micro_batch=4 (or lower) to accumulate the same batch in smaller pieces")
+    assert text == ("a: cpu out of memory at train.batch_size=8 (per process 8, micro-batch 2) on cpu: set "
+                    "train.micro_batch=1 (or lower) to accumulate the same batch in smaller pieces")
     assert exit_status(err.value) == 2 and "\n" not in str(err.value)
-    with pytest.raises(UsageError, match=r"micro-batch 3\) on cpu: set train.micro_batch=1 \(or lower\)"):
-        _train(smoke, tmp_path / "b", micro_batch=3)
+    said = [line for line in capfd.readouterr().err.splitlines() if "out of memory" in line]
+    assert said == ["warning: a: out of memory at micro-batch 8 (step 1): going on at train.micro_batch=4 (the same "
+                    "update, in smaller pieces)",
+                    "warning: a: out of memory at micro-batch 4 (step 1): going on at train.micro_batch=2 (the same "
+                    "update, in smaller pieces)"]
     with pytest.raises(UsageError, match=r"micro-batch 1\) on cpu: one slot at a time does not fit either"):
-        _train(smoke, tmp_path / "c", micro_batch=1)
+        _train(smoke, tmp_path / "c", micro_batch=3)  # 3 -> 1, then no smaller
+
+
+def test_out_of_memory_at_a_micro_batch_goes_on_at_half_of_it(smoke, tmp_path, monkeypatch, capfd):
+    """A step that runs out of memory with chunks of 8 slots is redone with chunks of 4 from the same state: the run
+    finishes with the weights of a run at micro-batch 4 from the start, bit for bit, and says so once."""
+    _, ref = _train(smoke, tmp_path / "ref", micro_batch=4)
+    forward = training.LoopedReasoner.forward
+
+    def small_only(self, carry, inputs, *a, **kw):
+        if inputs.shape[0] > 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return forward(self, carry, inputs, *a, **kw)
+
+    monkeypatch.setattr(training.LoopedReasoner, "forward", small_only)
+    summary, model = _train(smoke, tmp_path / "b")
+    assert summary["complete"]
+    said = [line for line in capfd.readouterr().err.splitlines() if "out of memory" in line]
+    assert said == ["warning: b: out of memory at micro-batch 8 (step 1): going on at train.micro_batch=4 (the same "
+                    "update, in smaller pieces)"]
+    for k, v in ref.state_dict().items():
+        assert torch.equal(v, model.state_dict()[k]), k
 
 
 class _FailingCompiled(nn.Module):

@@ -339,6 +339,9 @@ def _add_plan(sub) -> None:
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
     p.add_argument("--gpus-per-run", type=int, default=1, help="with --executor slurm: GPUs per training run")
+    p.add_argument("--gpu-memory", type=cli_args.gigabytes, default=None, metavar="GB",
+                   help="on CUDA, the memory of the GPU the jobs will run on, in GB (default: this machine's GPU, or "
+                        "80 GB where there is none); each job's estimated peak is printed beside it")
     cluster.add_options(p)
     p.set_defaults(func=cmd_plan)
 

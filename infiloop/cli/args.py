@@ -42,6 +42,17 @@ def tflops(text: str) -> float:
     return value
 
 
+def gigabytes(text: str) -> float:
+    """An argparse type: a memory size in GB, a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a memory size in GB > 0, e.g. 80, got {text!r}")
+    return value
+
+
 def check_device(device: str) -> None:
     import torch
 

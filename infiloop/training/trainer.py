@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ..errors import UsageError
 from ..io import atomic_write, atomic_write_text, save_weights
 from ..model.connections import choose_kernels
 from ..model.reasoner import Carry, LoopedReasoner, ModelConfig
@@ -53,31 +52,12 @@ from .records import (
     truncate_metrics,
 )
 from .selection import BestOnValidation
+from .step_faults import caused_by_oom, is_compile_error, out_of_memory
 
 
 def _wide(t: Tensor) -> Tensor:
     """``t`` in float32 for the loss and the metrics, or in float64 where the model runs in float64 (tests)."""
     return t if t.dtype == torch.float64 else t.float()
-
-
-def _is_compile_error(e: BaseException) -> bool:
-    """Whether ``e`` is a failure of ``torch.compile`` (Dynamo's tracing, AOTAutograd, Inductor's code
-    generation or the backend compiler: Triton, a C++ compiler) rather than of the computation it runs."""
-    from torch._dynamo.exc import TorchDynamoException
-
-    module = type(e).__module__ or ""
-    return isinstance(e, TorchDynamoException) or module.startswith(("torch._inductor", "torch._dynamo", "triton"))
-
-
-def _caused_by_oom(e: BaseException) -> bool:
-    """Whether ``e`` is, or wraps (a compiler error raised while autotuning, say), an out-of-memory error."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, torch.OutOfMemoryError):
-            return True
-        seen.add(id(e))
-        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
-    return False
 
 
 class _Trainer:
@@ -142,6 +122,7 @@ class _Trainer:
         self.compiled = train_cfg.compile == "on" or (train_cfg.compile == "auto" and on_cuda)
         self.compile_seconds: float | None = None  # the first compiled step, compilation included
         self.compile_error: str | None = None
+        self.oom_halvings = 0  # micro-batches halved after running out of memory (_gradients)
         if self.compiled:
             self.net = torch.compile(self.net)
         self.tensorboard = tensorboard_writer(run_dir, self.step_) if self.rank == 0 else None
@@ -225,20 +206,33 @@ class _Trainer:
                    ) -> tuple[Carry, Tensor, Tensor, dict[str, Tensor]]:
         """The step's forward and backward (:meth:`_accumulate`), nothing applied yet: a compiled module that
         fails to compile is dropped for the eager one with one warning line, and the step is redone from the
-        same state (the random state too); out of device memory is one line naming the setting to change."""
-        state = rng_state(self.device) if self.compiled else None
+        same state (the random state too); out of device memory halves the micro-batch and redoes the step (twice at
+        most, one line each; one process only: the processes of a DDP training would wait for each other), then is
+        one line naming the setting to change."""
+        state = rng_state(self.device)
         first = self.compiled and self.compile_seconds is None
         t0 = time.perf_counter()
         try:
             out = self._accumulate(inputs, labels, pids, keep_diag)
         except Exception as e:
-            if _caused_by_oom(e):
-                raise self._out_of_memory() from e
-            if not (self.compiled and _is_compile_error(e)):
+            if caused_by_oom(e):
+                per = self.B // self.world
+                now = min(self.cfg.micro_batch or per, per)
+                if self.world > 1 or now == 1 or self.oom_halvings == 2:
+                    raise out_of_memory(self.run_dir.name, self.B, self.world, now, self.device) from e
+                self.oom_halvings += 1
+                self.cfg.micro_batch = now // 2
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                print(f"warning: {self.run_dir.name}: out of memory at micro-batch {now} (step {self.step_ + 1}): "
+                      f"going on at train.micro_batch={now // 2} (the same update, in smaller pieces)",
+                      file=sys.stderr, flush=True)
+            elif self.compiled and is_compile_error(e):
+                self.compiled, self.net, self.compile_error = False, self.eager_net, first_line(e)
+                print(f"warning: torch.compile failed ({self.compile_error}); training "
+                      f"{self.run_dir.name} in eager mode", file=sys.stderr, flush=True)
+            else:
                 raise
-            self.compiled, self.net, self.compile_error = False, self.eager_net, first_line(e)
-            print(f"warning: torch.compile failed ({self.compile_error}); training "
-                  f"{self.run_dir.name} in eager mode", file=sys.stderr, flush=True)
             set_rng_state(state, self.device)
             return self._gradients(inputs, labels, pids, keep_diag)
         if first:
@@ -246,17 +240,6 @@ class _Trainer:
                 torch.cuda.synchronize(self.device)
             self.compile_seconds = round(time.perf_counter() - t0, 2)
         return out
-
-    def _out_of_memory(self) -> UsageError:
-        """The one-line error of a step that ran out of device memory: the batch and the setting to change."""
-        per = self.B // self.world
-        now = min(self.cfg.micro_batch or per, per)
-        cuda = self.device.type == "cuda"
-        where = torch.cuda.get_device_name(self.device) if cuda else str(self.device)
-        fix = (f"set train.micro_batch={now // 2} (or lower) to accumulate the same batch in smaller pieces" if now > 1
-               else "one slot at a time does not fit either: use a smaller model or a device with more memory")
-        return UsageError(f"{self.run_dir.name}: {'CUDA' if cuda else self.device.type} out of memory at "
-                          f"train.batch_size={self.B} (per process {per}, micro-batch {now}) on {where}: {fix}")
 
     def _accumulate(self, inputs: Tensor, labels: Tensor, pids: Tensor, keep_diag: bool
                     ) -> tuple[Carry, Tensor, Tensor, dict[str, Tensor]]:

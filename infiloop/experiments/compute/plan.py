@@ -220,7 +220,13 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
     estimate(plan, calibration)
     if calibration.measured:
         calibration.save()
-    print(render(plan, calibration), file=stream)
+    text = render(plan, calibration)
+    if plan.device.startswith("cuda"):  # memory before the hours: each job's peak beside the device's
+        from . import memory_plan
+
+        text += "\n" + "\n".join(memory_plan.render(plan, getattr(args, "gpus_per_run", 1) or 1,
+                                                     getattr(args, "gpu_memory", None)))
+    print(text, file=stream)
     return 0
 
 

@@ -37,6 +37,7 @@ from ...model.reasoner import LoopedReasoner, ModelConfig
 from ...tasks import validation
 from ...tasks.base import DataError, TaskData
 from ...training import CHECKPOINT, DONE, METRICS, WEIGHTS, TrainConfig, read_checkpoint, read_metrics, train
+from ...training.batching import rank_and_world
 from ...training.selection import BEST, BEST_RECORD
 from ..settings import profiles, recipes
 from ..settings.recipes import config_hash, resolve_config
@@ -416,11 +417,8 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
     run = resolve(task, recipe, profile, overrides, root, run_dir)
     if run.done:
         return run
-    dist = torch.distributed
-    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-    first = world == 1 or dist.get_rank() == 0
-    # Under torchrun the first process holds the run's lock and prepares the folder for all of them; the others
-    # wait for it at a barrier (a folder another pipeline holds makes them wait there too).
+    rank, world = rank_and_world()
+    first = rank == 0  # under torchrun: holds the lock and prepares the folder; the others wait for its answer
     with locked(run.dir / ".lock") if first else nullcontext():
         if first:
             _check_same_config(run)  # another process may have started this folder with another configuration
@@ -431,7 +429,7 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
                     atomic_write_text(run.dir / "config.json", json.dumps(run.config, indent=1, sort_keys=True))
         if world > 1:
             told = [done if first else None]
-            dist.broadcast_object_list(told, src=0)
+            torch.distributed.broadcast_object_list(told, src=0)
             done = told[0]
         if done:
             return run
@@ -440,7 +438,7 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
         train(run.model_config(), run.train_config(), run.train_data(), run.dir, device, max_steps, progress,
               valid=valid, valid_why=why)
         if world > 1:
-            dist.barrier()  # the first process's last files (weights, DONE.json) are written before any reads them
+            torch.distributed.barrier()  # the first process writes the weights and DONE.json before any reads them
         run.trained_here = True
         torch.set_num_threads(old_threads)
     return run

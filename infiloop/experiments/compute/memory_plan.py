@@ -1,0 +1,88 @@
+"""The plan's memory section: each GPU job's estimated peak memory (``training/memory.py``) beside the device's,
+and the ``train.micro_batch`` that fits where the configured one does not.
+
+The measurements behind the estimates (one per model configuration and precision, a few seconds each on the CPU)
+are kept in ``runs/.plan-memory.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ... import paths
+from ...io import atomic_write_text
+from ...training import memory
+from .planning import Plan
+
+ASSUMED_GPU_BYTES = 80e9  # an H100's 80 GB, where no CUDA device is here and --gpu-memory does not say
+
+
+def store_path() -> Path:
+    return paths.RUNS / ".plan-memory.json"
+
+
+def _read_store() -> dict:
+    try:
+        return json.loads(store_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def device_memory(device: str, given_gb: float | None) -> tuple[float, str]:
+    """The bytes of the device the jobs will run on, and where that number comes from."""
+    if given_gb:
+        return given_gb * memory.GB, f"{given_gb:g} GB (--gpu-memory)"
+    import torch
+
+    if torch.cuda.is_available():
+        index = torch.device(device).index or 0
+        props = torch.cuda.get_device_properties(index)
+        return float(props.total_memory), f"{props.total_memory / memory.GB:.1f} GB ({props.name})"
+    return ASSUMED_GPU_BYTES, f"{ASSUMED_GPU_BYTES / memory.GB:.0f} GB assumed (an H100; --gpu-memory GB to change)"
+
+
+def _gb(n: float) -> str:
+    return f"{n / memory.GB:6.1f}"
+
+
+def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> list[str]:
+    """The memory section's lines: a training's peak per process at its micro-batch (the state, the carried
+    states, the step) and whether it fits :data:`memory.HEADROOM` of the device; an evaluation's peak at its batch."""
+    device_bytes, where = device_memory(plan.device, given_gb)
+    budget = device_bytes * memory.HEADROOM
+    store = _read_store()
+    before = dict(store)
+    out = [f"\n## memory (estimated peak per process: training/memory.py, eager; device {where}; a job fits within "
+           f"{memory.HEADROOM:.0%} of it: {_gb(budget).strip()} GB)",
+           "task    recipe        batch  micro  state GB  carried GB  per slot MB  peak GB  fits?       overrides"]
+    for r in plan.runs:
+        tc = r.run.train_config()
+        mem = memory.train_memory(r.run.model_config(), tc, plan.device.startswith("cuda"), gpus_per_run, store)
+        micro = min(tc.micro_batch or mem.batch, mem.batch)
+        peak = mem.peak(micro)
+        state = mem.weights + mem.optimizer + mem.ema + mem.extra_grads
+        if peak <= budget:
+            verdict = "yes"
+        else:
+            fit = mem.fitting_micro_batch(device_bytes)
+            verdict = (f"NO: set train.micro_batch={fit} ({_gb(mem.peak(fit)).strip()} GB)" if fit
+                       else "NO: one slot at a time does not fit either")
+        overrides = " ".join(f"{k}={v}" for k, v in r.overrides.items() if k != "train.seed") or "-"
+        out.append(f"{r.task:7s} {r.recipe:12s} {mem.batch:6d} {micro:6d}  {_gb(state):>8s}  "
+                   f"{_gb(2 * mem.carry_per_sample * mem.batch):>10s}  {mem.step.per_sample / 1e6:11.1f}  "
+                   f"{_gb(peak):>7s}  {verdict:10s}  {overrides}")
+    out.append("state: weights, optimiser moments, EMA and gradients (float32); carried: the process's slots' states, "
+               "old and new; per slot: what one slot of a micro-batch adds (activations saved for the backward pass "
+               "and its transients, measured on the CPU at the run's precision)")
+    seen: dict[tuple, int] = {}
+    for e in plan.evals:
+        mem = memory.eval_memory(e.run.model_config(), plan.device.startswith("cuda"), store)
+        key = (e.run.config["task"], e.run.config["recipe"], e.batch)
+        seen[key] = max(seen.get(key, 0), mem.peak(e.batch))
+    for (task, recipe, batch), peak in sorted(seen.items(), key=lambda kv: -kv[1])[:3]:  # the largest three
+        out.append(f"evaluation {task}/{recipe} at {batch} puzzles a batch: {_gb(peak).strip()} GB "
+                   f"({'fits' if peak <= budget else 'does NOT fit: lower the evaluation batch_size'})")
+    if store != before:
+        atomic_write_text(store_path(), json.dumps(store, indent=1, sort_keys=True))
+    return out
