@@ -533,10 +533,7 @@ BENCH_SMOKE = [
                  marks=pytest.mark.slow),
     # slow (about 20 s on 2 cores): 3 small jobs in new processes and in a warm worker, and a process start alone
     pytest.param("job_start.py", ["--quick"], {}, _check_job_start, marks=pytest.mark.slow),
-    # without CUDA (and without --dry-run) it measures nothing and says how to check the script on the CPU;
-    # the dry run itself is test_benchmark_gpu_check_dry_run below
-    ("gpu_check.py", [], {}, "No CUDA device: nothing to measure here. To check the script itself on the CPU, run "
-                             "it with --dry-run" if not __import__("torch").cuda.is_available() else "correctness"),
+    # gpu_check.py: tests/test_gpu_check.py
 ]
 
 
@@ -548,8 +545,6 @@ def test_benchmark_script_runs(script, args, env, expect):
     ratios equal to the times they are computed from)."""
     if env.get("TRITON_INTERPRET") and not HAS_TRITON:
         pytest.skip("triton is not installed")
-    if script == "gpu_check.py" and not args and "correctness" in expect:
-        pytest.skip("a CUDA device is present: the full GPU check is not a smoke test")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *args],
         cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=120,
@@ -559,85 +554,3 @@ def test_benchmark_script_runs(script, args, env, expect):
         expect(proc.stdout)
     else:
         assert expect in proc.stdout, proc.stdout[-3000:]
-
-
-GPU_CHECK_PARTS = ("kernels", "step_speed", "training", "evaluation", "model_overhead")
-PILOT_CONNECTIONS = ("carry_last", "infiloop", "fprm")
-
-
-def _check_gpu_check_figures(parts: dict) -> None:
-    """Every figure the device run records is in the dry run's JSON, with the right form."""
-    kernels = parts["kernels"]["result"]
-    assert kernels["cases"] and kernels["failed_checks"] == []
-    for case in kernels["cases"]:
-        assert case["passed"] and case["dtypes_equal"]
-        assert {"h", "log_d", "gamma", "s", "grad z", "grad h", "grad log_d", "grad log_beta"} <= set(case["errors"])
-        for err in case["errors"].values():
-            assert 0 <= err["kernel"] <= err["allowed"] and err["eager"] >= 0
-    speed = parts["step_speed"]["result"]
-    assert speed["copy_gb_s"] > 0
-    for dn in ("float32", "bfloat16"):
-        s = speed["step"][dn]
-        t = s["impls"]["triton"]
-        assert t["fwd_s"] > 0 and t["fwd_bwd_s"] > 0 and s["impls"]["eager"]["fwd_s"] > 0
-        assert s["triton_fwd_share_of_copy"] == pytest.approx(s["bytes"] / t["fwd_s"] / (speed["copy_gb_s"] * 1e9))
-    assert str(speed["block_sweep"]["default"]) in speed["block_sweep"]["share_of_copy"]
-    training = parts["training"]["result"]
-    assert set(training["runs"]) == set(PILOT_CONNECTIONS) == set(training["explain"])
-    for name, run in training["runs"].items():
-        assert run["steps"] >= 2 and run["s_per_step"] > 0 and run["planned_s_per_step"] > 0
-        assert {"peak_memory_gb", "compiled", "compile_seconds", "compile_error", "kernels"} <= set(run)
-        assert len(run["curve"]) >= 2 and all({"step", "loss", "cell_acc"} <= set(c) for c in run["curve"])
-        ex = training["explain"][name]
-        assert (ex["graph_count"], ex["graph_break_count"]) == (1, 0), ex["break_reasons"]
-    # InfiLoop's breaks are counted on the path a GPU takes: the kernel's custom operator
-    assert set(training["explain"]["infiloop"]["kernels"].values()) == {"triton"}
-    assert training["pilot_criteria"]
-    evaluation = parts["evaluation"]["result"]
-    for name in ("infiloop", "carry_last"):
-        assert set(evaluation["s_per_update"][name]) == {"fp32", "tf32", "bf16"}
-        assert all(t > 0 for t in evaluation["s_per_update"][name].values())
-    overhead = parts["model_overhead"]["result"]
-    for dn in ("bfloat16", "float32"):
-        o = overhead["by_dtype"][dn]
-        for kind in ("train", "eval"):
-            assert o[f"{kind}_ratio"] == pytest.approx(o[f"{kind}_infiloop"] / o[f"{kind}_carry_last"])
-
-
-def _check_gpu_check_report(report: dict, md: str) -> None:
-    """The combined JSON: the header, every part ok with its figures, the goal rows; the markdown: the same table."""
-    assert {"date", "gpu", "nvidia driver", "cuda (torch build)", "torch", "triton"} <= set(report["header"])
-    assert report["ok"] and list(report["parts"]) == list(GPU_CHECK_PARTS)
-    for name, part in report["parts"].items():
-        assert part["status"] == "ok" and part["result"]["complete"] and not part["result"].get("errors"), name
-        assert part["seconds"] <= part["timeout_s"]
-    _check_gpu_check_figures(report["parts"])
-    goals = {g["check"]: g for g in report["goals"]}
-    assert all(set(g) == {"check", "measured", "goal", "met?"} for g in goals.values())
-    assert goals["kernels = reference (fp32, bf16; forward and every gradient)"]["met?"] == "yes"
-    assert goals["graph breaks, infiloop model"]["met?"] == "yes"
-    for name in PILOT_CONNECTIONS:
-        assert "s/step" in goals[f"training step {name} (smoke profile, pilot path)"]["measured"]
-    share = report["parts"]["step_speed"]["result"]["step"]["float32"]["triton_fwd_share_of_copy"]
-    assert goals["fused step forward float32 (16x8), bandwidth / copy"]["measured"].startswith(f"{share:.0%}")
-    table = _table(md)
-    assert [r["check"] for r in table[:len(goals)]] == list(goals)
-    assert set(table[0]) == {"check", "measured", "goal", "met?"}
-    assert "Dry run: the timings below mean nothing" in md and "loss and cell accuracy by step" in md
-
-
-def test_benchmark_gpu_check_dry_run(tmp_path):
-    """``gpu_check.py --dry-run``: every part of the device check on tiny shapes on the CPU (Triton's interpreter,
-    smoke profile), each in its own subprocess; one JSON and one markdown table in --out, nothing written
-    elsewhere (the run cache, data and results folders point at a folder that must stay absent)."""
-    if not HAS_TRITON:
-        pytest.skip("triton is not installed")
-    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
-    env = {f"INFILOOP_{k}": str(elsewhere / k.lower()) for k in ("RUNS", "DATA", "RESULTS", "FIGURES")}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--dry-run", "--out", str(out)],
-                          cwd=ROOT, env=dict(os.environ, **env), capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, f"gpu_check.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert "all parts ok" in proc.stdout
-    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.md", "logs", "parts"]
-    assert not elsewhere.exists()
-    _check_gpu_check_report(json.loads((out / "gpu_check.json").read_text()), (out / "gpu_check.md").read_text())
