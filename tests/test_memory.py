@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -12,7 +9,6 @@ from infiloop.experiments.compute import memory_plan
 from infiloop.experiments.compute.planning import declared_plan
 from infiloop.experiments.store.runs import resolve
 from infiloop.training import memory
-from infiloop.training.trainer import _Trainer
 
 
 def test_allocated_peak_counts_what_was_live_at_once():
@@ -26,24 +22,6 @@ def test_allocated_peak_counts_what_was_live_at_once():
     assert memory.allocated_peak(work) == 8000
 
 
-def _measured_training_peak(run, micro_batch: int, precision: str) -> tuple[int, object, object]:
-    """The peak bytes the real trainer allocates in its first two steps (weights, optimiser state, EMA, carried
-    states, the steps), as the allocator's events count them."""
-    model_cfg, train_cfg = run.model_config(), run.train_config()
-    train_cfg.micro_batch, train_cfg.precision = micro_batch, precision
-    data = run.train_data()
-
-    def two_steps():
-        with tempfile.TemporaryDirectory() as d:
-            t = _Trainer(model_cfg, train_cfg, data, Path(d), "cpu")
-            for _ in range(2):
-                t.refill()
-                q_halt, _ = t.step()
-                t.halt(q_halt)
-
-    return memory.allocated_peak(two_steps), model_cfg, train_cfg
-
-
 # Three sizes (measured 2026-12-05 on the 2-core reference machine: the model 0.94-1.00 of the measured peak)
 @pytest.mark.parametrize("profile,overrides,micro_batch,precision", [
     ("quick", {}, 0, "fp32"),
@@ -54,7 +32,9 @@ def test_the_memory_model_is_within_a_quarter_of_the_trainers_measured_peak(prof
                                                                              precision):
     torch.set_num_threads(1)
     run = resolve("sudoku", "infiloop", profile, overrides)
-    measured, model_cfg, train_cfg = _measured_training_peak(run, micro_batch, precision)
+    model_cfg, train_cfg = run.model_config(), run.train_config()
+    train_cfg.micro_batch, train_cfg.precision = micro_batch, precision
+    measured = memory.measured_training_peak(model_cfg, train_cfg, run.train_data())
     estimate = memory.train_memory(model_cfg, train_cfg, on_cuda=False).peak(micro_batch)
     assert measured > 5e6  # sizes where the step, not the allocator's crumbs, decides
     assert abs(estimate / measured - 1) < 0.25, (estimate, measured)

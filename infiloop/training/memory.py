@@ -216,3 +216,32 @@ def train_memory(model_cfg: ModelConfig, train_cfg: TrainConfig, on_cuda: bool, 
 def eval_memory(model_cfg: ModelConfig, bf16: bool, store=None) -> EvalMemory:
     """The peak bytes of an evaluation of this model (weights and one outer update of a batch)."""
     return EvalMemory(weights=_param_bytes(model_cfg)[0], update=_cached("eval", model_cfg, bf16, store))
+
+
+def measured_training_peak(model_cfg: ModelConfig, train_cfg: TrainConfig, data, device: str = "cpu",
+                           steps: int = 2) -> int:
+    """The peak bytes the trainer itself allocates in its first ``steps`` steps (weights, optimiser state, EMA,
+    carried states, the steps): the allocator's events on the CPU (:func:`allocated_peak`), the CUDA caching
+    allocator's peak on a GPU. What the model above is checked against (tests/test_memory.py,
+    benchmarks/memory_model.py)."""
+    import tempfile
+    from pathlib import Path
+
+    from .trainer import _Trainer
+
+    def run():
+        with tempfile.TemporaryDirectory() as d:
+            t = _Trainer(model_cfg, train_cfg, data, Path(d), device)
+            for _ in range(steps):
+                t.refill()
+                q_halt, _ = t.step()
+                t.halt(q_halt)
+
+    if torch.device(device).type != "cuda":
+        return allocated_peak(run)
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    run()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
