@@ -55,6 +55,13 @@ SLOW = {
                        ("infiloop", " --set model.inner.content_score=false --set model.outer.content_score=false"),
                        ("infiloop", " --set model.inner.beta=0.1 --set model.outer.beta=0.1"),
                        ("carry_last", " --set model.inner.name=ema --set model.outer.name=ema"))},
+    "python -m infiloop plan --profile paper": "resolves the paper profile's 25 trainings (building its ARC data) and "
+                                               "measures the memory of about 25 model configurations: minutes "
+                                               "(tests/test_memory.py plans the gpu profile's memory in the suite and "
+                                               "the paper profile's with -m slow)",
+    "python -m infiloop plan --profile gpu --gpu-memory 141": "prices the gpu profile's 60-odd jobs by their FLOPs and "
+                                                              "measures their memory: about three minutes "
+                                                              "(tests/test_memory.py renders its memory section)",
     "python -m infiloop manifest --profile tiny": "builds the tiny data to resolve the runs (`manifest --profile "
                                                   "smoke 02 ...` runs the same form in the suite)",
 }
