@@ -112,6 +112,23 @@ for s in sizes:
     print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 
 # %% [markdown]
+# ## Solved, then wrong: read after each instance's own solve
+# "Solved, then wrong at the deepest update" saturates where every model ends at 0 %: each then loses 100 % of what it
+# solved, and the difference between two models is 0 whatever happened on the way. The same read, taken a fixed number
+# of updates after each instance's first solve (`overthinking.WINDOWS`: 4, 12 and 36 updates; the paper's own window,
+# 36 updates, is about one training depth), says how soon a model loses what it solved. Per pair of models, at the
+# largest test size: each model's share of the instances it solved with that many updates left (the counts per seed
+# beside it) and the paired difference, the same instances of each seed and the same resample for both models. Read
+# from the trajectories above: nothing is trained or evaluated for it.
+
+# %%
+pairs = [("carry_last_no_recall", "infiloop_no_recall"), ("carry_last_recall", "infiloop_recall")]
+window_cols, window_rows = overthinking.window_table({r: trajs[(sizes[-1], r)] for r in OVERTHINK_RECIPES}, pairs,
+                                                     labels)
+print(f"test size {sizes[-1]}:")
+print(*[" | ".join(map(str, x)) for x in [window_cols, *window_rows]], sep="\n")
+
+# %% [markdown]
 # ## InfiLoop's step size γ_t and content score s_t along the way (outer axis)
 # Mean over instances and seeds at each update, apart for the instances right and wrong at that update (eq. 5:
 # h_t = h_{t−1} + γ_t (z_t − h_{t−1}); s_t the candidate's score of eq. 2).
@@ -149,10 +166,12 @@ claims = [nb.claim("overthink.carry_last_overthinks", f"size {largest}: peak {cl
           nb.claim("overthink.infiloop_keeps", f"size {largest}: solved, then wrong at the end: carry-last "
                    f"{cl.lost.pct()}, InfiLoop {inf.lost.pct()}; difference {kept.points()} (falls: carry-last "
                    f"{cl.fall.points()}, InfiLoop {inf.fall.points()})", effect=kept)]
+after_solve = "; ".join(f"{r[1]}, {r[4]}" for r in window_rows[:len(overthinking.WINDOWS)])
 text = overthinking.statement(cl, inf, kept, falls, largest) + (
-    f"\n\nSetting: {task} at profile **{profile}**, trained at {train_size[0]}x{train_size[1]}, {n_items} test "
-    f"instances per size, seeds {', '.join(map(str, seed_list))}, evaluated to {max_updates} outer updates "
-    f"({max_updates / depth:.0f}x the training depth of {depth}).")
+    f" Read after each instance's own first solve instead (carry-last's share minus InfiLoop's, no recall): "
+    f"{after_solve}.\n\nSetting: {task} at profile **{profile}**, trained at {train_size[0]}x{train_size[1]}, "
+    f"{n_items} test instances per size, seeds {', '.join(map(str, seed_list))}, evaluated to {max_updates} outer "
+    f"updates ({max_updates / depth:.0f}x the training depth of {depth}).")
 print(text)
 
 # %%
@@ -160,4 +179,6 @@ nb.finish(text, figures=[{"path": fig_acc, "caption": "Exact accuracy against ou
                           "(solid: recall; dashed: no recall; mean over seeds, 95 % band)."},
                          {"path": fig_gamma, "caption": "InfiLoop (no recall): γ_t and the content score of the "
                           "outer axis, for instances right and wrong at each update."}],
-          tables=[nb.table(f"Test size {s}", cols, rows) for s, rows in tables.items()], claims=claims)
+          tables=[*(nb.table(f"Test size {s}", cols, rows) for s, rows in tables.items()),
+                  nb.table(f"Test size {sizes[-1]}: solved, then wrong, read after each instance's first solve",
+                           window_cols, window_rows)], claims=claims)

@@ -99,7 +99,9 @@ def test_the_claims_follow_the_models_behaviour(drift):
     ids = [c["id"] for c in out]
     assert ids == [c.id for c in paper.CLAIMS if c.id.startswith("diagnosis.")]
     verdict = {c["id"]: c["agrees"] for c in out}
-    assert verdict["diagnosis.infiloop_keeps_after_solve"] is True  # the stable InfiLoop loses nothing
+    keeps = next(c for c in out if c["id"] == "diagnosis.infiloop_keeps_after_solve")
+    # the stable InfiLoop loses nothing: that agrees only where carry-last lost something, else it says nothing
+    assert keeps["agrees"] is (True if drift else None) and bool(keeps.get("untestable")) is not drift
     assert verdict["diagnosis.infiloop_wrong_cells_fall"] is True
     for cid in ("carry_last_changes_more", "carry_last_flips_right_cells", "carry_last_state_moves_after_solve",
                 "carry_last_loses_after_solve", "carry_last_wrong_cells_grow"):
@@ -123,3 +125,36 @@ def test_split_table_separates_solved_and_unsolved_boards():
 
 def test_multiplicity_counts_the_claims():
     assert f"{len(paper.CLAIMS)} claims" in intervals.MULTIPLICITY
+
+
+def _absence_claims_where_nothing_moved() -> dict[str, dict]:
+    """Every claim that something does not happen (``paper.Claim.absence``), built by its notebook's code on data where
+    no model lost a solved puzzle: notebook 02's diagnosis (two stable models) and notebook 04's perturbation (every
+    solved puzzle kept at every ε, by both models)."""
+    from infiloop.analysis import claims
+
+    rng = np.random.default_rng(11)
+    pairs = []
+    for _ in range(3):
+        cl, labels = _model(rng, 150, False)
+        il, _ = _model(rng, 150, False)
+        pairs.append((cl, il))
+    out = {c["id"]: c for c in diagnosis.claims(pairs, np.ones_like(labels, bool), labels, window=20)}
+    solved = [rng.random(100) < 0.6 for _ in range(3)]
+    terms = {r: [[(s, s)] * 3 for s in solved] for r in ("carry_last", "infiloop")}  # kept = solved at every ε
+    out |= {c["id"]: c for c in claims.perturbation_claims(terms, (0.0, 1e-3, 0.3),
+                                                            {"carry_last": "carry-last", "infiloop": "InfiLoop"})}
+    return out
+
+
+def test_no_claim_reads_agrees_where_neither_model_moved():
+    """A claim that InfiLoop keeps its solved puzzles cannot agree where carry-last kept them too: at every profile
+    (notebook 02's diagnosis read "agrees", 0.0 % [0.0, 0.6] at `search`, with carry-last's 0.2 % [0.0, 1.1])."""
+    built = _absence_claims_where_nothing_moved()
+    absence = [c.id for c in paper.CLAIMS if c.absence]
+    assert set(absence) <= set(built), "an absence claim without a case here: add its notebook's code"
+    for cid in absence:
+        c = built[cid]
+        assert c["agrees"] is None and "cost no model a solved puzzle" in c["untestable"], (cid, c)
+        # the loss itself lies below half the contrast: on the rule's interval alone it would read "agrees"
+        assert c["effect"]["hi"] < 0.5 * c["effect"]["paper_effect"] / c["effect"]["scale"], cid

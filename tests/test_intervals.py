@@ -102,7 +102,9 @@ def test_two_models_on_the_same_puzzles_are_resampled_as_pairs():
     rng = np.random.default_rng(3)
     x = rng.random(300) < 0.6
     same = bootstrap([[(x, np.ones(300)), (x, np.ones(300))]], combine=lambda r: r[0] - r[1], replicates=500)
-    assert same.lo == same.hi == same.value == 0.0  # unpaired draws would give a wide interval around 0
+    # every paired resample gives exactly 0 (unpaired draws would give a wide interval around 0): only the exact bound
+    # on the share of the 300 puzzles that could differ widens it
+    assert same.value == 0.0 and same.hi == -same.lo == pytest.approx(binomial_interval(0, 300)[1])
     better = x | (rng.random(300) < 0.3)  # B solves everything A solves, and more
     gain = bootstrap([[(better, np.ones(300)), (x, np.ones(300))]], combine=lambda r: r[0] - r[1], replicates=500)
     assert gain.lo > 0 and verdict(gain) is True and verdict(gain, side=-1) is False
@@ -187,8 +189,9 @@ def test_exact_bounds_are_contained_and_the_range_clips():
     x = [np.zeros(200, bool)] * 3  # nothing lost: every resample gives 0
     per_seed = [[(f, np.ones(200))] for f in x]
     bare = interval(per_seed, vectorized=True)
-    assert bare.lo == bare.hi == 0.0
     lo, hi = binomial_interval(0, 600)
+    assert bare.value == 0.0 and bare.hi == -bare.lo == pytest.approx(hi)  # widened: none of 600 pairs could differ
+    assert "the exact bound on the share of the 600 puzzle-seed pairs that could differ" in bare.method
     widened = interval(per_seed, vectorized=True, exact=(lo, hi, "0 of 600"), bounds=(0.0, 1.0))
     assert (widened.lo, widened.hi) == (0.0, pytest.approx(hi)) and "widened to contain 0 of 600" in widened.method
 
@@ -317,9 +320,9 @@ def test_paired_effect_resamples_every_model_with_the_same_puzzles():
     b[np.flatnonzero(a)[:30]] = False  # b misses 30 of a's puzzles and solves nothing a does not
     agrees, note = paired_effect({"a": a, "b": b}, ["a", "b"], lambda q: q[0] - q[1], "a − b")
     assert agrees is True and note.startswith("a − b: +15.0 points [")
-    # identical models: exactly zero in every replicate, so undecided
+    # identical models: exactly zero in every replicate, widened to the exact bound on 0 of 200 differing, undecided
     agrees, note = paired_effect({"a": a, "c": a.copy()}, ["a", "c"], lambda q: q[0] - q[1], "a − c")
-    assert agrees is None and "+0.0 points [+0.0, +0.0]" in note
+    assert agrees is None and "+0.0 points [-1.8, +1.8]" in note
 
 
 def test_perturbation_terms_give_the_retention_of_each_eps():
@@ -333,3 +336,144 @@ def test_perturbation_terms_give_the_retention_of_each_eps():
         expected = len(kept) / out["solved_at"].sum()
         assert retention[float(e)] == pytest.approx(expected, abs=1e-12)
         assert bootstrap([terms], combine=lambda q, i=i: q[i], replicates=1).value == pytest.approx(expected, abs=1e-12)
+
+
+def _unmoved(builder, seeds: int, rng):
+    """Data on which no seed and no resample of the puzzles moves ``builder``'s statistic (the models agree on every
+    puzzle, or lose everything they solved, or a γ is the same constant everywhere): its interval, by the usual
+    variance estimate, has zero width."""
+    from infiloop.analysis import claims
+    from infiloop.analysis import trajectories as traj_terms
+
+    p = 60
+    flags = [rng.random(p) < 0.5 for _ in range(seeds)]
+    other = [rng.random(p) < 0.5 for _ in range(seeds)]
+    if builder is claims.difference:
+        return builder([(x, x) for x in flags])
+    if builder is claims.lead_over_best:
+        return builder([[x, x, x] for x in flags])
+    if builder is claims.difference_of_changes:
+        return builder([(x, x, y, y) for x, y in zip(flags, other)])
+    if builder is claims.change_over_best:
+        return builder([[x, x, y, y, x, x] for x, y in zip(flags, other)])
+    if builder is claims.gain_by_subset:
+        return builder([(x, x) for x in flags], [np.arange(p) < p // 2] * seeds)
+    if builder is claims.held_out_fall:  # every puzzle keeps its first answer at every update
+        return builder([np.repeat(x[None], 8, 0) for x in flags])
+    if builder is claims.ratio_difference:  # both lose every instance they solved (notebook 09's +0.0 [+0.0, +0.0])
+        return builder([((x * 1.0, x * 1.0), (y * 1.0, y * 1.0)) for x, y in zip(flags, other)], bounds=(-1.0, 1.0))
+    if builder is claims.proportion:  # nothing lost
+        return builder([np.zeros(p, bool)] * seeds, flags)
+    if builder is claims.phase_contrast:  # the same γ in every phase, puzzle and seed
+        ones = np.ones(p)
+        return builder([[(0.7 * ones, ones), (0.7 * ones, ones), (0.7 * ones, ones), (0.7 * ones, ones),
+                         (0.3 * ones, ones)]] * seeds, "below")
+    if builder is claims.score_separation:  # every right candidate scores above every wrong one
+        wrong = [rng.integers(0, 3, (10, p)) for _ in range(seeds)]
+        return builder([traj_terms.separation_terms({"score_outer": np.where(w == 0, 5.0, -1.0),
+                                                     "wrong_cells_candidate": w}) for w in wrong])
+    raise AssertionError(f"no unmoved case for {builder.__name__}: add one")
+
+
+@pytest.mark.parametrize("seeds", [1, 2, 3])
+def test_no_builder_gives_an_interval_of_zero_width(seeds):
+    """Every claim builder (claims.BUILDERS) and the analysis modules' other intervals, on data that nothing moves, with
+    one, two or three seeds: the interval is widened to the exact bound on the share of the item-seed pairs that could
+    differ, never [x, x] (notebook 09 recorded +0.0 [+0.0, +0.0] points on two seeds)."""
+    from infiloop.analysis import claims, diagnosis, overthinking
+
+    rng = np.random.default_rng(seeds)
+    built = {b.__name__: _unmoved(b, seeds, rng) for b in set(claims.BUILDERS.values())}
+    trajs = []
+    for _ in range(seeds):  # solved at update 3 and lost at 5, every instance: every read is 100 % lost
+        correct = np.zeros((40, 30), bool)
+        correct[2:4] = True
+        trajs.append({"updates": np.arange(1, 41), "correct": correct, "first_solve": np.full(30, 3, np.int32),
+                      "state_change": np.zeros((40, 30), np.float32)})
+    built |= {"over_seeds": intervals.over_seeds(trajs, analysis.accuracy_terms, 200, bounds=intervals.SHARE),
+              "lost_contrast": overthinking.lost_contrast(trajs, trajs),
+              "window_contrast": overthinking.window_contrast(trajs, trajs, 4),
+              "fall_contrast": overthinking.fall_contrast(trajs, trajs),
+              "perturbation_cost": claims.perturbation_cost(*[[np.ones(30, bool)] * seeds] * 3),
+              "diagnosis": diagnosis._interval([[analysis.lost_terms(t)] for t in trajs])}
+    for name, iv in built.items():
+        lo, hi, value = (np.atleast_1d(np.asarray(x, np.float64)) for x in (iv.lo, iv.hi, iv.value))
+        ok = np.isfinite(value)
+        assert ok.any() and np.all(hi[ok] > lo[ok]), (name, iv.lo, iv.hi)
+        assert np.all((lo[ok] <= value[ok]) & (value[ok] <= hi[ok])), name
+        assert "no resample moved it" in iv.method or iv.exact, name  # and it says why
+    # the widening is the exact bound of 0 of the pooled pairs: 2 seeds of 30 lost-and-solved instances, 60 pairs
+    if seeds == 2:
+        assert built["lost_contrast"].hi == pytest.approx(binomial_interval(0, 60)[1])
+        assert built["lost_contrast"].lo == -built["lost_contrast"].hi
+
+
+def _auroc(right: np.ndarray, wrong: np.ndarray) -> float:
+    """P(a right candidate scores above a wrong one) + ½ P(tie), by counting every pair."""
+    d = right[:, None] - wrong[None, :]
+    return float((d > 0).mean() + 0.5 * (d == 0).mean())
+
+
+def test_separation_terms_give_the_auroc_of_the_score_by_counting_every_pair():
+    rng = np.random.default_rng(12)
+    wrong = rng.integers(0, 4, (15, 25))
+    score = np.round(2.0 - 0.5 * wrong + rng.normal(0, 1.0, wrong.shape), 1)  # rounded: ties occur
+    t = {"score_outer": score, "wrong_cells_candidate": wrong, "wrong_cells": np.zeros_like(wrong)}
+    (vr, nr), (vw, nw), (auc, ones) = analysis.separation_terms(t)
+    expected = _auroc(score[wrong == 0], score[wrong > 0])
+    assert 0.6 < expected < 0.95 and (score[wrong == 0][:, None] == score[wrong > 0][None]).any()  # ties present
+    assert auc[0] == pytest.approx(expected, abs=1e-12) and np.all(auc == auc[0]) and np.all(ones == 1)
+    assert vr.sum() / nr.sum() == pytest.approx(expected, abs=1e-12)  # mean placement of the right candidates
+    assert vw.sum() / nw.sum() == pytest.approx(expected, abs=1e-12)  # and of the wrong ones
+    assert nr.sum() == (wrong == 0).sum() and nw.sum() == (wrong > 0).sum()
+    from infiloop.analysis import claims
+
+    iv = claims.score_separation([analysis.separation_terms(t)])
+    assert iv.value == pytest.approx(expected - 0.5, abs=1e-12) and iv.lo < iv.value < iv.hi
+    none_right = {**t, "wrong_cells_candidate": wrong + 1}
+    assert claims.score_separation([analysis.separation_terms(none_right)]).value != iv.value  # undefined: NaN
+
+
+def test_the_separation_interval_matches_a_bootstrap_of_the_exact_auroc():
+    """The interval resamples the first-order (DeLong) expansion of the AUROC, not the AUROC: on one seed its width
+    is that of a direct bootstrap of the puzzles that recomputes the AUROC from every pair in each resample (the
+    puzzles' candidates drawn together)."""
+    from infiloop.analysis import claims
+
+    rng = np.random.default_rng(13)
+    p = 150
+    skill = rng.normal(0, 1, p)  # a puzzle effect shared by its candidates: they are not independent
+    wrong = (rng.random((12, p)) < 0.5 + 0.3 * np.tanh(skill)).astype(int) * rng.integers(1, 5, (12, p))
+    score = 1.0 * (wrong == 0) + 0.8 * skill + rng.normal(0, 1.0, (12, p))
+    t = {"score_outer": score, "wrong_cells_candidate": wrong}
+    iv = claims.score_separation([analysis.separation_terms(t)])
+    direct = []
+    for _ in range(1500):
+        pick = rng.integers(0, p, p)
+        s, w = score[:, pick], wrong[:, pick]
+        direct.append(_auroc(s[w == 0], s[w > 0]) - 0.5)
+    lo, hi = np.percentile(direct, [2.5, 97.5])
+    assert iv.value == pytest.approx(np.mean(direct), abs=0.01)
+    assert (iv.hi - iv.lo) == pytest.approx(hi - lo, rel=0.08)
+
+
+def test_score_medians_stand_where_the_papers_stand_on_its_board():
+    """The paper's medians are by wrong cells of 81-cell boards (0, 20, 33); ours are read at the same shares of our
+    board (36 cells: 0, 9 and 15), or at the nearest count above 0 that occurs, and never at 0 for a wrong board."""
+    from infiloop.analysis import gamma_figures
+
+    rng = np.random.default_rng(14)
+    wrong = rng.choice([0, 3, 9, 14, 20], (30, 40))
+    by_seed = {s: {"score_outer": 10.0 - wrong + rng.normal(0, 1, wrong.shape), "wrong_cells_candidate": wrong}
+               for s in (0, 1)}
+    rows = gamma_figures.score_medians(by_seed, 36)
+    pooled_s = np.concatenate([t["score_outer"].ravel() for t in by_seed.values()])
+    pooled_w = np.concatenate([t["wrong_cells_candidate"].ravel() for t in by_seed.values()])
+    assert [r[:2] for r in rows] == [(0, 0), (9, 20), (14, 33)]  # 15 does not occur: 14 is nearest
+    for ours, _, median, _ in rows:
+        assert median == pytest.approx(np.median(pooled_s[pooled_w == ours]))
+    assert [r[3] for r in rows] == [7.25, 2.75, -0.58]
+    text = gamma_figures.score_medians_text(rows, 36)
+    assert text.endswith("at 0 / 9 / 14 wrong cells of 36 (the paper: 7.25 / 2.75 / -0.58 at 0 / 20 / 33 of 81)")
+    none_right = gamma_figures.score_medians({0: {**by_seed[0], "wrong_cells_candidate": wrong + 1}}, 36)
+    assert none_right[0][0] == 0 and np.isnan(none_right[0][2])  # no right board: no median at 0

@@ -268,9 +268,11 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
                             progress_bar=False)
     gamma = json.loads((paths.RESULTS / "smoke" / "summaries" / "03_gamma_dynamics.json").read_text())
     assert "2 training seeds (0, 1)" in gamma["text"] and "over seeds and test puzzles" in gamma["text"]
-    # the smoke models solve few puzzles: a γ phase may be undefined, the score's rank correlation is not
+    # the smoke models solve few puzzles: a γ phase may be undefined, and so is the score's AUROC for right against
+    # wrong candidates where no candidate is right; its medians by wrong cells are read all the same
     score = next(c for c in gamma["claims"] if c["id"] == "gamma.score_tracks_correctness")
-    assert "over seeds and test puzzles; 2 seed(s)" in score["note"]
+    assert "over seeds and test puzzles; 2 seed(s)" in score["note"] or "none of the 2 seed(s)" in score["note"]
+    assert "wrong cells of 16 (the paper: 7.25 / 2.75 / -0.58 at 0 / 20 / 33 of 81)" in score["ours"]
     assert all("2 seed(s)" in c["note"] or "undefined" in c["note"] for c in gamma["claims"])
     pert = json.loads((paths.RESULTS / "smoke" / "summaries" / "04_perturbation.json").read_text())
     assert "2 training seeds (0, 1)" in pert["text"]

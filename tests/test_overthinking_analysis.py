@@ -2,6 +2,7 @@
 solves and then loses its instances overthinks, one that keeps them does not, and the contrast says which."""
 
 import numpy as np
+import pytest
 
 from infiloop.analysis import intervals, overthinking, plotting
 
@@ -65,3 +66,50 @@ def test_table_gamma_and_labels():
     g = overthinking.gamma_along(_trajs("keeps"))
     assert np.allclose(g["gamma_outer_right"][-1], 0.1) and np.isnan(g["gamma_outer_wrong"][-1])
     assert np.allclose(g["score_outer_wrong"][0], 1.0)
+
+
+def _solved_then_lost(after: int, k: int = 40, p: int = 60, seeds: int = 3) -> list[dict]:
+    """Every instance solved at a random update of the first ten and wrong from ``after`` updates after its solve on:
+    by the deepest update every model of this kind has lost all it solved, whatever ``after`` is."""
+    rng = np.random.default_rng(after)
+    out = []
+    for _ in range(seeds):
+        solve = rng.integers(1, 11, p)
+        ups = np.arange(1, k + 1)
+        correct = (ups[:, None] >= solve[None, :]) & (ups[:, None] < (solve + after)[None, :])
+        out.append({"updates": ups.astype(np.int32), "correct": correct, "first_solve": solve.astype(np.int32)})
+    return out
+
+
+def test_window_terms_read_each_instance_a_fixed_distance_after_its_own_solve():
+    correct = np.array([[0, 0, 1, 0], [1, 0, 1, 0], [1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 0, 0]], bool)  # 5 updates
+    t = {"updates": np.arange(1, 6), "correct": correct, "first_solve": np.array([2, 4, 1, -1], np.int32)}
+    lost, room = overthinking.window_terms(t, 2)
+    # solved at 2 (read at 4: right), at 4 (read at 6: no room), at 1 (read at 3: wrong), never solved (no room)
+    assert room.tolist() == [True, False, True, False] and lost.tolist() == [False, False, True, False]
+    lost, room = overthinking.window_terms(t, 3)  # at 5: instance 0 wrong; instance 2 read at 4: wrong
+    assert room.tolist() == [True, False, True, False] and lost.tolist() == [True, False, True, False]
+    t["updates"] = np.array([1, 2, 4, 8, 16])
+    with pytest.raises(ValueError, match="every update"):
+        overthinking.window_terms(t, 2)
+
+
+def test_the_read_after_the_solve_tells_apart_models_that_both_end_at_zero():
+    """Both models lose everything they solved by the deepest update (the `overthink` record's 100 % and 100 %, a
+    difference of 0 that says nothing): read 4 updates after each instance's solve, the one that loses at once differs
+    from the one that holds its answers for 20 updates; at 36, both have lost them."""
+    fast, slow = _solved_then_lost(2), _solved_then_lost(20)
+    at_end = overthinking.lost_contrast(fast, slow)
+    assert at_end.value == 0 and at_end.lo < 0 < at_end.hi and intervals.verdict(at_end) is None
+    early = overthinking.window_contrast(fast, slow, 4)
+    assert early.value == pytest.approx(1.0) and intervals.verdict(early) is True
+    late = overthinking.window_contrast(fast, slow, 32)  # 32 >= 20: both wrong by then, where they have room
+    assert late.value == 0 and intervals.verdict(late) is None
+    labels = {"fast": "fast", "slow": "slow"}
+    cols, rows = overthinking.window_table({"fast": fast, "slow": slow}, [("fast", "slow")], labels, (4, 32))
+    assert cols == overthinking.WINDOW_COLUMNS and [r[1] for r in rows] == [
+        "4 updates after the first solve", "32 updates after the first solve", "at update 40 (the claim's read)"]
+    assert rows[0][2].startswith("100.0 %") and rows[0][3].startswith("0.0 %") and rows[0][4].startswith("+100.0")
+    assert rows[0][2].endswith("of 60 / 60 / 60")  # every instance solved by update 10 has 4 updates left
+    # instances solved after update 8 have no 32 updates left: the counts per seed say how many were read
+    assert all(int(n) < 60 for n in rows[1][2].split(" of ")[1].split(" / "))

@@ -16,10 +16,14 @@ either sign (``tests/test_paper.py`` plants data on the other side for each). Th
 - :func:`held_out_fall`: accuracy at the peak − at the deepest update, the peak chosen on the other half of the
   puzzles, so that the fall is not positive by construction (as the peak of the same curve would make it), and
   :func:`fall_contrast`: one model's such fall − another's on the same puzzles (overthinking, notebook 09);
-- :func:`proportion`: events / trials pooled per seed (solved puzzles lost), with its exact binomial bounds, and
-  :func:`perturbation_cost` with :func:`perturbation_moved`: whether a perturbation moves anything at all;
-- :func:`phase_contrast` and :func:`score_trend`: the γ phases against each other and 1 − β, and the content
-  score's rank correlation with the wrong cells.
+- :func:`proportion`: events / trials pooled per seed (solved puzzles lost), with its exact binomial bounds;
+  :func:`untestable_unless_lost`: whether any model lost a solved puzzle at all (else a claim that one keeps them is
+  untestable), and :func:`perturbation_cost` with :func:`perturbation_moved`, its form for a perturbation;
+- :func:`phase_contrast` and :func:`score_separation`: the γ phases against each other and 1 − β, and how well the
+  content score tells right candidates from wrong ones (its AUROC; the paper's medians by wrong cells beside it).
+
+Every interval here comes from ``intervals.interval``, which widens one that no seed and no resample moves (zero width,
+whatever the number of seeds) to the exact bound on the share of the item-seed pairs that could differ.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import numpy as np
 from . import intervals, paper
 from .intervals import Interval
 from .quantiles import binomial_interval
-from .trajectories import rank_correlation
 
 Flags = np.ndarray  # [P] right-or-wrong (or kept-or-lost) flags of one seed's test puzzles
 
@@ -38,33 +41,20 @@ def _diff(q):
     return q[0] - q[1]
 
 
-def _unmoved(iv: Interval, per_seed: list, n: int | None = None, level: float = 0.95) -> Interval:
-    """A difference of solved flags that no resample moves (the models agree on every puzzle of every seed that the
-    statistic reads: its interval is [x, x]) is widened to ± the exact upper bound on the share of the puzzle-seed
-    pairs that could disagree (none of ``n`` does; default, every puzzle of every seed), so that it does not claim a
-    certainty it does not have."""
-    if not iv.seeds or np.ndim(iv.value) or iv.hi - iv.lo > 0:
-        return iv
-    n = sum(len(flags[0]) for flags in per_seed) if n is None else n
-    u = binomial_interval(0, n, level)[1]
-    iv.lo, iv.hi = max(-1.0, iv.value - u), min(1.0, iv.value + u)
-    iv.exact = f"± {100 * u:.1f} points, the exact bound on the share of the {n:,} puzzle-seed pairs that could differ"
-    return iv
-
-
 def difference(pairs: list[tuple[Flags, Flags]], items: str = "puzzles") -> Interval:
     """Mean over seeds of accuracy(a) − accuracy(b): ``pairs[s]`` = (a, b), seed s's flags on the same items."""
     per_seed = [[(np.asarray(a, np.float64), np.ones(len(a))), (np.asarray(b, np.float64), np.ones(len(b)))]
                 for a, b in pairs]
-    iv = intervals.interval(per_seed, _diff, vectorized=True, items=items, bounds=(-1.0, 1.0))
-    return _unmoved(iv, pairs)
+    return intervals.interval(per_seed, _diff, vectorized=True, items=items, bounds=(-1.0, 1.0))
 
 
 def ratio_difference(per_seed: list[tuple[intervals.Ratio, intervals.Ratio]],
                      bounds: tuple[float, float] | None = None) -> Interval:
     """Mean over seeds of ratio(a) − ratio(b) on the same puzzles: ``per_seed[s]`` = (a, b), each a (numerator,
     denominator) pair over seed s's puzzles (a paired difference of means per puzzle or of shares, e.g. predictions
-    changed per puzzle, or a model's wrong cells at one update − at another)."""
+    changed per puzzle, or a model's wrong cells at one update − at another). Where no seed and no resample moves it
+    (e.g. both models lose every solved instance on every seed), the interval is widened as ``intervals.interval``
+    widens every such interval, not left at [x, x]."""
     return intervals.interval([list(q) for q in per_seed], _diff, vectorized=True, bounds=bounds)
 
 
@@ -75,7 +65,7 @@ def _lead(q):
 def lead_over_best(per_seed: list[list[Flags]], items: str = "puzzles") -> Interval:
     """Mean over seeds of accuracy(first) − max(accuracy of the others), all on the same items of the seed."""
     quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
-    return _unmoved(intervals.interval(quantities, _lead, vectorized=True, items=items, bounds=(-1.0, 1.0)), per_seed)
+    return intervals.interval(quantities, _lead, vectorized=True, items=items, bounds=(-1.0, 1.0))
 
 
 def _changes(q):
@@ -86,8 +76,8 @@ def difference_of_changes(per_seed: list[tuple[Flags, Flags, Flags, Flags]], ite
     """Mean over seeds of (acc a₁ − acc a₀) − (acc b₁ − acc b₀): ``per_seed[s]`` = (a₁, a₀, b₁, b₀) on the same
     items (e.g. an allocation's gain from r = K to 2K against another's)."""
     quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
-    return _unmoved(intervals.interval(quantities, _changes, vectorized=True, items=items, bounds=(-2.0, 2.0)),
-                    per_seed)
+    # an item that differs moves a difference of two changes by up to 2 (a gains where b loses)
+    return intervals.interval(quantities, _changes, vectorized=True, items=items, bounds=(-2.0, 2.0), reach=2.0)
 
 
 def _change_lead(q):
@@ -99,8 +89,7 @@ def change_over_best(per_seed: list[list[Flags]], items: str = "items") -> Inter
     """Mean over seeds of (acc a₁ − acc a₀) − max over the others (acc b₁ − acc b₀, ...): ``per_seed[s]`` =
     [a₁, a₀, b₁, b₀, ...] on the same items (one allocation's gain against the best of the others')."""
     quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
-    return _unmoved(intervals.interval(quantities, _change_lead, vectorized=True, items=items, bounds=(-2.0, 2.0)),
-                    per_seed)
+    return intervals.interval(quantities, _change_lead, vectorized=True, items=items, bounds=(-2.0, 2.0), reach=2.0)
 
 
 def gain_by_subset(pairs: list[tuple[Flags, Flags]], subsets: list[np.ndarray], items: str = "items") -> Interval:
@@ -111,9 +100,8 @@ def gain_by_subset(pairs: list[tuple[Flags, Flags]], subsets: list[np.ndarray], 
     for (after, before), m in zip(pairs, subsets):
         m = np.asarray(m, np.float64)
         quantities.append([(np.asarray(f, np.float64) * w, w) for w in (m, 1.0 - m) for f in (after, before)])
-    iv = intervals.interval([[q[0], q[1], q[2], q[3]] for q in quantities], _changes, vectorized=True, items=items,
-                            bounds=(-2.0, 2.0))
-    return _unmoved(iv, pairs)
+    return intervals.interval([[q[0], q[1], q[2], q[3]] for q in quantities], _changes, vectorized=True, items=items,
+                              bounds=(-2.0, 2.0))
 
 
 def _held_out_peaks(curves: list[np.ndarray]) -> tuple[list[int], list[Flags]]:
@@ -167,18 +155,25 @@ def perturbation_cost(kept_control: list[Flags], kept: list[Flags], solved: list
     per_seed = [[(np.asarray(a, np.float64), np.asarray(n, np.float64)), (np.asarray(b, np.float64),
                                                                          np.asarray(n, np.float64))]
                 for a, b, n in zip(kept_control, kept, solved)]
-    iv = intervals.interval(per_seed, _diff, vectorized=True, bounds=(-1.0, 1.0))
-    return _unmoved(iv, list(zip(kept_control, kept)), n=int(sum(np.asarray(s, bool).sum() for s in solved)))
+    return intervals.interval(per_seed, _diff, vectorized=True, bounds=(-1.0, 1.0))
+
+
+def untestable_unless_lost(losses: dict[str, Interval], what: str, beyond: str = "") -> str:
+    """"" when some model's loss of solved puzzles (``losses``: each model's interval of it) lies above zero, so that a
+    claim that one model keeps them can be tested; else why it cannot, in words. An absence claim (InfiLoop keeps its
+    solved puzzles) would otherwise read "agrees" where no model lost anything either: the perturbation's claim and
+    the diagnosis after the solve both ask this first."""
+    if any(float(iv.lo) > 0 for iv in losses.values()):
+        return ""
+    return (f"{what} cost no model a solved puzzle{beyond} (no interval of a loss above zero: "
+            + ", ".join(f"{k} {iv.points()}" for k, iv in losses.items())
+            + "), so keeping them says nothing at this scale")
 
 
 def perturbation_moved(costs: dict[str, Interval], eps: float) -> str:
     """"" when some model's cost of the strongest perturbation lies above zero (the perturbation moves a solved
     answer, so that a claim of keeping them can be tested), else why the claim is untestable, in words."""
-    if any(float(iv.lo) > 0 for iv in costs.values()):
-        return ""
-    return (f"the strongest perturbation (ε = {eps:g}) cost no model a solved puzzle beyond its unperturbed run (no "
-            "cost interval above zero: " + ", ".join(f"{k} {iv.points()}" for k, iv in costs.items())
-            + "), so keeping them says nothing at this scale")
+    return untestable_unless_lost(costs, f"the strongest perturbation (ε = {eps:g})", " beyond its unperturbed run")
 
 
 def _below(q):
@@ -195,18 +190,24 @@ def phase_contrast(quantities: list[list], which: str) -> Interval:
     return intervals.interval(quantities, {"below": _below, "jump": _jump}[which], vectorized=True)
 
 
-def score_trend(per_seed: list[list], bins: np.ndarray) -> Interval:
-    """The rank correlation of the mean content score at each wrong-cell count with that count; ``per_seed[s]`` =
-    [(score sums [B, P], samples [B, P])] on the common ``bins``."""
-    x = np.asarray(bins, np.float64)
-    return intervals.interval(per_seed, lambda q: rank_correlation(x, q[0]), vectorized=True, bounds=(-1.0, 1.0))
+def _separation(q):
+    return q[0] + q[1] - q[2] - 0.5
+
+
+def score_separation(per_seed: list[list]) -> Interval:
+    """The content score's AUROC for right against wrong candidates − ½ (positive: right boards score higher; the
+    chance that a right candidate scores above a wrong one, ties half): ``per_seed[s]`` = seed s's
+    ``trajectories.separation_terms``, the placements of its right and wrong candidates per puzzle and its AUROC as a
+    constant, whose combination (mean right placement + mean wrong placement − AUROC) moves with a resample of the
+    puzzles as the AUROC does to first order (its DeLong expansion), the puzzles' candidates resampled together."""
+    return intervals.interval(per_seed, _separation, vectorized=True, bounds=(-0.5, 0.5))
 
 
 # Which builder computes each claim's effect (the test plants data on the other side for every builder).
 BUILDERS = {
     "main.infiloop_beats_carry_last_sudoku": difference, "depth.infiloop_improves_with_depth": difference,
     "depth.carry_last_degrades": held_out_fall, "gamma.search_below_baseline": phase_contrast,
-    "gamma.jump_at_solve": phase_contrast, "gamma.score_tracks_correctness": score_trend,
+    "gamma.jump_at_solve": phase_contrast, "gamma.score_tracks_correctness": score_separation,
     "perturb.infiloop_retains": proportion, "perturb.carry_last_loses": proportion,
     "ablation.learned_beats_fixed": lead_over_best, "ablation.reverse_fails": difference,
     "ablation.both_axes_best": lead_over_best, "ablation.content_score_matters": difference,

@@ -120,7 +120,8 @@ def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarr
            claim=effects.claim_dict) -> list[dict]:
     """The seven ``diagnosis.*`` claims, each decided by the interval of its effect (``claims.claim_dict``, or a
     notebook's ``claim``): ``pairs[s]`` = (carry-last's, InfiLoop's) depth trajectory of seed s on the same test
-    puzzles; ``to_fill``, ``labels``: [P, S] the cells to fill and the solutions."""
+    puzzles; ``to_fill``, ``labels``: [P, S] the cells to fill and the solutions. InfiLoop's "loses none" is untestable
+    unless some model's loss after the solve lies above zero (``claims.untestable_unless_lost``)."""
     a, b = snapshots(pairs[0][0])
     iv = _effects(pairs, to_fill, labels, window)
     own = {k: {"changed": intervals.over_seeds([p[k] for p in pairs], changed_terms,
@@ -148,7 +149,12 @@ def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarr
         f"updates: {iv['diagnosis.infiloop_keeps_after_solve'].pct()}",
     }
     digits = {"diagnosis.carry_last_state_moves_after_solve": 2}
-    return [claim(cid, text[cid], effect=effect, digits=digits.get(cid, 1)) for cid, effect in iv.items()]
+    # InfiLoop keeping its solved puzzles says nothing where no model lost any (as for the perturbation, notebook 04)
+    untestable = {"diagnosis.infiloop_keeps_after_solve": effects.untestable_unless_lost(
+        {"carry-last": iv["diagnosis.carry_last_loses_after_solve"],
+         "InfiLoop": iv["diagnosis.infiloop_keeps_after_solve"]}, f"the {window} updates after the first solve")}
+    return [claim(cid, text[cid], effect=effect, digits=digits.get(cid, 1), untestable=untestable.get(cid, ""))
+            for cid, effect in iv.items()]
 
 
 SPLIT_COLUMNS = ["model", "puzzles at the first snapshot", "puzzles (per seed)", "predictions changed per puzzle",

@@ -66,6 +66,36 @@ def content_score(by_seed: dict, profile: str, n_puzzles: int) -> tuple[Figure, 
     return fig, first[0], first[1]
 
 
+PAPER_BOARD_CELLS = 81  # the paper's medians are by wrong cells of 9x9 boards
+
+
+def score_medians(by_seed: dict, cells: int) -> list[tuple[int, int, float, float]]:
+    """The paper's measure of the content score, ours beside it: the median outer score over every update, puzzle and
+    seed, paired with the candidate's wrong cells, at the counts that stand where the paper's 0, 20 and 33 wrong cells
+    stand on its 81-cell boards (the same share of ``cells``; the nearest count above 0 that occurs; right boards only
+    at 0, NaN where no candidate was right). Returns [(our count, the paper's count, our median, the paper's
+    median)]."""
+    s = np.concatenate([t["score_outer"].astype(np.float64).ravel() for t in by_seed.values()])
+    w = np.concatenate([t["wrong_cells_candidate"].ravel() for t in by_seed.values()])
+    wrong = np.unique(w[w > 0])
+    out = []
+    for k, median in sorted(paper.GAMMA["content_score_median"].items()):
+        ours = 0 if k == 0 or not wrong.size else int(wrong[np.argmin(np.abs(wrong - k * cells / PAPER_BOARD_CELLS))])
+        hit = w == ours
+        out.append((ours, k, float(np.median(s[hit])) if hit.any() else float("nan"), median))
+    return out
+
+
+def score_medians_text(medians: list[tuple[int, int, float, float]], cells: int) -> str:
+    """:func:`score_medians` in words: ``median -0.22 / -0.25 / -0.30 at 0 / 9 / 15 wrong cells of 36 (the paper: 7.25
+    / 2.75 / -0.58 at 0 / 20 / 33 of 81)``."""
+    def join(i, fmt):
+        return " / ".join(format(m[i], fmt) for m in medians)
+
+    return (f"median {join(2, '.2f')} at {join(0, 'd')} wrong cells of {cells} (the paper: {join(3, 'g')} at "
+            f"{join(1, 'd')} of {PAPER_BOARD_CELLS})")
+
+
 TRAINING_PANELS = [("q_norm", "|q|"), ("beta", "β"), ("gamma", "mean γ_t"),
                    ("score_mean", "raw score (mean ± sd over cells)"), ("at_clip", "share of raw scores ≥ clip"),
                    ("score_wrong_corr", "rank corr. score vs wrong cells")]

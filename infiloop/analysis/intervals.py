@@ -25,7 +25,11 @@ is reported. A seed whose statistic is undefined (e.g. no solved puzzle to take 
 counted, as is every resample in which a used seed's statistic is undefined: nothing is dropped silently. Where
 the statistic is a proportion of pooled counts, a caller may pass their exact (Clopper–Pearson) interval: the
 interval then contains it, which keeps it honest when no resample can move the statistic (0 of 500 solved puzzles
-lost reads [0.0, 0.7] %, not [0, 0]).
+lost reads [0.0, 0.7] %, not [0, 0]). An interval that no resample moves and no seed moves (every seed agrees and every
+resample of the puzzles gives the same statistic: the data show no variation at all, as when two models agree on every
+puzzle, or every solved puzzle is lost by both) would read [x, x] whatever the number of seeds; it is widened to
+± ``reach`` × the exact bound on the share of the item-seed pairs behind it that could differ (none of them does), so
+that no interval claims a certainty it does not have (:func:`unmoved_bound`).
 
 A claim's **verdict** (:func:`verdict`) applies :data:`RULE` to the interval of its effect and the paper's
 effect beside it.
@@ -42,7 +46,7 @@ from functools import lru_cache
 import numpy as np
 
 from .paper import CLAIMS
-from .quantiles import t_quantile
+from .quantiles import binomial_interval, t_quantile
 
 Ratio = tuple[np.ndarray, np.ndarray]  # (numerator, denominator), the puzzle axis last
 
@@ -59,7 +63,9 @@ RULE = ("Each claim's effect is oriented so that the paper's effect is positive.
         "effect (below zero where the paper gives no number), so the data rule the paper's effect out; "
         "**undecided**: neither. A claim that something does not happen (InfiLoop keeps its solved puzzles) agrees "
         "when the interval of what would happen (its loss) lies below half the contrast the paper draws (TRM's 15 % "
-        "loss: 7.5 %), differs when it lies above, and is **untestable** when the perturbation moved no model.")
+        "loss: 7.5 %), differs when it lies above, and is **untestable** when no model lost a solved puzzle that its "
+        "interval can tell from none (the perturbation, or the updates after the solve, moved no model). Where the "
+        "paper gives no number, a true null reads undecided, never differs: differs then says the opposite direction.")
 MULTIPLICITY = (f"The {len(CLAIMS)} claims of this companion are decided at once, each by its own 95 % interval "
                 "with no adjustment for multiplicity: even with every interval covering as it should, one verdict in "
                 "twenty may be wrong by chance, so a single agrees or differs among many is weaker evidence than it "
@@ -263,10 +269,58 @@ def _mc_error(value, a, reps, used, n_used, p: int, level: float) -> float:
     return float(np.nanmax(err)) if np.isfinite(err).any() else 0.0
 
 
+def _reach(per_seed: list[list[Ratio]]) -> float:
+    """The largest value one item holds in any quantity (|numerator / denominator| where the denominator is not 0), at
+    least 1: a share's items hold 0 or 1, a count's its count."""
+    top = 1.0
+    for q in per_seed:
+        for n, d in q:
+            held = np.abs(n[d != 0] / d[d != 0])
+            if held.size:
+                top = max(top, float(np.max(held)))
+    return top
+
+
+def unmoved_bound(per_seed: list[list[Ratio]], used: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """(u, n): the exact (Clopper–Pearson) upper bound u on the share of the item-seed pairs that could differ when none
+    of the n observed ones does (0 of n), n the pooled number of items with a denominator over the used seeds (the
+    fewest over the quantities); element-wise over a curve's points."""
+    shape = np.shape(used)[1:]  # the statistic's (a curve's points), which a quantity's leading axes may exceed
+
+    def items(d: np.ndarray) -> np.ndarray:
+        has = d != 0
+        return np.count_nonzero(has if has.shape[:-1] == shape else has.reshape(-1, has.shape[-1]).any(0), axis=-1)
+
+    pooled = []
+    for j in range(len(per_seed[0])):
+        pooled.append(np.sum([np.where(used[s], items(q[j][1]), 0) for s, q in enumerate(per_seed)], axis=0))
+    n = np.min(pooled, axis=0)
+    bound = {int(k): binomial_interval(0, int(k), level)[1] for k in np.unique(n) if k > 0}
+    return np.vectorize(lambda k: bound.get(int(k), np.nan), otypes=[np.float64])(n), n
+
+
+def _widen_unmoved(per_seed, used, value, lo, hi, reach, level, items) -> tuple:
+    """``lo``, ``hi`` widened where they coincide (module docstring), and the widening in words ("" if none)."""
+    width = np.asarray(hi) - np.asarray(lo)  # rounding can leave a constant's resamples 1e-16 apart
+    still = np.isfinite(value) & np.isfinite(width) & (width <= 1e-12 * np.maximum(1.0, np.abs(value)))
+    if not np.any(still):
+        return lo, hi, ""
+    u, n = unmoved_bound(per_seed, used, level)
+    r = _reach(per_seed) if reach is None else float(reach)
+    half = np.where(still, r * np.nan_to_num(u), 0.0)
+    k = int(np.min(np.where(still, n, np.iinfo(np.int64).max)))
+    item = items[:-1] if items.endswith("s") else items
+    times = "" if r == 1 else f" times {r:g}, the most one {item} moves it"
+    words = (f"± {float(np.max(half)):.3g}, the exact bound on the share of the {k:,} {item}-seed pairs that could "
+             f"differ ({100 * float(np.nanmax(np.where(still, u, np.nan))):.1f} %){times}: no resample moved it")
+    return np.asarray(lo) - half, np.asarray(hi) + half, words
+
+
 def interval(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.ndarray]], np.ndarray | float] = _first,
              replicates: int | None = None, level: float = 0.95, seed: int = 0, items: str = "puzzles",
              vectorized: bool = False, exact: tuple[float, float, str] | None = None,
-             bounds: tuple[float, float] | None = None, mc_tolerance: float = MC_TOLERANCE) -> Interval:
+             bounds: tuple[float, float] | None = None, mc_tolerance: float = MC_TOLERANCE,
+             reach: float | None = None) -> Interval:
     """The interval of ``mean over seeds of combine([ratio_1, ratio_2, ...])`` (module docstring).
 
     ``per_seed[i]`` holds seed i's quantities as (numerator, denominator) arrays whose last axis is the test
@@ -277,7 +331,9 @@ def interval(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.nda
     faster. ``replicates``: puzzle resamples (None: from 2,000 up until the Monte-Carlo error of the bounds is below
     ``mc_tolerance``, at most 200,000, or 20,000 for a combine that is not vectorized; the error is reported).
     ``exact``: (lo, hi, words) that the interval must contain (an exact interval of pooled counts); ``bounds``: the
-    statistic's range, to which the interval is clipped."""
+    statistic's range, to which the interval is clipped. Without ``exact``, an interval of zero width (no seed and no
+    resample moved the statistic) is widened to ± ``reach`` × :func:`unmoved_bound`, ``reach`` the most one item can
+    move the statistic (default: the largest value an item holds in any quantity, at least 1)."""
     per_seed = _prepare(per_seed)
     sizes = {q[0][0].shape[-1] for q in per_seed}
     crossed, p = len(sizes) == 1, max(sizes)
@@ -300,9 +356,10 @@ def interval(per_seed: Sequence[Sequence[Ratio]], combine: Callable[[list[np.nda
         if replicates is not None or not mc > mc_tolerance or wanted >= cap:
             break
         wanted = min(cap, int(wanted * (mc / mc_tolerance) ** 2 * 1.2) + 1000)
-    words = ""
     if exact is not None:
         lo, hi, words = np.minimum(lo, exact[0]), np.maximum(hi, exact[1]), exact[2]
+    else:
+        lo, hi, words = _widen_unmoved(per_seed, used, value, lo, hi, reach, level, items)
     if bounds is not None:
         lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
     out = float if np.ndim(value) == 0 else np.asarray

@@ -6,8 +6,10 @@ Per model and test size, over the seeds (:func:`measures`): the accuracy curve w
 mean curve (the update of the peak), the fall after the peak chosen on held-out puzzles (``claims.held_out_fall``:
 accuracy at the peak − at the deepest update, so that it is not positive by construction), and the share of puzzles
 solved at some update and wrong at the end (``claims.proportion``); between two models, the difference of those shares
-(:func:`lost_contrast`, the InfiLoop claim's effect) and of their falls (:func:`fall_contrast`). For InfiLoop, γ_t and
-the content score s_t of the outer axis along the way (the paper's eq. 5 and eq. 2; :func:`gamma_along`).
+(:func:`lost_contrast`, the InfiLoop claim's effect) and of their falls (:func:`fall_contrast`), and the same share read
+a fixed number of updates after each instance's own first solve (:func:`window_table`: at the deepest update both
+models can sit at 0 %, where the share saturates). For InfiLoop, γ_t and the content score s_t of the outer axis along
+the way (the paper's eq. 5 and eq. 2; :func:`gamma_along`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,63 @@ def lost_contrast(trajs_a: list[dict], trajs_b: list[dict]) -> Interval:
         return lost.astype(np.float64), solved.astype(np.float64)
 
     return claims.ratio_difference([(terms(a), terms(b)) for a, b in zip(trajs_a, trajs_b)], bounds=(-1.0, 1.0))
+
+
+# Updates after each instance's first solve at which "solved, then wrong" is read again (:func:`window_table`): at
+# `overthink` 1x, 3x and 9x its training depth of 4 (the paper's own window, 36 updates, is about one training depth).
+WINDOWS = (4, 12, 36)
+
+
+def window_terms(traj: dict, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(wrong ``window`` updates after the first solve, solved with ``window`` recorded updates after it) per instance:
+    the read of "solved, then wrong at the end" moved to a fixed distance from each instance's own solve, which does
+    not saturate when every model ends at 0 %. Needs a trajectory recorded at every update."""
+    ups, fs = traj["updates"], traj["first_solve"]
+    if len(ups) > 1 and np.any(np.diff(ups) != 1):
+        raise ValueError("reading a window after the solve needs a trajectory recorded at every update (every=1)")
+    room = (fs > 0) & (fs + window <= ups[-1])
+    rows = np.where(room, fs + window - ups[0], 0)
+    return room & ~traj["correct"][rows, np.arange(len(fs))], room
+
+
+def window_contrast(trajs_a: list[dict], trajs_b: list[dict], window: int) -> Interval:
+    """Model a's share of solved instances wrong ``window`` updates after the solve − model b's (:func:`window_terms`),
+    paired as :func:`lost_contrast` is: the same instances of each seed and the same resample for both."""
+    def terms(t: dict) -> tuple[np.ndarray, np.ndarray]:
+        lost, room = window_terms(t, window)
+        return lost.astype(np.float64), room.astype(np.float64)
+
+    return claims.ratio_difference([(terms(a), terms(b)) for a, b in zip(trajs_a, trajs_b)], bounds=(-1.0, 1.0))
+
+
+WINDOW_COLUMNS = ["models (first − second)", "read", "first: solved, then wrong", "second: solved, then wrong",
+                  "first − second (paired)"]
+
+
+def window_table(trajs: dict[str, list[dict]], pairs: list[tuple[str, str]], labels: dict[str, str],
+                 windows: tuple[int, ...] = WINDOWS) -> tuple[list[str], list[list[str]]]:
+    """Per pair of recipes (``trajs[r]``: one trajectory per seed on the same instances) and window: each model's share
+    of its solved instances wrong that many updates after its first solve (with the exact interval of its pooled
+    counts; "–" where no instance was solved with that many updates left) and their paired difference, then the same
+    read at the deepest update (the claim's, :func:`lost_contrast`)."""
+    rows = []
+    for a, b in pairs:
+        name = f"{labels[a]} − {labels[b]}"
+        for w in windows:
+            shares = [claims.proportion(*zip(*(window_terms(t, w) for t in trajs[r]))) for r in (a, b)]
+            rows.append([name, f"{w} updates after the first solve", *(f"{x.pct()} of {_solved(trajs[r], w)}" for x, r
+                                                                         in zip(shares, (a, b))),
+                         window_contrast(trajs[a], trajs[b], w).points()])
+        last = int(trajs[a][0]["updates"][-1])
+        ends = [claims.proportion(*zip(*map(analysis.lost_terms, trajs[r]))) for r in (a, b)]
+        rows.append([name, f"at update {last} (the claim's read)", *(x.pct() for x in ends),
+                     lost_contrast(trajs[a], trajs[b]).points()])
+    return WINDOW_COLUMNS, rows
+
+
+def _solved(trajs: list[dict], window: int) -> str:
+    """How many instances each seed solved with ``window`` updates left: ``"12 / 0 / 30"``."""
+    return " / ".join(str(int(window_terms(t, window)[1].sum())) for t in trajs)
 
 
 def gamma_along(trajs: list[dict], axis: str = "outer") -> dict[str, np.ndarray]:

@@ -228,6 +228,27 @@ def score_terms(traj: dict, axis: str = "outer", of: str = "candidate", bins: np
     return bins, sums, counts
 
 
+def separation_terms(traj: dict, axis: str = "outer", of: str = "candidate") -> list[tuple[np.ndarray, np.ndarray]]:
+    """One seed's per-puzzle terms of the content score's AUROC for right (no wrong cell) against wrong candidates,
+    over every recorded update (``claims.score_separation``), pairing as in :func:`score_by_wrong_cells`:
+    [(placements of the puzzle's right candidates, their number), (placements of its wrong ones, their number),
+    (the seed's AUROC, 1)]. A right candidate's placement is the share of the seed's wrong candidates scoring below
+    it, a wrong one's the share of its right candidates scoring above it (ties count half): each kind's mean placement
+    is the AUROC. The AUROC's terms have no denominator where the seed has no right or no wrong candidate."""
+    s, w = _score_pairs(traj, axis, of)
+    right = w == 0
+    ones = np.ones(s.shape[1])
+    r, x = np.sort(s[right]), np.sort(s[~right])
+    if not (r.size and x.size):
+        zero = np.zeros(s.shape[1])
+        return [(zero, zero), (zero, zero), (zero, zero)]
+    below = (np.searchsorted(x, s, "left") + np.searchsorted(x, s, "right")) / (2.0 * x.size)
+    above = (2.0 * r.size - np.searchsorted(r, s, "left") - np.searchsorted(r, s, "right")) / (2.0 * r.size)
+    auroc = float(below[right].mean())
+    return [(np.where(right, below, 0.0).sum(0), right.sum(0).astype(np.float64)),
+            (np.where(right, 0.0, above).sum(0), (~right).sum(0).astype(np.float64)), (auroc * ones, ones)]
+
+
 def rank_correlation(x: np.ndarray, y: np.ndarray) -> float | np.ndarray:
     """Spearman's rank correlation of x and y over the entries where both are finite (NaN with fewer than 3, or
     when either is constant there; ties share their mean rank). ``y`` may carry a last axis of resamples ([B, R]
