@@ -1,7 +1,7 @@
 """The Slurm path against a stricter fake Slurm (issue 50): a first real cluster's behaviours, one test each.
 
-The fake (``FAKE``, one program installed as ``sbatch``, ``sacct``, ``squeue``, ``scontrol``, ``scancel`` and
-``srun``) keeps a table of jobs in ``$FAKE_SLURM/jobs.json`` and the site's settings in ``site.json``:
+The fake (``FAKE``, one program installed as ``sbatch``, ``sacct``, ``squeue``, ``scontrol``, ``scancel``, ``srun``
+and ``sinfo``) keeps a table of jobs in ``$FAKE_SLURM/jobs.json`` and the site's settings in ``site.json``:
 
 - ``sbatch`` reads the ``#SBATCH`` lines as Slurm does: an option it does not know is refused
   (``unrecognized option``), and so are a bad value (numbers, memory, signal, open mode, ``--requeue`` with a value),
@@ -10,9 +10,12 @@ The fake (``FAKE``, one program installed as ``sbatch``, ``sacct``, ``squeue``, 
   and an ``afterok`` dependency on a job that is unknown or ended otherwise than COMPLETED (``Job dependency
   problem``). It records the file and the environment it was called with.
 - ``sacct -X -n -P -o JobID,State -j ID,...``: each job's state; a job's ``script`` of states is played one per call
-  (a job that fails, times out, is pre-empted ... after its submission); a new job is missing for ``sacct_lag``
-  calls (slurmdbd lags behind the controller); ``sacct_fail`` calls fail as a database outage does.
-- ``squeue -h -r -u USER -o %i|%T``: the jobs still in the queue (``squeue_fail`` calls fail).
+  (a job that fails, times out, is pre-empted ... after its submission; also when the call fails); a new job is
+  missing for ``sacct_lag`` calls (slurmdbd lags behind the controller); ``sacct_fail`` calls fail as a database
+  outage does.
+- ``squeue -h -r -u USER -o %i|%T|%r``: the jobs still in the queue, with a pending job's ``reason`` (``squeue_fail``
+  calls fail); ``scontrol show job -o``: every job and its state (the controller's memory, without accounting).
+- ``sinfo -h -N -o %N|%P|%c|%m|%G``: the site's ``nodes``, their CPUs, memory and GPUs (``Gres``).
 - ``sacct``'s ``view`` of a job, played one per call, replaces what it says without changing the job (a database
   behind the controller: PREEMPTED for a job Slurm has requeued, RUNNING for one that has failed).
 - ``scontrol show partition -o [NAME]``: the partitions with their ``MaxTime``; ``scontrol requeue ID``.
@@ -209,18 +212,20 @@ def srun():
 
 
 def sacct():
+    ids = [i for k, v in zip(ARGS, ARGS[1:]) if k == "-j" for i in v.split(",")]
+    assert {"-X", "-P", "-n"} <= set(ARGS), ARGS
+    for i in ids:  # the jobs go on whether the database answers or not
+        if table.get(i, {}).get("file") and table[i].get("script"):
+            table[i]["state"] = table[i]["script"].pop(0)
+    save("jobs.json", table)
     if site.get("sacct_fail", 0) > 0:
         site["sacct_fail"] -= 1
         save("site.json", site)
         fail("sacct: error: Problem talking to the database: Connection refused")
-    ids = [i for k, v in zip(ARGS, ARGS[1:]) if k == "-j" for i in v.split(",")]
-    assert {"-X", "-P", "-n"} <= set(ARGS), ARGS
     for i in ids:
         job = table.get(i)
         if not job or not job.get("file"):
             continue
-        if job.get("script"):
-            job["state"] = job["script"].pop(0)
         if job.get("lag", 0) > 0:
             job["lag"] -= 1
             continue
@@ -235,10 +240,18 @@ def squeue():
         site["squeue_fail"] -= 1
         save("site.json", site)
         fail("squeue: error: slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
-    assert "-h" in ARGS and "%i|%T" in ARGS, ARGS
+    assert "-h" in ARGS and "%i|%T|%r" in ARGS, ARGS
     for i, job in table.items():
         if job.get("file") and job["state"] in QUEUED:
-            print(f"{i}|{job['state']}")
+            print(f"{i}|{job['state']}|{job.get('reason', 'None')}")
+
+
+def sinfo():
+    assert ARGS == ["-h", "-N", "-o", "%N|%P|%c|%m|%G"], ARGS
+    for node in site.get("nodes", []):
+        for part in node["partitions"]:
+            star = "*" if part == site.get("default_partition") else ""
+            print(f"{node['name']}|{part}{star}|{node['cpus']}|{node['memory']}|{node.get('gres', '(null)')}")
 
 
 def scontrol():
@@ -253,6 +266,10 @@ def scontrol():
     elif ARGS[:1] == ["requeue"]:
         table[ARGS[1]]["state"] = "REQUEUED"
         save("jobs.json", table)
+    elif ARGS[:2] == ["show", "job"]:  # the jobs the controller remembers (all of them here)
+        for i, job in table.items():
+            if job.get("file"):
+                print(f"JobId={i} JobName=x JobState={job['state']} Reason=None")
 
 
 if RUNNING_JOB:
@@ -265,7 +282,9 @@ elif CMD == "scancel":
 else:
     globals()[CMD]()
 '''
-SITE = {"partitions": {"cpu": "UNLIMITED", "gpu": "UNLIMITED", "short": "1:00:00"}, "default_partition": "cpu"}
+SITE = {"partitions": {"cpu": "UNLIMITED", "gpu": "UNLIMITED", "short": "1:00:00"}, "default_partition": "cpu",
+        "nodes": [{"name": "c1", "partitions": ["cpu", "short"], "cpus": 16, "memory": 64000},
+                  {"name": "g1", "partitions": ["gpu"], "cpus": 64, "memory": 512000, "gres": "gpu:h100:8(S:0-1)"}]}
 
 
 class FakeSlurm:
@@ -318,7 +337,7 @@ def install_fake_slurm(tmp_path: Path, monkeypatch) -> FakeSlurm:
     bin_dir, state = tmp_path / "bin", tmp_path / "slurm"
     bin_dir.mkdir(exist_ok=True)
     state.mkdir(exist_ok=True)
-    for name in ("sbatch", "sacct", "squeue", "scontrol", "scancel", "srun"):
+    for name in ("sbatch", "sacct", "squeue", "scontrol", "scancel", "srun", "sinfo"):
         (bin_dir / name).write_text(FAKE.replace("@PYTHON@", sys.executable))
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -416,7 +435,7 @@ def test_a_cuda_build_passes_and_plan_or_a_cpu_profile_never_asks(fake_slurm, ro
     import torch
 
     monkeypatch.setattr(torch.version, "cuda", None)
-    args = argparse.Namespace(slurm_config=None, partition=None, account=None, device="cuda", cluster="slurm")
+    args = argparse.Namespace(slurm_config=None, partition="gpu", account=None, device="cuda", cluster="slurm")
     cluster.settings(args, submitting=False)  # plan shows the jobs all the same
     cluster.check_submitter("cpu", "slurm")  # a CPU profile's jobs need no CUDA
     with pytest.raises(cluster.UsageError, match="CPU build"):

@@ -79,7 +79,8 @@ from .cluster_jobs import (
     submitit,
     time_limit,
 )
-from .cluster_states import ENDED, UNKNOWN, grown_limit, job_states, read_record, refusal, verdict
+from .cluster_nodes import fit
+from .cluster_states import ENDED, UNKNOWN, cancel, grown_limit, job_states, pending_kind, read_record, refusal, verdict
 
 if TYPE_CHECKING:
     from ..notebooks.manifest import Job
@@ -120,7 +121,7 @@ def settings(args, submitting: bool = True) -> ClusterConfig:
     cfg = read_config(args.slurm_config, args.partition, args.account)
     if submitting:
         check_submitter(args.device, args.cluster)
-    return cfg
+    return fit(cfg, args.device, getattr(args, "gpus_per_run", 1), args.cluster, submitting)
 
 
 def check_submitter(device: str, cluster: str) -> None:
@@ -168,6 +169,7 @@ def run_cluster(planned: list[Job], profile: str, device: str, cfg: ClusterConfi
     if cluster not in CLUSTERS:
         raise UsageError(f"--cluster {cluster}: expected one of {', '.join(CLUSTERS)}")
     submitit()
+    cfg = fit(cfg, device, gpus_per_run, cluster)
     if cluster == "slurm":
         cap = limit_cap(cfg)
         subs = submissions(planned, profile, device, gpus_per_run, cfg, bundled=False, cap=cap)
@@ -197,6 +199,8 @@ class _SlurmRun:
         self.queued: dict[str, str] = {}  # plan job id -> Slurm id of its submission still in the queue
         self.retries: Counter = Counter()
         self.said: set[tuple[str, str]] = set()
+        self.pending_since: dict[tuple[str, str], float] = {}  # (Slurm id, reason) -> when first seen, this run
+        self.cancelled: dict[str, str] = {}  # Slurm id -> how its cancelling went (a reason that never clears)
         self.out, self.note, self.why_held = Outcome(), "", set()
         self.bar = tqdm(total=len(subs), disable=not progress, unit="job", dynamic_ncols=True, desc="cluster jobs")
 
@@ -222,7 +226,7 @@ class _SlurmRun:
             self.out.done.append(k)
         elif status == "skipped":
             self.out.skipped.append(k)
-            say(f"not submitted: {k} (a job it waits for failed)")
+            say(why or f"not submitted: {k} (a job it waits for failed)")
         else:
             self.out.failed[k] = why
             say(f"FAILED {k}: " + (f"see {why}" if isinstance(why, Path) else str(why)))
@@ -230,7 +234,7 @@ class _SlurmRun:
     def look(self, first: bool) -> list[tuple[Submission, int]]:
         """Where each job stands (one sacct call, squeue when needed); the jobs to submit, with their limits."""
         ids = {str(r["job_id"]) for k, r in self.records.items() if k not in self.final}
-        states, note = job_states(ids)
+        states, reasons, note = job_states(ids)
         if note != self.note:
             self.note = note
             if note:
@@ -250,7 +254,12 @@ class _SlurmRun:
             state = states.get(jid, UNKNOWN)
             ready = all(a not in self.by_id or self.by_id[a].finished() for a in s.job.after)
             step = verdict(state, first, ready, self.cfg.resubmit - self.retries[k])
-            if step == "wait":
+            if step == "wait" and any(self.final.get(a) in ("failed", "skipped") for a in s.job.after):
+                self._end(k, "skipped", f"{k}: no longer waited for (a job it waits for failed or is no longer "
+                                        f"waited for); its Slurm job {jid} goes on or ends after that one")
+            elif step == "wait" and (why := self._stuck(k, jid, state, reasons.get(jid, ""))):
+                self._end(k, "failed", why)
+            elif step == "wait":
                 self.queued[k] = jid
                 if first:
                     self.out.waiting[k] = jid
@@ -269,6 +278,28 @@ class _SlurmRun:
         if state == "SUSPENDED" and (k, state) not in self.said:
             self.said.add((k, state))
             say(f"{k}: its Slurm job {self.queued[k]} is SUSPENDED; it goes on when Slurm resumes it")
+
+    def _stuck(self, k: str, jid: str, state: str, reason: str) -> str:
+        """Why a pending job is no longer waited for, or empty: its reason never clears by itself (the job is
+        cancelled), or only a person can clear it and it has pended so for ``stuck_min`` (it stays in the queue).
+        Said once, with Slurm's reason."""
+        kind, words = pending_kind(reason) if state == "PENDING" else ("", "")
+        if not kind:
+            return ""
+        words = words.format(job=jid)
+        if kind == "hopeless":
+            if jid not in self.cancelled:  # once for the plan jobs of a bundle
+                problem = cancel(jid)
+                self.cancelled[jid] = f"scancel failed ({problem})" if problem else "cancelled"
+            return f"Slurm job {jid} pends ({reason}), which never clears: {words}; {self.cancelled[jid]}"
+        since = self.pending_since.setdefault((jid, reason), time.monotonic())
+        if (jid, reason) not in self.said:
+            self.said.add((jid, reason))
+            say(f"{k}: its Slurm job {jid} pends ({reason}): {words}")
+        if time.monotonic() - since < self.cfg.stuck_min * 60:
+            return ""
+        return (f"Slurm job {jid} has pended for {self.cfg.stuck_min:g} min ({reason}; stuck_min): no longer waited "
+                f"for; it stays in the queue and runs once that clears (scancel {jid} to drop it)")
 
     def _limit(self, s: Submission, rec: dict, state: str) -> int | None:
         """The limit of a job submitted again: its last one (never less than planned), grown when it ended at it;

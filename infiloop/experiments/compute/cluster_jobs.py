@@ -21,7 +21,7 @@ from ... import paths
 from ...errors import UsageError
 from ...io import atomic_write_text
 from ...machine import usable_cpus
-from .cluster_states import error_line, partition_max_minutes
+from .cluster_states import error_line, leave_time_limit_to_slurm, partition_max_minutes
 
 if TYPE_CHECKING:
     from ..notebooks.manifest import Job
@@ -52,7 +52,8 @@ class ClusterConfig:
     qos: str = ""
     constraint: str = ""
     wckey: str = ""  # sbatch --wckey where the site asks for one (none is sent otherwise)
-    cpus_per_task: int = 8  # CPUs of each task (one task per GPU); on a CPU profile, its torch threads
+    cpus_per_task: int = 0  # CPUs of each task (one task per GPU; on a CPU profile, its torch threads); 0: 8, at
+    # most a node's (cluster_nodes.fit)
     mem_gb: float = 0.0  # memory per node (0: the partition's default)
     gpus_per_node: int = 8  # the most GPUs one node has: --gpus-per-run may not ask for more
     time_margin: float = 2.0  # time limit = estimate x margin + TIME_SLACK_MIN
@@ -64,25 +65,33 @@ class ClusterConfig:
     resubmit: int = 3  # with --wait: submissions again of a job the cluster ended (time limit, pre-emption, node)
     max_queued: int = 100  # jobs of the plan in the queue at once (0: no cap); the rest follow as they end
     decoders_per_job: int = 8  # looped decoders run one after the other in one job
+    stuck_min: float = 60.0  # with --wait: minutes a job may pend held, or for nodes drained or down, before it is
+    # reported and no longer waited for
     setup: list = field(default_factory=list)  # shell lines run before each job (module load ..., source ...)
     sbatch: dict = field(default_factory=dict)  # any other sbatch option, e.g. {"exclude": "node12"}
+    where: str = field(default="the cluster settings", compare=False, metadata={"internal": True})  # named in errors
 
     def validate(self, where: str) -> None:
-        for f in fields(self):
+        for f in settings_fields():
             value, kind = getattr(self, f.name), {"str": str, "int": int, "float": (int, float), "list": list,
                                                   "dict": dict}[f.type]
             if isinstance(value, bool) or not isinstance(value, kind):
                 raise UsageError(f"{where}: {f.name}={value!r}: expected a {f.type}")
-        for name in ("cpus_per_task", "gpus_per_node", "time_margin", "tflops", "decoders_per_job"):
+        for name in ("gpus_per_node", "time_margin", "tflops", "decoders_per_job", "stuck_min"):
             if getattr(self, name) <= 0:
                 raise UsageError(f"{where}: {name}={getattr(self, name)!r}: expected a number > 0")
-        for name in ("mem_gb", "time_min", "max_time_min", "max_requeue", "resubmit", "max_queued"):
+        for name in ("cpus_per_task", "mem_gb", "time_min", "max_time_min", "max_requeue", "resubmit", "max_queued"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{where}: {name}={getattr(self, name)!r}: expected a number >= 0")
         if self.timeout_growth <= 1:
             raise UsageError(f"{where}: timeout_growth={self.timeout_growth!r}: expected a number > 1")
         if not all(isinstance(line, str) for line in self.setup):
             raise UsageError(f"{where}: setup: expected a list of shell lines (texts)")
+
+
+def settings_fields() -> list:
+    """The fields of :class:`ClusterConfig` that are settings (keys of ``slurm.yaml``)."""
+    return [f for f in fields(ClusterConfig) if not f.metadata.get("internal")]
 
 
 def read_config(path: str | Path | None = None, partition: str | None = None,
@@ -102,14 +111,14 @@ def read_config(path: str | Path | None = None, partition: str | None = None,
             raise UsageError(f"--slurm-config {path}: cannot read it ({e.strerror or e})") from None
         except yaml.YAMLError as e:
             raise UsageError(f"{path}: not YAML ({' '.join(str(e).split())[:100]})") from None
-        known = [f.name for f in fields(ClusterConfig)]
+        known = [f.name for f in settings_fields()]
         if not isinstance(d, dict):
             raise UsageError(f"{path}: expected a mapping of settings ({', '.join(known)})")
         unknown = sorted(map(str, set(d) - set(known)))
         if unknown:
             raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
     d.update({k: v for k, v in (("partition", partition), ("account", account)) if v is not None})
-    cfg = ClusterConfig(**d)
+    cfg = ClusterConfig(**d, where=where)
     cfg.validate(where)
     return cfg
 
@@ -175,6 +184,13 @@ def time_limit(seconds: float, cfg: ClusterConfig, cap: int | None = None) -> in
     return min(minutes, cap) if cap else minutes
 
 
+def signal_s(minutes: int) -> int:
+    """Seconds before a limit of ``minutes`` that submitit's signal asks to come: 90, less under 2.5 min. Slurm looks
+    at limits every 30 s and sends it up to 30 s early: never in a job's first 30 s, before Python has a handler
+    for it (the signal would end the job)."""
+    return max(0, min(90, minutes * 60 - 60))
+
+
 def limit_cap(cfg: ClusterConfig) -> int:
     """The longest limit a job may ask for: ``max_time_min``, else the partition's by ``scontrol`` (0: none)."""
     if cfg.max_time_min or shutil.which("scontrol") is None:
@@ -220,7 +236,11 @@ def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int
                 cap: int | None = None) -> list[Submission]:
     """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring); with
     ``bundled``, the looped decoders ``decoders_per_job`` to a job."""
+    from .cluster_nodes import fit
     from .scheduler import job_name
+
+    if not cfg.cpus_per_task:  # left to the nodes (cluster_nodes.fit)
+        cfg = fit(cfg, device, gpus_per_run, submitting=False)
 
     if gpus_per_run < 1:
         raise UsageError(f"--gpus-per-run: expected 1 or more, got {gpus_per_run}")
@@ -293,6 +313,7 @@ class PlanJob:
     already recorded is not run again."""
 
     def __call__(self, spec: dict | list, device: str, threads: int) -> str:
+        leave_time_limit_to_slurm()  # first: the signal before a short limit may come seconds after the start
         import torch
 
         from ...machine import init_distributed
@@ -405,6 +426,7 @@ def _executor(sub: Submission, cluster: str, cfg: ClusterConfig, dependency: lis
     if dependency and cluster == "slurm":
         params["slurm_additional_parameters"] = {**params["slurm_additional_parameters"],
                                                  "dependency": "afterok:" + ":".join(dependency)}
+    params["slurm_signal_delay_s"] = signal_s(params["timeout_min"])
     if cluster != "slurm":
         params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
     ex.update_parameters(**params)
