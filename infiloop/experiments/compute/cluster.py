@@ -15,6 +15,10 @@ plan (``notebooks/declarations.py``) becomes a Slurm job, each evaluation after 
   The time limit is the job's estimate times ``time_margin`` plus ``TIME_SLACK_MIN`` minutes, or ``time_min``;
   never above ``max_time_min`` or the partition's longest limit (``scontrol``). The estimate is ``plan``'s
   calibration when this machine has the jobs' device, else the job's FLOPs at ``tflops``.
+- **What a node has.** Before anything is submitted, the partition's nodes are read (``sinfo``,
+  ``cluster_nodes.py``): a job that asks for more CPUs, memory or GPUs than any node has (Slurm would leave it
+  pending for ever) is refused in one line naming the setting; ``cpus_per_task`` not set is never more than a
+  node's CPUs.
 - **Dependencies.** An evaluation waits for its training (``--dependency=afterok:ID``); ``kill-on-invalid-dep``
   cancels it when the training fails, so that nothing waits for ever.
 - **Resumable.** ``--requeue``: Slurm may requeue a job it pre-empts or whose node fails. At its time limit,
@@ -31,6 +35,9 @@ plan (``notebooks/declarations.py``) becomes a Slurm job, each evaluation after 
   What is not submitted is submitted as earlier jobs end (``--wait``) or by the next run of the command.
   With ``--wait``, a job the cluster ended (time limit, pre-emption, node failure) is submitted again up to
   ``resubmit`` times, and what Slurm cancelled with it after it.
+- **Pending for ever.** A job pending for a reason that never clears (``PartitionConfig``, a per-job QOS limit,
+  ...) is cancelled and reported in one line with Slurm's reason; one only a person clears (held, drained nodes) is
+  said once and waited for up to ``stuck_min`` minutes (``cluster_states.pending_kind``).
 - **Logs.** submitit writes each job's output into ``<run>/logs/slurm/`` (``<Slurm id>_0_log.out`` and
   ``.err``); a failed job is named with its log in one line.
 
