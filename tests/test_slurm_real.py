@@ -14,6 +14,7 @@ temporary folder.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import threading
@@ -39,7 +40,20 @@ def _run(*cmd: str, check: bool = True, timeout: float = 60) -> subprocess.Compl
 
 
 def _cluster_problem() -> str:
-    """Why the real-cluster tests cannot run here, or empty."""
+    """Why the real-cluster tests cannot run here, or empty. Quick where start.sh's cluster is not configured or
+    its controller is not listening (Slurm's own commands retry for 10 s)."""
+    import socket
+
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    text = conf.read_text(errors="replace") if conf.is_file() else ""
+    if f"ClusterName={CLUSTER_NAME}" not in text:
+        return (f"no test cluster here ({conf}: {'another cluster' if text else 'none'}): start one with "
+                "tests/slurm/start.sh (root, Debian)")
+    host = re.search(r"^SlurmctldHost=(\S+)", text, re.MULTILINE)
+    try:
+        socket.create_connection((host[1] if host else "localhost", 6817), timeout=2).close()
+    except OSError as e:
+        return f"the test cluster's slurmctld is not running ({e}): start it with tests/slurm/start.sh"
     try:
         config = _run("scontrol", "show", "config", check=False, timeout=20)
     except FileNotFoundError:
