@@ -195,8 +195,8 @@ def _cached(kind: str, model_cfg: ModelConfig, bf16: bool, store=None) -> StepCo
             fn = train_step_cost if kind == "train" else eval_update_cost
             with torch.random.fork_rng():
                 _CACHE[key] = fn(model_cfg, bf16)
-        if store is not None:
-            store[key] = asdict(_CACHE[key])
+    if store is not None:
+        store[key] = asdict(_CACHE[key])
     return _CACHE[key]
 
 
