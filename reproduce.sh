@@ -4,7 +4,7 @@
 #   ./reproduce.sh                    set up .venv if needed, then run everything (profile quick, 10-15 min);
 #                                     on a CUDA GPU on the GPU, then the gpu profile's offer (pilot, GPU-hours)
 #   ./reproduce.sh --profile search   6x6 Sudoku that needs search, three seeds (about 1.6 h on 2 CPU cores)
-#   ./reproduce.sh --profile overthink  notebook 09, tasks that extrapolate in size (about 1 h on one core)
+#   ./reproduce.sh --profile overthink  notebook 09, tasks that extrapolate in size (ten seeds: about 2 h 20 min on one core)
 #   ./reproduce.sh --profile gpu      9x9 Sudoku, about one GPU-hour per training (plan --profile gpu prices it)
 #   ./reproduce.sh --profile paper    the paper's configuration (GPU)
 #   ./reproduce.sh --only NAME -p KEY VALUE ...   one notebook, papermill parameters
