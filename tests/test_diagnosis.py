@@ -87,14 +87,21 @@ def _model(rng, p: int, drift: bool, k: int = 60, cells: int = 8):
     return t, labels
 
 
+def _seeds(rng, n: int, drift: bool) -> tuple[list, np.ndarray]:
+    """Three seeds of (carry-last, InfiLoop) trajectories on ``n`` puzzles: carry-last drifting or not, InfiLoop
+    stable; and the labels."""
+    pairs = []
+    for _ in range(3):
+        cl, labels = _model(rng, n, drift)
+        il, _ = _model(rng, n, False)
+        pairs.append((cl, il))
+    return pairs, labels
+
+
 @pytest.mark.parametrize("drift", [True, False])
 def test_the_claims_follow_the_models_behaviour(drift):
     rng = np.random.default_rng(3)
-    pairs = []
-    for _ in range(3):
-        cl, labels = _model(rng, 200, drift)
-        il, _ = _model(rng, 200, False)
-        pairs.append((cl, il))
+    pairs, labels = _seeds(rng, 200, drift)
     out = diagnosis.claims(pairs, np.ones_like(labels, bool), labels, window=20)
     ids = [c["id"] for c in out]
     assert ids == [c.id for c in paper.CLAIMS if c.id.startswith("diagnosis.")]
@@ -134,11 +141,7 @@ def _absence_claims_where_nothing_moved() -> dict[str, dict]:
     from infiloop.analysis import claims
 
     rng = np.random.default_rng(11)
-    pairs = []
-    for _ in range(3):
-        cl, labels = _model(rng, 150, False)
-        il, _ = _model(rng, 150, False)
-        pairs.append((cl, il))
+    pairs, labels = _seeds(rng, 150, False)
     out = {c["id"]: c for c in diagnosis.claims(pairs, np.ones_like(labels, bool), labels, window=20)}
     solved = [rng.random(100) < 0.6 for _ in range(3)]
     terms = {r: [[(s, s)] * 3 for s in solved] for r in ("carry_last", "infiloop")}  # kept = solved at every ε

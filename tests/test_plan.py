@@ -447,7 +447,8 @@ def test_tflops_is_for_a_cuda_plan_and_a_bad_one_is_one_line(no_cuda, capsys):
     from infiloop.cli import main
 
     for argv, message in ((["--device", "cpu", "--tflops", "100"], "--tflops prices the jobs of a CUDA device"),
-                          (["--tflops", "0"], "expected a throughput in TFLOP/s > 0, e.g. 200, got '0'")):
+                          (["--tflops", "0"], "expected a throughput in TFLOP/s > 0, e.g. 200, got '0'"),
+                          (["--gpu-memory", "-8"], "expected a memory size in GB > 0, e.g. 80, got '-8'")):
         assert main(["plan", "--profile", "smoke", *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err

@@ -31,26 +31,25 @@ def threads(text: str) -> int:
     return _integer(text, 0, "an integer >= 0 (0: the default)")
 
 
-def tflops(text: str) -> float:
-    """An argparse type: an achieved throughput in TFLOP/s, a finite number > 0."""
+def _positive(text: str, expected: str) -> float:
+    """``text`` as a finite number > 0, or argparse's error saying what was ``expected``."""
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a throughput in TFLOP/s > 0, e.g. 200, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def tflops(text: str) -> float:
+    """An argparse type: an achieved throughput in TFLOP/s, a finite number > 0."""
+    return _positive(text, "a throughput in TFLOP/s > 0, e.g. 200")
 
 
 def gigabytes(text: str) -> float:
     """An argparse type: a memory size in GB, a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a memory size in GB > 0, e.g. 80, got {text!r}")
-    return value
+    return _positive(text, "a memory size in GB > 0, e.g. 80")
 
 
 def check_device(device: str) -> None:
