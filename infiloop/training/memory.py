@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..model.connections import choose_kernels
 from ..model.reasoner import LoopedReasoner, ModelConfig
 from .config import TrainConfig
 
@@ -114,9 +115,7 @@ def _measured_model(model_cfg: ModelConfig, grad_only: bool) -> LoopedReasoner:
         cfg = cfg.replace(H=cfg.grad_outer)
     torch.manual_seed(0)
     model = LoopedReasoner(cfg)
-    for m in (model.conn_inner, model.conn_outer):  # the eager step: the CPU has no fused kernel to choose
-        if hasattr(m, "kernel"):
-            m.kernel = "eager"
+    choose_kernels(model, "cpu")  # the eager step, as the trainer chooses it on the CPU
     return model
 
 
@@ -162,10 +161,15 @@ def eval_update_cost(model_cfg: ModelConfig, bf16: bool) -> StepCost:
     return _line(measure)
 
 
+def _meta_model(model_cfg: ModelConfig) -> LoopedReasoner:
+    """The model on the meta device: its shapes without any memory."""
+    with torch.device("meta"):
+        return LoopedReasoner(model_cfg)
+
+
 def _param_bytes(model_cfg: ModelConfig) -> tuple[int, int]:
     """Bytes of all float32 parameters and of the puzzle embedding's, counted on the meta device."""
-    with torch.device("meta"):
-        model = LoopedReasoner(model_cfg)
+    model = _meta_model(model_cfg)
     total = sum(p.numel() for p in model.parameters()) * 4
     emb = model.puzzle_emb.weight.numel() * 4 if model.puzzle_emb is not None else 0
     return total, emb
@@ -173,9 +177,7 @@ def _param_bytes(model_cfg: ModelConfig) -> tuple[int, int]:
 
 def carry_bytes(model_cfg: ModelConfig) -> int:
     """Bytes of one slot's carried states (float32)."""
-    with torch.device("meta"):
-        model = LoopedReasoner(model_cfg)
-        carry = model.initial_carry(1, "meta")
+    carry = _meta_model(model_cfg).initial_carry(1, "meta")
     return sum(v.numel() * v.element_size() for st in carry.values() for v in st.values())
 
 
