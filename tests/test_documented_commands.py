@@ -179,3 +179,24 @@ def test_documented_command_runs_as_written(cmd, smoke_run, roots, capsys):
         status = 0
     assert status == 0 and "error:" not in out.err and "Traceback" not in out.err, out.err[-3000:]
     assert out.out.strip(), "the command printed nothing"
+
+
+def test_the_readme_names_the_environment_before_its_first_command():
+    """A newcomer reads ``source .venv/bin/activate`` (the environment ``./reproduce.sh`` builds) before the README's
+    first bare ``python -m infiloop`` or ``papermill`` command, which fails outside it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    bare = re.compile(r"^\s*(python -m infiloop|papermill) |`(python -m infiloop|papermill) ", re.M)
+    first = bare.search(text)
+    assert first is not None, "the README shows no python -m infiloop or papermill command"
+    assert "source .venv/bin/activate" in text[:first.start()], text[max(0, first.start() - 600):first.end()]
+
+
+def test_every_readme_papermill_line_says_what_it_costs():
+    """papermill runs a notebook in one process: a line that trains says so and how long it takes, beside a fast one
+    that reads the default run's cache."""
+    lines = [ln for ln in _code_lines((ROOT / "README.md").read_text(encoding="utf-8")) if ln.startswith("papermill ")]
+    assert len(lines) >= 2
+    for ln in lines:
+        cost = ln.partition("#")[2]
+        assert re.search(r"\d+ (s|min|seconds|minutes?)\b|under a minute", cost), f"no time given: {ln}"
+    assert "cache" in lines[0].partition("#")[2] and "-p profile" not in lines[0], lines[0]
