@@ -49,15 +49,16 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from .errors import DataError
 from .io import load_npz, save_npz
+from .machine import progress_bar
 from .model.connections import choose_kernels
 from .model.reasoner import Carry, LoopedReasoner
 from .tasks.base import IGNORE_LABEL_ID, TaskData
 from .tasks.scoring import count_wrong
 
+tqdm = progress_bar()
 TRAJECTORY_KEYS = ("correct", "wrong_cells", "wrong_cells_candidate", "q_halt", "state_change", "gamma_outer",
                    "score_outer", "gamma_inner", "score_inner")
 # Version of the recorded quantities: part of every cached evaluation's key.

@@ -34,6 +34,20 @@ def threads_per_job(jobs: int) -> int:
     return max(1, usable_cpus() // max(1, jobs))
 
 
+
+def progress_bar():
+    """The tqdm class of this process's progress bars: the notebook widget (``tqdm.auto``) where ipywidgets can draw
+    it, else the text bar (``tqdm.std``). Inside a Jupyter kernel without ipywidgets (not a dependency),
+    ``tqdm.auto`` warns "IProgress not found" on import, a red box on every executed notebook's page, and then
+    draws the text bar all the same."""
+    from importlib.util import find_spec
+
+    if find_spec("ipywidgets") is None:
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
+    return tqdm
+
 # glibc's malloc serves a block above its mmap threshold (128 KiB at first) by mmap and unmaps it when freed, raising
 # the threshold only as such blocks come back; and it trims the heap's free top above 128 KiB. A CPU step of the
 # small models here allocates and frees activations of a few hundred KiB to a few MiB hundreds of times, and each

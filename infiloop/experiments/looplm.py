@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UsageError
+from ..machine import progress_bar
 from ..model.conditioning import ConditionConfig
 from ..model.connections import ConnectionConfig
 from ..model.looplm import LoopLMConfig
@@ -149,8 +150,7 @@ def results(probes: list[Probe], workers: int = 1, root: Path | None = None, pro
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
-    from tqdm.auto import tqdm
-
+    tqdm = progress_bar()
     out: dict[int, dict] = {}
     todo = [i for i, p in enumerate(probes) if not record_path(p, root).is_file()]
     for i in set(range(len(probes))) - set(todo):

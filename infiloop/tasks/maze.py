@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from ..machine import progress_bar
 from .base import DataError, TaskData, dihedral, where
 from .csvio import read_puzzle_csv, write_puzzle_csv
 
+tqdm = progress_bar()
 CHARSET = "# SGo"
 HUB_REPO = "sapientinc/maze-30x30-hard-1k"
 WALL, OPEN, START, GOAL, PATH = (ord(c) for c in CHARSET)

@@ -14,14 +14,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from ..machine import usable_cpus
+from ..machine import progress_bar, usable_cpus
 from . import sudoku_solver as solver
 from .base import DataError, TaskData, where
 from .csvio import read_puzzle_csv, write_puzzle_csv
 from .sudoku_solver import Geometry, geometry
 
+tqdm = progress_bar()
 HUB_REPO = "sapientinc/sudoku-extreme"
 
 

@@ -15,9 +15,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from ..io import atomic_write, atomic_write_text, save_weights
+from ..machine import progress_bar
 from ..model.connections import choose_kernels
 from ..model.reasoner import Carry, LoopedReasoner, ModelConfig
 from ..optim import WeightEMA, lr_at, make_optimizer, make_puzzle_emb_optimizer
@@ -53,6 +53,8 @@ from .records import (
 )
 from .selection import BestOnValidation
 from .step_faults import caused_by_oom, is_compile_error, out_of_memory
+
+tqdm = progress_bar()
 
 
 def _wide(t: Tensor) -> Tensor:

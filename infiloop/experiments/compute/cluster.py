@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING
 from ... import paths
 from ...errors import UsageError
 from ...io import lock_problem
-from ...machine import usable_cpus
+from ...machine import progress_bar, usable_cpus
 from .cluster_jobs import (
     TIME_SLACK_MIN,
     ClusterConfig,
@@ -196,8 +196,7 @@ class _SlurmRun:
 
     def __init__(self, subs: list[Submission], profile: str, device: str, cfg: ClusterConfig, cap: int,
                  progress: bool):
-        from tqdm.auto import tqdm
-
+        tqdm = progress_bar()
         self.by_id = {s.key: s for s in subs}
         self.profile, self.device, self.cfg, self.cap = profile, device, cfg, cap
         self.records = {k: r for k, s in self.by_id.items()
@@ -396,8 +395,7 @@ class _SlurmRun:
 def _run_here(subs, profile, device, cluster, cfg, poll, progress, max_running) -> Outcome:
     """The local and debug clusters: start each job when its prerequisites are done (they know no ``afterok``),
     ``max_running`` at a time, until every job has ended."""
-    from tqdm.auto import tqdm
-
+    tqdm = progress_bar()
     by_id = {s.key: s for s in subs}
     owner = {j.id: s.key for s in subs for j in s.jobs}
     todo, running, handles, out = set(by_id), set(), {}, Outcome()

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import paths
+from ...machine import progress_bar
 from ...training import PROGRESS_RE
 from ..notebooks.manifest import Job
 from .slots import Slot, check_gpus_per_run, take_slots
@@ -171,8 +172,7 @@ def run_jobs(jobs: list[Job], profile: str, slots: list[Slot], cost: Callable[[J
 
 def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool) -> Report:
     """:func:`run_jobs`'s loop (``pool``: the warm workers, None for a new process per job)."""
-    from tqdm.auto import tqdm
-
+    tqdm = progress_bar()
     check_gpus_per_run(slots, gpus_per_run)
     todo = {j.id: j for j in jobs if not j.done}
     # once per job: a cost may read the job's data, and the loop below polls 20 times a second (POLL_S)
