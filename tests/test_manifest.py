@@ -9,6 +9,7 @@ import pytest
 
 from infiloop import paths
 from infiloop.cli import main
+from infiloop.errors import UsageError
 from infiloop.experiments.notebooks import declarations, manifest, specs
 from infiloop.experiments.settings import profiles, recipes
 
@@ -120,6 +121,21 @@ def test_a_depth_parameter_of_0_is_the_profiles_depth():
     assert manifest.needs("02", "quick", max_updates=100).evals["depth/infiloop"].args["updates"] == 100
     assert manifest.needs("06", "quick", max_budget=64).derived["grid"][-1] == 64
 
+
+
+@pytest.mark.parametrize("notebook, key", [("01", "max_updates"), ("02", "max_updates"), ("06", "max_budget")])
+def test_a_negative_depth_parameter_is_refused_by_its_own_name(notebook, key, tmp_path, monkeypatch, capsys):
+    """``-p max_updates -5`` once stopped ``reproduce --only 02`` with an error about matched_blocks, a parameter the
+    user never set (the budget derived from the training depth lay past max_updates = -5)."""
+    with pytest.raises(UsageError) as e:
+        manifest.needs(notebook, "smoke", **{key: -5})
+    assert str(e.value) == f"parameter {key}=-5: expected an integer >= 0 (0: the profile's depth)"
+    for name in ("RESULTS", "FIGURES", "RUNS", "DATA"):
+        monkeypatch.setattr(paths, name, tmp_path / name.lower())
+    assert main(["reproduce", "--profile", "smoke", "--only", notebook, "-p", key, "-5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and f"parameter {key}=-5: expected an integer >= 0" in err, err
+    assert "matched_blocks" not in err and not (tmp_path / "data").exists()  # refused before any data is built
 
 def test_the_declared_evaluation_is_the_one_the_notebook_loads(smoke_run, monkeypatch):
     """``need.result`` computes through ``Run.evaluate`` and writes the declared cache file."""

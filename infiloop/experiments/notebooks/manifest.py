@@ -33,6 +33,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ...errors import UsageError
 from ..settings import profiles
 from .declarations import DECLARATIONS, notebook_name, profile_notebooks
 from .parameters import DEPTH_PARAMETERS, notebook_defaults, read_parameters, typed_parameter
@@ -49,6 +50,8 @@ def needs(notebook: str, profile: str | None = None, **params) -> Needs:
         p["profile"] = profile
     profiles.check(p["profile"])
     for key in DEPTH_PARAMETERS:  # 0: the profile's depth
+        if key in p and p[key] < 0:  # refused here, before a value derived from it (matched_blocks) names it
+            raise UsageError(f"parameter {key}={p[key]!r}: expected an integer >= 0 (0: the profile's depth)")
         if p.get(key) == 0:
             p[key] = profiles.depth(p["profile"])
     n = Needs(name, p["profile"], p)
