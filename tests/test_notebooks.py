@@ -122,6 +122,28 @@ def test_notebooks_execute_at_smoke_profile(executed):
                                                                     "watch_arc.gif"]
 
 
+def test_every_claim_keeps_the_data_that_decide_it(executed):
+    """Results as data (issue 61): every claim decided by an effect keeps its per-seed inputs, its runs are named
+    by hash, and deciding it again from the record gives the recorded effect and verdict to the last digit."""
+    from infiloop.analysis import claims
+
+    assert not executed[1]
+    decided = 0
+    for py in NOTEBOOKS:
+        summary = json.loads((paths.RESULTS / "smoke" / "summaries" / f"{py.stem}.json").read_text())
+        for c in summary["claims"]:
+            if "effect" not in c:
+                continue
+            assert c.get("data"), f"{py.stem}: {c['id']} keeps no data"
+            again = claims.redecide(c)
+            assert {k: again.get(k) for k in ("agrees", "effect", "untestable", "seeds")} == \
+                {k: c.get(k) for k in ("agrees", "effect", "untestable", "seeds")}, c["id"]
+            decided += 1
+        if py.stem != "08_looped_lm":
+            assert summary["runs"] and all(r["settings"] and r["seeds"] for r in summary["runs"].values()), py.stem
+    assert decided >= 20
+
+
 def test_bad_parameter_is_named(tmp_path):
     import papermill as pm
 
@@ -256,7 +278,9 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
 
     from infiloop.experiments.compute import scheduler
     from infiloop.experiments.notebooks import manifest
+    from infiloop.experiments.report import records
 
+    first = json.loads((paths.RESULTS / "smoke" / "summaries" / "04_perturbation.json").read_text())  # seed 0
     params = {nb: {**SMOKE[nb], "seeds": "0,1"} for nb in ("03_gamma_dynamics", "04_perturbation")}
     jobs = {j.id: j for nb, p in params.items() for j in manifest.jobs([nb], "smoke", p)}
     assert {j.spec.overrides.get("train.seed") for j in jobs.values() if j.kind == "train"} == {0, 1}
@@ -281,6 +305,17 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
     assert all(len(r[1].split(" / ")) == 2 for r in table["rows"])
     gap = next(c for c in pert["claims"] if c["id"] == "perturb.carry_last_loses")
     assert "2 seed(s)" in gap["note"] or "undefined" in gap["note"]
+    # seed 1 alone, merged with the smoke run's seed 0: the record of one run of seeds 0 and 1 (issue 61)
+    pm.execute_notebook(str(ROOT / "notebooks" / "04_perturbation.ipynb"), str(tmp_path / "04-seed1.ipynb"),
+                        kernel_name="python3", parameters={"profile": "smoke", **SMOKE["04_perturbation"],
+                                                           "seeds": "1"}, cwd=str(ROOT), progress_bar=False)
+    second = json.loads((paths.RESULTS / "smoke" / "summaries" / "04_perturbation.json").read_text())
+    merged, _ = records.merge(first, second)
+    keys = ("id", "agrees", "effect", "untestable", "seeds")
+    assert records.seeds_of(merged) == [0, 1] and first["runs"]["infiloop"]["settings"] == \
+        pert["runs"]["infiloop"]["settings"]
+    assert [{k: c.get(k) for k in keys} for c in merged["claims"]] == [{k: c.get(k) for k in keys}
+                                                                       for c in pert["claims"]]
 
 
 @pytest.mark.slow  # 32 s: notebook 02 on Maze; the default suite runs it on Sudoku

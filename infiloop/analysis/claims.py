@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import intervals, paper
+from .claim_data import Untestable, captured, decide, pack
 from .intervals import Interval
 from .quantiles import binomial_interval
 
@@ -41,6 +42,7 @@ def _diff(q):
     return q[0] - q[1]
 
 
+@captured
 def difference(pairs: list[tuple[Flags, Flags]], items: str = "puzzles") -> Interval:
     """Mean over seeds of accuracy(a) − accuracy(b): ``pairs[s]`` = (a, b), seed s's flags on the same items."""
     per_seed = [[(np.asarray(a, np.float64), np.ones(len(a))), (np.asarray(b, np.float64), np.ones(len(b)))]
@@ -48,6 +50,7 @@ def difference(pairs: list[tuple[Flags, Flags]], items: str = "puzzles") -> Inte
     return intervals.interval(per_seed, _diff, vectorized=True, items=items, bounds=(-1.0, 1.0))
 
 
+@captured
 def ratio_difference(per_seed: list[tuple[intervals.Ratio, intervals.Ratio]],
                      bounds: tuple[float, float] | None = None) -> Interval:
     """Mean over seeds of ratio(a) − ratio(b) on the same puzzles: ``per_seed[s]`` = (a, b), each a (numerator,
@@ -62,6 +65,7 @@ def _lead(q):
     return q[0] - np.maximum.reduce(list(q[1:]))
 
 
+@captured
 def lead_over_best(per_seed: list[list[Flags]], items: str = "puzzles") -> Interval:
     """Mean over seeds of accuracy(first) − max(accuracy of the others), all on the same items of the seed."""
     quantities = [[(np.asarray(f, np.float64), np.ones(len(f))) for f in flags] for flags in per_seed]
@@ -72,6 +76,7 @@ def _changes(q):
     return (q[0] - q[1]) - (q[2] - q[3])
 
 
+@captured
 def difference_of_changes(per_seed: list[tuple[Flags, Flags, Flags, Flags]], items: str = "items") -> Interval:
     """Mean over seeds of (acc a₁ − acc a₀) − (acc b₁ − acc b₀): ``per_seed[s]`` = (a₁, a₀, b₁, b₀) on the same
     items (e.g. an allocation's gain from r = K to 2K against another's)."""
@@ -85,6 +90,7 @@ def _change_lead(q):
     return gains[0] - np.maximum.reduce(gains[1:])
 
 
+@captured
 def change_over_best(per_seed: list[list[Flags]], items: str = "items") -> Interval:
     """Mean over seeds of (acc a₁ − acc a₀) − max over the others (acc b₁ − acc b₀, ...): ``per_seed[s]`` =
     [a₁, a₀, b₁, b₀, ...] on the same items (one allocation's gain against the best of the others')."""
@@ -92,6 +98,7 @@ def change_over_best(per_seed: list[list[Flags]], items: str = "items") -> Inter
     return intervals.interval(quantities, _change_lead, vectorized=True, items=items, bounds=(-2.0, 2.0), reach=2.0)
 
 
+@captured
 def gain_by_subset(pairs: list[tuple[Flags, Flags]], subsets: list[np.ndarray], items: str = "items") -> Interval:
     """Mean over seeds of the gain (acc after − acc before, ``pairs[s]`` = (after, before)) on the items of the
     subset ``subsets[s]`` (a boolean mask) − the gain on the other items: the subsets as weights on one item axis,
@@ -115,6 +122,7 @@ def _held_out_peaks(curves: list[np.ndarray]) -> tuple[list[int], list[Flags]]:
     return chosen, [np.where(half == 0, c[chosen[1]], c[chosen[0]]) for c in curves]
 
 
+@captured
 def held_out_fall(curves: list[np.ndarray]) -> Interval:
     """The fall after the peak with the peak chosen on held-out puzzles: ``curves[s]`` [K, P] is seed s's solved
     flags at each recorded update (the last row the deepest). The puzzles are split by index parity (generated in
@@ -127,6 +135,7 @@ def held_out_fall(curves: list[np.ndarray]) -> Interval:
     return iv
 
 
+@captured
 def fall_contrast(curves_a: list[np.ndarray], curves_b: list[np.ndarray]) -> Interval:
     """How much more model a falls after its held-out peak than model b does, on the same puzzles of each seed: the
     mean over seeds of (a at its peak − a at the end) − (b at its peak − b at the end), each model's peaks chosen as
@@ -138,6 +147,7 @@ def fall_contrast(curves_a: list[np.ndarray], curves_b: list[np.ndarray]) -> Int
     return iv
 
 
+@captured
 def proportion(events: list[Flags], trials: list[Flags], level: float = 0.95) -> Interval:
     """Mean over seeds of events / trials (``events[s]``, ``trials[s]``: seed s's [P] flags, events among trials),
     containing the exact (Clopper–Pearson) interval of the pooled counts."""
@@ -149,6 +159,7 @@ def proportion(events: list[Flags], trials: list[Flags], level: float = 0.95) ->
     return intervals.interval(per_seed, intervals._first, vectorized=True, bounds=(0.0, 1.0), exact=exact)
 
 
+@captured
 def perturbation_cost(kept_control: list[Flags], kept: list[Flags], solved: list[Flags]) -> Interval:
     """What a perturbation cost: mean over seeds of (kept without it − kept with it) / solved at the perturbation,
     on the same puzzles (``kept_control[s]``, ``kept[s]``, ``solved[s]``: seed s's [P] flags)."""
@@ -163,11 +174,13 @@ def untestable_unless_lost(losses: dict[str, Interval], what: str, beyond: str =
     claim that one model keeps them can be tested; else why it cannot, in words. An absence claim (InfiLoop keeps its
     solved puzzles) would otherwise read "agrees" where no model lost anything either: the perturbation's claim and
     the diagnosis after the solve both ask this first."""
+    inputs = [getattr(iv, "inputs", None) for iv in losses.values()]
+    data = None if None in inputs else {"what": what, "beyond": beyond, "losses": dict(zip(losses, inputs))}
     if any(float(iv.lo) > 0 for iv in losses.values()):
-        return ""
-    return (f"{what} cost no model a solved puzzle{beyond} (no interval of a loss above zero: "
-            + ", ".join(f"{k} {iv.points()}" for k, iv in losses.items())
-            + "), so keeping them says nothing at this scale")
+        return Untestable("", data)
+    return Untestable(f"{what} cost no model a solved puzzle{beyond} (no interval of a loss above zero: "
+                      + ", ".join(f"{k} {iv.points()}" for k, iv in losses.items())
+                      + "), so keeping them says nothing at this scale", data)
 
 
 def perturbation_moved(costs: dict[str, Interval], eps: float) -> str:
@@ -184,6 +197,7 @@ def _jump(q):
     return q[1] - np.maximum(q[0], q[4])
 
 
+@captured
 def phase_contrast(quantities: list[list], which: str) -> Interval:
     """``quantities[s]``: seed s's γ phase terms (search, solve, after, unsolved) and its 1 − β as a constant ratio
     (notebook 03). ``which``: ``below`` (1 − β − γ(search)) or ``jump`` (γ(solve) − max(γ(search), 1 − β))."""
@@ -194,6 +208,7 @@ def _separation(q):
     return q[0] + q[1] - q[2] - 0.5
 
 
+@captured
 def score_separation(per_seed: list[list]) -> Interval:
     """The content score's AUROC for right against wrong candidates − ½ (positive: right boards score higher; the
     chance that a right candidate scores above a wrong one, ties half): ``per_seed[s]`` = seed s's
@@ -223,6 +238,8 @@ BUILDERS = {
     "diagnosis.carry_last_loses_after_solve": proportion, "diagnosis.infiloop_keeps_after_solve": proportion,
     "overthink.carry_last_overthinks": held_out_fall, "overthink.infiloop_keeps": ratio_difference,
 }
+# The builders by name, for a claim decided again from its recorded data (``claim_data.decide``).
+BUILDERS_BY_NAME = {f.__name__: f for f in (*BUILDERS.values(), fall_contrast, perturbation_cost)}
 
 
 def _show(x: float, digits: int, signed: bool, marks: list[float]) -> str:
@@ -276,7 +293,7 @@ def record(cid: str, effect: Interval | None, untestable: str = "", digits: int 
          "mc_error": effect.mc_error, "method": effect.describe(c.scale, c.unit)}
     out = {"agrees": agrees, "effect": e, "seeds": effect.seeds, "rule": RULE_VERSION}
     if untestable:
-        out["untestable"] = untestable
+        out["untestable"] = str(untestable)
     return out
 
 
@@ -284,7 +301,7 @@ RULE_VERSION = 2  # 1: a two-level percentile bootstrap, verdict by the side of 
 
 
 def claim_dict(cid: str, ours: str, agrees=None, note: str | None = None, *, effect: Interval | None = None,
-               untestable: str = "", digits: int = 1) -> dict:
+               untestable: str = "", digits: int = 1, seeds: list[int] | None = None) -> dict:
     """A claim as a summary keeps it (``notebooks/helper.py``, ``Notebook.claim``): the claim and the paper's number
     from ``paper.CLAIMS``, ``ours``, and either the verdict decided by the rule from ``effect`` (:func:`record`; its
     note the effect beside the paper's and how the interval was computed) or, without one, ``agrees`` as given."""
@@ -296,11 +313,39 @@ def claim_dict(cid: str, ours: str, agrees=None, note: str | None = None, *, eff
             raise ValueError(f"claim {cid}: give an effect (its verdict follows from the rule) or agrees, not both")
         rec = record(cid, effect, untestable, digits)
         out.update(rec)
-        label = "untestable" if untestable else intervals.LABELS[rec["agrees"]]
-        note = note or (f"{c.effect}: {effect_text(rec['effect'])} ({label}; {rec['effect']['method']})"
-                        + (f". Untestable: {untestable}" if untestable else ""))
+        note = note or _note(c, rec, untestable)
+        data = pack(effect, untestable, digits, seeds)
+        if data is not None:
+            out["data"] = data
     if note:
         out["note"] = note
+    return out
+
+
+def _note(c: paper.Claim, rec: dict, untestable: str) -> str:
+    label = "untestable" if untestable else intervals.LABELS[rec["agrees"]]
+    return (f"{c.effect}: {effect_text(rec['effect'])} ({label}; {rec['effect']['method']})"
+            + (f". Untestable: {untestable}" if untestable else ""))
+
+
+def decide_again(data: dict) -> tuple[Interval, str]:
+    """A claim's effect and why it is untestable ("" if not), from its recorded data (``claim_data.decide``)."""
+    return decide(data, BUILDERS_BY_NAME, untestable_unless_lost)
+
+
+def redecide(claim: dict, data: dict | None = None) -> dict:
+    """``claim`` (a summary's) decided again from ``data`` (default its own recorded data: ``claim_data``) by
+    today's builders and rule: its verdict, effect, seeds, untestability and note replaced; ``ours`` and the rest kept.
+    A claim recorded without data is returned as it is."""
+    data = claim.get("data") if data is None else data
+    if not data:
+        return claim
+    effect, untestable = decide_again(data)
+    rec = record(claim["id"], effect, untestable, data["digits"])
+    out = {k: v for k, v in claim.items() if k not in ("untestable", "agrees", "effect", "seeds", "rule", "note")}
+    out.update(rec)
+    out["note"] = _note(paper.CLAIMS_BY_ID[claim["id"]], rec, untestable)
+    out["data"] = data
     return out
 
 

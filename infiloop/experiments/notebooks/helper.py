@@ -119,6 +119,7 @@ class Notebook:
         check("seed", seed, int, lambda v: v >= 0, "an integer >= 0")
         self.name, self.title, self.profile, self.device, self.seed = name, title, profile, device, seed
         self.t0 = time.time()
+        self.need = None  # what :meth:`needs` declared: its runs identify the claims' data (``runs_of``)
         torch.manual_seed(seed)
 
     def needs(self, namespace: dict):
@@ -127,7 +128,8 @@ class Notebook:
         from .manifest import needs
         from .parameters import notebook_defaults
 
-        return needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
+        self.need = needs(self.name, **{k: namespace[k] for k in notebook_defaults(self.name) if k in namespace})
+        return self.need
 
     def claim(self, cid: str, ours: str, agrees=None, note: str | None = None, *, effect=None, untestable: str = "",
               digits: int = 1) -> dict:
@@ -159,12 +161,38 @@ class Notebook:
         return out
 
     def finish(self, text: str, figures: list, tables: list, claims: list) -> None:
+        from ...analysis.claim_data import with_seeds
+
         for c in claims:
             c.setdefault("profile", self.profile)
+            if c.get("data") and c["data"]["seeds"] is None and self.need is not None and self.need.runs:
+                c["data"] = with_seeds(c["data"], self.need.seeds)  # a claim built outside :meth:`claim`
         write_summary({"notebook": self.name, "title": self.title, "profile": self.profile,
                        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "wall_time_s": round(time.time() - self.t0, 2), "text": text, "figures": figures,
-                       "tables": tables, "claims": claims})
+                       "tables": tables, "claims": claims,
+                       **({"runs": runs_of(self.need), "environment": environment()} if self.need is not None
+                          and self.need.runs else {})})
+
+
+def runs_of(need) -> dict:
+    """The trained models behind a summary, by run id: each seed's run hash, and the settings every seed shares
+    (``records.settings_hash``: the run hash apart from the seed; code version, data and precision included), which
+    two records must share to merge (``report/records.py``)."""
+    from ..report.records import run_entry
+
+    out = {}
+    for spec in need.runs.values():
+        entry = out.setdefault(spec.id, run_entry(spec.run.config))
+        entry["seeds"][str(spec.seed)] = spec.run.dir.name
+    return out
+
+
+def environment() -> dict:
+    """The machine and software a summary was computed with (``report/records.py``: ``results --compare``)."""
+    from ..report.records import environment as env
+
+    return env()
 
 
 def _device_ok(device: str) -> bool:

@@ -21,10 +21,11 @@ import sys
 from pathlib import Path
 
 from ... import paths
-from ...analysis import paper
+from ...analysis import claims, paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
+from . import records
 from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
@@ -40,25 +41,59 @@ def markers(profile: str | None = None) -> tuple[str, str]:
     return f"<!-- results {profile}: start -->", f"<!-- results {profile}: end -->"
 
 
-def record(profile: str, results: Path | None = None, recorded: Path | None = None) -> list[Path]:
-    """Copy ``profile``'s summaries from the results folder into ``docs/results/<profile>/`` (replacing the
-    recorded ones, so that a notebook the run dropped does not linger)."""
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise DataError(f"{path}: not a summary ({str(e).splitlines()[0]})") from None
+
+
+def _write(path: Path, summary: dict) -> Path:
+    return atomic_write_text(path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+
+
+def record(profile: str, results: Path | None = None, recorded: Path | None = None, replace: bool = False,
+           say=print) -> list[Path]:
+    """Add ``profile``'s finished summaries (``results/<profile>/summaries``) to its record ``docs/results/<profile>/``:
+    a notebook not recorded yet is copied; a recorded one gains the new seeds (``records.merge``: refused in one line
+    when the run settings differ; a seed already recorded is kept as recorded). ``replace``: the record is replaced
+    by the new summaries instead (a notebook the run dropped does not linger). Every summary is read, and every
+    merge checked, before anything is written."""
     profiles.check(profile)
     src = (paths.RESULTS if results is None else Path(results)) / profile / "summaries"
     files = sorted(src.glob("*.json"))
     if not files:
         raise DataError(f"{src}: no summaries to record (run ./reproduce.sh --profile {profile} first)")
     dest = (RECORDED if recorded is None else Path(recorded)) / profile
-    dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.glob("*.json"):
-        if old.name not in {f.name for f in files}:
-            old.unlink()
-    out = []
+    out = {}
     for f in files:
-        json.loads(f.read_text(encoding="utf-8"))  # a damaged summary is refused before anything is replaced
-        out.append(dest / f.name)
-        atomic_write_text(out[-1], f.read_text(encoding="utf-8"))
-    return out
+        new, old = _read(f), dest / f.name
+        if replace or not old.is_file():
+            out[old] = new
+            continue
+        merged, said = records.merge(_read(old), new)
+        for line in said:
+            say(line)
+        out[old] = merged
+    dest.mkdir(parents=True, exist_ok=True)
+    if replace:
+        for old in dest.glob("*.json"):
+            if old not in out:
+                old.unlink()
+    return [_write(path, summary) for path, summary in out.items()]
+
+
+def redecide(recorded: Path | None = None) -> list[Path]:
+    """Decide every recorded claim that keeps its data again, by today's builders and rule (``claims.redecide``);
+    the summaries whose claims changed are rewritten."""
+    root = RECORDED if recorded is None else Path(recorded)
+    changed = []
+    for path in sorted(root.glob("*/*.json")):
+        s = _read(path)
+        again = [claims.redecide(c) for c in s.get("claims", [])]
+        if again != s.get("claims", []):
+            changed.append(_write(path, {**s, "claims": again}))
+    return changed
 
 
 def recorded_claims(recorded: Path | None = None) -> list[dict]:
@@ -105,14 +140,14 @@ def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = No
     claims = [c for c in recorded_claims(recorded) if only is None or c["profile"] in only]
     if not claims:
         return "(no recorded results: `python -m infiloop results --record PROFILE`)"
-    lines = ["| notebook | the paper's claim | decided at | the paper | ours | effect: ours [95 % interval]; the "
-             "paper's | verdict |", "|---|---|---|---|---|---|---|"]
+    lines = ["| notebook | the paper's claim | decided at | the paper | ours | seeds | effect: ours [95 % interval]; "
+             "the paper's | verdict |", "|---|---|---|---|---|---|---|---|"]
     for c in claims:
         effect = effect_cell(c) or ("recorded without its effect" if "rule" not in c and verdict(c) != "not measured"
                                     else "")
         lines.append(f"| {c['notebook'][:2]} | {_cell(c.get('claim'))} | {_cell(paper.claim_depth(c.get('id', '')))} "
                      f"| {_cell(c.get('paper'))} "
-                     f"| {_cell(c.get('ours'))} | {_cell(effect)} | {verdict_cell(c)} |")
+                     f"| {_cell(c.get('ours'))} | {_cell(c.get('seeds'))} | {_cell(effect)} | {verdict_cell(c)} |")
     runs = sorted({(c["profile"], c["created"]) for c in claims})
     current = [c for c in claims if "rule" in c or verdict(c) not in ("agrees", "differs", "undecided")]
     earlier = [c for c in claims if c not in current]
@@ -162,11 +197,19 @@ def render(pages=PAGES, recorded: Path | None = None) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infiloop results", description=__doc__.split("\n\n")[0])
     ap.add_argument("--record", metavar="PROFILE", default=None,
-                    help="first copy results/PROFILE/summaries into docs/results/PROFILE")
+                    help="first add the seeds of results/PROFILE/summaries to the record docs/results/PROFILE")
+    ap.add_argument("--replace", action="store_true", help="with --record: replace the record instead of adding to it")
+    ap.add_argument("--redecide", action="store_true",
+                    help="first decide every recorded claim again from its data by today's rule")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.replace and not args.record:
+        ap.error("--replace goes with --record PROFILE")
     if args.record:
-        for p in record(args.record):
+        for p in record(args.record, replace=args.replace):
             print(f"recorded {p}")
+    if args.redecide:
+        changed = redecide()
+        print(f"decided again: {len(changed)} summaries changed" + "".join(f"\n  {p}" for p in changed))
     changed = render()
     print(f"wrote {', '.join(map(str, changed))}" if changed else "README.md and docs/results.md were current")
     return 0

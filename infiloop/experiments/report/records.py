@@ -1,0 +1,153 @@
+"""A profile's record as data: seeds recorded in several sittings merge into one summary per notebook, and every
+recorded claim is decided again from its data (``analysis/claim_data.py``) by today's rule.
+
+A summary written by a notebook (``notebooks/helper.py``) keeps, beside its claims' data, ``runs``: for each run id
+(``infiloop``, ``carry_last``, ...) the settings every seed shares (:func:`run_entry`: the run's configuration
+without its seed, and its hash, the code version included) and each seed's run folder; and ``environment``: the
+machine and software (:func:`environment`). :func:`merge` adds a summary's seeds to a recorded one when their
+settings agree and refuses in one line naming what differs otherwise; a seed already recorded is not recorded twice.
+Each merged claim is the claim one run of all the seeds would have recorded (``tests/test_records.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import platform
+
+from ...analysis import claim_data, claims
+from ...errors import DataError
+
+
+def _seedless(cfg: dict) -> dict:
+    out = copy.deepcopy({k: v for k, v in cfg.items() if k != "eval"})
+    out.get("train", {}).pop("seed", None)
+    return out
+
+
+def run_entry(cfg: dict) -> dict:
+    """What a summary keeps of one run id: its settings without the seed (``config``), their hash
+    (``settings``: the run hash apart from the seed, as ``recipes.config_hash`` computes it) and, filled by the caller,
+    each seed's run folder (``seeds``)."""
+    from ..settings.recipes import config_hash
+
+    return {"settings": config_hash({**_seedless(cfg), "eval": {}}), "task": cfg.get("task"),
+            "recipe": cfg.get("recipe"), "code_version": cfg.get("code_version"),
+            "precision": cfg.get("train", {}).get("precision"), "config": _seedless(cfg), "seeds": {}}
+
+
+def environment() -> dict:
+    """The machine and software a summary was computed with: CPU, threads, torch and its BLAS, the lock, the
+    commit (what ``results --compare`` holds beside a record's)."""
+    import torch
+
+    from ...machine import cpu_name, lock_status
+    from .provenance import provenance
+
+    flags = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            line = next((ln for ln in f if ln.startswith("flags")), "")
+        flags = " ".join(sorted(f for f in line.split(":", 1)[-1].split() if f.startswith(("avx", "amx", "fma"))))
+    except OSError:
+        pass
+    return {"cpu": cpu_name(), "cpu flags": flags, "torch": torch.__version__,
+            "torch threads": torch.get_num_threads(), "blas": _blas(torch),
+            "python": platform.python_version(), "lock": lock_status(),
+            "commit": provenance().get("git commit", "unknown"), "omp threads": os.environ.get("OMP_NUM_THREADS", "")}
+
+
+def _blas(torch) -> str:
+    show = torch.__config__.show()
+    for name in ("MKL", "OpenBLAS", "BLIS", "Accelerate"):
+        if f"BLAS_INFO={name.lower()}" in show.replace(" ", "") or f"USE_{name.upper()}=ON" in show:
+            return name
+    return "unknown"
+
+
+def seeds_of(summary: dict) -> list[int]:
+    """The training seeds a summary's runs cover (every run id's)."""
+    return sorted({int(s) for r in summary.get("runs", {}).values() for s in r["seeds"]})
+
+
+def _flat(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _differences(a: dict, b: dict, limit: int = 3) -> str:
+    fa, fb = _flat(a), _flat(b)
+    keys = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
+    shown = ", ".join(f"{k} {fa.get(k)!r} vs {fb.get(k)!r}" for k in keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def check_mergeable(recorded: dict, new: dict) -> None:
+    """Refuse (DataError, one line) two summaries whose seeds cannot be one record: another notebook or profile, a
+    summary kept without its data, or a run id whose settings differ (code version, data, model, training)."""
+    where = f"{new.get('profile')}/{new.get('notebook')}"
+    for key in ("notebook", "profile"):
+        if recorded.get(key) != new.get(key):
+            raise DataError(f"{where}: the recorded summary is of {key} {recorded.get(key)!r}")
+    for s, what in ((recorded, "the recorded summary"), (new, "the new summary")):
+        if not s.get("runs"):
+            raise DataError(f"{where}: {what} keeps no data of its runs (written before records were data): "
+                            "record it anew with --replace")
+    for rid in sorted(set(recorded["runs"]) | set(new["runs"])):
+        a, b = recorded["runs"].get(rid), new["runs"].get(rid)
+        if a is None or b is None:
+            raise DataError(f"{where}: run {rid!r} is in only one of the two records")
+        if a["settings"] != b["settings"]:
+            raise DataError(f"{where}: run {rid!r} was trained with other settings ({a['settings']} recorded, "
+                            f"{b['settings']} new: {_differences(a['config'], b['config'])})")
+
+
+def _merge_claim(old: dict, new: dict, keep: list[int]) -> tuple[dict, str]:
+    """One claim of two parts, and what was done in words ("" when merged)."""
+    a, b = old.get("data"), new.get("data")
+    if not a or not b or a.get("seeds") is None or b.get("seeds") is None:
+        return old, f"{old['id']}: decided on part of its seeds, kept as first recorded (it does not merge)"
+    data = claim_data.merge(a, claim_data.subset(b, keep))
+    merged = claims.redecide(old, data)
+    seeds = data["seeds"]
+    merged["ours"] = (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), merged from records made apart: "
+                      "the effect is over all of them; each part's own numbers are in the record's parts")
+    return merged, ""
+
+
+def merge(recorded: dict, new: dict) -> tuple[dict, list[str]]:
+    """``recorded`` with ``new``'s seeds added (those not recorded yet), each claim decided again over all the
+    seeds; and what was said while merging (seeds already recorded, claims that do not merge)."""
+    check_mergeable(recorded, new)
+    have, theirs = set(seeds_of(recorded)), seeds_of(new)
+    keep = [s for s in theirs if s not in have]
+    said = [f"{new['notebook']}: seed(s) {', '.join(map(str, sorted(have & set(theirs))))} already recorded, "
+            "kept as recorded"] if have & set(theirs) else []
+    if not keep:
+        return recorded, said + [f"{new['notebook']}: no seed to add"]
+    out = dict(recorded)
+    new_claims = {c["id"]: c for c in new.get("claims", [])}
+    out["claims"] = []
+    for c in recorded.get("claims", []):
+        merged, note = _merge_claim(c, new_claims[c["id"]], keep) if c["id"] in new_claims else (c, "")
+        out["claims"].append(merged)
+        said += [note] if note else []
+    out["runs"] = {rid: {**r, "seeds": {**r["seeds"], **{s: d for s, d in new["runs"][rid]["seeds"].items()
+                                                         if int(s) in keep}}}
+                   for rid, r in recorded["runs"].items()}
+    out["parts"] = [*parts(recorded), *parts(new, keep)]
+    return out, said
+
+
+def parts(summary: dict, seeds: list[int] | None = None) -> list[dict]:
+    """The sittings a record was made in: each one's seeds, date, environment and its own claims' ``ours``."""
+    if "parts" in summary:
+        return summary["parts"]
+    return [{"seeds": seeds if seeds is not None else seeds_of(summary), "created": summary.get("created"),
+             "environment": summary.get("environment", {}),
+             "ours": {c["id"]: c.get("ours") for c in summary.get("claims", [])}}]
