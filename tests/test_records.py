@@ -157,3 +157,41 @@ def test_claims_decided_in_notebooks_are_all_built_by_a_captured_builder():
     for cid, builder in claims.BUILDERS.items():
         assert cid in paper.CLAIMS_BY_ID
         assert builder.__name__ in claims.BUILDERS_BY_NAME and hasattr(builder, "__wrapped__"), cid
+
+
+def test_compare_lists_the_verdicts_cells_and_machine_that_differ(tmp_path):
+    """``results --compare``: a run equal to its record differs in nothing; a changed verdict, a changed table cell
+    and another thread count are each named."""
+    from infiloop.experiments.report import compare
+
+    rec = {**_summary([0, 1, 2]), "tables": [{"title": "Table 1", "columns": ["model", "acc"],
+                                               "rows": [["InfiLoop", "74.2"], ["carry-last", "66.0"]]}],
+           "environment": {"cpu": "x", "torch threads": 1}}
+    for folder in ("rec", "run"):
+        (tmp_path / folder / "search" / "summaries").mkdir(parents=True)
+        (tmp_path / folder / "search" / "01_main_table.json").write_text(json.dumps(rec))
+        (tmp_path / folder / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(rec))
+    lines, alike = compare.compare("search", tmp_path / "run", tmp_path / "rec")
+    assert alike and lines[-2:] == ["the environment (CPU, flags, torch, threads, BLAS, lock) is the record's",
+                                    "verdicts: 1 of 1 recorded claims decided alike"]
+    run = json.loads(json.dumps(rec))
+    assert rec["claims"][0]["agrees"] is not False
+    run["claims"][0]["agrees"] = False
+    run["tables"][0]["rows"][1][1] = "70.1"
+    run["environment"]["torch threads"] = 2
+    (tmp_path / "run" / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(run))
+    lines, alike = compare.compare("search", tmp_path / "run", tmp_path / "rec")
+    assert not alike
+    assert any(ln.startswith("01_main_table: main.infiloop_beats_carry_last_sudoku: ") and "recorded, differs" in ln
+               for ln in lines)
+    assert "01_main_table: table 'Table 1' row 2, acc: '66.0' recorded, '70.1' here" in lines
+    assert "01_main_table: torch threads: 1 recorded, 2 here" in lines
+
+
+def test_compare_without_a_finished_run_is_one_error_line():
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-m", "infiloop", "results", "--compare", "quick"], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and len(p.stderr.strip().splitlines()) == 1
+    assert "no finished run to compare" in p.stderr

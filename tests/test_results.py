@@ -102,8 +102,8 @@ def test_record_and_render(tmp_path, monkeypatch):
     assert sorted(p.name for p in written) == ["01_main_table.json", "02_depth_scaling.json"]
     table = results.render_table(rec)
     lines = table.splitlines()
-    assert lines[2] == ("| 01 | InfiLoop beats \\| carry-last | – | 97.9 vs 74.7 % | 90 vs 80 % | recorded without "
-                        "its effect | agrees (earlier rule†) |")  # "decided at": no depth named for claim "a"
+    assert lines[2] == ("| 01 | InfiLoop beats \\| carry-last | – | 97.9 vs 74.7 % | 90 vs 80 % | – | recorded "
+                        "without its effect | agrees (earlier rule†) |")  # "decided at": no depth named for claim "a"
     assert "| main.infiloop_beats_carry_last_sudoku |" not in table and results.render_table().count(
         "| training depth (the depth-fair columns of notebook 01 beside it) |") >= 1
     assert lines[3].endswith("| undecided (earlier rule†) |") and lines[4].endswith("| – | – | not measured |")
@@ -122,8 +122,10 @@ def test_record_and_render(tmp_path, monkeypatch):
     assert readme.read_text() == f"intro\n{results.START}\n{table}\n{results.END}\nrest\n"
     assert page.read_text() == f"# runs\n{start}\n{table}\n{end}\n"
     assert results.render([readme, page], rec) == []  # current: nothing written
-    (folder / "02_depth_scaling.json").unlink()  # a notebook the new run dropped does not linger
-    results.record("smoke", res, rec)
+    (folder / "02_depth_scaling.json").unlink()  # a notebook the new run dropped does not linger (--replace)
+    with pytest.raises(DataError, match="keeps no data of its runs .* --replace"):
+        results.record("smoke", res, rec)  # adding to a record kept as text is refused
+    results.record("smoke", res, rec, replace=True)
     assert [p.name for p in (rec / "smoke").glob("*.json")] == ["01_main_table.json"]
 
 

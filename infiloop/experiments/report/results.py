@@ -11,6 +11,10 @@ profile's own table is kept in ``docs/results.md`` between the markers ``<!-- re
 
     python -m infiloop results --record search   # record search's summaries, then render README.md and docs/results.md
     python -m infiloop results                   # only render from the recorded ones
+    python -m infiloop results --compare quick   # a finished quick run against its record
+
+``--record`` adds a run's seeds to the record (``records.merge``); ``--redecide`` decides every recorded claim again
+from its data by today's rule; ``--compare`` prints what differs from the record (``compare.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from ...analysis import claims, paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
-from . import records
+from . import compare, records
 from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
@@ -201,7 +205,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replace", action="store_true", help="with --record: replace the record instead of adding to it")
     ap.add_argument("--redecide", action="store_true",
                     help="first decide every recorded claim again from its data by today's rule")
+    ap.add_argument("--compare", metavar="PROFILE", default=None,
+                    help="only compare results/PROFILE/summaries with the record docs/results/PROFILE, claim by claim "
+                         "and cell by cell, and the machines (exit status 1 when a verdict differs)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.compare:
+        profiles.check(args.compare)
+        lines, alike = compare.compare(args.compare, paths.RESULTS, RECORDED)
+        print("\n".join(lines))
+        return 0 if alike else 1
     if args.replace and not args.record:
         ap.error("--replace goes with --record PROFILE")
     if args.record:
