@@ -195,3 +195,20 @@ def test_compare_without_a_finished_run_is_one_error_line():
                        text=True)
     assert p.returncode == 2 and p.stderr.startswith("error: ") and len(p.stderr.strip().splitlines()) == 1
     assert "no finished run to compare" in p.stderr
+
+
+def test_power_reads_each_seeds_effect_and_the_seeds_a_half_width_needs():
+    """analysis/power.py: each seed's effect alone is its own lead (checked by hand), and the seeds needed follow
+    t(0.975, S − 1) · s / √S ≤ 5 points (6.6 points of spread: 10 seeds, as issue 61 worked out for search)."""
+    from infiloop.analysis import power
+
+    claim = _summary([0, 1, 2])["claims"][0]
+    by_hand = []
+    for s in (0, 1, 2):
+        a = np.random.default_rng(s).random(256) < 0.7
+        b = a & (np.random.default_rng(100 + s).random(256) < 0.9)
+        by_hand.append(100 * (a.mean() - b.mean()))
+    assert power.per_seed_effects(claim) == pytest.approx(by_hand, abs=1e-9)
+    row = power.power_row(claim)
+    assert row["seeds"] == 3 and row["sd"] == pytest.approx(np.std(by_hand, ddof=1))
+    assert power.seeds_needed(6.6) == 10 and power.seeds_needed(0.0) == 2 and power.seeds_needed(1e3) is None

@@ -139,3 +139,14 @@ def test_bad_input_is_one_clear_error(tmp_path):
     with pytest.raises(UsageError, match="no '<!-- results: start -->'"):
         results.render_readme(bare, tmp_path / "recorded")
     assert results.render_table(tmp_path / "none").startswith("(no recorded results")
+
+
+def test_every_recorded_claim_is_what_todays_rule_decides_from_its_data(tmp_path):
+    """``results --redecide`` on the records changes nothing: a rule or builder changed without deciding the records
+    again fails here (copies of the records are decided, the repository's are not touched)."""
+    import shutil
+
+    shutil.copytree(results.RECORDED, tmp_path / "results")
+    assert any("data" in c for p in (tmp_path / "results").glob("*/*.json")
+               for c in json.loads(p.read_text())["claims"])
+    assert results.redecide(tmp_path / "results") == []

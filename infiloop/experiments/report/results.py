@@ -35,7 +35,7 @@ from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, v
 RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"
 HEADLINE = ("search",)  # the README's profiles
-PAGES = (paths.ROOT / "README.md", paths.DOCS / "results.md")  # the files whose blocks ``render`` fills
+PAGES = (paths.ROOT / "README.md", paths.DOCS / "results.md", paths.DOCS / "statistics.md")  # ``render`` fills these
 
 
 def markers(profile: str | None = None) -> tuple[str, str]:
@@ -177,12 +177,36 @@ def render_readme(readme: Path, recorded: Path | None = None) -> Path:
     return Path(readme)
 
 
+POWER = ("<!-- power: start -->", "<!-- power: end -->")  # docs/statistics.md's table of seeds needed
+
+
+def render_power(recorded: Path | None = None) -> str:
+    """The power table: for each recorded claim kept with the data of two seeds or more, the spread of its per-seed
+    effects, the seeds a half-width of ``power.TARGET`` points needs (a lower bound: the seeds' part) and the seeds
+    recorded (``analysis/power.py``)."""
+    from ...analysis import power
+
+    rows = [(c["profile"], c["notebook"], r) for c in recorded_claims(recorded) if (r := power.power_row(c))]
+    if not rows:
+        return "(no claim is recorded with the data of two seeds or more)"
+    lines = [f"| profile | notebook | claim | seeds recorded | per-seed effects: standard deviation | seeds for a "
+             f"half-width of {power.TARGET:g} (at least) | half-width now |", "|---|---|---|---|---|---|---|"]
+    for profile, nb, r in rows:
+        needed = "more than 200" if r["needed"] is None else str(r["needed"])
+        defined = "" if r["defined"] == r["seeds"] else f" ({r['defined']} defined)"
+        lines.append(f"| {profile} | {nb[:2]} | {r['id']} | {r['seeds']}{defined} | {r['sd']:.1f} {r['unit']} | "
+                     f"{needed} | {r['half_width']:.1f} |")
+    return "\n".join(lines)
+
+
 def render_blocks(text: str, recorded: Path | None = None) -> str:
-    """``text`` with each block it holds filled: the README's (``markers()``: the headline profiles) and every
-    per-profile block (``markers(profile)``: that profile's table)."""
+    """``text`` with each block it holds filled: the README's (``markers()``: the headline profiles), every
+    per-profile block (``markers(profile)``: that profile's table) and the power table (:data:`POWER`)."""
     for name, only in ((None, HEADLINE), *((n, (n,)) for n in profiles.PROFILES)):
         start, end = markers(name)
         text = fill_block(text, start, end, f"{start}\n{render_table(recorded, only)}\n{end}") or text
+    if POWER[0] in text:
+        text = fill_block(text, *POWER, f"{POWER[0]}\n{render_power(recorded)}\n{POWER[1]}") or text
     return text
 
 
