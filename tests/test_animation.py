@@ -101,6 +101,42 @@ def test_puzzle_animation_shows_the_recorded_boards(sudoku, tmp_path):
             assert np.array_equal(got, want), (r, k, got, want)
 
 
+
+def _ink(frame: np.ndarray, samples: tuple, k: int) -> np.ndarray:
+    """The pixels of cell ``k`` of a decoded frame that differ from its fill (read where ``samples`` read it, clear of
+    the symbol), the cell's lines left out: its symbol's ink, [N, 3]."""
+    xy = samples[0]
+    cell = int(xy[1, 0] - xy[0, 0])
+    x, y = xy[k] - int(0.22 * cell)
+    fill = frame[xy[k, 1], xy[k, 0], :3].astype(int)
+    block = frame[y + 3:y + cell - 3, x + 3:x + cell - 3, :3].reshape(-1, 3).astype(int)
+    return block[np.abs(block - fill).sum(1) > 150]
+
+
+def test_a_wrong_cell_shows_its_predicted_digit_in_the_wrong_ink(sudoku, tmp_path):
+    """watch_puzzle.gif drew a wrong cell with no digit: a wrong cell shows the digit predicted in dark red, a
+    prediction that is no digit (the blank token) a "?", and a right cell its digit in black."""
+    runs, _, puzzle, frames, boards, depth = sudoku
+    test = runs["infiloop"].test_data()
+    inputs, labels = (np.asarray(x).astype(np.int64) for x in (test.inputs[puzzle], test.labels[puzzle]))
+    a, b, right = np.flatnonzero(inputs != labels)[:3]  # cells the model fills
+    boards = {r: {**t, "pred_snapshots": t["pred_snapshots"].copy()} for r, t in boards.items()}
+    last = boards["infiloop"]["pred_snapshots"][-1, 0]
+    last[:] = labels
+    last[a] = 2 + (labels[a] - 2 + 1) % test.grid[0]  # another digit
+    last[b] = 1  # the blank token: no digit to draw
+    anim = A.render_puzzle(boards, test.inputs[puzzle], test.labels[puzzle], test.grid, test.box, "sudoku", depth,
+                           tmp_path / "watch_puzzle.gif", fps=10, profile="smoke", video=False)
+    frame = A.read_frames(anim.path)[-1]
+    got = A.read_board(frame, anim.samples["infiloop"], A.CLASS_COLORS)
+    assert got[a] == got[b] == A.WRONG and got[right] == A.CORRECT
+    for k in (a, b):  # a glyph in dark red, not an empty fill
+        ink = _ink(frame, anim.samples["infiloop"], k)
+        assert len(ink) > 20, (k, len(ink))
+        assert ink[:, 0].mean() - ink[:, 1].mean() > 60, (k, ink.mean(0))
+    ink = _ink(frame, anim.samples["infiloop"], right)
+    assert len(ink) > 20 and ink.mean(0).max() < 90, ink.mean(0)  # black
+
 def test_race_animation(sudoku, tmp_path):
     _, trajs, _, frames, _, depth = sudoku
     anim = A.render_race(trajs, depth, tmp_path / "watch_race.gif", profile="smoke", frames=frames, video=False)

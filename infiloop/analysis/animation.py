@@ -224,6 +224,14 @@ def _cell_texts(task: str, tokens: np.ndarray) -> np.ndarray:
     return text(tokens) if text is not None else np.full(tokens.shape, "")
 
 
+def shown_texts(task: str, pred: np.ndarray, labels: np.ndarray, wrong: np.ndarray) -> np.ndarray:
+    """The text each cell shows: its prediction's, and ``NO_SYMBOL`` in a ``wrong`` cell whose prediction draws
+    nothing where every answer is a digit (Sudoku's blank or pad token): no wrong cell is left empty."""
+    texts, answers = _cell_texts(task, pred), _cell_texts(task, labels).astype(str)
+    digits = bool(answers.size) and bool(np.char.isdigit(answers).all())
+    return np.where(np.asarray(wrong, bool) & (texts == "") & digits, drawing.NO_SYMBOL, texts)
+
+
 def _status(update: int, first: int, lost: list[int]) -> str:
     """"✓ solved at 7 · ✗ lost at 12, 30" as far as ``update`` (losses: the first three, then a count)."""
     parts = [f"✓ solved at {first}"] if 0 < first <= update else ["not solved yet"]
@@ -241,7 +249,7 @@ def _texts_seen(task: str, boards: dict[str, dict]) -> set[str]:
 def _board_panels(fig: Figure, gs, boards: dict[str, dict], grid: tuple[int, int], box, task: str):
     """The top row of :func:`render_puzzle`: a board per connection with its status line below it. Returns the
     animated artists, the boards, the status texts and each connection's (first solve, losses)."""
-    texts = _texts_seen(task, boards)
+    texts = _texts_seen(task, boards) | {drawing.NO_SYMBOL}
     live, board, status, ev = [], {}, {}, {}
     for j, r in enumerate(boards):
         ax = fig.add_subplot(gs[0, j])
@@ -302,9 +310,9 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
     """One puzzle under each connection of ``boards`` (recipe -> its ``record``), side by side.
 
     Per frame: the board decoded at that update (``GIVEN`` / ``CORRECT`` / ``WRONG`` cells, the predicted
-    symbol in each), the wrong-cell count, gamma_t and s_t of the outer axis, and the first solve and losses
-    so far; below, gamma_t and the content score s_t against outer updates up to the frame, the first solve
-    marked with a dot and each loss with a cross.
+    symbol in each, a wrong one's in dark red), the wrong-cell count, gamma_t and s_t of the outer axis, and the first
+    solve and losses so far; below, gamma_t and the content score s_t against outer updates up to the frame, the first
+    solve marked with a dot and each loss with a cross.
     """
     names = list(boards)
     frames = boards[names[0]]["snapshot_updates"]
@@ -336,7 +344,7 @@ def render_puzzle(boards: dict[str, dict], inputs: np.ndarray, labels: np.ndarra
         for r, t in boards.items():
             pred = t["pred_snapshots"][rows[r][i], 0]
             cls = cell_classes(pred, inputs, labels)
-            board[r].set(cls, _cell_texts(task, pred))
+            board[r].set(cls, shown_texts(task, pred, labels, cls == WRONG), wrong_ink=cls == WRONG)
             g, s, line_g, line_s, solved, loss = traces[r]
             wrong = int((cls == WRONG).sum())
             first, lost = ev[r]

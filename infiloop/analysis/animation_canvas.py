@@ -21,6 +21,8 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 from ..io import atomic_write
 
 DPI = 80  # pixels per inch of every frame; figure sizes are whole multiples of 1/DPI inch
+WRONG_INK = "#A00000"  # the symbol of a wrong cell: dark red on its wrong-coloured fill
+NO_SYMBOL = "?"  # drawn in a wrong cell whose prediction has no symbol (animation.shown_texts)
 
 
 def figure(width_px: int, height_px: int) -> Figure:
@@ -66,15 +68,19 @@ class Board(Artist):
         self.rgba = None
         fig.add_artist(self)
 
-    def set(self, index: np.ndarray, texts: np.ndarray | None = None, wrong: np.ndarray | None = None) -> None:
-        """Show palette indices ``index``, the text of each cell (``texts``) and outline ``wrong`` cells."""
+    def set(self, index: np.ndarray, texts: np.ndarray | None = None, wrong: np.ndarray | None = None,
+            wrong_ink: np.ndarray | None = None) -> None:
+        """Show palette indices ``index``, the text of each cell (``texts``: black, or :data:`WRONG_INK` where
+        ``wrong_ink`` is set) and outline ``wrong`` cells."""
         h, w, c = *self.shape, self.cell
         img = np.repeat(np.repeat(self.palette[np.asarray(index).reshape(h, w)], c, 0), c, 1).astype(np.float32)
         if texts is not None and self.glyphs:
+            red = np.zeros(h * w, bool) if wrong_ink is None else np.asarray(wrong_ink, bool).ravel()
             for k, t in enumerate(np.asarray(texts).ravel()):
                 if t in self.glyphs:
                     r, q = divmod(k, w)
-                    img[r * c:(r + 1) * c, q * c:(q + 1) * c] *= 1 - self.glyphs[t][..., None]
+                    cover, block = self.glyphs[t][..., None], img[r * c:(r + 1) * c, q * c:(q + 1) * c]
+                    block[:] = block * (1 - cover) + (rgb(WRONG_INK) if red[k] else 0) * cover
         img[::c, :] = img[:, ::c] = 255  # white lines between cells
         if wrong is not None:
             t = max(1, c // 10)

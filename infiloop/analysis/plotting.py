@@ -4,7 +4,7 @@
     plotting.use_style()
     fig, ax = plt.subplots()
     ax.plot(x, y, color=plotting.COLORS["infiloop"], label=plotting.LABELS["infiloop"])
-    plotting.profile_note(ax, "tiny", 256)
+    plotting.profile_note(ax, "tiny", 256)                 # under the axes, at the right
     plotting.save_figure(fig, "depth_scaling", "tiny")   # figures/tiny/depth_scaling.{png,pdf} (paths.FIGURES)
 
 The backend is left alone (no ``MPLBACKEND``): notebooks show figures inline.
@@ -16,6 +16,8 @@ from pathlib import Path
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
+from matplotlib.text import Annotation
+from matplotlib.transforms import Bbox
 
 from .. import paths
 from ..io import atomic_write
@@ -98,10 +100,22 @@ def save_figure(fig, name: str, profile: str, root: str | Path | None = None) ->
     return written
 
 
-def profile_note(ax_or_fig, profile: str, n_items: int | None = None, what: str = "puzzles"):
-    """Stamp "profile: tiny · 256 puzzles" in the lower right corner of an axes or a figure."""
+def profile_note(ax_or_fig, profile: str, n_items: int | None = None, what: str = "puzzles") -> Annotation:
+    """Stamp "profile: tiny · 256 puzzles" at the lower right of the figure of ``ax_or_fig``, under every axes with its
+    tick labels, axis labels and legends as they stand when the figure is drawn: it never covers a curve, a bar or a
+    legend (inside an axes it did). A figure saved with ``savefig.bbox = "tight"`` (:func:`use_style`) grows to hold
+    it."""
+    fig = ax_or_fig if isinstance(ax_or_fig, Figure) else ax_or_fig.get_figure()
     text = f"profile: {profile}" + (f" · {n_items:,} {what}" if n_items is not None else "")
-    style = {"ha": "right", "va": "bottom", "fontsize": "x-small", "color": "#777777"}
-    if isinstance(ax_or_fig, Figure):
-        return ax_or_fig.text(0.995, 0.005, text, **style)
-    return ax_or_fig.text(0.99, 0.01, text, transform=ax_or_fig.transAxes, **style)
+
+    def under_everything(renderer) -> Bbox:
+        # an axes' tight box holds its legend, inside or outside it; a figure legend is left out, as a tight save
+        # places one at the lower edge against the cropped figure, which the note itself would push down and down
+        boxes = [a.get_tightbbox(renderer) for a in fig.axes if a.get_visible()]
+        boxes = [b for b in boxes if b is not None and b.width > 0]
+        return Bbox.union(boxes) if boxes else fig.bbox
+
+    note = Annotation(text, xy=(1, 0), xycoords=under_everything, xytext=(0, -3), textcoords="offset points",
+                      ha="right", va="top", fontsize="x-small", color="#777777")
+    fig.add_artist(note)
+    return note
