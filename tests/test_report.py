@@ -162,6 +162,7 @@ def test_claims_table(built):
     assert (f"2 agree ✓, 2 differ ✗, 1 undecided ?, 1 untestable ⊘, 1 not measured at this profile –, {unreported} "
             "not reported by any notebook; 1 verdict(s) from one trained model ¹") in claims
     assert "0.0 [0.0, 6.0] points; the paper +15 (differs below +7.5)" in claims  # the effect beside the paper's
+    assert "<th>seeds</th>" in claims and "kept all</td><td>3</td>" in claims  # each claim's seeds
     # the rule is stated once in the report, with the multiplicity sentence and the one-model mark explained
     assert text.count("The rule: ") == 1 and report._inline(RULE) in claims
     assert report.esc(MULTIPLICITY) in claims and "¹ one trained model per connection" in claims

@@ -185,14 +185,15 @@ def claims_html(claims: list[dict]) -> str:
         why = f"<br><span class=\"meta\">untestable: {esc(c['untestable'])}</span>" if c.get("untestable") else ""
         rows.append(f'<tr class="claim" id="claim-{esc(c.get("id"))}"><td>{esc(c.get("claim"))}<br>'
                     f'<span class="meta">{esc(c.get("id"))} · {esc(c.get("notebook"))}</span></td>'
-                    f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td><td>{esc(effect_cell(c))}{why}</td>"
+                    f"<td>{esc(c.get('paper'))}</td><td>{esc(c.get('ours'))}</td><td>{esc(c.get('seeds', '–'))}</td>"
+                    f"<td>{esc(effect_cell(c))}{why}</td>"
                     f'<td class="{cls}">{sym}{ONE_MODEL if one_model(c) else ""}</td><td>{esc(c.get("profile"))}</td>'
                     f'<td>{esc(c.get("note"))}</td></tr>')
     n = {k: sum(verdict(c) == k and not c.get("unreported") for c in claims) for k in MARK}
     n_unreported = sum(bool(c.get("unreported")) for c in claims)
     n_one = sum(one_model(c) for c in claims)
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "effect: ours; the paper's", "verdict",
-                                             "profile", "note"))
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "seeds", "effect: ours; the paper's",
+                                             "verdict", "profile", "note"))
     return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ?, {n['untestable']} "
             f"untestable ⊘, {n['not measured']} not measured at this profile –, {n_unreported} not reported by any "
             f"notebook; {n_one} verdict(s) from one trained model {ONE_MODEL}.</p>"
