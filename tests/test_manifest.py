@@ -209,3 +209,19 @@ def test_the_search_profile_is_tiny_on_puzzles_that_need_search_with_three_seeds
     data = profiles.DATA_PROFILES["search"]["sudoku"]
     assert data["needs_search"] is True and data["blanks"] == [22, 28] and data["side"] == 6
     assert specs.Needs("02_depth_scaling", "search", {"seeds": ""}).seeds == [0, 1, 2]  # no data built
+
+
+def test_docs_quick_counts_the_jobs_of_the_default_run():
+    """docs/quick.md and the README's profile row give the default run's trainings, evaluations and looped decoders:
+    the plan's own counts (the page said 25 evaluations and 12 decoders after the plan had 28 and 9)."""
+    import re
+    from collections import Counter
+
+    counts = Counter(j.kind for j in manifest.jobs(declarations.profile_notebooks("quick"), "quick"))
+    text = " ".join((paths.ROOT / "docs" / "quick.md").read_text(encoding="utf-8").split())
+    m = re.search(r"read (\d+) trained models \(.*?\) and (\d+) evaluations; notebook 08 reads (\d+) looped", text)
+    assert m is not None, "docs/quick.md no longer states the default run's jobs: update this test"
+    assert tuple(map(int, m.groups())) == (counts["train"], counts["eval"], counts["looplm"])
+    readme = (paths.ROOT / "README.md").read_text(encoding="utf-8")
+    row = next(ln for ln in readme.splitlines() if ln.startswith("| `quick`"))
+    assert f"notebook 08: {counts['looplm']} looped decoders" in row

@@ -77,6 +77,28 @@ def test_a_profiles_model_is_its_runs_model():
         profile_model("huge")
 
 
+
+def test_the_profiles_model_sizes_are_the_ones_the_docs_state():
+    """The README's and docs/pipeline.md's profile rows name each CPU profile's model by its size ("a 40k-parameter
+    model"): the count of its Sudoku model, rounded to thousands (the README once gave the 40k model of `quick` as
+    120k, the size of `tiny`'s)."""
+    import re
+
+    from infiloop.paths import ROOT
+
+    rows = [ln for page in ("README.md", "docs/pipeline.md")
+            for ln in (ROOT / page).read_text(encoding="utf-8").splitlines() if ln.startswith("| `")]
+    checked = 0
+    for profile in ("smoke", "quick", "tiny"):
+        with torch.device("meta"):
+            size = round(LoopedReasoner(profile_model(profile)).n_params() / 1000)
+        for row in (r for r in rows if r.startswith(f"| `{profile}`")):
+            stated = re.findall(r"(\d+)k-parameter", row.split("|")[2])
+            if stated:  # a row may name no size
+                assert stated[0] == str(size), (profile, size, row[:160])
+                checked += 1
+    assert checked >= 5
+
 def test_paper_configuration_parameter_count():
     cfg = profile_model("paper")
     model = LoopedReasoner(cfg)

@@ -43,6 +43,19 @@ def test_smoke_builds_offline_and_caches(tmp_path, task):
         assert "SUBSET" in info(task, data_profile("smoke"), root=tmp_path)["source"] and tr.info["subset"]
 
 
+
+def test_a_set_built_quietly_in_this_process_is_reported_built_not_cached(tmp_path, capsys):
+    """The pipeline's plan builds a set quietly where it needs the built set's header; its data stage then said
+    "cached" for data built seconds before. The first build that speaks says how it was built; later ones, cached."""
+    smoke = data_profile("smoke")
+    build("sudoku", smoke, root=tmp_path, verbose=False)
+    assert capsys.readouterr().err == ""
+    build("sudoku", smoke, root=tmp_path)
+    err = capsys.readouterr().err
+    assert "sudoku/smoke: " in err and "; wrote " in err and "cached" not in err, err
+    build("sudoku", smoke, root=tmp_path)
+    assert "sudoku/smoke: cached in" in capsys.readouterr().err
+
 def test_tiny_sudoku_profile_shape(tmp_path):
     cfg = DATA_PROFILES["tiny"]["sudoku"]
     d = load("sudoku", data_profile("tiny"), "test", root=tmp_path, overrides={"n_train": 50, "n_test": 40})

@@ -109,6 +109,11 @@ def _say(verbose: bool, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
+# Sets this process built without a word (a plan reading a set's header, as the pipeline's plan does before its data
+# stage): the first build that asks to be told says how each was built, not "cached".
+_BUILT_QUIETLY: set[Path] = set()
+
+
 def build(task: str, data: DataProfile, root: Path | None = None, overrides: dict | None = None,
           force: bool = False, verbose: bool = True) -> dict[str, Path]:
     """Build (or reuse) the training and test sets of ``task`` in data profile ``data``.
@@ -140,6 +145,8 @@ def build(task: str, data: DataProfile, root: Path | None = None, overrides: dic
              "files": {k: (p.name if p.parent == out else str(p)) for k, p in files.items()},
              "seconds": round(time.time() - t0, 2)}
         atomic_write_text(manifest, json.dumps(m, indent=1))
+    if not verbose:
+        _BUILT_QUIETLY.add(out)
     _say(verbose, f"{task}/{data.name}: {source}; wrote {out} in {m['seconds']} s")
     return {**files, "manifest": manifest}
 
@@ -162,7 +169,11 @@ def _cached(task: str, cfg: dict, out: Path, manifest: Path, data: DataProfile, 
         checked = False
     if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
         _check_inputs_unchanged(m, out)
-        _say(verbose, f"{task}/{data.name}: cached in {out} ({m['source']})")
+        if verbose and out in _BUILT_QUIETLY:
+            _BUILT_QUIETLY.discard(out)
+            _say(verbose, f"{task}/{data.name}: {m['source']}; wrote {out} in {m['seconds']} s")
+        else:
+            _say(verbose, f"{task}/{data.name}: cached in {out} ({m['source']})")
         return {**files, "manifest": manifest}
     return None
 
