@@ -37,7 +37,7 @@ device = "cpu"  # torch device for training and evaluation
 seeds = ""  # training seeds of the three models, e.g. "0,1,2" ("": the profile's; one seed at tiny)
 max_updates = 0  # outer updates to evaluate (0: the profile's depth; 960, the paper's, at tiny and search)
 limit = 0  # test puzzles to evaluate (0: the profile's default)
-change_from = 0  # first depth for "predictions changed" (0: 3/4 of the training depth, as the paper's 36 of 48)
+change_from = 0  # first depth for "predictions changed" (0: the training depth, as the paper's 36)
 change_to = 0  # second depth (0: twice change_from, as the paper's 72)
 retention_window = 36  # updates after the first solve shown in the retention panel
 
@@ -233,8 +233,8 @@ fig_diag = plotting.save_figure(fig, "depth_diagnosis" + suffix, profile)[0]
 
 # %% [markdown]
 # ## The diagnosis claim by claim, over seeds
-# The paper's carry-last diagnostics compare two prediction snapshots (its updates 36 and 72, 3/4 and 3/2 of its
-# training depth; here the same multiples of ours) and the 36 updates after each puzzle's first solve. Each number
+# The paper's carry-last diagnostics compare two prediction snapshots (its updates 36 and 72: its training depth and
+# twice it; here the same multiples of ours) and the 36 updates after each puzzle's first solve. Each number
 # becomes a claim with an effect paired by puzzle and an interval over seeds and puzzles
 # (`infiloop/analysis/diagnosis.py`). The table splits the snapshot measures by the boards each model had solved or
 # not at the first snapshot: a model can only drift on the boards it has not settled.

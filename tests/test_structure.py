@@ -299,7 +299,9 @@ STUDY_ROWS = {
         "carry_last": ("baseline-attention", "carry_last-search-43235ff752", "search"),
         "infiloop": ("history_grad-attention", "infiloop-search-5af3558892", "search")},
 }
-STUDY_EVALUATIONS = {"contrasts": {"updates": 960, "every": 1, "limit": None, "snapshots": (12, 24)},
+# contrasts reads notebook 02's trajectory, whose snapshots moved from 3/4 and 3/2 of the training depth to 1x and 2x
+# (2026-12-05, docs/model.md); no recorded measure of a row reads the snapshots
+STUDY_EVALUATIONS = {"contrasts": {"updates": 960, "every": 1, "limit": None, "snapshots": (16, 32)},
                      "connection-study": {"updates": 16, "every": 1}}
 
 

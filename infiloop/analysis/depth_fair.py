@@ -6,7 +6,8 @@ curve stands (Table 1 at the evaluation depth, the depth-scaling figure at 72 to
 asks three questions, one column each (:data:`COLUMNS`):
 
 - **training depth**: the outer updates a puzzle sees in training, H x the supervision segments (``Run.
-  training_depth``; the paper's 48 = 3 x 16, §3). Table 1's measured cells and every claim of notebook 01 use it.
+  training_depth``; the paper's Sudoku 36 = 3 x 12, docs/model.md). Table 1's measured cells and every claim of
+  notebook 01 use it.
 - **matched compute**: the same number of block applications for every connection. One outer update applies the
   shared block L + 1 times (L inner updates ``z <- f(z + y + x)`` and one outer update ``y <- f(y + z)``, the
   paper's §2; ``flops.flops_per_update`` prices an evaluation update by it), so a budget of B block applications

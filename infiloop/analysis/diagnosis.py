@@ -2,12 +2,12 @@
 happens to a puzzle after its first solve.
 
 The paper (its carry-last diagnostics, beside Fig. 1; ``paper.CARRY_LAST_DIAGNOSTICS``) measures between outer
-updates 36 and 72 of models trained to 48: TRM changes 77.0 predictions per puzzle and its wrong cells grow by 0.21,
-InfiLoop changes 24.0 and its wrong cells fall by 1.25; of the blank cells both had right at 36, TRM turns 20.9 %
-wrong at least once, InfiLoop 2.4 %; aligned to the first solve, TRM's state keeps changing (about 3 % per update at
-its lowest, back to about 10 %), InfiLoop's settles (0.3 %); TRM loses 19.7 % of its solved puzzles within 36
-updates, InfiLoop none. The companion's snapshots are at 3/4 and 3/2 of a profile's training depth (``Run.
-standard_snapshots``: the paper's 36 and 72 of 48), the window after the solve is 36 updates as the paper's.
+updates 36 and 72 of models trained to 36 (docs/model.md): TRM changes 77.0 predictions per puzzle and its wrong
+cells grow by 0.21, InfiLoop changes 24.0 and its wrong cells fall by 1.25; of the blank cells both had right at 36,
+TRM turns 20.9 % wrong at least once, InfiLoop 2.4 %; aligned to the first solve, TRM's state keeps changing (about
+3 % per update at its lowest, back to about 10 %), InfiLoop's settles (0.3 %); TRM loses 19.7 % of its solved
+puzzles within 36 updates, InfiLoop none. The companion's snapshots are at a profile's training depth and twice it
+(``Run.standard_snapshots``: the paper's 36 and 72), the window after the solve is 36 updates as the paper's.
 
 Every function takes recorded trajectories (``infiloop/evaluation.py``: ``changes``, ``flipped``,
 ``pred_snapshots``, ``wrong_cells``, ``correct``, ``first_solve``, ``state_change`` at every update) and returns
@@ -33,7 +33,7 @@ def snapshots(traj: dict) -> tuple[int, int]:
     """The two snapshot updates a < b of a depth trajectory."""
     if len(traj.get("snapshot_updates", ())) < 2:
         raise ValueError("the diagnosis needs a trajectory with two prediction snapshots (notebook 02's depth "
-                         "evaluation records them at 3/4 and 3/2 of the training depth)")
+                         "evaluation records them at the training depth and twice it)")
     a, b = (int(u) for u in traj["snapshot_updates"][:2])
     return a, b
 

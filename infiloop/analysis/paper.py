@@ -269,7 +269,7 @@ CLAIMS: list[Claim] = [
           "carry-last's fall after its peak: accuracy at the peak − at the deepest evaluation, the peak chosen on the "
           "other half of the test puzzles", round(FIG1A[0].accuracy - FIG1A[1].accuracy, 2),
           "Fig. 1a: 62.2 % @ 18 − 58.1 % @ 72 updates"),
-    # the carry-last diagnosis (infiloop/analysis/diagnosis.py): snapshots at 3/4 and 3/2 of the training depth
+    # the carry-last diagnosis (infiloop/analysis/diagnosis.py): snapshots at the training depth and twice it
     Claim("diagnosis.carry_last_changes_more",
           "between two snapshots past the training depth carry-last changes more predictions than InfiLoop",
           "77.0 vs 24.0 per puzzle (updates 36 → 72)", "02_depth_scaling",
@@ -462,8 +462,11 @@ CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
 # The depth at which each claim is decided, as the paper states it (the README's results table shows it): notebook 01
 # decides at the training depth and shows matched compute and the best depth on validation beside it
 # (analysis/depth_fair.py); every notebook 02 claim names its own depths, as the paper's Fig. 1 does.
-_SNAPSHOTS = "the snapshots at 3/4 and 3/2 of the training depth (the paper's 36 and 72 of 48)"
+_SNAPSHOTS = ("the snapshots at the training depth and twice it (the paper's 36 and 72; 3/4 and 3/2 of it in records "
+              "made before 2026-12-05: their ours names the updates)")
 _AFTER_SOLVE = "the 36 updates after each puzzle's first solve"
+_PERTURBED = ("perturbed at the training depth (at 3/4 of it in records made before 2026-12-05), then as many updates "
+              "again")
 CLAIM_DEPTHS: dict[str, str] = {
     "main.infiloop_beats_carry_last_sudoku": "training depth (the depth-fair columns of notebook 01 beside it)",
     "depth.infiloop_improves_with_depth": "training depth → the deepest evaluated",
@@ -474,8 +477,7 @@ CLAIM_DEPTHS: dict[str, str] = {
     _AFTER_SOLVE, "diagnosis.infiloop_keeps_after_solve": _AFTER_SOLVE,
     "gamma.search_below_baseline": "every update before the first solve",
     "gamma.jump_at_solve": "the updates around the first solve", "gamma.score_tracks_correctness": "every update",
-    "perturb.infiloop_retains": "perturbed at 3/4 of the training depth, then as many updates again",
-    "perturb.carry_last_loses": "perturbed at 3/4 of the training depth, then as many updates again",
+    "perturb.infiloop_retains": _PERTURBED, "perturb.carry_last_loses": _PERTURBED,
     "ablation.learned_beats_fixed": "the short budget (the training depth)",
     "ablation.reverse_fails": "the short budget (the training depth)",
     "ablation.both_axes_best": "the long budget (32/3 of the short)",

@@ -1,7 +1,7 @@
 """The experiment plan as data: for each notebook, the runs it reads and the evaluations it computes.
 
 A notebook's needs are declared once, here, as a function of its papermill parameters (the cell tagged
-``parameters``; ``0`` or ``""`` means "derived from the run", e.g. 3/4 of the training depth):
+``parameters``; ``0`` or ``""`` means "derived from the run", e.g. the training depth):
 
 - a **run** is (task, recipe, overrides incl. ``train.seed``) with a stable id such as ``main/infiloop``,
   ``ablation/beta0_0.10`` or ``conditioning/loop_gating``; a notebook with a ``seeds`` parameter declares

@@ -225,7 +225,9 @@ PROFILES: dict[str, dict] = {
         # Maze's and ARC's 916 positions (Sudoku's: 97) take about 0.4 GB a slot in one step's backward pass: the
         # whole batch of 768 would need about 320 GB (`plan --profile paper`, training/memory.py), so the slots go
         # through the step 96 at a time (gradient accumulation: the same update; about 50 GB, an H100 fits it).
+        # Sudoku trains 12 segments of H = 3 (36 outer updates: docs/model.md, "The paper's training depth").
         "task_overrides": {
+            "sudoku": {"train.max_segments": 12},
             "maze": {"train.lr": 3e-4, "train.micro_batch": 96},
             **{arc: {"train.lr": 3e-4, "train.puzzle_emb_lr": 1e-2, "train.puzzle_emb_weight_decay": 0.1,
                      "train.micro_batch": 96}
