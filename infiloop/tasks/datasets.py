@@ -35,6 +35,7 @@ from .hub import HubUnavailable, fetch, sha256_of
 from .registry import REGISTRY
 
 TASKS = tuple(REGISTRY)  # sudoku, maze, prefix_sums, arc1, arc2 (registry.py)
+STARTED = time.time()  # a set written since was built in this run, quietly where a plan read its header first
 
 
 @dataclass(frozen=True)
@@ -109,11 +110,6 @@ def _say(verbose: bool, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-# Sets this process built without a word (a plan reading a set's header, as the pipeline's plan does before its data
-# stage): the first build that asks to be told says how each was built, not "cached".
-_BUILT_QUIETLY: set[Path] = set()
-
-
 def build(task: str, data: DataProfile, root: Path | None = None, overrides: dict | None = None,
           force: bool = False, verbose: bool = True) -> dict[str, Path]:
     """Build (or reuse) the training and test sets of ``task`` in data profile ``data``.
@@ -130,23 +126,18 @@ def build(task: str, data: DataProfile, root: Path | None = None, overrides: dic
     cfg = profile_config(task, data, overrides)
     out = build_dir(task, data, overrides, root)
     manifest = out / "build.json"
-    found = None if force else _cached(task, cfg, out, manifest, data, verbose)
-    if found:
+    if not force and (found := _cached(task, cfg, out, manifest, data, verbose)):
         return found
     # two pipelines on one data folder: one builds, the other waits for it and then finds its build
     with locked(out.parent / f".{out.name}.lock"):
-        found = None if force else _cached(task, cfg, out, manifest, data, verbose)
-        if found:
+        if not force and (found := _cached(task, cfg, out, manifest, data, verbose)):
             return found
-        t0 = time.time()
-        builder = BUILDERS[task]
+        t0, builder = time.time(), BUILDERS[task]
         files, source, summary, record = builder(task, cfg, out, Path(root), verbose)
         m = {"task": task, "profile": data.name, "config": cfg, "source": source, **record, "summary": summary,
              "files": {k: (p.name if p.parent == out else str(p)) for k, p in files.items()},
              "seconds": round(time.time() - t0, 2)}
         atomic_write_text(manifest, json.dumps(m, indent=1))
-    if not verbose:
-        _BUILT_QUIETLY.add(out)
     _say(verbose, f"{task}/{data.name}: {source}; wrote {out} in {m['seconds']} s")
     return {**files, "manifest": manifest}
 
@@ -169,11 +160,9 @@ def _cached(task: str, cfg: dict, out: Path, manifest: Path, data: DataProfile, 
         checked = False
     if m.get("config") == cfg and all(p.is_file() for p in files.values()) and checked:
         _check_inputs_unchanged(m, out)
-        if verbose and out in _BUILT_QUIETLY:
-            _BUILT_QUIETLY.discard(out)
-            _say(verbose, f"{task}/{data.name}: {m['source']}; wrote {out} in {m['seconds']} s")
-        else:
-            _say(verbose, f"{task}/{data.name}: cached in {out} ({m['source']})")
+        new = verbose and manifest.stat().st_mtime >= STARTED  # not "cached": the data stage after the plan
+        _say(verbose, f"{task}/{data.name}: " + (f"built in this run, in {out} ({m['source']}, {m['seconds']} s)" if new
+                                                  else f"cached in {out} ({m['source']})"))
         return {**files, "manifest": manifest}
     return None
 
