@@ -300,6 +300,7 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
     assert all("2 seed(s)" in c["note"] or "undefined" in c["note"] for c in gamma["claims"])
     pert = json.loads((paths.RESULTS / "smoke" / "summaries" / "04_perturbation.json").read_text())
     assert "2 training seeds (0, 1)" in pert["text"]
+    assert pert["parameters"]["seeds"] == "0,1" and pert["parameters"]["limit"] == 32  # the report marks them
     table = pert["tables"][0]
     assert table["columns"][1] == "solved at the perturbation (per seed)"
     assert all(len(r[1].split(" / ")) == 2 for r in table["rows"])

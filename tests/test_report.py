@@ -290,3 +290,24 @@ def test_one_heading_per_notebook_and_its_verdicts_beside_its_figures(built):
     assert "not measured at this profile" in depth
     perturbation = text[text.index('id="nb-04_perturbation"'):text.index('id="claims"')]
     assert '<span class="no">✗¹</span>' in perturbation and "effect 0.0 [0.0, 6.0] points" in perturbation
+
+
+def test_a_section_made_apart_from_the_default_run_says_so(tmp_path):
+    """A notebook re-run alone with other parameters (``--only 02 -p max_updates 480``, or interactively) is marked
+    in its section with those parameters, and the provenance names the commit each notebook ran at where it is not
+    the report's: the two runs are not presented as one (issue 64)."""
+    summaries = tmp_path / "results" / "tiny" / "summaries"
+    base = {"profile": "tiny", "created": "2026-11-29T10:00:00Z", "text": "t", "figures": [], "tables": [],
+            "claims": []}
+    _write(summaries / "01_main_table.json", {**base, "notebook": "01_main_table", "title": "Main table",
+                                              "environment": {"commit": "aaaaaaaaaaaa1234 (clean tree)"}})
+    _write(summaries / "02_depth_scaling.json", {**base, "notebook": "02_depth_scaling", "title": "Depth",
+                                                 "parameters": {"max_updates": 480},
+                                                 "environment": {"commit": "bbbbbbbbbbbb5678 (clean tree)"}})
+    text = report.build_report("tiny", root=tmp_path).read_text(encoding="utf-8")
+    main, depth = (text[text.index(f'id="nb-{n}"'):] for n in ("01_main_table", "02_depth_scaling"))
+    assert "made with parameters other than its defaults" not in main[:main.index("</section>")]
+    assert "made with parameters other than its defaults, so not the default run&#x27;s: -p max_updates 480" in \
+        depth[:depth.index("</section>")] and "commit bbbbbbbbbb" in depth
+    prov = text[text.index('id="provenance"'):]
+    assert "notebooks run at" in prov and "aaaaaaaaaa: notebook(s) 01; bbbbbbbbbb: notebook(s) 02" in prov

@@ -171,8 +171,20 @@ class Notebook:
                        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "wall_time_s": round(time.time() - self.t0, 2), "text": text, "figures": figures,
                        "tables": tables, "claims": claims,
+                       "parameters": self.changed_parameters(),
                        **({"runs": runs_of(self.need), "environment": environment()} if self.need is not None
                           and self.need.runs else {})})
+
+    def changed_parameters(self) -> dict:
+        """The parameters this notebook ran with that are not its defaults (besides ``profile`` and ``device``): the
+        report marks a section made with them as not the default run's."""
+        from .parameters import notebook_defaults
+
+        if self.need is None:
+            return {}
+        defaults = notebook_defaults(self.name)
+        return {k: v for k, v in self.need.params.items()
+                if k in defaults and k not in ("profile", "device") and v != defaults[k]}
 
 
 def runs_of(need) -> dict:

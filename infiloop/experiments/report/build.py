@@ -294,7 +294,12 @@ def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | Non
     meta += [f"created {esc(s['created'])}"] if s.get("created") else []
     if isinstance(s.get("wall_time_s"), (int, float)):
         meta.append(f"wall time {s['wall_time_s']:,.1f} s")
+    commit = str((s.get("environment") or {}).get("commit", ""))[:10]
+    meta += [f"commit {esc(commit)}"] if commit else []
     meta = " · ".join(meta)
+    if s.get("parameters"):
+        lead = warn("made with parameters other than its defaults, so not the default run's: "
+                    + " ".join(f"-p {k} {v}" for k, v in s["parameters"].items())) + lead
     page = _folders(root)[1] / str(s.get("profile") or "") / PAGES / f"{name}.html"
     link = f'<a href="{PAGES}/{esc(name)}.html">notebook {esc(name)}</a>' if page.is_file() else f"notebook {esc(name)}"
     parts = [f'<section id="nb-{esc(name)}"><h2>{esc(s.get("title") or name)}</h2>',
@@ -334,6 +339,20 @@ def _all_claims(summaries: list[dict], profile: str, problems: list[str]) -> lis
     return claims
 
 
+def _commits_row(summaries: list[dict], report_commit: str) -> str:
+    """A provenance row naming the commit each notebook was run at, where one differs from the report's (a notebook
+    re-run alone, or kept from an earlier run): the two runs are not mixed under one commit."""
+    by_commit: dict[str, list[str]] = {}
+    for s in summaries:
+        commit = str((s.get("environment") or {}).get("commit", "")).split(" ")[0][:10]
+        if commit:
+            by_commit.setdefault(commit, []).append(str(s.get("notebook", ""))[:2])
+    if not by_commit or set(by_commit) <= {report_commit.split(" ")[0][:10]}:
+        return ""
+    text = "; ".join(f"{c}: notebook(s) {', '.join(nbs)}" for c, nbs in by_commit.items())
+    return f"<tr><th>notebooks run at</th><td>{esc(text)}</td></tr>"
+
+
 def render(profile: str, root: Path | None = None) -> str:
     """The report's HTML as a string (see the module docstring)."""
     summaries, problems = load_summaries(profile, root)
@@ -350,7 +369,9 @@ def render(profile: str, root: Path | None = None) -> str:
         problems += figure_problems
     stage_table, failed = stages_html(profile, root)
     problems += failed
-    prov = "".join(f"<tr><th>{esc(k)}</th><td>{_prov_value(k, v)}</td></tr>" for k, v in provenance(root).items())
+    info = provenance(root)
+    prov = "".join(f"<tr><th>{esc(k)}</th><td>{_prov_value(k, v)}</td></tr>" for k, v in info.items())
+    prov += _commits_row(summaries, info.get("git commit", ""))
     problem_html = ("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>") if problems \
         else "<p>none: every notebook ran and every figure is present.</p>"
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
