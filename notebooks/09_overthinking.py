@@ -149,6 +149,16 @@ fig.tight_layout()
 fig_gamma = plotting.save_figure(fig, f"overthinking_gamma_{task}", profile)[0]
 
 # %% [markdown]
+# ## Does InfiLoop's content score tell right strings from wrong ones?
+# The paper reads its content score s_t as a verifier: high on right boards, low on wrong ones (notebook 03 measures it
+# on Sudoku). Here: the AUROC of s_t (outer axis) for right candidate strings against wrong ones, over every update,
+# per test size (0.5: the score does not separate them; 1: every right string scores above every wrong one).
+
+# %%
+separation_rows = overthinking.separation_table(trajs, labels)
+print(*[" | ".join(map(str, x)) for x in [overthinking.SEPARATION_COLUMNS, *separation_rows]], sep="\n")
+
+# %% [markdown]
 # ## What this run shows
 # The two claims at the largest test size, both models without recall: carry-last's fall after its held-out peak
 # (the literature's claim), and, of the instances each model solved at some update, the share carry-last loses by the
@@ -181,4 +191,6 @@ nb.finish(text, figures=[{"path": fig_acc, "caption": "Exact accuracy against ou
                           "outer axis, for instances right and wrong at each update."}],
           tables=[*(nb.table(f"Test size {s}", cols, rows) for s, rows in tables.items()),
                   nb.table(f"Test size {sizes[-1]}: solved, then wrong, read after each instance's first solve",
-                           window_cols, window_rows)], claims=claims)
+                           window_cols, window_rows),
+                  nb.table("InfiLoop's content score: right against wrong strings", overthinking.SEPARATION_COLUMNS,
+                           separation_rows)], claims=claims)

@@ -172,3 +172,24 @@ def statement(cl: Measures, inf: Measures, kept: Interval, falls: Interval, size
               f"from its held-out peak is {inf.fall.points()}; carry-last's fall minus InfiLoop's, {falls.points()}, "
               f"also counts what a model never solved.)")
     return f"{first} {second}"
+
+
+SEPARATION_COLUMNS = ["model", "test size", "AUROC of the content score, right against wrong strings [95 % interval]",
+                      "seeds with both kinds"]
+
+
+def separation_table(trajs: dict, labels: dict) -> list[list]:
+    """Whether InfiLoop's content score tells right strings from wrong ones: ``trajs[(size, recipe)]`` one trajectory
+    per seed; per InfiLoop model and size, the AUROC of the outer axis' score s_t for right (no wrong cell) against
+    wrong candidates over every recorded update (``claims.score_separation``: 0.5 is chance, the interval over seeds
+    and instances), and how many seeds had both right and wrong candidates to compare."""
+    rows = []
+    for (size, r), ts in sorted(trajs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if not r.startswith("infiloop"):
+            continue
+        terms = [analysis.separation_terms(t, "outer") for t in ts]
+        iv = claims.score_separation(terms)
+        auroc = ("undefined (no seed had both right and wrong strings)" if iv.value != iv.value else
+                 f"{0.5 + iv.value:.2f} [{0.5 + iv.lo:.2f}, {0.5 + iv.hi:.2f}]")
+        rows.append([labels[r], size, auroc, f"{iv.seeds} of {len(ts)}"])
+    return rows
