@@ -18,6 +18,7 @@ from infiloop.tasks import audit as A
 from infiloop.tasks import sudoku_canonical as C
 from infiloop.tasks import sudoku_solver as solver
 from infiloop.tasks.base import dihedral
+from infiloop.tasks.datasets import audit_folder
 
 
 @pytest.fixture(autouse=True)
@@ -216,7 +217,7 @@ def test_generated_profiles_are_clean(tmp_path):
     results = {}
     for task in ("sudoku", "maze", "arc1", "arc2"):
         files = build(task, smoke, root=tmp_path, verbose=False)
-        results[task] = A.audit_folder(files["train"].parent)
+        results[task] = audit_folder(files["train"].parent)
         assert results[task].ok, results[task].lines(task)
         summary = json.loads(files["manifest"].read_text())["summary"]
         if task in ("sudoku", "maze"):
@@ -225,7 +226,7 @@ def test_generated_profiles_are_clean(tmp_path):
         assert any("as TRM's and HRM's do (their protocol, not a leak)" in n for n in results[t].notes)
     for task, over in (("sudoku", {"n_train": 300, "n_test": 200}), ("maze", {"n_train": 300, "n_test": 120})):
         files = build(task, data_profile("tiny"), root=tmp_path, overrides=over, verbose=False)
-        assert A.audit_folder(files["train"].parent).ok
+        assert audit_folder(files["train"].parent).ok
 
 
 def test_a_leaking_generated_item_is_replaced_by_the_next_of_its_stream():

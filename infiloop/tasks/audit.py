@@ -37,15 +37,14 @@ Training sets hold augmented copies (Sudoku's ``meta.aug > 0``, the views of Maz
 which are members of their originals' orbits by construction; the audits compare the originals (the rows the
 copies were made from) and name training rows by their index in ``train.npz``.
 
-``python -m infiloop data audit PROFILE`` (:func:`audit_folder`) audits a built data folder (data/README.md).
+Each task's record names its audit (``Task.audit``, registry.py); ``python -m infiloop data audit PROFILE``
+(``datasets.audit_folder``) audits a built data folder (data/README.md).
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -60,9 +59,9 @@ from .sudoku_canonical import (
 )
 from .sudoku_solver import Geometry, geometry
 
-__all__ = ["AuditResult", "Match", "arc_canonical", "arc_pair_canonical", "audit", "audit_arc", "audit_folder",
-           "audit_maze", "audit_prefix_sums", "audit_sudoku", "audit_sudoku_grids", "maze_canonical",
-           "sudoku_canonical", "sudoku_group_size", "sudoku_invariants"]
+__all__ = ["AuditResult", "Match", "arc_canonical", "arc_pair_canonical", "audit_arc", "audit_maze",
+           "audit_prefix_sums", "audit_sudoku", "audit_sudoku_grids", "maze_canonical", "sudoku_canonical",
+           "sudoku_group_size", "sudoku_invariants"]
 
 
 @dataclass
@@ -412,48 +411,3 @@ def without_leaks(make, first, n: int, leaking) -> tuple[object, int]:
             return more.take(keep[:n]), replaced
         extra *= 2
     return first, replaced
-
-
-# ---------------------------------------------------------------------------------------------------- folders
-
-
-AUDITS = {"sudoku": audit_sudoku, "maze": audit_maze, "arc1": audit_arc, "arc2": audit_arc,
-          "prefix_sums": audit_prefix_sums}
-
-
-def audit(task: str, train: TaskData, test: TaskData) -> AuditResult:
-    """The audit of ``task`` (a key of :data:`AUDITS`)."""
-    if task not in AUDITS:
-        raise ValueError(f"unknown task {task!r}; tasks: {', '.join(AUDITS)}")
-    return AUDITS[task](train, test)
-
-
-def folder_task(folder: Path) -> str:
-    """The task of a data folder in the layout ``data build`` writes: ``build.json``'s ``task``, else the name
-    of its ``train.npz``."""
-    folder = Path(folder)
-    manifest = folder / "build.json"
-    if manifest.is_file():
-        try:
-            task = json.loads(manifest.read_text()).get("task")
-        except (ValueError, OSError) as e:
-            raise DataError(f"{manifest}: not a build manifest ({e})") from None
-        if task in AUDITS:
-            return task
-    name = TaskData.load(folder / "train.npz").name.split("-")[0]
-    if name in AUDITS:
-        return name
-    raise DataError(f"{folder}: cannot tell the task of this data folder (no build.json naming it); give --task")
-
-
-def audit_folder(folder: Path, task: str | None = None) -> AuditResult:
-    """Audit the data folder ``folder`` (``train.npz`` and ``test.npz``, as ``data build`` writes them)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise DataError(f"{folder}: no such data folder")
-    missing = [f for f in ("train.npz", "test.npz") if not (folder / f).is_file()]
-    if missing:
-        raise DataError(f"{folder}: no {' and no '.join(missing)} in it (a data folder as `data build` writes it "
-                        f"holds train.npz and test.npz)")
-    task = task or folder_task(folder)
-    return audit(task, TaskData.load(folder / "train.npz"), TaskData.load(folder / "test.npz"))

@@ -24,8 +24,8 @@ from pathlib import Path
 from .. import paths
 from ..config import coerce, parse_setting, type_of_default
 from ..errors import Parser, UsageError, run_command
-from . import audit, maze, sudoku
-from .datasets import TASKS, DataProfile, build, profile_config
+from . import maze, sudoku
+from .datasets import TASKS, DataProfile, audit_folder, build, profile_config
 from .describe import describe, describe_markdown
 
 
@@ -206,7 +206,7 @@ def _audit(args, data_profiles: dict[str, DataProfile]) -> int:
             sets.append((files["train"].parent, task))
     leaked = False
     for folder, task in sets:
-        result = audit.audit_folder(folder, task)
+        result = audit_folder(folder, task)
         for line in result.lines(_shown(folder)):
             print(line, file=sys.stderr if line.startswith("error: ") else sys.stdout, flush=True)
         leaked |= not result.ok

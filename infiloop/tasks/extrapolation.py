@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from . import audit, maze, prefix_sums
 from .base import DataError, TaskData
+from .sources import VALID
 
 # The setting that lists the sizes of a task's named test sets (absent: a task without them)
 SIZE_SETTINGS = {"prefix_sums": "test_lengths", "maze": "test_sizes"}
@@ -59,8 +62,8 @@ def prefix_sums_header(cfg: dict) -> dict:
 
 
 def build_prefix_sums(task: str, cfg: dict, out: Path, root: Path, verbose: bool):
-    """The builder of ``prefix_sums`` (``datasets.BUILDERS``): ``train.npz``, ``test.npz`` (held-out strings at the
-    training length) and ``test_<n>.npz`` for each of ``test_lengths``."""
+    """The builder of ``prefix_sums`` (its ``Task.build``, registry.py): ``train.npz``, ``test.npz`` (held-out
+    strings at the training length) and ``test_<n>.npz`` for each of ``test_lengths``."""
     n, lengths = cfg["train_length"], named_sizes(task, cfg)
     try:
         train, tests = prefix_sums.split(cfg["n_train"], cfg["n_test"], n, tuple(sorted({n, *lengths})), cfg["seed"])
@@ -83,6 +86,18 @@ def build_prefix_sums(task: str, cfg: dict, out: Path, root: Path, verbose: bool
                "test_sets": {size_set_name(k): len(tests[k]) for k in lengths}}
     return files, source, summary, {"seeds": seeds}
 
+
+
+def prefix_sums_validation(cfg: dict, out: Path, train: TaskData, test: TaskData, n: int, verbose: bool):
+    """The validation split of ``prefix_sums`` (validation.py): strings of the training length from their own stream,
+    one draw (distinct strings where they are few), those equal to a training or test string left out."""
+    length = cfg["train_length"]
+    k = min(2 ** length, n + len(train) + len(test)) if length < prefix_sums.EXHAUSTIVE_BELOW else 2 * n
+    cand = prefix_sums.to_taskdata(f"prefix-{length}-valid", prefix_sums.generate(k, length, f"{cfg['seed']}/{VALID}"))
+    seen = {r.astype(np.int8).tobytes() for d in (train, test) for r in d.inputs}
+    keep = [i for i, r in enumerate(cand.inputs) if r.astype(np.int8).tobytes() not in seen][:n]
+    stream = f"numpy.random.default_rng(bytes of 'prefix/{length}/{cfg['seed']}/valid')"
+    return cand.subset(keep), (keep[-1] + 1 - len(keep)) if keep else k, stream
 
 def maze_min_path(cfg: dict, size: int) -> int:
     """The least shortest path of the test mazes of side ``size``: the training ``min_path`` scaled by
@@ -109,11 +124,11 @@ def maze_test_sets(cfg: dict, test: maze.MazeSet, out: Path, source: str, verbos
     return files
 
 
-def leaking_test_sets(train: TaskData, named: dict[str, TaskData], task: str) -> dict[str, list[int]]:
-    """The rows of each named test set equal to a training item (``audit.audit``: up to the task's symmetries); a
-    set of another size than the training set's has none by construction (its grids differ)."""
+def leaking_test_sets(train: TaskData, named: dict[str, TaskData], task_audit) -> dict[str, list[int]]:
+    """The rows of each named test set equal to a training item (``task_audit(train, test)``, the task's audit: up
+    to its symmetries); a set of another size than the training set's has none by construction (its grids differ)."""
     out = {}
     for name, test in named.items():
-        out[name] = audit.audit(task, train, test).test_rows if test.grid == train.grid else []
+        out[name] = task_audit(train, test).test_rows if test.grid == train.grid else []
     return out
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import copy
 
 from ...errors import UsageError
-from ...tasks import DataProfile, maze, sudoku
+from ...tasks import DataProfile, maze, registry, sudoku
 
-# Data profiles: the data set of each task, as the settings of its builder (infiloop/tasks/datasets.py).
+# Data profiles: the data set of each task, as the settings of its builder (``Task.build``, infiloop/tasks/registry.py).
+# A task may bring its own settings per data profile on its record (``Task.data_profiles``): they are added below.
 DATA_PROFILES: dict[str, dict[str, dict]] = {
     "smoke": {
         "sudoku": {"source": "generate", "side": 4, "box": [2, 2], "blanks": [6, 10], "n_train": 200,
@@ -97,6 +98,22 @@ for _task in ("maze", "arc1", "arc2"):
 for _task in ("sudoku", "arc1", "arc2"):  # the other notebooks' tasks, should one be asked for at this profile
     DATA_PROFILES["overthink"][_task] = copy.deepcopy(DATA_PROFILES["tiny"][_task])
 
+
+def _with_task_settings(name: str, tasks: dict) -> dict:
+    """``tasks`` (data profile ``name``'s settings by task) with the settings that registered tasks bring for
+    ``name`` on their records (``Task.data_profiles``); a task given other settings here too is an error."""
+    out = copy.deepcopy(tasks)
+    for task in registry.REGISTRY.values():
+        if name in task.data_profiles:
+            if task.name in out and out[task.name] != task.data_profiles[name]:
+                raise ValueError(f"data profile {name!r}: {task.name}'s settings are given both here and on its "
+                                 f"record (Task.data_profiles); keep one")
+            out[task.name] = copy.deepcopy(task.data_profiles[name])
+    return out
+
+
+for _name in dict.fromkeys(p for t in registry.REGISTRY.values() for p in t.data_profiles):
+    DATA_PROFILES[_name] = _with_task_settings(_name, DATA_PROFILES.get(_name, {}))
 
 
 # The notebooks of the paper's experiments (01-08); notebook 09 (overthinking: tasks that extrapolate in size) runs
@@ -296,10 +313,12 @@ def profile(name: str) -> dict:
 
 
 def data_profile(name: str) -> DataProfile:
-    """The data profile called ``name`` (a key of ``DATA_PROFILES``; most share their profile's name)."""
-    if name not in DATA_PROFILES:
+    """The data profile called ``name`` (a key of ``DATA_PROFILES``; most share their profile's name), with the
+    settings a task registered since brings for it (``Task.data_profiles``)."""
+    tasks = _with_task_settings(name, DATA_PROFILES.get(name, {}))
+    if not tasks:
         raise UsageError(f"unknown data profile {name!r}; valid choices: {', '.join(DATA_PROFILES)}")
-    return DataProfile(name, copy.deepcopy(DATA_PROFILES[name]))
+    return DataProfile(name, tasks)
 
 
 def data_of(name: str) -> DataProfile:
