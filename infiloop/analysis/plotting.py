@@ -1,4 +1,4 @@
-"""One figure style for every notebook: colours per connection, saving, and the profile stamp.
+"""One figure style for every notebook: colours and labels per connection, saving, and the profile stamp.
 
     from infiloop import plotting
     plotting.use_style()
@@ -12,6 +12,7 @@ The backend is left alone (no ``MPLBACKEND``): notebooks show figures inline.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import matplotlib as mpl
@@ -20,17 +21,34 @@ from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox
 
 from .. import paths
+from ..config import CONNECTION_REGISTRY
 from ..io import atomic_write
 
 PNG_DPI = 150
 
-# Colour-blind-safe (Okabe-Ito); the same connection has the same colour in every figure.
-COLORS = {
-    "carry_last": "#D55E00",  # vermilion
-    "infiloop": "#0072B2",  # blue
-    "fprm": "#009E73",  # green
-    "full_attnres": "#CC79A7",  # purple
-    "ema": "#E69F00",  # orange
+
+class _WithConnections(Mapping):
+    """Each registered connection's ``label`` or ``color`` (``config.CONNECTION_REGISTRY``: registered with its
+    class, ``model/connections.py``), first and as registered now, then the entries of ``others``."""
+
+    def __init__(self, attribute: str, others: dict[str, str]):
+        self.attribute, self.others = attribute, others
+
+    def __getitem__(self, name: str) -> str:
+        entry = CONNECTION_REGISTRY.get(name)
+        return getattr(entry, self.attribute) if entry is not None else self.others[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from CONNECTION_REGISTRY
+        yield from (k for k in self.others if k not in CONNECTION_REGISTRY)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+# Colour-blind-safe (Okabe-Ito); the same connection or recipe has the same colour in every figure. A connection's
+# own colour and label are registered with its class; here are those of the other recipes and of the paper.
+COLORS = _WithConnections("color", {
     # conditioners of the looped-LM study (notebook 06), on the carry-last model
     "history_w1": "#56B4E9",  # sky blue
     "history_w2": "#88CCEE",  # light cyan, dashed (LINESTYLES)
@@ -38,21 +56,16 @@ COLORS = {
     "history_lg": "#000000",  # black
     "inject_dense": "#999933",  # olive
     "paper": "#555555",  # grey: the paper's reported numbers
-}
+})
 
-LABELS = {
-    "carry_last": "carry-last (TRM)",
-    "infiloop": "InfiLoop",
-    "fprm": "FPRM",
-    "full_attnres": "Full AttnRes",
-    "ema": "fixed-γ EMA",
+LABELS = _WithConnections("label", {
     "history_w1": "history injection (w = 1)",
     "history_w2": "history injection (w = 2)",
     "loop_gating": "loop gating",
     "history_lg": "history (w = 1) + loop gating",
     "inject_dense": "dense initial-state injection",
     "paper": "paper",
-}
+})
 
 # Line styles for recipes whose colours are close.
 LINESTYLES = {"history_w2": "--"}

@@ -28,6 +28,7 @@ import json
 import os
 import sys
 
+from ..config import CONNECTION_REGISTRY
 from ..errors import Parser, UsageError, run_command
 from ..machine import cuda_problem, init_distributed
 from . import args as cli_args
@@ -286,8 +287,9 @@ def _add_train(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default=profiles.DEFAULT, help=profiles.choices())
     p.add_argument("--task", default="sudoku", help="sudoku (default), maze, arc1, arc2")
+    own = ", ".join(name for name, entry in CONNECTION_REGISTRY.items() if entry.recipe is not None)
     p.add_argument("--recipe", "--connection", dest="recipe", default="infiloop",
-                   help="connection recipe: carry_last, infiloop, fprm, full_attnres, or a conditioned carry-last "
+                   help=f"connection recipe: {own}, or a conditioned carry-last "
                         "model: history_w1, history_w2, loop_gating, history_lg, inject_dense (--connection is "
                         "another name for --recipe)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

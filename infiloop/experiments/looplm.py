@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from ..config import CONNECTION_REGISTRY
 from ..errors import UsageError
 from ..machine import progress_bar
 from ..model.conditioning import ConditionConfig
@@ -50,8 +51,9 @@ CONNECTIONS = {  # the loop connections (and conditioners) notebook 08 compares,
 LABELS = {"carry_last": "BaseLoop (carry-last)", "infiloop": "InfiLoop",
           "ema": f"fixed-β average (γ = {EMA_GAMMA:g})", "history_lg": "history (channel, w = 2) + loop gating",
           "history_dense": "history (dense, w = 1)"}
-COLORS = {"carry_last": "#D55E00", "infiloop": "#0072B2", "ema": "#E69F00", "history_lg": "#000000",
-          "history_dense": "#56B4E9"}  # plotting.COLORS' where the connection is there
+# a connection's own colour where it is one (registered with its class, as in every figure); the conditioners' here
+COLORS = {**{name: CONNECTION_REGISTRY[name].color for name in ("carry_last", "infiloop", "ema")},
+          "history_lg": "#000000", "history_dense": "#56B4E9"}
 TASKS = ("knowledge", "kinship")  # the kinds of the mixture, each evaluated apart (rules: docs/looplm.md's probe)
 ROLES = ("balanced", "extremes", "nonloop", "coda", "prelude")  # the allocations the study's findings compare
 

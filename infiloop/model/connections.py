@@ -14,6 +14,9 @@ gathered per sample (training with halting, several processes, checkpoints). Eve
 adaptive residual update ``h_t = h_{t-1} + gamma_t (z_t - h_{t-1})`` (eq. 5) except Full Attention
 Residuals, whose per-step query re-weights old candidates too.
 
+A member is known by its name once registered (``config.register_connection``: its class, label and colour in
+figures, and recipe); the end of this module registers the package's own.
+
 The module-level functions ``aggregate`` (eq. 2, explicit) and ``stream`` (eq. 4, streaming) are the
 public mathematical contract; the ``InfiLoop`` module implements the same map step by step in log space.
 """
@@ -26,7 +29,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from ..config import from_dict
+from ..config import CONNECTION_REGISTRY, from_dict, on_both_axes, register_connection
 from .kernels import (
     BACKENDS,
     CLIP_MODES,
@@ -42,7 +45,6 @@ from .kernels.probe import triton_fails
 
 State = dict[str, Tensor]
 
-CONNECTIONS = ("carry_last", "infiloop", "full_attnres", "fprm", "ema")
 DECAY_MODES = ("learned", "fixed", "uniform", "reverse")
 
 
@@ -113,7 +115,7 @@ def stream(z: Tensor, q: Tensor, beta: float | Tensor, score_clip: float | None 
 class ConnectionConfig:
     """Configuration of the connection on one recurrent axis (all members share this record).
 
-    name: one of ``CONNECTIONS``.
+    name: a registered connection (``CONNECTIONS``, or one added by ``register_connection``).
     beta: InfiLoop's beta_0 (``learned``: initial value; ``fixed``/``reverse``: the value used).
     decay: InfiLoop's decay mode, one of ``DECAY_MODES``; ``uniform`` is beta = 1.
     content_score: InfiLoop's content score on (s_t = q^T RMSNorm(z_t)) or off (s_t = 0).
@@ -154,8 +156,8 @@ class ConnectionConfig:
         def bad(field: str, msg: str) -> None:
             raise ValueError(f"{where}.{field}: {msg}")
 
-        if self.name not in CONNECTIONS:
-            bad("name", f"unknown connection {self.name!r}; valid choices: {', '.join(CONNECTIONS)}")
+        if self.name not in CONNECTION_REGISTRY:
+            bad("name", f"unknown connection {self.name!r}; valid choices: {', '.join(CONNECTION_REGISTRY)}")
         if self.decay not in DECAY_MODES:
             bad("decay", f"unknown decay mode {self.decay!r}; valid choices: {', '.join(DECAY_MODES)}")
         if self.name == "infiloop":
@@ -465,7 +467,22 @@ def choose_kernels(model: nn.Module, device: torch.device | str) -> dict[str, st
     return {name: m.choose_kernel(device) for name, m in model.named_modules() if isinstance(m, InfiLoop)}
 
 
-_MEMBERS = {"carry_last": CarryLast, "infiloop": InfiLoop, "full_attnres": FullAttnRes, "fprm": FPRM, "ema": EMA}
+# The members, each with its label and colour in figures (Okabe-Ito, colour-blind-safe) and its recipe. A new connection
+# is its class and one line here (or one ``register_connection`` call from outside the package).
+register_connection("carry_last", CarryLast, label="carry-last (TRM)", color="#D55E00",  # vermilion
+                    recipe=on_both_axes("carry_last"))
+# InfiLoop as trained here (docs/connection-study.md): the initial state is not a candidate (candidates are the block's
+# outputs, eq. 1) and q and lambda get eq. 2's gradient through the detached history
+register_connection("infiloop", InfiLoop, label="InfiLoop", color="#0072B2",  # blue
+                    recipe=on_both_axes("infiloop", z0_candidate=False, history_grad=True))
+# FPRM: pre-norm block with learned residual scales and the damped fixed-point update
+register_connection("fprm", FPRM, label="FPRM", color="#009E73",  # green
+                    recipe={"norm": "pre", "residual_scale": True, **on_both_axes("fprm")})
+register_connection("full_attnres", FullAttnRes, label="Full AttnRes", color="#CC79A7",  # purple
+                    recipe=on_both_axes("full_attnres"))
+# no recipe: its fixed-gamma baseline is the looped-LM study's (experiments/looplm.py)
+register_connection("ema", EMA, label="fixed-γ EMA", color="#E69F00", recipe=None)  # orange
+CONNECTIONS = tuple(CONNECTION_REGISTRY)  # the package's own members
 
 
 def build_connection(cfg: ConnectionConfig | dict, d: int, where: str = "connection") -> Connection:
@@ -473,4 +490,4 @@ def build_connection(cfg: ConnectionConfig | dict, d: int, where: str = "connect
     if isinstance(cfg, dict):
         cfg = ConnectionConfig.from_dict(cfg, where)
     cfg.validate(where)
-    return _MEMBERS[cfg.name](cfg, d)
+    return CONNECTION_REGISTRY[cfg.name].member(cfg, d)

@@ -1,7 +1,8 @@
 """Connection recipes and the configuration of a run.
 
 A *recipe* names the loop connections (and conditioners) of a model: InfiLoop and the paper's baselines (its
-§6 comparison: carry-last as in TRM, FPRM, full attention residuals) and the conditioners of the looped-LM study;
+§6 comparison: carry-last as in TRM, FPRM, full attention residuals: each connection's recipe is registered with
+its class, ``model/connections.py``) and the conditioners of the looped-LM study;
 a *profile* (``profiles.py``) is the data, model, training and evaluation settings. A run's configuration is
 (task, recipe, profile, overrides) resolved to plain data by :func:`resolve_config`; its hash names the run's
 folder in the run cache (``store/runs.py``).
@@ -15,10 +16,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ... import tasks
-from ...config import coerce, field_type, parse_setting, type_of_default
+from ...config import CONNECTION_REGISTRY, coerce, field_type, parse_setting, type_of_default
 from ...errors import UsageError
 from ...io import load_npz
 from ...model.reasoner import ModelConfig
@@ -26,28 +28,43 @@ from ...tasks.extrapolation import SIZE_SETTINGS
 from ...training import TrainConfig
 from . import profiles
 
-# Connection recipes: the experiment-level names of the compared connections, as model settings.
-RECIPES: dict[str, dict] = {
-    "carry_last": {"inner": {"name": "carry_last"}, "outer": {"name": "carry_last"}},
-    # InfiLoop as trained here (docs/connection-study.md): the initial state is not a candidate (candidates are
-    # the block's outputs, eq. 1) and q and lambda get eq. 2's gradient through the detached history
-    "infiloop": {"inner": {"name": "infiloop", "z0_candidate": False, "history_grad": True},
-                 "outer": {"name": "infiloop", "z0_candidate": False, "history_grad": True}},
-    # FPRM: pre-norm block with learned residual scales and the damped fixed-point update.
-    "fprm": {"norm": "pre", "residual_scale": True, "inner": {"name": "fprm"}, "outer": {"name": "fprm"}},
-    "full_attnres": {"inner": {"name": "full_attnres"}, "outer": {"name": "full_attnres"}},
-}
+
+class _Recipes(Mapping):
+    """The recipes by name: each registered connection's own (``config.CONNECTION_REGISTRY``: registered with its
+    class, ``model/connections.py``), as registered now, then the recipes made of them (``derived``)."""
+
+    def __init__(self, derived: dict[str, dict]):
+        self.derived = derived
+
+    def __getitem__(self, name: str) -> dict:
+        entry = CONNECTION_REGISTRY.get(name)
+        if entry is not None and entry.recipe is not None:
+            return entry.recipe
+        return self.derived[name]
+
+    def __iter__(self) -> Iterator[str]:
+        own = [name for name, entry in CONNECTION_REGISTRY.items() if entry.recipe is not None]
+        yield from own
+        yield from (name for name in self.derived if name not in own)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 # Conditioners of the looped-LM study (test-time recurrence in looped language models) on the carry-last model:
 # its rescue setting for history injection (dense B_j, w = 1; w = 2 for the window study), loop gating, their
 # pair, and the dense initial-state injection that the study finds to collapse.
-_CARRY_LAST = RECIPES["carry_last"]
-RECIPES.update({
+_CARRY_LAST = CONNECTION_REGISTRY["carry_last"].recipe
+_DERIVED: dict[str, dict] = {
     "history_w1": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1}},
     "history_w2": {**_CARRY_LAST, "cond": {"history": "dense", "window": 2}},
     "loop_gating": {**_CARRY_LAST, "cond": {"timestep": "loop_gating"}},
     "history_lg": {**_CARRY_LAST, "cond": {"history": "dense", "window": 1, "timestep": "loop_gating"}},
     "inject_dense": {**_CARRY_LAST, "cond": {"inject": "dense"}},
-})
+}
+# Connection recipes: the experiment-level names of the compared connections, as model settings: a connection's
+# recipe is registered with its class; the conditioners and the overthinking setting's recipes are made of them.
+RECIPES: Mapping[str, dict] = _Recipes(_DERIVED)
 
 # The overthinking setting (Bansal et al. 2022, arXiv 2202.05826; notebook 09): the three main connections on a block
 # whose weights do not depend on the grid's size (attention without positions plus the depthwise 3x3 convolution,
@@ -60,7 +77,7 @@ RECALL = {"recall": True, "no_recall": False}  # the recipes' suffixes
 OVERTHINK_RECIPES = tuple(f"{r}_{k}" for r in MAIN_RECIPES for k in RECALL)
 for _base in MAIN_RECIPES:
     for _suffix, _recall in RECALL.items():
-        RECIPES[f"{_base}_{_suffix}"] = {**RECIPES[_base], **SIZE_AGNOSTIC_BLOCK, "recall": _recall}
+        _DERIVED[f"{_base}_{_suffix}"] = {**RECIPES[_base], **SIZE_AGNOSTIC_BLOCK, "recall": _recall}
 
 SECTIONS = ("data", "model", "train", "eval")
 # Version of the code and formats that produce a run: part of every run's hash, so a run trained by an
