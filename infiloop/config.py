@@ -19,6 +19,8 @@ A value of the wrong type is refused with a message that names the key: ``--set 
 expected a number``. Types come from the fields of the configuration dataclasses, or, for plain
 settings (``data.*``, ``eval.*``), from the type of the default value.
 
+How a setting enters a run's hash is declared on its field (:func:`hash_rule`, read by :func:`hashed_settings`).
+
 The names a connection setting takes are those registered (:data:`CONNECTION_REGISTRY`): each loop connection's
 class with its label, colour and recipe, one entry read by the model, the figures and the recipes alike.
 """
@@ -255,3 +257,42 @@ def register_connection(name: str, member: type, *, label: str, color: str, reci
 def unregister_connection(name: str) -> None:
     """Forget the connection ``name`` (a test's own connection, once it has been tried)."""
     CONNECTION_REGISTRY.pop(name, None)
+
+
+# ------------------------------------------------------------------------------------ what a run's hash covers
+
+def hash_rule(*, hashed: bool = True, at_default: bool = False, neutral: Any = dataclasses.MISSING,
+              only_for: tuple[str, ...] = (), idle_with_outer: tuple[str, ...] = ()) -> dict:
+    """The metadata of a configuration field that says how it enters a run's hash (``recipes.config_hash``), e.g.
+    ``progressive: float = field(default=0.0, metadata=hash_rule(neutral=0.0))``. A field without it is hashed as it is.
+
+    hashed=False: never (how the same update is computed: CPU threads, the micro-batch);
+    at_default: hashed at its default whatever its value (so that the runs cached before it existed keep their folders);
+    neutral: a setting added after runs were cached, left out at the value that reproduces those runs, so that adding
+        it trains nothing again (a new setting needs it, or every cached run's hash moves);
+    only_for: a connection's setting, left out where the connection on its axis is none of these;
+    idle_with_outer: left out where the outer connection is one of these (the setting does nothing there).
+    """
+    rule = {"hashed": hashed, "at_default": at_default, "only_for": tuple(only_for),
+            "idle_with_outer": tuple(idle_with_outer)}
+    if neutral is not dataclasses.MISSING:
+        rule["neutral"] = neutral
+    return {"hash": rule}
+
+
+def hashed_settings(node: dict, cls: type, outer: str | None) -> None:
+    """Apply the hash rules of dataclass ``cls``'s fields (:func:`hash_rule`) to its settings ``node`` (plain data, in
+    place, nested dataclasses followed); ``outer``: the name of the run's outer connection."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name not in node:  # a configuration written before the field existed
+            continue
+        value, rule = node[f.name], f.metadata.get("hash", {})
+        if dataclasses.is_dataclass(hints.get(f.name)) and isinstance(value, dict):
+            hashed_settings(value, hints[f.name], outer)
+        if rule.get("at_default"):
+            node[f.name] = f.default
+        elif (not rule.get("hashed", True) or ("neutral" in rule and value == rule["neutral"])
+              or (rule.get("only_for") and node.get("name") not in rule["only_for"])
+              or outer in rule.get("idle_with_outer", ())):
+            del node[f.name]

@@ -24,12 +24,12 @@ public mathematical contract; the ``InfiLoop`` module implements the same map st
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from ..config import CONNECTION_REGISTRY, from_dict, on_both_axes, register_connection
+from ..config import CONNECTION_REGISTRY, from_dict, hash_rule, on_both_axes, register_connection
 from .kernels import (
     BACKENDS,
     CLIP_MODES,
@@ -140,9 +140,10 @@ class ConnectionConfig:
     decay: str = "learned"
     content_score: bool = True
     score_clip: float | None = 8.0
-    clip_mode: str = "hard"
-    z0_candidate: bool = True
-    history_grad: bool = False
+    # InfiLoop's own switches, added after runs were cached: in a run's hash only for InfiLoop, and only off the paper's
+    clip_mode: str = field(default="hard", metadata=hash_rule(neutral="hard", only_for=("infiloop",)))
+    z0_candidate: bool = field(default=True, metadata=hash_rule(neutral=True, only_for=("infiloop",)))
+    history_grad: bool = field(default=False, metadata=hash_rule(neutral=False, only_for=("infiloop",)))
     eps: float = 1e-6
     gamma: float = 0.5
     n_queries: int = 64

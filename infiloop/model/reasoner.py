@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..config import from_dict
+from ..config import from_dict, hash_rule
 from .conditioning import ConditionConfig, Conditioner
 from .connections import Connection, ConnectionConfig, build_connection
 from .layers import (
@@ -89,8 +89,9 @@ class ModelConfig:
     H: int = 3
     L: int = 6
     grad_outer: int = 1
-    # recall: the input x fed to every inner update (TRM's rule); False: x only in the initial states
-    recall: bool = True
+    # recall: the input x fed to every inner update (TRM's rule); False: x only in the initial states. Added after runs
+    # were cached: hashed only off TRM's rule
+    recall: bool = field(default=True, metadata=hash_rule(neutral=True))
     inner: ConnectionConfig = field(default_factory=ConnectionConfig)
     outer: ConnectionConfig = field(default_factory=ConnectionConfig)
     # conditioners of the looped-LM study (test-time recurrence in looped language models); all "none" by default

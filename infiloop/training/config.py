@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from ..config import from_dict
+from ..config import from_dict, hash_rule
 
 OPTIMIZERS = ("adamw", "adam_atan2")
 
@@ -21,7 +21,9 @@ SCHEDULES = ("constant", "cosine")
 
 @dataclass
 class TrainConfig:
-    """Training hyper-parameters (the paper's protocol gives its values; see the `paper` profile)."""
+    """Training hyper-parameters (the paper's protocol gives its values; see the `paper` profile). Every field enters a
+    run's hash as it is unless its ``hash_rule`` says otherwise (``config.hash_rule``): a new setting is added with
+    ``neutral=`` the value that reproduces the cached runs, or every cached run's hash moves."""
 
     steps: int = 2000  # optimiser steps; each runs one supervision segment for the whole global batch
     batch_size: int = 768  # global batch, whatever the number of processes
@@ -39,8 +41,9 @@ class TrainConfig:
     # Weight w of the loss on the outer candidate z_t: the lm loss is (1 - w) CE(head(h_t)) + w CE(head(z_t)).
     # 0: only the answer state h_t is supervised (TRM; the paper states no loss on the candidate). 0.5, this
     # project's choice for every model (docs/connection-study.md): the block is trained on what it proposes, the
-    # connection on what it keeps. Carry-last's loss is the same number whatever w (its candidate is its state).
-    candidate_loss: float = 0.5
+    # connection on what it keeps. Carry-last's loss is the same number whatever w (its candidate is its state), so a
+    # run's hash leaves w out for carry-last, and at 0 (added after runs were cached: those runs had no candidate loss).
+    candidate_loss: float = field(default=0.5, metadata=hash_rule(neutral=0.0, idle_with_outer=("carry_last",)))
     # The puzzle embedding: "sign_sgd" (TRM: its own sign-SGD on the rows of the batch's puzzles, at
     # puzzle_emb_lr with puzzle_emb_weight_decay; None = lr / weight_decay) or "main" (the main optimiser).
     puzzle_emb_optimizer: str = "sign_sgd"
@@ -52,8 +55,9 @@ class TrainConfig:
     max_segments: int = 16
     # Weight alpha of the literature's progressive loss (Bansal et al. 2022; docs/model.md, "Recall and size"):
     # the lm loss is (1 - alpha) x the segment's + alpha x the loss of a readout after n updates without and k
-    # with gradients from the segment's starting state, n ~ U{0..H-1}, k ~ U{1..H-n}. 0: off (TRM).
-    progressive: float = 0.0
+    # with gradients from the segment's starting state, n ~ U{0..H-1}, k ~ U{1..H-n}. 0: off (TRM), and out of a run's
+    # hash (added after runs were cached).
+    progressive: float = field(default=0.0, metadata=hash_rule(neutral=0.0))
     halt_exploration: float = 0.1
     halt_loss_weight: float = 0.5
     loss: str = "stablemax"  # or "softmax"
@@ -61,12 +65,15 @@ class TrainConfig:
     log_every: int = 25
     seed: int = 0
     precision: str = "auto"  # "fp32", "bf16" (autocast) or "auto" (bf16 on CUDA, fp32 elsewhere)
-    compile: str = "auto"  # "on", "off" or "auto" (on for CUDA)
-    threads: int = 0  # torch CPU threads; 0 leaves torch's default
+    # "on", "off" or "auto" (on for CUDA). Compiled = eager (tests/test_compile.py), so a run's hash has it at "auto"
+    # whatever its value: --no-compile trains the same run, and the runs cached before keep their folders.
+    compile: str = field(default="auto", metadata=hash_rule(at_default=True))
+    threads: int = field(default=0, metadata=hash_rule(hashed=False))  # torch CPU threads; 0: torch's default
     # Gradient accumulation: 0 runs each process's slots at once; n > 0 runs them in chunks of at most n slots, one
     # forward and backward after the other, each chunk's loss weighted by its share of the samples: the update of
-    # the whole batch (up to rounding) in the memory of n slots. What to set when a step runs out of memory.
-    micro_batch: int = 0
+    # the whole batch (up to rounding) in the memory of n slots. What to set when a step runs out of memory. Not in a
+    # run's hash: a run restarted with a smaller micro-batch after an OOM stays the run.
+    micro_batch: int = field(default=0, metadata=hash_rule(hashed=False))
 
     def validate(self) -> None:
         def bad(f, msg):

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ... import tasks
-from ...config import CONNECTION_REGISTRY, coerce, field_type, parse_setting, type_of_default
+from ...config import CONNECTION_REGISTRY, coerce, field_type, hashed_settings, parse_setting, type_of_default
 from ...errors import UsageError
 from ...io import load_npz
 from ...model.reasoner import ModelConfig
@@ -198,55 +198,20 @@ def _data_header(task: str, data: tasks.DataProfile, data_over: dict) -> dict:
     return json.loads(str(load_npz(files["train"], ["header"])["header"]))
 
 
-# Settings added after runs were cached, with the value that reproduces those runs: a run whose setting has
-# this value hashes as it did before the setting existed, so adding a switch retrains nothing.
-NEUTRAL_SETTINGS: dict[str, Any] = {
-    **{f"model.{axis}.{k}": v for axis in ("inner", "outer")
-       for k, v in (("clip_mode", "hard"), ("z0_candidate", True), ("history_grad", False))},
-    "train.candidate_loss": 0.0,
-    "train.progressive": 0.0,
-    "model.recall": True,
-}
-# Settings that do nothing for some models, left out of those models' hashes: InfiLoop's own switches on an
-# axis whose connection is not InfiLoop, and the candidate loss where the outer connection is carry-last (its
-# candidate is its state: the loss is the same number, and carry-last's cached runs stay valid).
-INFILOOP_ONLY = ("clip_mode", "z0_candidate", "history_grad")
-
-
-def _drop(node: dict, dotted: str) -> dict:
-    *path, last = dotted.split(".")
-    for k in path:
-        node = node.get(k, {})
-    return node, last
-
-
 def config_hash(cfg: dict) -> str:
-    """Hash of everything that defines the trained model, ``code_version`` included (not the evaluation
-    settings, not the sizes of the named test sets (``tasks/extrapolation.py``), not CPU threads, the micro-batch
-    or ``torch.compile`` (how the same update is computed; compile is
-    hashed at its default ``auto`` whatever its value, so that the runs cached before keep their folders), not a
-    later-added setting at its neutral value (``NEUTRAL_SETTINGS``) or where it does nothing (``INFILOOP_ONLY``,
-    the candidate loss of carry-last))."""
+    """Hash of everything that defines the trained model, ``code_version`` included: not the evaluation settings, not
+    the sizes of the named test sets (``tasks/extrapolation.py``), and each model and training setting as its field's
+    hash rule says (``config.hash_rule``, declared on the field of ``ModelConfig``, ``ConnectionConfig`` or
+    ``TrainConfig``): not the CPU threads or the micro-batch, ``torch.compile`` at its default whatever its value, a
+    later-added setting not at its neutral value, nor where it does nothing (InfiLoop's switches on another
+    connection, the candidate loss of carry-last)."""
     keyed = copy.deepcopy({k: v for k, v in cfg.items() if k != "eval"})
-    keyed["train"].pop("threads", None)
-    keyed["train"].pop("micro_batch", None)  # a run restarted with a smaller micro-batch after an OOM stays the run
-    if "compile" in keyed["train"]:  # compiled = eager (tests/test_compile.py): --no-compile trains the same run
-        keyed["train"]["compile"] = "auto"
     for setting in SIZE_SETTINGS.values():  # the sizes of the named test sets: the training set is the same
         keyed.get("data", {}).pop(setting, None)
         keyed.get("data_overrides", {}).pop(setting, None)
-    model = keyed.get("model", {})
-    for axis in ("inner", "outer"):
-        conn = model.get(axis, {})
-        if conn.get("name") != "infiloop":
-            for k in INFILOOP_ONLY:
-                conn.pop(k, None)
-    if model.get("outer", {}).get("name") == "carry_last":
-        keyed["train"].pop("candidate_loss", None)
-    for dotted, neutral in NEUTRAL_SETTINGS.items():
-        node, last = _drop(keyed, dotted)
-        if last in node and node[last] == neutral:
-            del node[last]
+    outer = keyed.get("model", {}).get("outer", {}).get("name")
+    hashed_settings(keyed.get("model", {}), ModelConfig, outer)
+    hashed_settings(keyed.get("train", {}), TrainConfig, outer)
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
 
 
