@@ -101,8 +101,9 @@ def depth_scaling(n: Needs, p: dict) -> None:
 def gamma_dynamics(n: Needs, p: dict) -> None:
     """Notebook 03: InfiLoop's trajectory (γ, content score, wrong cells), notebook 02's by default."""
     run = n.add_run("infiloop", profiles.task(n.profile), "infiloop")
+    snaps = run.run.standard_snapshots()  # as notebook 02 asks, so that the two share one trajectory
     n.add_eval("depth/infiloop", run, "evaluate", updates=p["max_updates"], every=1, limit=p["limit"] or None,
-               snapshots=run.run.standard_snapshots())
+               snapshots=snaps if snaps[1] <= p["max_updates"] else ())
 
 
 def perturbation(n: Needs, p: dict) -> None:
