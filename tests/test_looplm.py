@@ -235,7 +235,7 @@ def test_a_bad_configuration_gives_a_one_line_error(case):
 
 def test_the_driver_scores_the_answer_words_only():
     from infiloop.tasks.language import LanguageConfig, generate
-    from infiloop.training_looplm import LMTrainConfig, accuracy, answer_loss, train
+    from infiloop.training.looplm import LMTrainConfig, accuracy, answer_loss, train
 
     data = generate(LanguageConfig(task="knowledge", n_entities=8))
     model = _model(_cfg(vocab_size=data.vocab_size))
@@ -260,7 +260,7 @@ def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
     largest r, or one per r under timestep conditioning."""
     from infiloop.experiments.compute import flops
     from infiloop.tasks.language import LanguageConfig, Split, generate
-    from infiloop.training_looplm import correct
+    from infiloop.training.looplm import correct
 
     data = generate(LanguageConfig(task="kinship", n_train=30, n_test=6, n_names=12))
     cfg = _cfg(vocab_size=data.vocab_size, seq_len=data.max_len, loops=3, prelude=2, core=1, coda=1,
@@ -309,7 +309,7 @@ def test_the_text_loss_is_next_token_over_every_word_of_the_text():
     """The study's objective: cross-entropy of every word (padding aside) from the words before it, not only of the
     answer; a change to a logit of a story's name moves it, where the answer loss does not see that position."""
     from infiloop.tasks.language import LanguageConfig, generate
-    from infiloop.training_looplm import answer_loss, crop, text_loss
+    from infiloop.training.looplm import answer_loss, crop, text_loss
 
     data = generate(LanguageConfig(task="mixture", n_train=40, n_test=4, n_entities=10, n_names=20))
     model = _model(_cfg(vocab_size=data.vocab_size, seq_len=data.max_len))

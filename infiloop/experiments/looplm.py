@@ -1,7 +1,7 @@
 """Training and evaluation of LoopLM on the generated text tasks (``tasks.language``), and the feasibility probe.
 
 Notebook 08's grid of looped decoders, each probe's record cached under ``<runs>/looplm/``, and the probe's command
-line. A probe's training and evaluation are the training wing's (``infiloop/training_looplm.py``), its cost is
+line. A probe's training and evaluation are the training wing's (``infiloop/training/looplm.py``), its cost is
 ``compute/flops.py``'s.
 
     python -m infiloop.experiments.looplm --task kinship --connection carry_last --steps 1500
@@ -26,7 +26,7 @@ from ..model.conditioning import ConditionConfig
 from ..model.connections import ConnectionConfig
 from ..model.looplm import LoopLMConfig
 from ..tasks.language import LanguageConfig
-from ..training_looplm import LMTrainConfig, Probe, run
+from ..training.looplm import LMTrainConfig, Probe, run
 
 # ------------------------------------------------------------------------------------------ notebook 08's grid
 

@@ -16,6 +16,8 @@ in less memory; running out of memory is one ``error:`` line naming the setting)
 fails falls back to eager mode with one warning line (DONE.json says which mode trained), long jobs print a
 progress line every 30 s (:data:`PROGRESS_LINE`), and with the optional ``tensorboard`` package the logged
 records go to TensorBoard event files beside metrics.jsonl too.
+
+The looped decoder's training and evaluation (notebook 08's probes) is :mod:`.looplm`, imported by its own name.
 """
 
 from .batching import PuzzleStream

@@ -1,5 +1,5 @@
 """The looped decoder's training and evaluation (``model.looplm.LoopLM`` on the generated text tasks of
-``tasks.language``), beside the reasoner's (``training/``, ``evaluation.py``): a :class:`Probe` is one model on
+``tasks.language``), beside the reasoner's (``trainer.py``, ``evaluation.py``): a :class:`Probe` is one model on
 one task, :func:`run` trains and evaluates it into a JSON-ready record.
 
 Training: plain AdamW (linear warm-up, cosine decay over ``steps``), next-token cross-entropy over the whole text
@@ -21,11 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .config import from_dict
-from .model.connections import choose_kernels
-from .model.looplm import LoopLM, LoopLMConfig
-from .optim import warmup_cosine
-from .tasks.language import LanguageConfig, LanguageData, Split, generate
+from ..config import from_dict
+from ..model.connections import choose_kernels
+from ..model.looplm import LoopLM, LoopLMConfig
+from ..optim import warmup_cosine
+from ..tasks.language import LanguageConfig, LanguageData, Split, generate
 
 LOSSES = ("text", "answer")
 

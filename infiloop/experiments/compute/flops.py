@@ -89,7 +89,7 @@ def forward_blocks(cfg, items: int, length: int, loops: list[int]) -> float:
 
 def answer_length(split) -> int:
     """Positions a batch of ``split`` runs through the decoder: up to its last answer word, less the last."""
-    from ...training_looplm import crop
+    from ...training.looplm import crop
 
     return int(crop(split.tokens, split.answer)[0].shape[1]) - 1
 
@@ -101,7 +101,7 @@ def looplm_work(probe) -> dict[str, float]:
     FLOPs of one token-block (2 x the block's weights + 4 x T x d for attention, at the longest item) and
     ``head_flops``."""
     from ...model.looplm import LoopLM, LoopLMConfig
-    from ...training_looplm import data_of, model_config
+    from ...training.looplm import data_of, model_config
 
     data = data_of(probe)
     cfg = model_config(probe, data)
@@ -134,7 +134,7 @@ def looplm_counts(probe) -> dict[str, float]:
 
     import torch
 
-    from ...training_looplm import data_of
+    from ...training.looplm import data_of
 
     key = "looplm " + json.dumps(asdict(probe), sort_keys=True, default=str)
     if key not in _COUNTED:

@@ -71,7 +71,7 @@ def looplm_start(probe: dict, device: str) -> tuple[float, float]:
     """Seconds to start a looped decoder's job (``probe``: its ``Probe`` as a dictionary) in a new process (the least
     of two starts): it imports what a job imports, generates the task and builds the model; and the seconds of the
     generation and the build alone (timed inside the process: what a warm worker's job pays)."""
-    code = (_IMPORTS + "import json, time; from infiloop import training_looplm as t; "
+    code = (_IMPORTS + "import json, time; from infiloop.training import looplm as t; "
             "from infiloop.model.looplm import LoopLM; p = t.Probe.from_dict(json.loads(sys.argv[1])); "
             "t0 = time.perf_counter(); LoopLM(t.model_config(p)).to(sys.argv[2]); "
             "print(f'{time.perf_counter() - t0:.6f}')")

@@ -145,7 +145,7 @@ class MeasuredTimer:
         from dataclasses import replace
 
         from ...model.looplm import LoopLM
-        from ...training_looplm import data_of, model_config, train
+        from ...training.looplm import data_of, model_config, train
 
         data = data_of(probe)
         model = LoopLM(model_config(probe, data)).to(device)
@@ -158,7 +158,7 @@ class MeasuredTimer:
         the probe's loops, :func:`flops.forward_blocks`), the median of ``EVAL_REPEATS`` timings."""
         from ...model.looplm import LoopLM
         from ...tasks.language import Split
-        from ...training_looplm import correct, data_of, model_config
+        from ...training.looplm import correct, data_of, model_config
 
         data = data_of(probe)
         cfg = model_config(probe, data)
