@@ -39,17 +39,19 @@ device = "cpu"  # torch device for training and evaluation
 seeds = ""  # training seeds, e.g. "0,1,2" ("": the profile's)
 max_updates = 0  # outer updates to evaluate at every test size (0: the profile's depth)
 limit = 0  # test instances per size (0: the profile's default)
+arms = True  # also the content-free fixed-β average and carry-last with the progressive loss (recipes.OVERTHINK_ARMS)
 
 # %%
 import matplotlib.pyplot as plt
 
 from infiloop.analysis import overthinking, plotting
 from infiloop.experiments.notebooks.helper import Notebook, check
-from infiloop.experiments.settings.recipes import OVERTHINK_RECIPES
+from infiloop.experiments.settings.recipes import OVERTHINK_ARMS, OVERTHINK_RECIPES
 
 nb = Notebook("09_overthinking", "Overthinking", profile, device, 0)
 check("task", task, str, lambda v: v in ("prefix_sums", "maze"), "prefix_sums or maze")
 check("seeds", seeds, (str, int), expected='training seeds separated by commas, e.g. "0,1,2"')
+check("arms", arms, bool, expected="True or False")
 check("max_updates", max_updates, int, lambda v: v >= 0, "an integer >= 0 (0: the profile's depth)")
 check("limit", limit, int, lambda v: v >= 0, "an integer >= 0")
 plotting.use_style()
@@ -62,30 +64,32 @@ plotting.use_style()
 # %%
 need = nb.needs(globals())  # the runs and evaluations this notebook reads (experiments/notebooks/declarations.py)
 max_updates, sizes, seed_list = need.params["max_updates"], need.derived["sizes"], need.seeds
-runs = {r: need.run(r, device) for r in OVERTHINK_RECIPES}
+models = [*OVERTHINK_RECIPES, *(OVERTHINK_ARMS if arms else ())]  # the six, then the further arms
+runs = {r: need.run(r, device) for r in models}
 depth = runs["carry_last_no_recall"].training_depth
 train_size = runs["carry_last_no_recall"].model_config().grid
-labels = {r: overthinking.label(r, plotting.LABELS) for r in OVERTHINK_RECIPES}
+labels = {r: overthinking.label(r, plotting.LABELS) for r in models}
 print(f"{task}: trained at grid {train_size[0]}x{train_size[1]}, training depth {depth} outer updates; test sizes "
       f"{', '.join(map(str, sizes))}; evaluated to {max_updates} updates ({max_updates / depth:.0f}x the training "
       f"depth); seeds {', '.join(map(str, seed_list))}")
 
 # %%
-trajs = {(s, r): list(need.results(f"{s}/{r}", device).values()) for s in sizes for r in OVERTHINK_RECIPES}
+trajs = {(s, r): list(need.results(f"{s}/{r}", device).values()) for s in sizes for r in models}
 ms = {key: overthinking.measures(t) for key, t in trajs.items()}
 n_items = trajs[(sizes[-1], "carry_last_no_recall")][0]["correct"].shape[1]
 print(f"{n_items} test instances per size and seed")
 
 # %% [markdown]
 # ## Exact accuracy against iterations, at each test size
-# Solid: with recall; dashed: without. The dotted line is the training depth.
+# Solid: with recall; dashed: without. With `arms`, two more: InfiLoop's content-free fixed-β average without recall
+# (orange, dashed: eq. 2 without s_i, β fixed at 0.55) and carry-last with recall and the literature's progressive
+# loss (dotted). The dotted grey line is the training depth.
 
 # %%
 fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.8), sharey=True, squeeze=False)
 for ax, s in zip(axes[0], sizes):
-    for r in OVERTHINK_RECIPES:
-        m, base = ms[(s, r)], r.removesuffix("_no_recall").removesuffix("_recall")
-        ls = "--" if r.endswith("_no_recall") else "-"
+    for r in models:
+        m, (base, ls) = ms[(s, r)], overthinking.style(r)
         ax.plot(m.updates, 100 * m.curve.value, color=plotting.COLORS[base], ls=ls, label=labels[r])
         ax.fill_between(m.updates, 100 * m.curve.lo, 100 * m.curve.hi, color=plotting.COLORS[base], alpha=0.12, lw=0)
     ax.axvline(depth, color="grey", ls=":", lw=1)
@@ -106,7 +110,7 @@ fig_acc = plotting.save_figure(fig, f"overthinking_{task}", profile)[0]
 # %%
 tables = {}
 for s in sizes:
-    cols, rows = overthinking.table({r: ms[(s, r)] for r in OVERTHINK_RECIPES}, labels, depth)
+    cols, rows = overthinking.table({r: ms[(s, r)] for r in models}, labels, depth)
     tables[s] = rows
     print(f"test size {s}:")
     print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
@@ -123,8 +127,8 @@ for s in sizes:
 
 # %%
 pairs = [("carry_last_no_recall", "infiloop_no_recall"), ("carry_last_recall", "infiloop_recall")]
-window_cols, window_rows = overthinking.window_table({r: trajs[(sizes[-1], r)] for r in OVERTHINK_RECIPES}, pairs,
-                                                     labels)
+pairs += [("average_no_recall", "infiloop_no_recall"), ("carry_last_progressive", "carry_last_recall")] if arms else []
+window_cols, window_rows = overthinking.window_table({r: trajs[(sizes[-1], r)] for r in models}, pairs, labels)
 print(f"test size {sizes[-1]}:")
 print(*[" | ".join(map(str, x)) for x in [window_cols, *window_rows]], sep="\n")
 
@@ -186,7 +190,8 @@ print(text)
 
 # %%
 nb.finish(text, figures=[{"path": fig_acc, "caption": "Exact accuracy against outer updates at each test size "
-                          "(solid: recall; dashed: no recall; mean over seeds, 95 % band)."},
+                          "(solid: recall; dashed: no recall; dotted: carry-last with the progressive loss; mean "
+                          "over seeds, 95 % band)."},
                          {"path": fig_gamma, "caption": "InfiLoop (no recall): γ_t and the content score of the "
                           "outer axis, for instances right and wrong at each update."}],
           tables=[*(nb.table(f"Test size {s}", cols, rows) for s, rows in tables.items()),

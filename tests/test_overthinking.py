@@ -78,14 +78,27 @@ def test_the_plan_prices_a_longer_test_set_at_its_own_length(tmp_path):
         assert b >= a * m / n  # at least linear in the length (attention adds a quadratic part)
 
 
-def test_notebook_09_declares_six_runs_and_an_evaluation_per_size():
+def test_notebook_09_declares_its_runs_and_an_evaluation_per_size():
+    """The six models and, with ``arms`` (the default), the two further arms: InfiLoop without recall, content score
+    and learned decay (eq. 2 without s_i at beta_0), and carry-last with recall and the progressive loss at alpha = 1;
+    each arm the run of its recipe with those settings and nothing else."""
     from infiloop.errors import UsageError
     from infiloop.experiments.notebooks.manifest import needs
+    from infiloop.experiments.settings.recipes import OVERTHINK_ARMS
 
+    six = needs("09", "smoke", max_updates=24, limit=32, arms=False)
     n = needs("09", "smoke", max_updates=24, limit=32)
     sizes = profiles.data_of("smoke").tasks["prefix_sums"]["test_lengths"]
-    assert n.derived["sizes"] == sizes and set(n.runs) == set(OVERTHINK_RECIPES)
-    assert set(n.evals) == {f"{s}/{r}" for s in sizes for r in OVERTHINK_RECIPES}
+    assert set(six.runs) == set(OVERTHINK_RECIPES) and set(n.runs) == {*OVERTHINK_RECIPES, *OVERTHINK_ARMS}
+    assert n.derived["sizes"] == sizes
+    assert set(n.evals) == {f"{s}/{r}" for s in sizes for r in n.runs}
+    avg, plain = n.runs["average_no_recall"].run.config, n.runs["infiloop_no_recall"].run.config
+    for axis in ("inner", "outer"):
+        assert avg["model"][axis]["content_score"] is False and avg["model"][axis]["decay"] == "fixed"
+        avg["model"][axis].update(content_score=True, decay=plain["model"][axis]["decay"])
+    assert avg["model"] == plain["model"] and avg["train"] == plain["train"]
+    prog, recall = n.runs["carry_last_progressive"].run.config, n.runs["carry_last_recall"].run.config
+    assert prog["train"]["progressive"] == 1.0 and prog["model"] == recall["model"]
     e = n.evals[f"{sizes[-1]}/infiloop_no_recall"]
     assert e.args == {"updates": 24, "every": 1, "limit": 32, "test_set": f"test_{sizes[-1]}"}
     assert len({ev.key for ev in n.evals.values()}) == len(n.evals)  # one cache file per size and model

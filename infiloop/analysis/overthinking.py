@@ -150,8 +150,23 @@ def gamma_along(trajs: list[dict], axis: str = "outer") -> dict[str, np.ndarray]
     return out
 
 
+# The two further arms (``recipes.OVERTHINK_ARMS``): their names in words, and the colour and line of their curves.
+ARM_LABELS = {"average_no_recall": "fixed-β average (no content score), no recall",
+              "carry_last_progressive": "carry-last, recall + progressive loss (α = 1)"}
+ARM_STYLES = {"average_no_recall": ("ema", "--"), "carry_last_progressive": ("carry_last", ":")}
+
+
+def style(model: str) -> tuple[str, str]:
+    """The colour key (``plotting.COLORS``) and line style of a model's curve: solid with recall, dashed without."""
+    if model in ARM_STYLES:
+        return ARM_STYLES[model]
+    return model.removesuffix("_no_recall").removesuffix("_recall"), "--" if model.endswith("_no_recall") else "-"
+
+
 def label(recipe: str, labels: dict[str, str]) -> str:
     """A recipe of the setting in words: ``"carry-last, no recall"`` for ``carry_last_no_recall``."""
+    if recipe in ARM_LABELS:
+        return ARM_LABELS[recipe]
     base, recall = (recipe.removesuffix("_no_recall"), False) if recipe.endswith("_no_recall") else \
         (recipe.removesuffix("_recall"), True)
     return f"{labels[base]}, {'recall' if recall else 'no recall'}"

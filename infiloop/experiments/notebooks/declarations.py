@@ -14,7 +14,7 @@ from ...tasks import extrapolation, registry
 from ...tasks.validation import VALID
 from .. import looplm
 from ..settings import profiles
-from ..settings.recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, OVERTHINK_RECIPES
+from ..settings.recipes import ABLATIONS, CONDITIONING_RECIPES, MAIN_RECIPES, OVERTHINK_ARMS, OVERTHINK_RECIPES
 from .specs import Needs, parse_ints
 
 
@@ -174,7 +174,8 @@ def looped_lm(n: Needs, p: dict) -> None:
 
 def overthinking(n: Needs, p: dict) -> None:
     """Notebook 09: the six models of the overthinking setting (carry-last, FPRM, InfiLoop, with and without recall;
-    ``recipes.OVERTHINK_RECIPES``) trained on ``task`` at its training size and evaluated to ``max_updates`` at every
+    ``recipes.OVERTHINK_RECIPES``) and, with ``arms``, the two more of ``recipes.OVERTHINK_ARMS``, trained on
+    ``task`` at its training size and evaluated to ``max_updates`` at every
     update on each of the data set's named test sets (``tasks/extrapolation.py``)."""
     sizes = extrapolation.named_sizes(p["task"], profiles.data_of(n.profile).tasks.get(p["task"], {})) \
         if p["task"] in extrapolation.SIZE_SETTINGS else []
@@ -183,10 +184,11 @@ def overthinking(n: Needs, p: dict) -> None:
                 extrapolation.named_sizes(p["task"], profiles.data_of(name).tasks.get(p["task"], {}))]
         raise UsageError(f"notebook 09: profile {n.profile!r} has no {p['task']} data with test sets at several "
                          f"sizes; profiles that have: {', '.join(have) or 'none'} (task: prefix_sums or maze)")
-    for r in OVERTHINK_RECIPES:
-        n.add_run(r, p["task"], r)
+    arms = {r: (r, {}) for r in OVERTHINK_RECIPES} | (OVERTHINK_ARMS if p["arms"] else {})
+    for r, (recipe, overrides) in arms.items():
+        n.add_run(r, p["task"], recipe, overrides)
     for size in sizes:
-        for r in OVERTHINK_RECIPES:
+        for r in arms:
             n.add_eval(f"{size}/{r}", n.runs[r], "evaluate", updates=p["max_updates"], every=1,
                        limit=p["limit"] or None, test_set=extrapolation.size_set_name(size))
     n.derived["sizes"] = sizes

@@ -78,6 +78,19 @@ OVERTHINK_RECIPES = tuple(f"{r}_{k}" for r in MAIN_RECIPES for k in RECALL)
 for _base in MAIN_RECIPES:
     for _suffix, _recall in RECALL.items():
         _DERIVED[f"{_base}_{_suffix}"] = {**RECIPES[_base], **SIZE_AGNOSTIC_BLOCK, "recall": _recall}
+# Two more arms of the setting, each a recipe above with settings over it (notebook 09, issue 61):
+# - ``average_no_recall``: InfiLoop without recall, without its content score and with its decay fixed at
+#   beta_0 = 0.55 on both axes: eq. 2's weights beta^(t-i) / sum without s_i, a content-free fixed-beta average (the
+#   exact ablation of InfiLoop; notebook 08's ``ema`` is its limit after the first loops), so that what the content
+#   score does in overthinking is read against the same model without it;
+# - ``carry_last_progressive``: carry-last with recall and the literature's progressive loss, its remedy for
+#   overthinking, at alpha = 1, the default of aks2203/deep-thinking's prefix sums
+#   (config/problem/hyp/prefix_sums_default.yaml: ``alpha: 1``; the loss is then the progressive term alone).
+OVERTHINK_ARMS: dict[str, tuple[str, dict]] = {
+    "average_no_recall": ("infiloop_no_recall", {f"model.{axis}.{k}": v for axis in ("inner", "outer")
+                                                 for k, v in (("content_score", False), ("decay", "fixed"))}),
+    "carry_last_progressive": ("carry_last_recall", {"train.progressive": 1.0}),
+}
 
 SECTIONS = ("data", "model", "train", "eval")
 # Version of the code and formats that produce a run: part of every run's hash, so a run trained by an
