@@ -3,6 +3,7 @@ one size-agnostic block, a smoke model run on longer strings than it was trained
 
 import pytest
 
+from infiloop.experiments.notebooks.declarations import profile_notebooks
 from infiloop.experiments.settings import profiles
 from infiloop.experiments.settings.recipes import OVERTHINK_RECIPES, RECIPES, SIZE_AGNOSTIC_BLOCK, resolve_config
 from infiloop.experiments.store.runs import get_run
@@ -29,7 +30,7 @@ def test_six_recipes_differ_only_in_the_connection_and_recall():
 def test_the_overthink_profile_trains_as_the_literature_does_for_notebook_09():
     p = profiles.profile("overthink")
     # fresh seeds: 0-2 were the first run, which chose the test lengths and the InfiLoop claim's measure
-    assert profiles.notebooks("overthink") == ["09"] and profiles.seeds("overthink") == list(range(3, 13))
+    assert profile_notebooks("overthink") == ["09_overthinking"] and profiles.seeds("overthink") == list(range(3, 13))
     assert profiles.data_of("overthink").tasks["prefix_sums"]["test_lengths"][-1] >= \
         2 * profiles.data_of("overthink").tasks["prefix_sums"]["train_length"]
     for task in ("prefix_sums", "maze"):
@@ -43,7 +44,7 @@ def test_the_overthink_profile_trains_as_the_literature_does_for_notebook_09():
         blocks = cfg["model"]["H"] * (cfg["model"]["L"] + 1) * cfg["model"]["n_layers"]
         assert task != "prefix_sums" or blocks >= profiles.data_of("overthink").tasks[task]["train_length"]
     for name in ("quick", "tiny", "gpu", "paper", "search"):
-        assert "09" not in (profiles.notebooks(name) or []), name  # their data has no prefix sums
+        assert "09_overthinking" not in profile_notebooks(name), name  # their data has no prefix sums
 
 
 @pytest.fixture(scope="module")

@@ -20,11 +20,7 @@ from dataclasses import dataclass
 SOURCE = "paper"
 PAPER_LAYERS_PER_UPDATE = 26
 
-# The companion's notebooks, in report order: the experiments (06 the looped-LM study's conditioners on the
-# reasoner), the animations of measured trajectories (07, which show and check no claim), the study's own
-# looped decoder (08), and the overthinking setting of the recurrent-reasoning literature (09).
-NOTEBOOKS = ("01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation", "05_beta0_ablation",
-             "06_conditioning", "07_watch_the_loop", "08_looped_lm", "09_overthinking")
+# The notebooks that show measured trajectories and check no claim (the animations); the others check CLAIMS.
 ILLUSTRATIONS = ("07_watch_the_loop",)
 STUDY = "looped-LM study"  # conditioning of looped language models (test-time recurrence in looped LMs)
 
@@ -458,6 +454,11 @@ CLAIMS += [
 ]
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}
+
+# The companion's notebooks the paper's content speaks of, in report order (their numbers): those that check a claim
+# and the illustrations. Each notebook is defined by its spec module (infiloop/experiments/notebooks/experiments/),
+# which this wing may not import: the claims stay here, keyed by notebook name, and this list follows from them.
+NOTEBOOKS = tuple(sorted({c.notebook for c in CLAIMS} | set(ILLUSTRATIONS)))
 
 # The depth at which each claim is decided, as the paper states it (the README's results table shows it): notebook 01
 # decides at the training depth and shows matched compute and the best depth on validation beside it

@@ -5,10 +5,10 @@
     python -m infiloop reproduce --profile paper --executor slurm [--partition P --account A] [--wait]
 
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
-``notebooks/declarations.py``, each once, on every core or GPU of this machine (``scheduler.py``; on a GPU several
-small jobs side by side), or as Slurm jobs (``--executor slurm``, ``cluster.py``: the notebooks and the report then
-run once every job is done); the notebooks then only load, analyse and plot, on a CPU as many at a time as there are
-compute slots (one kernel each, one torch thread each).
+each notebook's spec module (``notebooks/experiments/``), each once, on every core or GPU of this machine
+(``scheduler.py``; on a GPU several small jobs side by side), or as Slurm jobs (``--executor slurm``,
+``cluster.py``: the notebooks and the report then run once every job is done); the notebooks then only load,
+analyse and plot, on a CPU as many at a time as there are compute slots (one kernel each, one torch thread each).
 
 The default profile runs on the GPU where CUDA is usable. A profile run on another kind of device than it is made
 for keeps its run cache, results and figures apart, in ``results/<device>/`` (:func:`kept_apart`): a model trained
@@ -43,13 +43,13 @@ from .settings import profiles
 
 
 def notebooks() -> list[str]:
-    return sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    """Every notebook, in number order: those with a spec module (``notebooks/declarations.py`` lists them)."""
+    return declarations.names()
 
 
 def select(names: list[str], only: list[str], profile: str) -> list[str]:
     """The notebooks to run: those ``only`` names ("02_depth_scaling", "02" or "depth_scaling"), else the
-    profile's own list (``profiles.notebooks``), else every notebook (those ``notebooks/declarations.py`` declares
-    and the others)."""
+    notebooks whose specs name the profile (``declarations.profile_notebooks``)."""
     def matches(name: str, wanted: str) -> bool:
         return name == wanted or name[:2] == wanted or name[3:] == wanted
 
@@ -59,9 +59,8 @@ def select(names: list[str], only: list[str], profile: str) -> list[str]:
                          "without it)")
     if only:
         return [n for n in names if any(matches(n, o) for o in only)]
-    if profiles.notebooks(profile):
-        return [n for n in names if n in set(declarations.profile_notebooks(profile))]
-    return names
+    wanted = set(declarations.profile_notebooks(profile))
+    return [n for n in names if n in wanted]
 
 
 def declared_parameters(name: str) -> set[str]:

@@ -163,8 +163,8 @@ def render(plan: Plan, calibration: Calibration) -> str:
     model_total = sum(m.seconds for m in plan.models)
     out += _render_models(plan.models)
     for name in declarations.undeclared_notebooks():
-        out.append(f"not listed: the runs and evaluations of notebook {name} (not declared in "
-                   "infiloop/experiments/notebooks/manifest.py)")
+        out.append(f"not listed: the runs and evaluations of notebook {name} (it has no spec module in "
+                   "infiloop/experiments/notebooks/experiments/)")
     out += _render_totals(plan, calibration, train_total, eval_total, model_total)
     return "\n".join(out)
 

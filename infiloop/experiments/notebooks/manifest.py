@@ -1,7 +1,8 @@
 """The experiment plan as data: for each notebook, the runs it reads and the evaluations it computes.
 
-A notebook's needs are declared once, here, as a function of its papermill parameters (the cell tagged
-``parameters``; ``0`` or ``""`` means "derived from the run", e.g. the training depth):
+A notebook's needs are declared once, in its spec module (``experiments/nbNN_name.py``), as a function of its
+papermill parameters (the cell tagged ``parameters``; ``0`` or ``""`` means "derived from the run", e.g. the
+training depth):
 
 - a **run** is (task, recipe, overrides incl. ``train.seed``) with a stable id such as ``main/infiloop``,
   ``ablation/beta0_0.10`` or ``conditioning/loop_gating``; a notebook with a ``seeds`` parameter declares
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from ...errors import UsageError
 from ..settings import profiles
-from .declarations import DECLARATIONS, notebook_name, profile_notebooks
+from .declarations import experiment, notebook_name, profile_notebooks
 from .parameters import DEPTH_PARAMETERS, notebook_defaults, read_parameters, typed_parameter
 from .specs import EvalSpec, ModelSpec, Needs, RunSpec
 
@@ -55,7 +56,7 @@ def needs(notebook: str, profile: str | None = None, **params) -> Needs:
         if p.get(key) == 0:
             p[key] = profiles.depth(p["profile"])
     n = Needs(name, p["profile"], p)
-    DECLARATIONS[name](n, p)
+    experiment(name).declare(n, p)
     return n
 
 

@@ -1,6 +1,6 @@
 """The specs of what one notebook reads: the runs (:class:`RunSpec`), the cached evaluations (:class:`EvalSpec`) and
 the looped decoders (:class:`ModelSpec`) of one notebook at one set of parameters (:class:`Needs`), declared by
-``declarations.py`` and read back by the notebooks (``need.run(id)``, ``need.result(id)``).
+each notebook's spec module (``experiments/``) and read back by the notebooks (``need.run(id)``, ``need.result(id)``).
 """
 
 from __future__ import annotations

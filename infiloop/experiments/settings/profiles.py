@@ -1,14 +1,15 @@
 """What each profile runs, defined in one place: its data (per task), model, training and evaluation settings,
-its tasks, training seeds and notebooks.
+its tasks and training seeds (the notebooks each profile runs: their specs).
 
 A *profile* is plain data. ``PROFILES[name]`` names its data profile (``"data"``, a key of ``DATA_PROFILES``,
 which also names the data's folder ``data/<task>/<data profile>/``), the model settings over ``ModelConfig``'s
 defaults (the paper's), the training settings over ``TrainConfig``'s, the evaluation, the tasks of notebook 01
 (``main_tasks``), the task of the single-task notebooks 03-06 (``task``; the paper's figures behind them are
-Sudoku-Extreme's), the training seeds (``seeds``, default ``[0]``), the notebooks ``./reproduce.sh`` runs
-(``notebooks``, default all), the device it is made for (``device``, default ``cpu``) and per-task overrides
-(``task_overrides``). Everything else reads a profile through the functions below; :func:`check` is the one
-place a profile's name is validated.
+Sudoku-Extreme's), the training seeds (``seeds``, default ``[0]``), the device it is made for (``device``,
+default ``cpu``) and per-task overrides (``task_overrides``). Which notebooks a profile runs is said by each
+notebook's spec (``infiloop/experiments/notebooks/experiments/``), by profile name or by :data:`PAPER_PROFILES`.
+Everything else reads a profile through the functions below; :func:`check` is the one place a profile's name is
+validated.
 """
 
 from __future__ import annotations
@@ -116,9 +117,10 @@ for _name in dict.fromkeys(p for t in registry.REGISTRY.values() for p in t.data
     DATA_PROFILES[_name] = _with_task_settings(_name, DATA_PROFILES.get(_name, {}))
 
 
-# The notebooks of the paper's experiments (01-08); notebook 09 (overthinking: tasks that extrapolate in size) runs
-# at `smoke` and at its own profile `overthink`, whose data the other profiles do not build.
-PAPER_NOTEBOOKS = ["01", "02", "03", "04", "05", "06", "07", "08"]
+# The profiles that run the paper's experiments (notebooks 01-08 name them in their specs, experiments/notebooks/
+# experiments/): smoke, the tests' profile, which runs every notebook, and those made for the paper's table. search
+# runs the notebooks of the main contrast (01-04, 07); overthink notebook 09 only, which runs at smoke and there.
+PAPER_PROFILES = ("smoke", "quick", "tiny", "gpu", "paper")
 
 # torch.compile in the profiles made for the CPU (smoke, quick, tiny, search, overthink), wherever they run: off.
 # TrainConfig's "auto" compiles on CUDA; on a GPU these models train for minutes or seconds, less than a cold
@@ -144,7 +146,6 @@ _TINY: dict = {
     # tasks of ARC-AGI-1 up to 10x10, 8 of ARC-AGI-2 up to 15x15), about 12 and 32 min a model.
     # `-p tasks sudoku` gives the Sudoku-only table of about 80 minutes (README).
     "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
-    "notebooks": PAPER_NOTEBOOKS,
 }
 
 # The default profile: every notebook and the report in at most 20 minutes on two CPU cores, its settings chosen
@@ -159,7 +160,6 @@ _QUICK: dict = {
     "train": {**_TINY["train"], "steps": 900, "batch_size": 48, "warmup_steps": 30, "checkpoint_every": 300},
     "eval": {"updates": 240, "every": 1, "limit": 128, "batch_size": 128},
     "main_tasks": ["sudoku"],
-    "notebooks": PAPER_NOTEBOOKS,
 }
 
 # `overthink`: notebook 09 on tasks that extrapolate in size (data profile overthink), three seeds, chosen by the
@@ -179,7 +179,6 @@ _OVERTHINK: dict = {
     "eval": {"updates": 120, "every": 1, "limit": 128, "batch_size": 128},
     "main_tasks": ["sudoku"],
     "seeds": list(range(3, 13)),
-    "notebooks": ["09"],
 }
 
 PROFILES: dict[str, dict] = {
@@ -209,7 +208,6 @@ PROFILES: dict[str, dict] = {
         "eval": dict(_TINY["eval"]),
         "main_tasks": ["sudoku"],
         "seeds": [0, 1, 2],
-        "notebooks": ["01", "02", "03", "04", "07"],
     },
     "overthink": _OVERTHINK,
     # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/experiments/compute/plan.py
@@ -223,8 +221,7 @@ PROFILES: dict[str, dict] = {
         "eval": {"updates": 960, "every": 1, "limit": 4096, "batch_size": 1024},
         "main_tasks": ["sudoku"],
         "device": "cuda",
-        "notebooks": PAPER_NOTEBOOKS,
-    },
+        },
     "paper": {
         "data": "paper",
         "model": {},  # ModelConfig defaults are the paper's architecture
@@ -235,8 +232,7 @@ PROFILES: dict[str, dict] = {
         "eval": {"updates": 960, "every": 1, "limit": 32768, "batch_size": 1024},
         "main_tasks": ["sudoku", "maze", "arc1", "arc2"],
         "device": "cuda",
-        "notebooks": PAPER_NOTEBOOKS,
-        # per-task settings (the paper's protocol: peak lr 3e-4 for Maze and ARC)
+            # per-task settings (the paper's protocol: peak lr 3e-4 for Maze and ARC)
         # TRM trains ARC's puzzle embeddings by sign-SGD at 1e-2 with weight decay 0.1 (its default config);
         # its Sudoku and Maze commands give them the main lr and weight decay (the defaults here).
         # Maze's and ARC's 916 positions (Sudoku's: 97) take about 0.4 GB a slot in one step's backward pass: the
@@ -350,11 +346,6 @@ def depth(name: str) -> int:
 def device(name: str) -> str:
     """The device profile ``name`` is made for (``"cuda"`` for the GPU profiles, else ``"cpu"``)."""
     return profile(name).get("device", "cpu")
-
-
-def notebooks(name: str) -> list[str] | None:
-    """The notebooks ``./reproduce.sh`` runs at profile ``name`` (two-digit prefixes), or None for all."""
-    return profile(name).get("notebooks")
 
 
 def looplm(name: str) -> dict:
