@@ -147,6 +147,9 @@ def test_summaries_merge_seed_by_seed_and_refuse_other_settings():
     other = {"code_version": 8, "task": "sudoku", "recipe": "infiloop", "train": {"seed": 0, "lr": 1e-3}, "eval": {}}
     with pytest.raises(DataError, match=r"run 'infiloop' was trained with other settings .*code_version 7 vs 8"):
         records.merge(_summary([0]), _summary([2], other))
+    deeper = {**_summary([2]), "parameters": {"seeds": "2", "max_updates": 480}}
+    with pytest.raises(DataError, match=r"other parameters \(max_updates None vs 480\)"):
+        records.merge({**_summary([0]), "parameters": {"seeds": "0"}}, deeper)
     text_only = {k: v for k, v in _summary([0]).items() if k != "runs"}
     with pytest.raises(DataError, match="--replace"):
         records.merge(text_only, _summary([1]))

@@ -89,7 +89,8 @@ def _differences(a: dict, b: dict, limit: int = 3) -> str:
 
 def check_mergeable(recorded: dict, new: dict) -> None:
     """Refuse (DataError, one line) two summaries whose seeds cannot be one record: another notebook or profile, a
-    summary kept without its data, or a run id whose settings differ (code version, data, model, training)."""
+    summary kept without its data, notebook parameters that differ (besides the seeds: the depths and test puzzles of
+    the evaluations), or a run id whose settings differ (code version, data, model, training)."""
     where = f"{new.get('profile')}/{new.get('notebook')}"
     for key in ("notebook", "profile"):
         if recorded.get(key) != new.get(key):
@@ -98,6 +99,9 @@ def check_mergeable(recorded: dict, new: dict) -> None:
         if not s.get("runs"):
             raise DataError(f"{where}: {what} keeps no data of its runs (written before records were data): "
                             "record it anew with --replace")
+    params = [{k: v for k, v in (s.get("parameters") or {}).items() if k != "seeds"} for s in (recorded, new)]
+    if params[0] != params[1]:  # the evaluations (depths, test puzzles) are not in the runs' settings
+        raise DataError(f"{where}: the notebook ran with other parameters ({_differences(*params)})")
     for rid in sorted(set(recorded["runs"]) | set(new["runs"])):
         a, b = recorded["runs"].get(rid), new["runs"].get(rid)
         if a is None or b is None:
