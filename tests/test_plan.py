@@ -239,8 +239,8 @@ def test_plan_takes_the_notebooks_parameters_such_as_seeds(root):
     one = _plan(FakeTimer())
     assert "training seed(s) 0;" in one or one.splitlines()[0].endswith("training seed(s) 0")
     runs = lambda t: int(t.split(" training runs")[0].rsplit(" ", 1)[1])  # noqa: E731
-    # notebooks 01 and 02 take seeds: their three models twice more; notebook 09 its six
-    assert runs(text) == runs(one) + 2 * 3 + 2 * 6
+    # notebooks 01 and 02 take seeds: their three models twice more; notebook 09 its eight (six and two arms)
+    assert runs(text) == runs(one) + 2 * 3 + 2 * 8
 
 
 def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
@@ -485,7 +485,7 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
     both = planned("02", "perturbation")
     notebooks = {ln[:2] for ln in both.split("## evaluations")[1].splitlines() if re.match(r"\d\d  ", ln)}
     assert notebooks == {"02", "04"} and "3 training runs" in both and "0 looped decoders" in both
-    assert "22 training runs" in planned()  # 01-08's 16 and notebook 09's six
+    assert "24 training runs" in planned()  # 01-08's 16 and notebook 09's eight
     capsys.readouterr()
     assert main(["plan", "--profile", "smoke", "--only", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
