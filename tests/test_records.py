@@ -189,6 +189,10 @@ def test_compare_lists_the_verdicts_cells_and_machine_that_differ(tmp_path):
                for ln in lines)
     assert "01_main_table: table 'Table 1' row 2, acc: '66.0' recorded, '70.1' here" in lines
     assert "01_main_table: torch threads: 1 recorded, 2 here" in lines
+    del run["environment"]
+    (tmp_path / "run" / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(run))
+    assert "01_main_table: this run keeps no environment (made by code older than the record's)" in \
+        compare.compare("search", tmp_path / "run", tmp_path / "rec")[0]
 
 
 def test_compare_without_a_finished_run_is_one_error_line():

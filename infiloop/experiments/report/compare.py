@@ -66,8 +66,10 @@ def compare_environment(recorded: dict, run: dict) -> list[str]:
     if not a:
         return [f"{recorded.get('notebook')}: the record keeps no environment (recorded before records kept it): "
                 "whether this machine is like the record's is unknown"]
+    if not b:
+        return [f"{recorded.get('notebook')}: this run keeps no environment (made by code older than the record's)"]
     return [f"{recorded.get('notebook')}: {k}: {a.get(k)!r} recorded, {b.get(k)!r} here"
-            for k in ENVIRONMENT_KEYS if b and a.get(k) != b.get(k)]
+            for k in ENVIRONMENT_KEYS if a.get(k) != b.get(k)]
 
 
 def compare(profile: str, results: Path, recorded: Path) -> tuple[list[str], bool]:
