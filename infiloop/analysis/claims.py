@@ -23,7 +23,9 @@ either sign (``tests/test_paper.py`` plants data on the other side for each). Th
   content score tells right candidates from wrong ones (its AUROC; the paper's medians by wrong cells beside it).
 
 Every interval here comes from ``intervals.interval``, which widens one that no seed and no resample moves (zero width,
-whatever the number of seeds) to the exact bound on the share of the item-seed pairs that could differ.
+whatever the number of seeds) to the exact bound on the share of the item-seed pairs that could differ. Every builder
+is ``claim_data.captured``: its interval keeps the per-seed inputs it was computed from, which a claim's record keeps
+(:func:`claim_dict`), so that :func:`redecide` decides it again from them and records of other seeds merge.
 """
 
 from __future__ import annotations
