@@ -382,10 +382,10 @@ def eval_seconds(model, data, updates: int, warm: int, batch: int, device: str, 
     """Seconds of ``updates`` outer updates of ``evaluate`` on one batch, after ``warm`` updates of warm-up."""
     from infiloop.evaluation import evaluate
 
-    evaluate(model, data, warm, batch_size=batch, device=device, progress=False, precision=precision)
+    evaluate(model, data, updates=warm, batch_size=batch, device=device, progress=False, precision=precision)
     C.sync(device)
     t0 = time.perf_counter()
-    evaluate(model, data, updates, batch_size=batch, device=device, progress=False, precision=precision)
+    evaluate(model, data, updates=updates, batch_size=batch, device=device, progress=False, precision=precision)
     C.sync(device)
     return time.perf_counter() - t0
 

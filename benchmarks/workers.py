@@ -55,7 +55,7 @@ def worker(args) -> None:
         while time.time() < args.start:
             time.sleep(0.01)
         t0 = time.perf_counter()
-        evaluate(model, data, args.updates, 1, args.puzzles, "cpu", progress=False)
+        evaluate(model, data, updates=args.updates, every=1, batch_size=args.puzzles, progress=False)
     print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 

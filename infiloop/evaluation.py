@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .errors import DataError
+from .errors import DataError, UsageError
 from .io import load_npz, save_npz
 from .machine import progress_bar
 from .model.connections import choose_kernels
@@ -68,6 +68,68 @@ PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 # puzzle), or another puzzle's id drawn at random (seeded). A model that recalls puzzles by their identity loses
 # accuracy without its own; one whose prefix carries no identity (Sudoku and Maze: one id for all) does not.
 PUZZLE_IDS = ("own", "blank", "random")
+WEIGHT_CHOICES = ("auto", "ema", "last", "best")  # which of a run's weights an evaluation scores (Run.weights_used)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalRequest:
+    """One evaluation of a trajectory: what :func:`evaluate` runs and records, and what ``Run.evaluate`` finds in
+    a run's cache or adds to it. ``None`` is the run profile's setting in ``Run.evaluate``; a bare model
+    (:func:`evaluate`) records every update in batches of 256. Every field but the last three names the cache file
+    (:meth:`cache_args`)."""
+
+    updates: int | None = None  # outer updates each puzzle runs
+    every: int | None = None  # record every ``every``-th update (a divisor of ``updates``)
+    limit: int | None = None  # the first ``limit`` puzzles (of a run's test set: the profile's; of given data: all)
+    per_token: bool = False  # record gamma and the score of every grid cell too (the ``*_tok`` arrays)
+    snapshots: tuple[int, ...] = ()  # updates at which the predicted grids are kept (``pred_snapshots``)
+    puzzles: tuple[int, ...] = ()  # only these rows of the (limited) set, in this order, e.g. one puzzle animated
+    precision: str = "auto"  # :data:`PRECISIONS` (:func:`precision_context`)
+    weights: str = "auto"  # which of a run's weights score (:data:`WEIGHT_CHOICES`, ``Run.weights_used``)
+    puzzle_ids: str = "own"  # the puzzle ids the model is given (:data:`PUZZLE_IDS`, the identity ablation)
+    test_set: str = "test"  # a run's test set: ``test``, ``valid`` or one at another size (``test_<size>``)
+    batch_size: int | None = None  # puzzles run at once
+    device: str = "cpu"
+    progress: bool = True  # a progress bar on stderr
+
+    def __post_init__(self):
+        # tuples of ints, however given (a declaration read from JSON gives lists), keep a request hashable
+        object.__setattr__(self, "snapshots", tuple(int(s) for s in self.snapshots))
+        object.__setattr__(self, "puzzles", tuple(int(p) for p in self.puzzles))
+
+    @classmethod
+    def of(cls, request: EvalRequest | None = None, **fields) -> EvalRequest:
+        """``request`` with ``fields`` changed, or a request of ``fields`` alone: the keyword form its callers
+        write (``run.evaluate(updates=12, limit=16)``)."""
+        if request is not None and not isinstance(request, EvalRequest):  # e.g. the updates of an older call
+            raise TypeError(f"expected an EvalRequest or its fields as keywords (updates=...), got {request!r}")
+        return cls(**fields) if request is None else dataclasses.replace(request, **fields)
+
+    def cache_args(self) -> dict:
+        """The request as its cache key names it: updates, every, limit, per_token and the sorted snapshots always;
+        precision, weights, puzzle ids, test set and puzzles only where they are not the default, so that every
+        evaluation cached before they existed keeps its file. An unknown choice is refused."""
+        for name, choices in (("precision", PRECISIONS), ("weights", WEIGHT_CHOICES), ("puzzle_ids", PUZZLE_IDS)):
+            if getattr(self, name) not in choices:
+                raise UsageError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        args = {"updates": self.updates, "every": self.every, "limit": self.limit, "per_token": self.per_token,
+                "snapshots": sorted(self.snapshots)}
+        args |= {name: getattr(self, name) for name in ("precision", "weights", "puzzle_ids", "test_set")
+                 if getattr(self, name) != _DEFAULT_REQUEST_FIELDS[name]}
+        if self.puzzles:
+            args["puzzles"] = list(self.puzzles)
+        return args
+
+
+_DEFAULT_REQUEST_FIELDS = {f.name: f.default for f in dataclasses.fields(EvalRequest)}
+
+
+def precision_arg(precision: str) -> dict:
+    """An evaluation's precision in its cache key: only when asked for explicitly, so that every evaluation cached
+    before precisions existed (``auto``: float32 on the CPU) keeps its file."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return {} if precision == "auto" else {"precision": precision}
 
 
 def resolve_precision(precision: str, device: str | torch.device) -> str:
@@ -234,31 +296,35 @@ class _Recorder:
         return out
 
 
-def _check(n_updates: int, every: int) -> None:
-    if n_updates < 1:
+def _check(n_updates: int | None, every: int) -> None:
+    if n_updates is None or n_updates < 1:
         raise ValueError(f"updates must be at least 1, got {n_updates}")
     if every < 1 or n_updates % every:
         raise ValueError(f"every={every} must be a positive divisor of updates={n_updates}")
 
 
 @torch.no_grad()
-def evaluate(model: LoopedReasoner, data: TaskData, updates: int, every: int = 1, batch_size: int = 256,
-             device: str = "cpu", per_token: bool = False, snapshots: tuple[int, ...] = (),
-             progress: bool = True, precision: str = "auto", puzzle_ids: str = "own",
-             weights: dict | None = None) -> dict[str, np.ndarray]:
-    """Run every puzzle of ``data`` for ``updates`` outer updates and record its trajectory (at ``precision``), with
-    the puzzle ids :func:`replaced_puzzle_ids` gives; ``weights`` (which weights were loaded: kind and step) is
-    recorded in the trajectory's ``info``."""
+def evaluate(model: LoopedReasoner, data: TaskData, request: EvalRequest | None = None, loaded: dict | None = None,
+             **fields) -> dict[str, np.ndarray]:
+    """Run every puzzle of ``data`` for ``request.updates`` outer updates and record its trajectory (every
+    ``every``-th update, at its precision, with the puzzle ids :func:`replaced_puzzle_ids` gives). ``fields``: the
+    request's, in place of one or changing it (``evaluate(model, data, updates=12)``). The fields that choose a
+    run's puzzles and weights (limit, puzzles, test_set, weights) are ``Run.evaluate``'s: here ``data`` and
+    ``model`` are what they chose, and ``loaded`` (which weights were loaded: kind and step) is recorded in the
+    trajectory's ``info``."""
+    r = EvalRequest.of(request, **fields)
+    updates, every = r.updates, 1 if r.every is None else r.every
     _check(updates, every)
-    data = replaced_puzzle_ids(data, puzzle_ids)
-    snapshots = tuple(sorted(int(s) for s in snapshots))
+    data = replaced_puzzle_ids(data, r.puzzle_ids)
+    snapshots = tuple(sorted(r.snapshots))
     if any(not 1 <= s <= updates for s in snapshots):
         raise ValueError(f"snapshots {snapshots} must lie in [1, updates={updates}]")
-    model = _placed(model, device)
-    with precision_context(precision, device) as resolved:
-        out = _evaluate(model, data, updates, every, batch_size, device, per_token, snapshots, progress)
-    out["info"] = np.asarray(_info(model, data, updates=updates, every=every, horizon=updates, device=str(device),
-                                   precision=resolved, puzzle_ids=puzzle_ids, weights=weights))
+    model = _placed(model, r.device)
+    with precision_context(r.precision, r.device) as resolved:
+        out = _evaluate(model, data, updates, every, 256 if r.batch_size is None else r.batch_size, r.device,
+                        r.per_token, snapshots, r.progress)
+    out["info"] = np.asarray(_info(model, data, updates=updates, every=every, horizon=updates, device=str(r.device),
+                                   precision=resolved, puzzle_ids=r.puzzle_ids, weights=loaded))
     return out
 
 

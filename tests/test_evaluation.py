@@ -238,8 +238,8 @@ def test_bf16_evaluation_matches_fp32(connection, smoke_run):
         model = LoopedReasoner(model.cfg.replace(inner=conn, outer=conn))
         model.load_state_dict({k: v for k, v in block.items() if k in model.state_dict()})
     depth, snaps = run.config["eval"]["updates"], (1, 6, 12, run.config["eval"]["updates"])
-    fp32 = evaluate(model, data, depth, snapshots=snaps, progress=False, precision="fp32")
-    bf16 = evaluate(model, data, depth, snapshots=snaps, progress=False, precision="bf16")
+    fp32 = evaluate(model, data, updates=depth, snapshots=snaps, progress=False, precision="fp32")
+    bf16 = evaluate(model, data, updates=depth, snapshots=snaps, progress=False, precision="bf16")
     assert json.loads(str(bf16["info"]))["precision"] == "bf16"
     assert np.array_equal(fp32["correct"].mean(1), bf16["correct"].mean(1))
     assert (fp32["pred_snapshots"] == bf16["pred_snapshots"]).mean(axis=(1, 2)).min() >= 0.97

@@ -27,7 +27,7 @@ def test_the_best_checkpoint_on_validation_is_kept(tmp_path, monkeypatch):
     planted = {10: 0.25, 20: 0.75, 30: 0.75, 40: 0.5}
     calls = []
 
-    def fake_evaluate(model, data, updates, every, batch, device, progress=False):
+    def fake_evaluate(model, data, request):
         step = calls[-1]
         n = len(data)
         return {"correct": np.array([np.arange(n) < round(planted[step] * n)])}

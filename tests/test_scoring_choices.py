@@ -37,7 +37,7 @@ def test_puzzle_ids_replaced_blank_or_by_another_puzzles():
 def test_an_evaluation_records_and_caches_its_weights_and_ids(smoke_run):
     run = smoke_run
     default, path = run.evaluate(updates=4, every=1, limit=8, progress=False)
-    again = run._evaluate_key(4, 1, 8, weights="auto", puzzle_ids="own")[2]
+    again = run._evaluate_key(updates=4, every=1, limit=8, weights="auto", puzzle_ids="own")[2]
     assert again == path  # the defaults keep the file every evaluation cached before had
     info = json.loads(str(default["info"]))
     assert info["weights"] == {"kind": "ema", "step": run.summary()["step"], "file": "model.safetensors"}

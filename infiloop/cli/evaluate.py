@@ -42,6 +42,15 @@ def _budgets(text: str) -> tuple[int, ...]:
     return budgets
 
 
+def _request(args: argparse.Namespace):
+    """The trajectory ``eval`` asks for (``evaluation.EvalRequest``), from its options."""
+    from ..evaluation import EvalRequest
+
+    return EvalRequest(updates=args.updates, every=args.every, limit=args.limit, per_token=args.per_token,
+                       precision=args.precision, weights=args.weights, puzzle_ids=args.puzzle_ids,
+                       device=args.device, progress=not args.quiet)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
@@ -78,14 +87,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(f"eps={eps_v:<8g} retention={kept:.4f} distance={np.median(out['distance'][e, -1]):.4g}")
     elif task(run.config["task"]).voted:
         limit, snapshots, test = _arc_plan(run, args.updates, args.every, args.limit)
-        traj, path = run.evaluate(args.updates, args.every, limit, per_token=args.per_token, snapshots=snapshots,
-                                  device=args.device, progress=not args.quiet, precision=args.precision,
-                                  weights=args.weights, puzzle_ids=args.puzzle_ids)
+        traj, path = run.evaluate(_request(args), limit=limit, snapshots=snapshots)
         _print_arc(traj, test, run, cfg.layers_per_outer_update)
     else:
-        traj, path = run.evaluate(args.updates, args.every, args.limit, data, args.data,
-                                  per_token=args.per_token, device=args.device, progress=not args.quiet,
-                                  precision=args.precision, weights=args.weights, puzzle_ids=args.puzzle_ids)
+        traj, path = run.evaluate(_request(args), data, args.data)
         print(f"# exact accuracy by depth on {_puzzles(traj['correct'].shape[1], args.data)} "
               f"({cfg.layers_per_outer_update} layers per outer update)")
         print("update  layers  exact_acc")
@@ -152,8 +157,7 @@ def _puzzles(n: int, data_file: str | None) -> str:
 
 
 def add_eval(sub) -> None:
-    from ..evaluation import PRECISIONS, PUZZLE_IDS
-    from ..experiments.store.runs import WEIGHT_CHOICES
+    from ..evaluation import PRECISIONS, PUZZLE_IDS, WEIGHT_CHOICES
 
     p = sub.add_parser("eval", help="evaluate a run to any depth; perturbation with --perturb-at", epilog=EVAL_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

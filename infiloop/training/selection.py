@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..evaluation import evaluate
+from ..evaluation import EvalRequest, evaluate
 from ..io import atomic_write_text, save_weights
 from ..model.reasoner import LoopedReasoner, ModelConfig
 from ..tasks.base import TaskData
@@ -50,8 +50,8 @@ class BestOnValidation:
         model = LoopedReasoner(self.cfg)
         model.load_state_dict({k: v.detach().cpu() for k, v in weights.items()})
         with torch.random.fork_rng(devices=[]):  # nothing here may move the training's random streams
-            traj = evaluate(model.eval(), self.valid, self.depth, self.depth, self.batch_size, self.device,
-                            progress=False)
+            traj = evaluate(model.eval(), self.valid, EvalRequest(self.depth, self.depth, batch_size=self.batch_size,
+                                                                  device=self.device, progress=False))
         acc = float(np.asarray(traj["correct"][-1]).mean())
         rec = self.record()
         checked = {int(k): v for k, v in rec.get("checked", {}).items() if int(k) < step}  # a resumed run re-checks

@@ -122,11 +122,11 @@ class MeasuredTimer:
         data = run.test_data(test_set)
         data = data.subset(np.arange(b) % len(data))
         model = LoopedReasoner(cfg).to(device).eval()
-        evaluate(model, data, EVAL_WARM, 1, b, device, progress=False)
+        evaluate(model, data, updates=EVAL_WARM, every=1, batch_size=b, device=device, progress=False)
 
         def timed(updates: int) -> float:
             t0 = time.perf_counter()
-            evaluate(model, data, updates, 1, b, device, progress=False)
+            evaluate(model, data, updates=updates, every=1, batch_size=b, device=device, progress=False)
             _sync(device)
             return time.perf_counter() - t0
 

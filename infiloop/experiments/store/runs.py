@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +23,14 @@ import torch
 from ... import paths, tasks
 from ...errors import UsageError
 from ...evaluation import (
-    PRECISIONS,
-    PUZZLE_IDS,
     TRAJECTORY_VERSION,
+    WEIGHT_CHOICES,
+    EvalRequest,
     evaluate,
     evaluate_budgets,
     load_trajectory,
     perturb,
+    precision_arg,
     save_trajectory,
 )
 from ...io import atomic_write_text, load_weights, locked, remove_stale_temps
@@ -188,55 +189,44 @@ class Run:
         h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
         return self.dir / "eval" / f"{kind}-{h}.npz"
 
-    def _evaluate_key(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
-                      data: TaskData | None = None, data_file: str | None = None, per_token: bool = False,
-                      snapshots: tuple[int, ...] = (), puzzles: tuple[int, ...] = (), precision: str = "auto",
-                      weights: str = "auto", puzzle_ids: str = "own", test_set: str = "test"
-                      ) -> tuple[dict, TaskData, Path]:
+    def _evaluate_key(self, request: EvalRequest | None = None, data: TaskData | None = None,
+                      data_file: str | None = None, **fields) -> tuple[dict, TaskData, Path]:
+        r = EvalRequest.of(request, **fields)
         ev = self.config["eval"]
-        updates = ev["updates"] if updates is None else updates
-        every = ev["every"] if every is None else every
-        limit = self._limit(limit, data)
-        if data is None and test_set != "test":
-            data = self.test_data(test_set)
+        limit = self._limit(r.limit, data)
+        if data is None and r.test_set != "test":
+            data = self.test_data(r.test_set)
         data = self._select(data, limit)
-        args = {"updates": updates, "every": every, "limit": limit, "per_token": per_token,
-                "snapshots": sorted(int(s) for s in snapshots), **_precision_arg(precision),
-                **_scoring_args(weights, puzzle_ids), **({} if test_set == "test" else {"test_set": test_set})}
-        if puzzles:
-            puzzles = [int(p) for p in puzzles]
-            if not all(0 <= p < len(data) for p in puzzles):
-                raise ValueError(f"puzzles {puzzles} must index the {len(data)} evaluated test puzzles")
-            data = data.subset(puzzles)
-            args["puzzles"] = puzzles
+        r = replace(r, updates=ev["updates"] if r.updates is None else r.updates,
+                    every=ev["every"] if r.every is None else r.every, limit=limit)
+        args = r.cache_args()
+        if r.puzzles:
+            if not all(0 <= p < len(data) for p in r.puzzles):
+                raise ValueError(f"puzzles {list(r.puzzles)} must index the {len(data)} evaluated test puzzles")
+            data = data.subset(list(r.puzzles))
         return args, data, self._eval_path("traj", args, data, data_file)
 
-    def evaluate(self, updates: int | None = None, every: int | None = None, limit: int | None = None,
-                 data: TaskData | None = None, data_file: str | None = None, batch_size: int | None = None,
-                 per_token: bool = False, snapshots: tuple[int, ...] = (), device: str = "cpu",
-                 progress: bool = True, puzzles: tuple[int, ...] = (), precision: str = "auto", weights: str = "auto",
-                 puzzle_ids: str = "own", test_set: str = "test") -> tuple[dict, Path]:
-        """Trajectory of the test set (or ``data``) to ``updates`` outer updates; cached.
+    def evaluate(self, request: EvalRequest | None = None, data: TaskData | None = None, data_file: str | None = None,
+                 **fields) -> tuple[dict, Path]:
+        """The trajectory of ``request`` (``evaluation.EvalRequest``, or its ``fields`` as keywords) on the test set
+        or on ``data`` (a user's file, read from ``data_file``); cached.
 
-        ``updates``, ``every`` and ``limit`` default to the profile's (``limit``: all of a given ``data``).
-        ``puzzles``: only these rows of the (limited) set, in this order, e.g. one puzzle recorded with
-        a prediction snapshot at every frame of an animation. ``precision`` (``evaluation.PRECISIONS``): ``auto``
-        is bf16 on CUDA and float32 elsewhere; any other value is asked for explicitly and cached apart. ``weights``
-        (:meth:`weights_used`) and ``puzzle_ids`` (``evaluation.PUZZLE_IDS``, the identity ablation): other than their
-        defaults, cached apart; the trajectory's ``info`` records both. ``test_set``: one of the data set's named test
-        sets at another size (``test_<size>``), run by the same weights on that grid (``LoopedReasoner.resized``; a
-        model whose weights depend on the grid's size is refused); the profile's limit applies, cached apart."""
-        args, data, path = self._evaluate_key(updates, every, limit, data, data_file, per_token, snapshots, puzzles,
-                                              precision, weights, puzzle_ids, test_set)
+        ``updates``, ``every``, ``limit`` and ``batch_size`` default to the profile's (``limit``: all of a given
+        ``data``). ``precision``, ``weights`` and ``puzzle_ids`` other than their defaults are cached apart; the
+        trajectory's ``info`` records them. ``test_set``: one of the data set's named test sets at another size
+        (``test_<size>``), run by the same weights on that grid (``LoopedReasoner.resized``; a model whose weights
+        depend on the grid's size is refused); the profile's limit applies, cached apart."""
+        r = EvalRequest.of(request, **fields)
+        args, data, path = self._evaluate_key(r, data, data_file)
         cached = _cached(path)
         if cached is not None:
             return cached, path
-        model = self.load_model(device, weights)
+        model = self.load_model(r.device, r.weights)
         if tuple(data.grid) != tuple(model.cfg.grid):
             model = model.resized(data.grid)
-        traj = evaluate(model, data, args["updates"], args["every"],
-                        batch_size or self.config["eval"]["batch_size"], device, per_token, snapshots, progress,
-                        precision, puzzle_ids, self.weights_used(weights))
+        r = replace(r, updates=args["updates"], every=args["every"],
+                    batch_size=r.batch_size or self.config["eval"]["batch_size"])
+        traj = evaluate(model, data, r, self.weights_used(r.weights))
         save_trajectory(path, traj)
         return traj, path
 
@@ -247,7 +237,7 @@ class Run:
         after = ev["updates"] if updates_after is None else updates_after
         args = {"at": at, "eps": [float(e) for e in eps], "after": after,
                 "every": ev["every"] if every is None else every, "limit": self._limit(limit, data), "seed": seed,
-                **_precision_arg(precision)}
+                **precision_arg(precision)}
         data = self._select(data, args["limit"])
         return args, data, self._eval_path("perturb", args, data, data_file)
 
@@ -269,7 +259,7 @@ class Run:
     def _budgets_key(self, budgets: tuple[int, ...], limit: int | None = None, data: TaskData | None = None,
                      data_file: str | None = None, precision: str = "auto") -> tuple[dict, TaskData, Path]:
         limit = self._limit(limit, data)
-        args = {"budgets": sorted(int(b) for b in budgets), "limit": limit, **_precision_arg(precision)}
+        args = {"budgets": sorted(int(b) for b in budgets), "limit": limit, **precision_arg(precision)}
         data_ = self._select(data, limit)
         return args, data_, self._eval_path("budgets", args, data_, data_file)
 
@@ -349,28 +339,6 @@ class Run:
         if limit is not None and limit < len(data):
             data = data.subset(slice(0, limit))
         return data
-
-
-def _precision_arg(precision: str) -> dict:
-    """An evaluation's precision in its cache key: only when asked for explicitly, so that every evaluation cached
-    before precisions existed (``auto``: float32 on the CPU) keeps its file."""
-    if precision not in PRECISIONS:
-        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return {} if precision == "auto" else {"precision": precision}
-
-
-WEIGHT_CHOICES = ("auto", "ema", "last", "best")  # which weights an evaluation scores (Run.weights_used)
-
-
-def _scoring_args(weights: str, puzzle_ids: str) -> dict:
-    """Which weights and puzzle ids an evaluation used, in its cache key only where they are not the defaults (the
-    final weights, each puzzle's own id), so that every evaluation cached before keeps its file."""
-    if weights not in WEIGHT_CHOICES:
-        raise UsageError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, got {weights!r}")
-    if puzzle_ids not in PUZZLE_IDS:
-        raise UsageError(f"puzzle_ids must be one of {', '.join(PUZZLE_IDS)}, got {puzzle_ids!r}")
-    return {**({} if weights == "auto" else {"weights": weights}),
-            **({} if puzzle_ids == "own" else {"puzzle_ids": puzzle_ids})}
 
 
 def run_dir_for(cfg: dict, root: Path | None = None) -> Path:

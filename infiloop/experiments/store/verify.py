@@ -101,7 +101,8 @@ def _compare(run: Run, model, test, path: Path, info: dict, k: int) -> Reproduct
     ups = traj["updates"]
     at = [i for i, u in enumerate(ups) if u <= run.training_depth] or [0]
     row, update = at[-1], int(ups[at[-1]])
-    again = evaluate(model, test.subset(slice(0, k)), update, update, k, "cpu", progress=False, precision="fp32")
+    again = evaluate(model, test.subset(slice(0, k)), updates=update, every=update, batch_size=k, progress=False,
+                     precision="fp32")
     recorded_wrong, wrong = traj["wrong_cells"][row, :k], again["wrong_cells"][-1]
     differing = np.flatnonzero((recorded_wrong != wrong) | (traj["correct"][row, :k] != again["correct"][-1]))
     precision = info.get("precision", "fp32")
