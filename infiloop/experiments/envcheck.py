@@ -1,6 +1,6 @@
 """Check ``environment.yml`` against the conda channel it names, offline, from a small cache in the repository.
 
-    python -m infiloop envcheck            check environment.yml against infiloop/envcheck_cache.json
+    python -m infiloop envcheck            check environment.yml against infiloop/experiments/envcheck_cache.json
     python -m infiloop envcheck --fetch    refresh the cache from the channel's repodata (needs the network)
 
 ``--fetch`` downloads ``repodata.json.bz2`` of ``linux-64`` and ``noarch`` from the channel, keeps the
@@ -172,7 +172,8 @@ def fetch(env: dict, channel: str, url: str = CHANNEL_URL) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infiloop envcheck", description=__doc__.split("\n\n")[0])
     ap.add_argument("--environment", default=str(ENVIRONMENT), help="the environment file (default environment.yml)")
-    ap.add_argument("--cache", default=str(CACHE), help="the channel cache (default infiloop/envcheck_cache.json)")
+    ap.add_argument("--cache", default=str(CACHE),
+                    help="the channel cache (default infiloop/experiments/envcheck_cache.json)")
     ap.add_argument("--fetch", action="store_true", help="refresh the cache from the channel (needs the network)")
     args = ap.parse_args(argv)
     try:

@@ -14,7 +14,7 @@ The default profile runs on the GPU where CUDA is usable. A profile run on anoth
 for keeps its run cache, results and figures apart, in ``results/<device>/`` (:func:`kept_apart`): a model trained
 on a GPU (bf16 there, by ``train.precision`` auto) never stands in for one trained on the CPU, nor the other way.
 After the default run on a GPU, the ``gpu`` profile is offered: its jobs, its GPU-hours and the pilot to run first
-(``cost.gpu_offer``).
+(``compute.plan.gpu_offer``).
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
@@ -466,8 +466,9 @@ def offers_gpu_profile(args) -> bool:
 
 
 def print_gpu_offer() -> None:
-    """Print the ``gpu`` profile's offer (``cost.gpu_offer``): the pilot command first, its trainings, evaluations
-    and looped decoders, GPU-hours in all on this GPU (its cached timings, else FLOPs at the assumed throughput)."""
+    """Print the ``gpu`` profile's offer (``compute.plan.gpu_offer``): the pilot command first, its trainings,
+    evaluations and looped decoders, GPU-hours in all on this GPU (its cached timings, else FLOPs at the assumed
+    throughput)."""
     from .compute.plan import gpu_offer
     from .compute.timing import device_name
 

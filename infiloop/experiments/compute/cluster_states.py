@@ -277,8 +277,8 @@ def leave_time_limit_to_slurm() -> None:
 
 
 def read_record(path: Path) -> dict | None:
-    """A submission record (``cluster.submit``), or ``None`` when there is none or it cannot be read (the job is
-    then submitted again: the run's lock keeps two trainings apart)."""
+    """A submission record (``cluster._SlurmRun.submit``), or ``None`` when there is none or it cannot be read (the
+    job is then submitted again: the run's lock keeps two trainings apart)."""
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
         return rec if isinstance(rec, dict) and isinstance(rec.get("job_id"), (str, int)) else None

@@ -1,8 +1,8 @@
 """Cost before the run: every training run and evaluation that a profile's notebooks execute, and an
 estimate of their time on this device (``python -m infiloop plan --profile P [--device cuda] [--calibrate]``).
 
-The runs are ``cache.planned_runs``; the evaluations are the notebooks' own calls with the defaults of
-their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the evaluation cache deduplicates
+The runs and evaluations are those the notebooks' spec modules declare (``manifest.jobs``), with the defaults of
+their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the run and evaluation caches deduplicate
 them. The estimate is a short calibration (``timing.py``) times the counts (``planning.py``):
 
     per run:        job start + start-up + steps x s/step + checks x s/check   (s/step at the run's batch size;

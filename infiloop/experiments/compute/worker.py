@@ -128,8 +128,8 @@ class Baseline:
 class CompiledShapes:
     """Dynamo's compiled code kept between consecutive compiled trainings of one shape, and dropped otherwise.
 
-    A training compiles its model's forward (``training._Trainer``); Dynamo keeps the compiled code in the process,
-    guarded by the inputs' shapes and the model's settings, and a later model of the same shape would reuse it
+    A training compiles its model's forward (``training.trainer._Trainer``); Dynamo keeps the compiled code in the
+    process, guarded by the inputs' shapes and the model's settings, and a later model of the same shape would reuse it
     without compiling again. That is the same code a new process would compile for it (and Inductor's kernels for it
     are on disk either way) only while the shapes never varied: Dynamo compiles a graph for the first shapes it
     sees and, when they vary, recompiles with those dimensions dynamic; a later job would then start with both. So
