@@ -15,8 +15,6 @@ PACKAGE = ROOT / "infiloop"
 PATH = re.compile(r"(?<![\w/.-])infiloop/[\w/.-]*")
 DOTTED = re.compile(r"(?<![\w/.-])infiloop(?:\.\w+)+")
 PLACEHOLDER = re.compile(r"NN|<|\*|\{")  # a pattern such as nbNN_name.py or <task>/, not a name
-# Stale mentions in files that another change holds at the moment; each must still be stale (remove it once fixed)
-PENDING = {("infiloop/tasks/cli.py", "infiloop/cli.py")}
 
 
 def _texts() -> list[Path]:
@@ -71,8 +69,7 @@ def stale(paths: list[Path]) -> set[tuple[str, str]]:
 
 def test_every_named_module_and_path_exists():
     found = stale(_texts())
-    assert found - PENDING == set(), sorted(found - PENDING)
-    assert PENDING <= found, f"fixed now, remove from PENDING: {sorted(PENDING - found)}"
+    assert found == set(), sorted(found)
 
 
 @pytest.mark.parametrize("mention, fine", [

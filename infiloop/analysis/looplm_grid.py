@@ -1,6 +1,6 @@
 """Notebook 08's looped decoders read as a grid, and the looped-LM study's claims decided on it.
 
-One record (``training_looplm.run``) per configuration: a language model trained on the mixture of knowledge and
+One record (``training.looplm.run``) per configuration: a language model trained on the mixture of knowledge and
 kinship, holding, per test depth and per number of loops r, a string of 0/1 flags (each test item right or wrong
 after r loops) and which depths are which kind of task (``kinds``). :class:`DecoderGrid` reads those flags by
 (kind, allocation, connection, seed) at an effective depth L(r) = p + r s + c (each allocation's own r), draws
@@ -165,7 +165,7 @@ def first_finding(reasoning: dict, knowledge: dict) -> str:
 
 
 def loop_axis(records: dict, alloc: str, conn: str, seeds: list[int], kind: str, k: int) -> dict:
-    """The loop axis of one configuration (``training_looplm.loop_axis``, mean over seeds) at the answer position of
+    """The loop axis of one configuration (``training.looplm.loop_axis``, mean over seeds) at the answer position of
     ``kind``: γ_l and the relative update ||h_l − h_{l−1}|| / ||h_{l−1}|| per loop, their means in loops 1..K and
     past K, and the learned β and |q| where the connection has them."""
     la = [records[(alloc, conn, s)]["loop_axis"][kind] for s in seeds]

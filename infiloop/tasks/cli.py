@@ -9,7 +9,7 @@
     data audit PROFILE [PROFILE ...] [--task T ...] [--set key=value ...] | --folder DIR [--task T]
                (test puzzles in the training set, up to the augmentation group: infiloop/tasks/audit.py)
 
-The data profiles are handed in by the caller (``infiloop/cli.py`` passes those of the run profiles), so that the
+The data profiles are handed in by the caller (``infiloop/cli/`` passes those of the run profiles), so that the
 tasks wing never reads the experiments' definitions.
 """
 

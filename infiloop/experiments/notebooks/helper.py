@@ -189,7 +189,7 @@ class Notebook:
 
 def runs_of(need) -> dict:
     """The trained models behind a summary, by run id: each seed's run hash, and the settings every seed shares
-    (``records.settings_hash``: the run hash apart from the seed; code version, data and precision included), which
+    (``records.run_entry``: the run hash apart from the seed; code version, data and precision included), which
     two records must share to merge (``report/records.py``)."""
     from ..report.records import run_entry
 
