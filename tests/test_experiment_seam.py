@@ -16,7 +16,7 @@ from infiloop.experiments import pipeline
 from infiloop.experiments.notebooks import declarations, manifest
 from infiloop.experiments.notebooks import experiments as spec_modules
 
-TOY_SPEC = '''"""Notebook 99, a toy: one smoke run."""
+TOY_EXPERIMENT = '''"""Notebook 99, a toy: one smoke run."""
 
 from infiloop.experiments.notebooks.experiments import Experiment
 
@@ -72,7 +72,7 @@ def forget():
 def test_a_new_notebook_is_its_files_and_its_spec_module(monkeypatch, tmp_path, forget):
     before = {p: declarations.profile_notebooks(p) for p in ("smoke", "quick", "overthink")}
     assert "99_toy" not in declarations.names()
-    _add_spec(monkeypatch, tmp_path, "nb99_toy", TOY_SPEC, notebook="99_toy")
+    _add_spec(monkeypatch, tmp_path, "nb99_toy", TOY_EXPERIMENT, notebook="99_toy")
 
     names = pipeline.notebooks()
     assert names == declarations.names() == [*before["smoke"], "99_toy"]  # after 09: number order
@@ -97,12 +97,12 @@ def test_a_new_notebook_is_its_files_and_its_spec_module(monkeypatch, tmp_path, 
 
 
 def test_a_spec_must_name_known_profiles_and_define_its_experiment(monkeypatch, tmp_path, forget):
-    _add_spec(monkeypatch, tmp_path, "nb99_toy", TOY_SPEC.replace('("smoke",)', '("smoke", "nope")'))
+    _add_spec(monkeypatch, tmp_path, "nb99_toy", TOY_EXPERIMENT.replace('("smoke",)', '("smoke", "nope")'))
     with pytest.raises(UsageError, match=r"unknown profile 'nope' \(profiles of notebook 99_toy\)"):
         declarations.names()
     for name in [m for m in sys.modules if m.startswith(f"{spec_modules.__name__}.nb99_")]:
         del sys.modules[name]
-    _add_spec(monkeypatch, tmp_path, "nb99_toy", "SPEC = None\n")
+    _add_spec(monkeypatch, tmp_path, "nb99_toy", "TITLE = None\n")
     with pytest.raises(TypeError, match="nb99_toy: no EXPERIMENT"):
         declarations.names()
 

@@ -21,7 +21,7 @@ from . import experiments as spec_modules
 from .experiments import Experiment
 from .specs import Needs
 
-SPEC_MODULE = re.compile(r"nb(\d\d_\w+)")  # nb02_depth_scaling -> notebook 02_depth_scaling
+EXPERIMENT_MODULE = re.compile(r"nb(\d\d_\w+)")  # nb02_depth_scaling -> notebook 02_depth_scaling
 
 
 @functools.cache
@@ -30,7 +30,7 @@ def experiments() -> dict[str, Experiment]:
     module ``nbNN_name`` of the package ``experiments``, each profile it names checked."""
     found = {}
     for module in pkgutil.iter_modules(spec_modules.__path__):
-        m = SPEC_MODULE.fullmatch(module.name)
+        m = EXPERIMENT_MODULE.fullmatch(module.name)
         if m is None:
             continue
         spec = getattr(importlib.import_module(f"{spec_modules.__name__}.{module.name}"), "EXPERIMENT", None)
