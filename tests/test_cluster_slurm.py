@@ -39,7 +39,8 @@ import pytest
 
 submitit = pytest.importorskip("submitit")
 
-from infiloop.experiments.compute import cluster, cluster_jobs, cluster_states  # noqa: E402
+from infiloop.errors import UsageError  # noqa: E402
+from infiloop.experiments.compute import cluster, cluster_jobs, cluster_states, slurm  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 
 FAKE = r'''#!@PYTHON@ -S
@@ -436,15 +437,15 @@ def test_a_cuda_build_passes_and_plan_or_a_cpu_profile_never_asks(fake_slurm, ro
 
     monkeypatch.setattr(torch.version, "cuda", None)
     args = argparse.Namespace(slurm_config=None, partition="gpu", account=None, device="cuda", cluster="slurm")
-    cluster.settings(args, submitting=False)  # plan shows the jobs all the same
-    cluster.check_submitter("cpu", "slurm")  # a CPU profile's jobs need no CUDA
-    with pytest.raises(cluster.UsageError, match="CPU build"):
-        cluster.settings(args)
+    slurm.settings(args, submitting=False)  # plan shows the jobs all the same
+    slurm.check_submitter("cpu", "slurm")  # a CPU profile's jobs need no CUDA
+    with pytest.raises(UsageError, match="CPU build"):
+        slurm.settings(args)
     monkeypatch.setattr(torch.version, "cuda", "12.4")
-    cluster.settings(args)  # a CUDA build: the nodes have the GPUs (none is needed here)
+    slurm.settings(args)  # a CUDA build: the nodes have the GPUs (none is needed here)
     monkeypatch.setattr("infiloop.machine.cuda_problem", lambda: "no CUDA device is visible")
-    with pytest.raises(cluster.UsageError, match="CUDA is not usable here .* --cluster local runs the jobs on this"):
-        cluster.check_submitter("cuda", "local")  # the local cluster's jobs run here: this machine's GPU it is
+    with pytest.raises(UsageError, match="CUDA is not usable here .* --cluster local runs the jobs on this"):
+        slurm.check_submitter("cuda", "local")  # the local cluster's jobs run here: this machine's GPU it is
 
 
 # ------------------------------------------------------------------------------ 2. limits that grow
@@ -701,16 +702,16 @@ def test_looped_decoders_go_several_to_a_job(fake_slurm, roots):
     # the bundle's job runs each of its decoders, one failing does not stop the next, and the job then fails
     ran = []
 
-    def run_one(spec, device, threads):
-        ran.append(spec["root"])
+    def run(job):
+        ran.append(job.root)
         if len(ran) == 1:
             raise ValueError("broken")
 
-    import infiloop.experiments.compute.scheduler as scheduler
+    from infiloop.experiments.compute.job import JobRun
 
     specs = [j.to_json("smoke") for j in plan[:2]]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scheduler, "run_one", run_one)
+        mp.setattr(JobRun, "run", run)
         with pytest.raises(RuntimeError, match="1 of 2 looped decoders of this job failed: .*ValueError: broken"):
             cluster.PlanJob()(specs, "cpu", 1)
     assert len(ran) == 2
@@ -763,7 +764,7 @@ def test_locks_that_hold_on_one_node_only_are_said_in_one_line(tmp_path, monkeyp
     assert io.lock_problem(runs) == ("node", f"{runs} ({fs} at {tmp_path}, mounted {options}): its locks hold only "
                                              f"on the machine that takes them ({said})")
     monkeypatch.setattr(paths, "RUNS", runs)
-    cluster.check_submitter("cpu", "slurm")
+    slurm.check_submitter("cpu", "slurm")
     assert capsys.readouterr().err.strip().splitlines() == [
         f"[cluster] warning: the run cache {io.lock_problem(runs)[1]}: the submission records alone keep two jobs "
         "of one run apart"]
@@ -786,7 +787,7 @@ def test_a_multi_gpu_training_holds_its_runs_lock_and_stops_when_another_holds_i
 
     import torch.distributed as dist
 
-    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.compute.job import JobRun
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -795,15 +796,15 @@ def test_a_multi_gpu_training_holds_its_runs_lock_and_stops_when_another_holds_i
         monkeypatch.setenv(k, v)
     ran = []
 
-    def run_one(spec, device, threads):  # is the run's lock held while it trains?
-        with open(Path(spec["run_dir"]) / ".lock", "a") as f:
+    def run(job):  # is the run's lock held while it trains?
+        with open(Path(job.run_dir) / ".lock", "a") as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 ran.append(False)
             except BlockingIOError:
                 ran.append(True)
 
-    monkeypatch.setattr(scheduler, "run_one", run_one)
+    monkeypatch.setattr(JobRun, "run", run)
     spec = {"kind": "train", "run_dir": str(tmp_path / "run")}
     dist.init_process_group("gloo")
     try:

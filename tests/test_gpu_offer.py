@@ -13,7 +13,7 @@ import pytest
 
 from infiloop import paths
 from infiloop.experiments import pipeline
-from infiloop.experiments.compute import plan, planning, timing
+from infiloop.experiments.compute import local, plan, planning, timing
 from infiloop.experiments.settings import profiles, recipes
 
 
@@ -35,14 +35,14 @@ def cuda_box(monkeypatch, tmp_path):
 def _fake_stages(monkeypatch, seen: dict) -> None:
     """The run's stages replaced by recorders: what the compute stage was given, and where the folders were."""
 
-    def compute(plan, profile, workers, device, gpus_per_run, per_gpu=None, fresh_process=False):
-        seen.update(device=device, runs=paths.RUNS, results=paths.RESULTS, env=os.environ.get("INFILOOP_RUNS"),
-                    slots=pipeline.compute_slots(profile, device, workers, per_gpu), plan=plan)
+    def compute(self, plan, args, settings, cost):
+        seen.update(device=args.device, runs=paths.RUNS, results=paths.RESULTS, env=os.environ.get("INFILOOP_RUNS"),
+                    slots=self.slots(args), plan=plan)
         return {}
 
     monkeypatch.setattr(pipeline.jobs, "jobs", lambda selected, profile, params: [])
     monkeypatch.setattr(pipeline, "_build_data", lambda plan: None)
-    monkeypatch.setattr(pipeline, "_compute", compute)
+    monkeypatch.setattr(local.Local, "compute", compute)
     monkeypatch.setattr(pipeline, "_run_notebooks", lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "declared_parameters", lambda name: {"device"})
     monkeypatch.setattr("infiloop.experiments.report.build.build_report", lambda profile: paths.RESULTS / "report.html")
@@ -127,8 +127,8 @@ def test_a_gpu_listed_without_usable_cuda_is_said_and_the_default_run_stays_on_t
 
 
 def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch, tmp_path):
-    """reproduce --no-compile: each training job's command sets train.compile=off and trains into the same folder
-    (compile is hashed at its default, as CPU threads are left out); evaluations are untouched."""
+    """reproduce --no-compile: each training job sets train.compile=off (a typed override) and trains into the same
+    folder (compile is hashed at its default, as CPU threads are left out); evaluations are untouched."""
     from infiloop.experiments.compute import scheduler
     from infiloop.experiments.compute.slots import cpu_slots
     from infiloop.experiments.notebooks.manifest import Job
@@ -143,9 +143,9 @@ def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch
     assert pipeline.main(["--profile", "smoke", "--device", "cpu", "--no-compile"]) == 0
     slots = cpu_slots(1, 1)
     for job in seen["plan"]:
-        cmd, _ = scheduler.command(job, "smoke", slots)
+        run, _ = scheduler.job_run(job, "smoke", slots)
         if job.kind == "train":
-            assert 'train.compile="off"' in cmd and job.spec.run.dir == specs[job.spec.recipe].run.dir
+            assert run.overrides["train.compile"] == "off" and job.spec.run.dir == specs[job.spec.recipe].run.dir
             resolved = recipes.resolve_config("sudoku", job.spec.recipe, "smoke", job.spec.overrides)
             assert resolved["train"]["compile"] == "off"
             assert recipes.config_hash(resolved) == recipes.config_hash(specs[job.spec.recipe].run.config)

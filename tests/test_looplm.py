@@ -277,19 +277,19 @@ def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
 
 
 def test_a_decoder_job_writes_the_record_the_notebook_would_compute(tmp_path, monkeypatch):
-    """A model of notebook 08 computed as a scheduler job (its JSON description, ``run_one``) writes the record that
+    """A model of notebook 08 computed as a job (``JobRun``, through its JSON) writes the record that
     the notebook's own path (``Needs.records``) computes: the same file name, the same answers and loop-axis
     diagnostics (only the timings differ); the notebook then reads it without training."""
     from infiloop import paths
     from infiloop.experiments import looplm
-    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.compute.job import JobRun
     from infiloop.experiments.notebooks import manifest as jobs
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "a")
     need = jobs.needs("08", "smoke", seeds="0", connections="carry_last")
     job = next(j for j in jobs.jobs(["08"], "smoke", {"seeds": "0", "connections": "carry_last"})
                if j.kind == "looplm")
-    scheduler.run_one(json.loads(json.dumps(job.to_json("smoke"))), "cpu", 1)
+    JobRun.from_json(JobRun.of(job, "smoke", "cpu", 1).to_json()).run()
     assert job.finished() and job.model.path.parent == tmp_path / "a" / "looplm"
     by_job = json.loads(job.model.path.read_text())
     monkeypatch.setattr(paths, "RUNS", tmp_path / "b")

@@ -313,11 +313,11 @@ def test_a_training_requeued_while_it_runs_resumes_to_the_weights_of_an_uninterr
     from safetensors.torch import load_file
 
     from infiloop import paths
-    from infiloop.experiments.compute import scheduler
+    from infiloop.experiments.compute.job import JobRun
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "uninterrupted")
     reference = _long_training(400, 20)
-    scheduler.run_one(reference.to_json("smoke"), "cpu", 1)
+    JobRun.of(reference, "smoke", "cpu", 1).run()
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     train = _long_training(400, 20)
     assert train.spec.run.dir != reference.spec.run.dir and train.spec.run.dir.name == reference.spec.run.dir.name

@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +17,8 @@ import torch
 
 from infiloop import paths
 from infiloop.experiments import pipeline
-from infiloop.experiments.compute import scheduler, worker
+from infiloop.experiments.compute import local, scheduler, worker
+from infiloop.experiments.compute.job import JobRun
 from infiloop.experiments.compute.slots import cpu_slots
 from infiloop.experiments.notebooks import specs
 from infiloop.experiments.notebooks.manifest import Job
@@ -149,8 +149,8 @@ class KillingPool(worker.Pool):
         super().__init__()
         self.victim, self.pids = victim, []
 
-    def start(self, slot, cmd, env, log, compiles=False, shape=None):
-        job = super().start(slot, cmd, env, log, compiles, shape)
+    def start(self, slot, job, env, log, compiles=False, shape=None):
+        job = super().start(slot, job, env, log, compiles, shape)
         self.pids.append(job.worker.pid)
         if log == self.victim:
             os.kill(job.worker.pid, signal.SIGKILL)
@@ -198,15 +198,15 @@ def test_a_job_that_raises_fails_alone_and_the_same_worker_runs_the_next(smoke_r
     assert "error: " in scheduler.log_path(bad).read_text()
 
 
-def test_a_worker_that_ended_while_idle_is_replaced_before_the_next_job(tmp_path):
-    cmd = [sys.executable, "-m", "infiloop", "info", "--profile", "smoke"]
+def test_a_worker_that_ended_while_idle_is_replaced_before_the_next_job(smoke_run, tmp_path):
+    evaluation = _eval_jobs(smoke_run)[1]  # the job computes it, or reads it, and says where it is
     slot, env = cpu_slots(workers=1, cpus=1)[0], dict(os.environ)
     with worker.Pool() as pool:
         for i in range(2):
-            job = pool.start(slot, cmd, env, tmp_path / f"{i}.log")
+            job = pool.start(slot, JobRun.of(evaluation, "smoke", "cpu", 1), env, tmp_path / f"{i}.log")
             while job.poll() is None:
                 time.sleep(0.02)
-            assert job.returncode == 0 and "parameters" in (tmp_path / f"{i}.log").read_text()
+            assert job.returncode == 0 and evaluation.eval.key in (tmp_path / f"{i}.log").read_text()
             if i == 0:
                 os.kill(job.worker.pid, signal.SIGKILL)
                 job.worker.proc.wait()
@@ -229,19 +229,21 @@ def test_fresh_process_starts_a_new_process_per_job(smoke_run, tmp_path):
     report = scheduler.run_jobs(jobs, "smoke", cpu_slots(workers=1, cpus=1), launch=launch, poll=0.05,
                                 progress=False, fresh_process=True, pool=pool)
     assert report.done == [jobs[1].id] and len(launched) == 1 and not started
-    assert launched[0][1:4] == ["-m", "infiloop.experiments.compute.scheduler", "job"]
+    assert launched[0][1:3] == ["-m", "infiloop.experiments.compute.job"]
+    assert JobRun.from_json(launched[0][3]) == JobRun.of(jobs[1], "smoke", "cpu", 1)  # the job itself, as data
 
 
-def test_reproduce_fresh_process_reaches_the_scheduler(monkeypatch, tmp_path):
-    """``reproduce --fresh-process`` runs the compute stage with a new process per job; without it, warm workers."""
+def test_reproduce_executor_process_reaches_the_scheduler(monkeypatch, tmp_path):
+    """``reproduce --executor process`` (or ``--fresh-process``) runs the compute stage with a new process per job;
+    without it, warm workers."""
     seen = []
     monkeypatch.setattr(pipeline, "_build_data", lambda plan: None)
-    monkeypatch.setattr(pipeline, "_compute", lambda *a, fresh_process: seen.append(fresh_process) or {})
+    monkeypatch.setattr(local.Local, "compute", lambda self, *a: seen.append((self.name, self.warm)) or {})
     monkeypatch.setattr(pipeline, "_run_notebooks", lambda *a: None)
     monkeypatch.setattr("infiloop.experiments.report.build.build_report", lambda profile: tmp_path / "report.html")
-    for flag in (["--fresh-process"], []):
+    for flag in (["--fresh-process"], ["--executor", "process"], []):
         assert pipeline.main(["--profile", "smoke", "--only", "01", "--device", "cpu", *flag]) == 0
-    assert seen == [True, False]
+    assert seen == [("process", False), ("process", False), ("local", True)]
 
 
 def test_every_job_compiles_into_the_run_caches_inductor_folder(monkeypatch, tmp_path):
@@ -292,8 +294,8 @@ def test_a_training_on_several_gpus_stays_a_new_process_beside_warm_workers(tmp_
         def __init__(self):
             self.started = []
 
-        def start(self, slot, cmd, env, log, compiles=False, shape=None):
-            self.started.append((slot.gpu, cmd))
+        def start(self, slot, job, env, log, compiles=False, shape=None):
+            self.started.append((slot.gpu, job))
             return SimpleNamespace(poll=lambda: 0, returncode=0)
 
     jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("eval a", after=["train a"], tmp=tmp_path)]
@@ -302,4 +304,4 @@ def test_a_training_on_several_gpus_stays_a_new_process_beside_warm_workers(tmp_
                                 progress=False, pool=pool)
     assert sorted(report.done) == ["eval a", "train a"]
     assert len(launcher.launched) == 1 and "torch.distributed.run" in launcher.launched[0][0]
-    assert len(pool.started) == 1 and pool.started[0][1][2] == "infiloop.experiments.compute.scheduler"
+    assert len(pool.started) == 1 and pool.started[0][1].kind == "eval" and pool.started[0][1].device == "cuda"

@@ -176,6 +176,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     ``reproduce`` would use, and on a CUDA device that is not here, a FLOP estimate (``args.by_flops``); a run that
     ``reproduce`` keeps apart (``pipeline.kept_apart``) is planned against its own run cache."""
     from ..experiments import pipeline
+    from ..experiments.compute import executors
     from ..experiments.compute.plan import main as plan_main
     from ..experiments.settings import profiles
 
@@ -183,11 +184,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     args.notebooks = pipeline.select(pipeline.notebooks(), args.only, args.profile) if args.only else None
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
         raise UsageError(f"--jobs-per-gpu: expected 1 or more, got {args.jobs_per_gpu}")
-    if args.executor == "slurm":  # the jobs' device is the nodes', not this machine's
-        from ..experiments.compute import cluster
-
+    executor = executors.executor(args.executor)
+    args.fresh_process = not executor.warm  # the plan prices each job's process start
+    if not executor.here:  # the jobs' device is the nodes', not this machine's
         args.device = args.device or profiles.device(args.profile)
-        return plan_main(args, cluster_cfg=cluster.settings(args, submitting=False))
+        return plan_main(args, cluster_cfg=executor.check(args, submitting=False))
     if args.device is None:  # as reproduce: the profile's device, or the default profile's GPU where there is one
         cuda_profile = profiles.device(args.profile) == "cuda"
         args.device = "cuda" if cuda_profile else pipeline.default_device(args.profile)
@@ -308,7 +309,7 @@ def _add_train(sub) -> None:
 
 
 def _add_plan(sub) -> None:
-    from ..experiments.compute import cluster
+    from ..experiments.compute import executors
     from ..experiments.settings import profiles
 
     p = sub.add_parser("plan", help="every run and evaluation of a profile, and an estimate of their time here",
@@ -336,15 +337,13 @@ def _add_plan(sub) -> None:
                         "without CUDA here, 1)")
     p.add_argument("--jobs-per-gpu", type=int, default=None,
                    help="on CUDA, jobs side by side on each GPU (default: as reproduce)")
-    p.add_argument("--fresh-process", action="store_true", help="plan a new process per job, as reproduce "
-                   "--fresh-process runs them (default: a warm worker per slot, whose start is paid once)")
     p.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter, as reproduce takes it (value read as YAML), e.g. -p seeds 0,1,2")
     p.add_argument("--gpus-per-run", type=int, default=1, help="with --executor slurm: GPUs per training run")
     p.add_argument("--gpu-memory", type=cli_args.gigabytes, default=None, metavar="GB",
                    help="on CUDA, the memory of the GPU the jobs will run on, in GB (default: this machine's GPU, or "
                         "80 GB where there is none); each job's estimated peak is printed beside it")
-    cluster.add_options(p)
+    executors.add_options(p)  # --executor process: a new process per job, each paying its start
     p.set_defaults(func=cmd_plan)
 
 

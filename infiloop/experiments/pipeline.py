@@ -1,13 +1,14 @@
 """The whole reproduction: data -> compute -> notebooks (papermill) -> report.
 
     python -m infiloop reproduce [--profile quick] [--only NAME] [-p KEY VALUE ...] [--jobs N] [--no-compile]
-                                 [--fresh-process]
+                                 [--executor process]
     python -m infiloop reproduce --profile paper --executor slurm [--partition P --account A] [--wait]
 
 The compute stage runs every training run and evaluation that the selected notebooks read, as declared in
-each notebook's spec module (``notebooks/experiments/``), each once, on every core or GPU of this machine
-(``scheduler.py``; on a GPU several small jobs side by side), or as Slurm jobs (``--executor slurm``,
-``cluster.py``: the notebooks and the report then run once every job is done); the notebooks then only load,
+each notebook's spec module (``notebooks/experiments/``), each once, by the executor of ``--executor``
+(``compute/executors.py``): on every core or GPU of this machine (``local``, a warm worker per slot; ``process``, a
+new process per job; on a GPU several small jobs side by side), or as Slurm jobs (``slurm``: the notebooks and the
+report then run once every job is done); the notebooks then only load,
 analyse and plot, on a CPU as many at a time as there are compute slots (one kernel each, one torch thread each).
 
 The default profile runs on the GPU where CUDA is usable. A profile run on another kind of device than it is made
@@ -36,7 +37,7 @@ from .. import paths
 from ..errors import DataError, Parser, UsageError
 from ..io import atomic_write_text
 from ..machine import cuda_problem
-from .compute import cluster
+from .compute import executors
 from .notebooks import declarations, parameters
 from .notebooks import manifest as jobs
 from .settings import profiles
@@ -128,49 +129,6 @@ def _build_data(planned) -> None:
         tasks.build(task, profiles.data_profile(data), overrides=json.loads(over) or None)
 
 
-def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_run: int,
-             per_gpu: int | None = None, fresh_process: bool = False) -> dict:
-    """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine, in a warm
-    worker per slot (``worker.py``), or with ``fresh_process`` a new process per job."""
-    from .compute.flops import job_flops
-    from .compute.scheduler import run_jobs
-
-    slots = compute_slots(profile, device, workers, per_gpu)
-    todo = [j for j in planned if not j.done]
-    models = sum(j.kind == "looplm" for j in todo)
-    shared = len(slots) // max(1, len({s.gpu for s in slots})) if slots[0].gpu is not None else 1
-    print(f"[reproduce] {sum(j.kind == 'train' for j in todo)} runs to train and {sum(j.kind == 'eval' for j in todo)} "
-          f"evaluations to compute" + (f", {models} looped decoders to train and evaluate" if models else "")
-          + f" ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) "
-          f"({slots[0].device}" + (f", {shared} jobs per GPU" if shared > 1 else "")
-          + f", {slots[0].threads} thread(s) each; " + ("a new process per job)" if fresh_process else
-                                                      "a warm worker per slot)"), file=sys.stderr, flush=True)
-    # FLOPs: order and time left
-    report = run_jobs(planned, profile, slots, job_flops, gpus_per_run, fresh_process=fresh_process)
-    if report.failed or report.skipped:
-        raise RuntimeError(f"{len(report.failed)} jobs failed ({'; '.join(report.failed)}), {len(report.skipped)} "
-                           f"not started; each failed job's log is in <run folder>/logs/ "
-                           "(a looped decoder's in runs/looplm/logs/<record>/)")
-    return {"slots": len(slots), "threads": slots[0].threads, "jobs": len(report.done),
-            "job_seconds": round(sum(report.cpu_seconds.values()), 1),
-            "floor_seconds": round(sum(report.cpu_seconds.values()) / len(slots), 1),
-            "wall_seconds": round(report.seconds, 1)}
-
-
-def _compute_on_cluster(planned, profile: str, device: str, gpus_per_run: int, cfg, cluster_name: str,
-                        wait: bool, workers: int | None) -> dict:
-    """Train and evaluate what the notebooks read as jobs of a cluster (``cluster.py``)."""
-    todo = [j for j in planned if not j.done]
-    print(f"[reproduce] {len(todo)} of {len(planned)} jobs to run on {cluster_name} ({len(planned) - len(todo)} "
-          f"cached)", file=sys.stderr, flush=True)
-    out = cluster.run_cluster(planned, profile, device, cfg, cluster_name, gpus_per_run, wait, max_running=workers)
-    if out.failed or out.skipped:
-        logs = "; ".join(f"{k}: {v}" for k, v in out.failed.items())
-        raise RuntimeError(f"{len(out.failed)} cluster jobs failed ({logs}), {len(out.skipped)} not started; run the "
-                           "same command again to resubmit them")
-    return cluster.describe(out)
-
-
 def ipc_kernel_manager():
     """The kernel manager of the notebooks' kernels: IPC sockets in the temporary folder instead of TCP ports,
     so that ipykernel does not warn about unencrypted TCP into every run's output, and two pipelines on one
@@ -226,16 +184,6 @@ def _run_notebooks(stages: Stages, selected: list[str], profile: str, params: di
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def compute_slots(profile: str, device: str, workers: int | None = None, per_gpu: int | None = None) -> list:
-    """The compute stage's slots: ``workers`` on a CPU (default one per core); on CUDA ``per_gpu`` per visible GPU
-    (default ``slots.jobs_per_gpu``: several small jobs side by side for a profile made for the CPU)."""
-    from .compute.slots import jobs_per_gpu, slots_for, visible_gpus
-
-    if device.startswith("cuda") and per_gpu is None:
-        per_gpu = jobs_per_gpu(profile, 1 if ":" in device else max(1, len(visible_gpus())))
-    return slots_for(device, workers, per_gpu=per_gpu or 1)
 
 
 def default_device(profile: str) -> str:
@@ -327,39 +275,27 @@ def _parser() -> Parser:
     ap.add_argument("--no-compile", action="store_true",
                     help="train without torch.compile (--set train.compile=off for every training of the run; "
                          "the run folders stay the same: compile is not part of a run's hash)")
-    ap.add_argument("--fresh-process", action="store_true",
-                    help="run every job of the compute stage in a new Python process, as before warm workers (the "
-                         "default: one worker process per slot imports torch once and runs its jobs one after "
-                         "another, with the same results)")
     ap.add_argument("--gpus-per-run", type=int, default=1,
                     help="GPUs per training run on CUDA (more than 1: torchrun, one process per GPU)")
     ap.add_argument("--device", default=None,
                     help="torch device (default: cuda for the gpu and paper profiles where CUDA works, else cpu)")
     ap.add_argument("--no-compute", "--no-train", action="store_true",
                     help="skip the compute stage (the notebooks compute what they miss, one at a time)")
-    cluster.add_options(ap)
+    executors.add_options(ap)
     return ap
 
 
 def _check_executor(args):
-    """The device and the executor's settings, refused before any data is built; returns the cluster settings
-    (``None`` for the local scheduler)."""
-    if args.executor == "slurm":  # the jobs' device is the nodes', not this machine's
+    """The device and the executor's settings, refused before any data is built; returns the executor and its
+    settings."""
+    ex = executors.executor(args.executor)
+    if not ex.here:  # the jobs' device is the nodes', not this machine's
         args.device = args.device or profiles.device(args.profile)
-        return cluster.settings(args)
-    if args.device is None:
+    elif args.device is None:
         args.device = default_device(args.profile)
     elif args.device.startswith("cuda") and (problem := cuda_problem()):
         raise UsageError(f"--device {args.device}: CUDA is not usable here ({problem}); use --device cpu")
-    if not args.no_compute:
-        from .compute.slots import check_gpus_per_run
-
-        try:
-            check_gpus_per_run(compute_slots(args.profile, args.device, args.jobs, args.jobs_per_gpu),
-                               args.gpus_per_run)
-        except RuntimeError as e:
-            raise UsageError(str(e)) from None
-    return None
+    return ex, ex.check(args)
 
 
 def without_compile(planned) -> None:
@@ -372,18 +308,28 @@ def without_compile(planned) -> None:
             job.spec = replace(job.spec, overrides={**job.spec.overrides, "train.compile": "off"})
 
 
-def _compute_stage_on_cluster(stages: Stages, plan, args, cfg, selected, params, out_dir: Path) -> int | None:
-    """The compute stage as cluster jobs; an exit status when the notebooks must not run yet (they would compute
-    here what the cluster has not)."""
-    if not stages.run("compute", lambda: _compute_on_cluster(plan, args.profile, args.device, args.gpus_per_run, cfg,
-                                                             args.cluster, args.wait, args.jobs)):
+def _flops_by_job(todo: list) -> dict[str, float]:
+    """What the executors weigh the jobs by: their FLOPs (the scheduler's order and time left)."""
+    from .compute.flops import job_flops
+
+    return {j.id: job_flops(j) for j in todo}
+
+
+def _compute_stage(stages: Stages, plan, args, executor, settings, selected, params, out_dir: Path) -> int | None:
+    """The compute stage by the executor; an exit status when the notebooks must not run yet: the jobs of an executor
+    that does not run them here (a cluster) have failed or are not all done (the notebooks would compute here what
+    the cluster has not)."""
+    ok = stages.run("compute", lambda: executor.compute(plan, args, settings, _flops_by_job))
+    if executor.here:
+        return None
+    if not ok:
         print(f"[reproduce] FAILED: compute (see {out_dir / 'stages.json'}); the notebooks run once every job is "
               "done", file=sys.stderr)
         return 1
     if not all(j.done for j in jobs.jobs(selected, args.profile, params)):
-        print("[reproduce] the notebooks and the report run when the cluster's jobs are done: run the same command "
-              "again then (it submits nothing twice), or add --wait; `python -m infiloop runs list` and squeue say "
-              "what is done", file=sys.stderr)
+        print(f"[reproduce] the notebooks and the report run when the {args.executor} jobs are done: run the same "
+              "command again then (it submits nothing twice), or add --wait; `python -m infiloop runs list` and "
+              "squeue say what is done", file=sys.stderr)
         return 0
     return None
 
@@ -393,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     profiles.check(args.profile, "--profile")
     try:
-        cluster_cfg = _check_executor(args)
+        executor, settings = _check_executor(args)
         selected = select(notebooks(), args.only, args.profile)
         params = parameters.read_parameters(args.p)
     except UsageError as e:
@@ -406,13 +352,13 @@ def main(argv: list[str] | None = None) -> int:
     with kept_apart(args.profile, args.device) as home:
         if home is not None:
             print(f"[reproduce] {apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
-        status = _run(ap, args, cluster_cfg, selected, params)
+        status = _run(ap, args, executor, settings, selected, params)
     if status == 0 and offers_gpu_profile(args):
         print_gpu_offer()
     return status
 
 
-def _run(ap: Parser, args, cluster_cfg, selected: list[str], params: dict) -> int:
+def _run(ap: Parser, args, executor, settings, selected: list[str], params: dict) -> int:
     """The stages of the run: data, compute, the notebooks, the report; the exit status."""
     out_dir = paths.RESULTS / args.profile
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -429,11 +375,7 @@ def _run(ap: Parser, args, cluster_cfg, selected: list[str], params: dict) -> in
         # without its data nothing can be computed or shown: a data error (the hub unreachable for a hub set, a
         # data.path that does not exist, a bad row) stops the run in one line
         stages.run("data", lambda: _build_data(plan), stop_on=(DataError,))
-        if cluster_cfg is None:
-            stages.run("compute", lambda: _compute(plan, args.profile, args.jobs, args.device, args.gpus_per_run,
-                                                   args.jobs_per_gpu, fresh_process=args.fresh_process))
-        elif (status := _compute_stage_on_cluster(stages, plan, args, cluster_cfg, selected, params,
-                                                  out_dir)) is not None:
+        if (status := _compute_stage(stages, plan, args, executor, settings, selected, params, out_dir)) is not None:
             return status
     from .compute.slots import cpu_slots
 
@@ -461,7 +403,7 @@ OFFERED_PROFILE = "gpu"
 def offers_gpu_profile(args) -> bool:
     """Whether the run was the default one on a CUDA GPU (the default profile, every notebook, this machine), after
     which, when it succeeded, the ``gpu`` profile is offered."""
-    return (args.profile == profiles.DEFAULT and not args.only and args.executor == "local"
+    return (args.profile == profiles.DEFAULT and not args.only and executors.executor(args.executor).here
             and args.device.startswith("cuda") and profiles.device(args.profile) != "cuda")
 
 

@@ -55,16 +55,13 @@ This module holds the command line's side and the passes over the queue; ``clust
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ... import paths
 from ...errors import UsageError
-from ...io import lock_problem
 from ...machine import progress_bar, usable_cpus
 from .cluster_jobs import (
     TIME_SLACK_MIN,
@@ -95,67 +92,6 @@ if TYPE_CHECKING:
 CLUSTERS = ("slurm", "local", "debug")
 POLL_S = 60.0  # seconds between two looks at the queue while waiting (one sacct call each)
 GROWTH_CAP_MIN = 7 * 24 * 60  # the longest a grown limit gets where neither the settings nor scontrol give one
-CPU_BUILD = ("--executor slurm: the jobs run this interpreter ({python}) on the nodes, and its PyTorch {version} is a "
-             "CPU build, so every {device} job would fail (\"Torch not compiled with CUDA enabled\"); install the "
-             "CUDA build: ./reproduce.sh setup --cuda (in .venv; or pip install --force-reinstall 'torch>=2.4' "
-             "from PyPI), or give --device cpu")
-
-
-# ------------------------------------------------------------------------------------------ the command line
-
-
-def add_options(ap) -> None:
-    """The options of the compute stage's executor (``reproduce`` and ``plan``)."""
-    ap.add_argument("--executor", choices=("local", "slurm"), default="local",
-                    help="local: this machine's cores or GPUs (default); slurm: a Slurm job per training and "
-                         "evaluation, through submitit (docs/cluster.md)")
-    ap.add_argument("--cluster", choices=CLUSTERS, default="slurm",
-                    help="with --executor slurm: submitit's backend; local or debug run the same jobs on this "
-                         "machine (to try a setup)")
-    ap.add_argument("--slurm-config", default=None, metavar="FILE",
-                    help="YAML settings of the cluster's jobs (default slurm.yaml when it exists; docs/cluster.md)")
-    ap.add_argument("--partition", default=None, help="Slurm partition (wins over the settings file)")
-    ap.add_argument("--account", default=None, help="Slurm account (wins over the settings file)")
-    ap.add_argument("--wait", action="store_true",
-                    help="with --executor slurm: wait for the jobs, then run the notebooks and the report")
-
-
-def settings(args, submitting: bool = True) -> ClusterConfig:
-    """The cluster settings of the command line (``add_options``), once submitit is known to be installed; when
-    ``submitting`` (``reproduce``, not ``plan``), once the jobs are known to be able to run
-    (:func:`check_submitter`)."""
-    submitit()
-    cfg = read_config(args.slurm_config, args.partition, args.account)
-    if submitting:
-        check_submitter(args.device, args.cluster)
-    return fit(cfg, args.device, getattr(args, "gpus_per_run", 1), args.cluster, submitting)
-
-
-def check_submitter(device: str, cluster: str) -> None:
-    """Refuse in one line what would make every job fail: CUDA jobs run by a CPU build of PyTorch (on Slurm), or
-    without a usable GPU here (the local and debug clusters); a run cache where no file lock can be taken. Says in
-    one line when its locks hold on one node only."""
-    if device.startswith("cuda"):
-        import torch
-
-        if cluster == "slurm" and torch.version.cuda is None:
-            raise UsageError(CPU_BUILD.format(python=sys.executable, version=torch.__version__, device=device))
-        from ...machine import cuda_problem
-
-        if cluster != "slurm" and (problem := cuda_problem()):
-            raise UsageError(f"--device {device}: CUDA is not usable here ({problem}), and --cluster {cluster} runs "
-                             "the jobs on this machine; use --device cpu")
-    if cluster != "slurm":
-        return
-    problem = lock_problem(paths.RUNS)
-    if problem and problem[0] == "none":
-        raise UsageError(f"--executor slurm: the run cache {problem[1]}; every job locks its run folder there and "
-                         "would fail: mount it with flock (Lustre: -o flock), or move the run cache (INFILOOP_RUNS) "
-                         "to a file system that locks across nodes")
-    if problem:
-        say(f"warning: the run cache {problem[1]}: the submission records alone keep two jobs of one run apart")
-
-
 @dataclass
 class Outcome:
     submitted: dict[str, str] = field(default_factory=dict)  # plan job id -> cluster job id (this call)
@@ -449,5 +385,4 @@ def describe(out: Outcome) -> dict:
 
 
 __all__ = ["CLUSTERS", "TIME_SLACK_MIN", "ClusterConfig", "Outcome", "PlanJob", "Refused", "Submission", "bundle",
-           "check_submitter", "describe", "estimates", "read_config", "render", "run_cluster", "settings",
-           "submissions", "time_limit"]
+           "describe", "estimates", "read_config", "render", "run_cluster", "submissions", "time_limit"]

@@ -307,7 +307,7 @@ def clock(m: int) -> str:
 
 
 class PlanJob:
-    """What a cluster job runs: one job of the plan (``scheduler.run_one``), or several looped decoders one after
+    """What a cluster job runs: one job of the plan (``job.JobRun.run``), or several looped decoders one after
     the other (``spec`` a list; one that fails does not stop the others). Pre-empted or at its time limit, submitit
     calls :meth:`checkpoint` and requeues the same call: a training resumes from its run folder, a looped decoder
     already recorded is not run again."""
@@ -343,13 +343,13 @@ def _run_specs(specs: list[dict], device: str, threads: int, tasks: int) -> list
     """Run each job description; a single one raises its error, several say theirs and go on (returned)."""
     import traceback
 
-    from .scheduler import run_one
+    from .job import JobRun
 
     failed = []
     for spec in specs:
         try:
             with _run_lock(spec, tasks):
-                run_one(spec, device, threads)
+                JobRun.from_spec(spec, device, threads).run()
         except Exception as e:
             if len(specs) == 1:
                 raise

@@ -79,7 +79,7 @@ def looplm_start(probe: dict, device: str) -> tuple[float, float]:
 
 
 def warm_jobs(run: cache.Run, overrides: dict, device: str, jobs: int, threads: int, steps: int) -> dict[str, float]:
-    """Real jobs in real warm workers (``worker.Pool``, ``scheduler.command``'s command lines), ``jobs`` at once as
+    """Real jobs in real warm workers (``worker.Pool``, the jobs of ``scheduler.job_run``), ``jobs`` at once as
     the compute stage starts and runs them, in a temporary run cache: each worker's first job, a training of ``run``
     (with ``overrides``) cut to ``steps`` steps, then ``WARM_ROUNDS`` more such trainings and ``WARM_ROUNDS``
     evaluations of one update on one puzzle. The medians of the seconds from sending each kind of job to seeing its
@@ -88,7 +88,7 @@ def warm_jobs(run: cache.Run, overrides: dict, device: str, jobs: int, threads: 
     (at its end), which ``planning.estimate`` takes out again."""
     from ..notebooks.manifest import Job
     from ..notebooks.specs import EvalSpec, RunSpec
-    from .scheduler import POLL_S, command, log_path
+    from .scheduler import POLL_S, job_run, log_path
     from .slots import Slot
     from .worker import Pool, compile_shape
 
@@ -103,10 +103,10 @@ def warm_jobs(run: cache.Run, overrides: dict, device: str, jobs: int, threads: 
         def together(todo: list[Job]) -> list[float]:
             started = []
             for job, slot in zip(todo, slots):
-                cmd, env = command(job, cfg["profile"], [slot])
+                run_, env = job_run(job, cfg["profile"], [slot])
                 env.update(INFILOOP_RUNS=str(paths.RUNS), INFILOOP_DATA=str(paths.DATA))  # this process's
                 t0 = time.perf_counter()
-                started.append((pool.start(slot, cmd, env, log_path(job), *compile_shape(job, device)), t0))
+                started.append((pool.start(slot, run_, env, log_path(job), *compile_shape(job, device)), t0))
             ended = [0.0] * len(started)
             while not all(ended):
                 time.sleep(POLL_S)

@@ -11,25 +11,22 @@
   training); among ready jobs the costliest goes first (longest-processing-time order keeps the tail of
   the stage short). A job whose prerequisite failed is not started.
 - **Processes.** Each slot runs its jobs one after another in a warm worker (``worker.py``: one Python process per
-  slot that imports torch once, each job run as a new process would run it, with the same results); a job that
-  kills its worker fails alone and the slot gets a new one. ``fresh_process=True`` (``reproduce --fresh-process``)
-  starts a new process per job instead, as a multi-GPU training always is. Every job's environment points
-  Inductor's cache (``TORCHINDUCTOR_CACHE_DIR``) into the run cache (``paths.inductor_cache``), unless it is set.
+  slot that imports torch once, each job run as a new process would run it, with the same results); a job that kills
+  its worker fails alone and the slot gets a new one. ``fresh_process=True`` (``reproduce --executor process``) starts
+  a new process per job instead (``job.JobRun.command``), as a multi-GPU training always is. Every job's environment
+  points Inductor's cache (``TORCHINDUCTOR_CACHE_DIR``) into the run cache (``paths.inductor_cache``), unless it is
+  set.
 - **Logs.** Each job writes its output to ``<run folder>/logs/<job>.log``; one progress line covers the
   whole stage (jobs done / total, time left from the jobs' estimated costs, and what the running trainings'
   own progress lines say: :func:`stage_line`).
 
-The slots themselves, and the wall time of this order (``simulate``), are ``slots.py``'s.
-
-    python -m infiloop.experiments.compute.scheduler job '{"kind": "eval", ...}' --device cpu --threads 1
-                                                  # one job (used internally)
+The slots themselves, and the wall time of this order (``simulate``), are ``slots.py``'s; one job as it runs,
+``job.py``'s.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -44,8 +41,9 @@ from ... import paths
 from ...machine import progress_bar
 from ...training import PROGRESS_RE
 from ..notebooks.manifest import Job
+from .job import JobRun
 from .slots import Slot, check_gpus_per_run, take_slots
-from .worker import Pool, compile_shape, warmable
+from .worker import Pool, compile_shape
 
 # ------------------------------------------------------------------------------------------ commands
 
@@ -61,27 +59,20 @@ def log_path(job: Job) -> Path:
     return job.log_dir / f"{job_name(job)}.log"
 
 
-def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]:
-    """The command line and environment that run ``job`` on ``slots`` (several only for multi-GPU training)."""
+def job_run(job: Job, profile: str, slots: list[Slot]) -> tuple[JobRun, dict]:
+    """``job`` as it runs on ``slots`` (several only for a multi-GPU training), and its environment."""
     env = dict(os.environ)
     # torch.compile's kernels kept in the run cache: a later job, and a later run, compiles a graph once
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(paths.inductor_cache()))
     if slots[0].gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(s.gpu for s in slots)
-    if job.kind == "train":
-        spec = job.to_json(profile)
-        args = ["-m", "infiloop", "train", "--profile", spec["profile"], "--task", job.spec.task, "--recipe",
-                job.spec.recipe, "--run-dir", spec["run_dir"], "--device", slots[0].device, "--threads",
-                str(slots[0].threads), "--quiet"]
-        for k, v in job.spec.overrides.items():
-            args += ["--set", f"{k}={json.dumps(v)}"]
-        if len(slots) > 1:  # one process per slot; torchrun's own -m runs the package as python -m does
-            return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    f"--nproc_per_node={len(slots)}", *args], env
-        return [sys.executable, *args], env
-    return [sys.executable, "-m", "infiloop.experiments.compute.scheduler", "job",
-            json.dumps(job.to_json(profile), default=list),
-            "--device", slots[0].device, "--threads", str(slots[0].threads)], env
+    return JobRun.of(job, profile, slots[0].device, slots[0].threads), env
+
+
+def command(job: Job, profile: str, slots: list[Slot]) -> tuple[list[str], dict]:
+    """The command line and environment that run ``job`` on ``slots`` as a new process (``torchrun`` on several)."""
+    run, env = job_run(job, profile, slots)
+    return run.command(len(slots)), env
 
 
 def _popen(cmd: list[str], env: dict, log: Path):
@@ -134,11 +125,11 @@ def stage_line(finished: int, total: int, running: int, training_logs: list[Path
 def _start(job: Job, profile: str, mine: list[Slot], launch, pool):
     """Start ``job`` on slots ``mine``: in the slot's warm worker (``worker.py``) where there is a pool and the job
     runs on one slot, else as a new process (``launch``: multi-GPU trainings, ``fresh_process``)."""
-    cmd, env = command(job, profile, mine)
-    if pool is not None and len(mine) == 1 and warmable(cmd):
+    run, env = job_run(job, profile, mine)
+    if pool is not None and len(mine) == 1:
         compiles, shape = compile_shape(job, mine[0].device)
-        return pool.start(mine[0], cmd, env, log_path(job), compiles, shape)
-    return launch(cmd, env, log_path(job))
+        return pool.start(mine[0], run, env, log_path(job), compiles, shape)
+    return launch(run.command(len(mine)), env, log_path(job))
 
 
 def _finish(report: Report, finished: set, jid: str, job: Job, proc, started: float, slots: int) -> None:
@@ -227,54 +218,3 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
     bar.close()
     report.seconds = time.time() - t0
     return report
-
-
-# ------------------------------------------------------------------------------------------ one job
-
-
-def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
-    """Execute one job description (``Job.to_json``) in this process."""
-    import torch
-
-    from ..store import runs as cache
-
-    if threads:
-        torch.set_num_threads(threads)
-    if spec["kind"] == "looplm":
-        from .. import looplm
-
-        looplm.record(looplm.Probe.from_dict(spec["probe"]), spec["root"], device)
-        return
-    where = spec.get("run_dir")
-    if spec["kind"] == "train":
-        cache.get_run(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where,
-                            device=device, progress=False)
-        return
-    run = cache.resolve(spec["task"], spec["recipe"], spec["profile"], spec["overrides"], run_dir=where)
-    t0 = time.time()
-    _, path = getattr(run, spec["method"])(**spec["args"], device=device, progress=False)
-    print(f"{path} in {time.time() - t0:.1f} s", flush=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ...errors import run_command
-
-    def _main(argv):
-        ap = argparse.ArgumentParser(prog="python -m infiloop.experiments.compute.scheduler")
-        sub = ap.add_subparsers(dest="cmd", required=True)
-        j = sub.add_parser("job", help="run one job of the plan (JSON as printed by python -m infiloop manifest)")
-        j.add_argument("spec")
-        j.add_argument("--device", default="cpu")
-        j.add_argument("--threads", type=int, default=0)
-        args = ap.parse_args(argv)
-        run_one(json.loads(args.spec), args.device, args.threads)
-        return 0
-
-    return run_command(_main, sys.argv[1:] if argv is None else argv)
-
-
-if __name__ == "__main__":
-    from ...machine import tune_allocator
-
-    tune_allocator()  # as python -m infiloop does (machine.py)
-    sys.exit(main())

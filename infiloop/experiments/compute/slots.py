@@ -87,6 +87,14 @@ def slots_for(device: str, workers: int | None = None, threads: int | None = Non
     return cpu_slots(workers, threads)
 
 
+def stage_slots(profile: str, device: str, workers: int | None = None, per_gpu: int | None = None) -> list[Slot]:
+    """The compute stage's slots for ``profile``: ``workers`` on a CPU (default one per core); on CUDA ``per_gpu``
+    per visible GPU (default :func:`jobs_per_gpu`: several small jobs side by side for a profile made for the CPU)."""
+    if device.startswith("cuda") and per_gpu is None:
+        per_gpu = jobs_per_gpu(profile, 1 if ":" in device else max(1, len(visible_gpus())))
+    return slots_for(device, workers, per_gpu=per_gpu or 1)
+
+
 def distinct_gpus(slots: list[Slot]) -> list[str]:
     """The CUDA devices of ``slots``, each once, in order."""
     return list(dict.fromkeys(s.gpu for s in slots if s.gpu is not None))

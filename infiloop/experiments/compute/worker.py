@@ -1,22 +1,22 @@
 """Warm workers: one long-lived Python process per slot of the compute stage, which imports torch and the package
 once and then runs the scheduler's jobs one after another, each as the new process it replaces would have run it.
 
-Why. Every job of the stage used to be a new process (``python -m infiloop train ...``, ``python -m
-infiloop.experiments.compute.scheduler job ...``): the interpreter, torch and the package imported again for each
-of the default profile's 53 jobs. A warm worker pays that once per slot.
+Why. A job run as a new process (``python -m infiloop.experiments.compute.job ...``) imports the interpreter, torch
+and the package again, for each of the default profile's 53 jobs. A warm worker pays that once per slot.
 
 - **Protocol.** The scheduler (:class:`Pool`) starts ``python -m infiloop.experiments.compute.worker`` with the
-  slot's environment and writes one JSON line per job on its stdin: the job's command line exactly as the fresh
-  path would run it (``scheduler.command``), its environment, its log and whether and what it compiles. The worker
-  answers one line ``{"status": N}`` on its stdout when the job has ended: the exit status the new process would
-  have had (the command's ``main``'s return value, a ``SystemExit``'s code, or 1 for an exception, whose traceback
-  goes to the job's log).
+  slot's environment and writes one JSON line per job on its stdin: the job itself (``job.JobRun``: its kind, typed
+  settings, device and threads), its environment, its log and whether and what it compiles. The worker runs it by a
+  call (:meth:`~infiloop.experiments.compute.job.JobRun.run`: no command line is parsed) and answers one line
+  ``{"status": N}`` on its stdout when it has ended: the exit status the new process would have had (0; for an
+  error its one ``error:`` line in the log and the status ``errors.exit_status`` gives it; a ``SystemExit``'s code).
 - **Each job as a new process** (:class:`Baseline`): the job's environment (``os.environ``, ``paths``' folders), the
-  working folder, ``sys.argv``, torch's threads, a new random seed for torch, numpy and ``random`` (a new process
-  draws one: no job may rely on it), grad mode, default dtype, float32 matmul precision, deterministic algorithms
-  and cuDNN's flags, and the warning filters are set back to what the worker started with before every job. The
-  job's stdout and stderr file descriptors point to its log for its duration (C extensions included), after a
-  header line as the fresh path writes it.
+  working folder, ``sys.argv`` (as ``python -m infiloop.experiments.compute.job`` would have it), torch's threads, a
+  new random seed for torch, numpy and ``random`` (a new process draws one: no job may rely on it), grad mode, default
+  dtype, float32 matmul precision, deterministic algorithms and cuDNN's flags, and the warning filters are set back to
+  what the worker started with before every job. The job's stdout and stderr file descriptors point to its log for its
+  duration (C extensions included), after a header line that gives the command which runs the same job as a new
+  process.
 - **Reused across jobs** (nothing that changes a result): imported modules (frozen out of the garbage collector's
   walks, ``gc.freeze``: a job's own objects are collected after it as before), Inductor's compiled kernels (on disk,
   ``paths.inductor_cache``, for the fresh path too), and Dynamo's compiled code of a training between consecutive
@@ -27,7 +27,7 @@ of the default profile's 53 jobs. A warm worker pays that once per slot.
   device of its slot, above all): a job with another environment gets a new worker.
 
 Not warm: a multi-GPU training (``torchrun``, one process per device) stays a new process, as does everything with
-``run_jobs(..., fresh_process=True)`` (``reproduce --fresh-process``).
+``run_jobs(..., fresh_process=True)`` (``reproduce --executor process``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import importlib.util
 import json
 import os
 import random
@@ -45,31 +44,24 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import job as job_module
+
 MODULE = "infiloop.experiments.compute.worker"
-# The modules a job's command line runs with ``python -m``, and the module that holds their ``main(argv)``.
-WARM_MODULES = {"infiloop": "infiloop.cli",
-                "infiloop.experiments.compute.scheduler": "infiloop.experiments.compute.scheduler"}
-# What a job imports besides its command's module: imported by the worker before its first job, once.
-JOB_MODULES = ("infiloop.training", "infiloop.evaluation", "infiloop.experiments.store.runs",
-               "infiloop.experiments.looplm")
+# What a job imports, imported by the worker before its first job, once (no command-line module among them).
+JOB_MODULES = ("infiloop.training", "infiloop.evaluation",
+               "infiloop.experiments.store.runs", "infiloop.experiments.looplm")
 STOP_WAIT_S = 10.0  # how long a worker told to stop may take before it is killed
 
 
 def import_job_modules() -> None:
-    """Import every module a job needs (the fixed cost a warm worker pays once): torch, the commands, training,
+    """Import every module a job needs (the fixed cost a warm worker pays once): torch, the job, training,
     evaluation, the run cache and the looped decoders."""
-    for name in (*WARM_MODULES.values(), *JOB_MODULES):
+    for name in JOB_MODULES:
         importlib.import_module(name)
-
-
-def warmable(cmd: list[str]) -> bool:
-    """Whether a warm worker can run command line ``cmd`` (``python -m <one of WARM_MODULES> ...``)."""
-    return len(cmd) >= 3 and cmd[1] == "-m" and cmd[2] in WARM_MODULES
 
 
 # ------------------------------------------------------------------------------------------ in the worker
@@ -172,29 +164,19 @@ def output_to(log: Path):
             os.close(old)
 
 
-def run_job(cmd: list[str]) -> int:
-    """Run command line ``cmd`` (``python -m MODULE args...``) in this process: its module's ``main(args)``, and
-    the exit status a new process would have had."""
-    main = importlib.import_module(WARM_MODULES[cmd[2]]).main
+def run_job(job) -> int:
+    """Run ``job`` (a ``job.JobRun``) in this process, and the exit status a new process would have had: an error
+    is one ``error:`` line in the log (``errors.run_command``, as ``python -m infiloop.experiments.compute.job``)."""
+    from ...errors import run_command
+
     try:
-        status = main(cmd[3:])
-    except SystemExit as e:  # argparse, or a command that exits: the status Python gives it
+        status = run_command(lambda _: job.run() or 0, [])
+    except SystemExit as e:  # a job that exits: the status Python gives it
         status = e.code
         if status is not None and not isinstance(status, int):
             print(status, file=sys.stderr)
             status = 1
-    except BaseException:  # noqa: BLE001 - as a new process: the traceback in the log, exit status 1
-        traceback.print_exc()
-        status = 1
     return int(status or 0)
-
-
-def _main_file(module: str) -> str:
-    """The file ``python -m module`` runs, as a new process's ``sys.argv[0]`` names it (a package's ``__main__``)."""
-    spec = importlib.util.find_spec(module)
-    if spec.submodule_search_locations is not None:
-        spec = importlib.util.find_spec(f"{module}.__main__")
-    return spec.origin
 
 
 def serve() -> int:
@@ -212,11 +194,11 @@ def serve() -> int:
     gc.freeze()
     while line := requests.readline():
         req = json.loads(line)
-        cmd = req["cmd"]
-        base.restore(req["env"], [_main_file(cmd[2]), *cmd[3:]])
+        job = job_module.JobRun(**req["job"])
+        base.restore(req["env"], [job_module.__file__, job.to_json()])
         compiled.before(req.get("compiles", False), req.get("shape"))
         with output_to(Path(req["log"])):
-            status = run_job(cmd)
+            status = run_job(job)
         gc.collect()
         if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
             sys.modules["torch"].cuda.empty_cache()
@@ -344,10 +326,9 @@ class Pool:
         self.workers: dict[str, Worker] = {}
         self.started = 0  # workers started (a replaced one counts again)
 
-    def start(self, slot, cmd: list[str], env: dict, log: Path, compiles: bool = False,
-              shape: str | None = None) -> WarmJob:
-        """Run ``cmd`` (a job's command line, :func:`warmable`) in ``slot``'s worker; its log begins with the
-        fresh path's header line (``scheduler._popen``) and the worker's pid."""
+    def start(self, slot, job, env: dict, log: Path, compiles: bool = False, shape: str | None = None) -> WarmJob:
+        """Run ``job`` (a ``job.JobRun`` on one slot) in ``slot``'s worker; its log begins with the command that runs
+        the same job as a new process, and the worker's pid."""
         w = self.workers.get(slot.name)
         # a worker that has ended (while idle too) or was started for another environment is not used again
         if w is not None and (not w.alive or w.proc.poll() is not None or w.env != env):
@@ -358,9 +339,9 @@ class Pool:
             self.started += 1
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as f:
-            f.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {shlex.join(cmd)} "
+            f.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {shlex.join(job.command())} "
                     f"(in warm worker pid {w.pid})\n")
-        w.send({"cmd": cmd, "env": env, "log": str(log), "compiles": compiles, "shape": shape})
+        w.send({"job": asdict(job), "env": env, "log": str(log), "compiles": compiles, "shape": shape})
         return WarmJob(w, log)
 
     def close(self) -> None:

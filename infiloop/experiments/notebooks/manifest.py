@@ -93,8 +93,9 @@ class Job:
         return self.spec.run.done if self.kind == "train" else Path(self.eval.key).is_file()
 
     def to_json(self, profile: str) -> dict:
-        """What ``scheduler.run_one`` needs: the run (its own profile where it has one, and its folder, which
-        may lie in another run cache than the default) and the evaluation; or the model and its record's folder."""
+        """What a job runs from (``compute.job.JobRun.from_spec``): the run (its own profile where it has one, and its
+        folder, which may lie in another run cache than the default) and the evaluation; or the model and its record's
+        folder."""
         if self.model is not None:
             return {"kind": "looplm", "probe": asdict(self.model.probe), "root": str(self.model.path.parent)}
         profile = getattr(self.spec.run, "config", {}).get("profile", profile)
