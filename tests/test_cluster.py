@@ -28,7 +28,7 @@ submitit = pytest.importorskip("submitit")
 import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and its fixtures)
 
 from infiloop.experiments.compute import cluster  # noqa: E402
-from infiloop.experiments.compute.flops import job_flops  # noqa: E402
+from infiloop.experiments.cost.flops import job_flops  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 from infiloop.experiments.notebooks import specs  # noqa: E402
 

@@ -14,7 +14,7 @@ The default profile runs on the GPU where CUDA is usable. A profile run on anoth
 for keeps its run cache, results and figures apart, in ``results/<device>/`` (:func:`kept_apart`): a model trained
 on a GPU (bf16 there, by ``train.precision`` auto) never stands in for one trained on the CPU, nor the other way.
 After the default run on a GPU, the ``gpu`` profile is offered: its jobs, its GPU-hours and the pilot to run first
-(``compute.plan.gpu_offer``).
+(``cost.command.gpu_offer``).
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
@@ -132,8 +132,8 @@ def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_r
              per_gpu: int | None = None, fresh_process: bool = False) -> dict:
     """Train and evaluate everything the notebooks read (the plan's jobs) on every slot of this machine, in a warm
     worker per slot (``worker.py``), or with ``fresh_process`` a new process per job."""
-    from .compute.flops import job_flops
     from .compute.scheduler import run_jobs
+    from .cost.flops import job_flops
 
     slots = compute_slots(profile, device, workers, per_gpu)
     todo = [j for j in planned if not j.done]
@@ -466,11 +466,11 @@ def offers_gpu_profile(args) -> bool:
 
 
 def print_gpu_offer() -> None:
-    """Print the ``gpu`` profile's offer (``compute.plan.gpu_offer``): the pilot command first, its trainings,
+    """Print the ``gpu`` profile's offer (``cost.command.gpu_offer``): the pilot command first, its trainings,
     evaluations and looped decoders, GPU-hours in all on this GPU (its cached timings, else FLOPs at the assumed
     throughput)."""
-    from .compute.plan import gpu_offer
-    from .compute.timing import device_name
+    from .cost.calibration import device_name
+    from .cost.command import gpu_offer
 
     try:
         gpu = device_name("cuda")

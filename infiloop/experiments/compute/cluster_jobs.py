@@ -202,8 +202,8 @@ def estimates(todo: list[Job], device: str, cfg: ClusterConfig) -> tuple[dict[st
     """Estimated seconds of each job, and how they were made: the plan's calibration when this machine has the
     jobs' device, else FLOPs at ``cfg.tflops``."""
     from ...machine import cuda_problem
-    from .flops import job_flops
-    from .planning import job_seconds
+    from ..cost.flops import job_flops
+    from ..cost.plan import job_seconds
 
     if cfg.time_min:
         return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"

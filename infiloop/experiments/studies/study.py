@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ... import paths
 from ...io import atomic_write_text, fill_block
-from ..compute.planning import run_planned
 from ..compute.scheduler import log_path
+from ..cost.plan import run_planned
 from ..notebooks.manifest import Job, jobs_for
 from ..notebooks.specs import EvalSpec, RunSpec
 from ..store.runs import Run, resolve

@@ -86,11 +86,11 @@ def warm_jobs(run: cache.Run, overrides: dict, device: str, jobs: int, threads: 
     answer (polled as the scheduler polls): ``first`` (the worker's start included), ``train`` and ``eval``; and
     ``stop``, the seconds to end the workers. A training's seconds include its steps and its one validation check
     (at its end), which ``planning.estimate`` takes out again."""
+    from ..compute.scheduler import POLL_S, command, log_path
+    from ..compute.slots import Slot
+    from ..compute.worker import Pool, compile_shape
     from ..notebooks.manifest import Job
     from ..notebooks.specs import EvalSpec, RunSpec
-    from .scheduler import POLL_S, command, log_path
-    from .slots import Slot
-    from .worker import Pool, compile_shape
 
     cfg = run.config
     over = {**overrides, "train.steps": steps}

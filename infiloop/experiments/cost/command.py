@@ -14,12 +14,12 @@ them. The estimate is a short calibration (``timing.py``) times the counts (``pl
 
 On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
 of one job beside the others, measured once per shape (the same evaluation in ``jobs`` processes, timed in shared
-windows with one process alone in every other window, ``process_timing.contention``). The job start is what
+windows with one process alone in every other window, ``processes.contention``). The job start is what
 every job of the scheduler pays beside its own arithmetic. With a new Python process per job (``--fresh-process``)
 that is the process's start (Python, torch and the package imported), reading the run's data and building its model,
-measured together (``process_timing.job_start``, once per device). In warm workers (the default,
+measured together (``processes.job_start``, once per device). In warm workers (the default,
 ``worker.py``) it is measured with real jobs in real warm workers, as many at once as there are slots
-(``process_timing.warm_jobs``): a short training and a one-update evaluation in each, after each worker's first
+(``processes.warm_jobs``): a short training and a one-update evaluation in each, after each worker's first
 job; a slot pays its worker's start once (its first job less a later one), and each job the rest of its seconds (a
 training's less its few steps and its check). The plan prints which it assumed and the numbers.
 
@@ -45,10 +45,10 @@ import sys
 
 from ...machine import threads_per_job
 from ..notebooks import declarations, manifest, parameters
-from .flop_timing import FlopCalibration
+from .arithmetic import FlopCalibration
+from .calibration import Calibration, Timer
 from .flops import ASSUMED_GPU_TFLOPS
-from .planning import ModelItem, Plan, declared_plan, estimate, make_plan, training_wall, wall
-from .timing import Calibration, Timer
+from .plan import ModelItem, Plan, declared_plan, estimate, make_plan, training_wall, wall
 
 PILOT = "python -m infiloop pilot --profile {profile}"  # the short measured run to take before a GPU profile
 
@@ -199,7 +199,7 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
 
     params = parameters.read_parameters(getattr(args, "p", None))
     if cluster_cfg is not None:
-        from . import cluster
+        from ..compute import cluster
 
         planned = manifest.jobs(notebooks, args.profile, params)
         todo = [j for j in planned if not j.done]
@@ -222,9 +222,9 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
         calibration.save()
     text = render(plan, calibration)
     if plan.device.startswith("cuda"):  # memory before the hours: each job's peak beside the device's
-        from . import memory_plan
+        from . import memory
 
-        text += "\n" + "\n".join(memory_plan.render(plan, getattr(args, "gpus_per_run", 1) or 1,
+        text += "\n" + "\n".join(memory.render(plan, getattr(args, "gpus_per_run", 1) or 1,
                                                      getattr(args, "gpu_memory", None)))
     print(text, file=stream)
     return 0

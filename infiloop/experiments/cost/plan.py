@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...machine import threads_per_job
+from ..compute.slots import jobs_per_gpu, simulate, slots_for, visible_gpus
 from ..notebooks import declarations, manifest, specs  # manifest: the declared jobs ("jobs" is a slot count here)
 from ..store import runs as cache
+from .calibration import Calibration
 from .flops import looplm_counts
-from .slots import jobs_per_gpu, simulate, slots_for, visible_gpus
-from .timing import Calibration
 
 # ------------------------------------------------------------------------------------------ what runs
 
@@ -344,8 +344,8 @@ def run_planned(jobs: list[manifest.Job], workers: int, progress: bool = True, f
     """Run jobs declared outside the notebooks (``scheduler.run_jobs``) on ``workers`` CPU slots of one thread
     each, the costliest ready job first by :func:`job_seconds` (without progress, in the given order), in warm
     workers unless ``fresh_process``; the scheduler's ``Report``."""
-    from .scheduler import run_jobs
-    from .slots import cpu_slots
+    from ..compute.scheduler import run_jobs
+    from ..compute.slots import cpu_slots
 
     slots = cpu_slots(workers=max(1, workers), threads=1)
     costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
@@ -393,7 +393,7 @@ def _measure_warm(plan: Plan, first, calibration: Calibration, threads: int) -> 
     each worker's first job, all run together on the plan's slots. A training's bookkeeping is the probe's seconds
     less its steps, start-up and check as timed for the plan; an evaluation's is the probe's whole time (one update
     of one puzzle); a slot's start is its first job's seconds less a later one's."""
-    from .timing import TRAIN_WARM
+    from .calibration import TRAIN_WARM
 
     costs = calibration.warm_jobs(first.run, first.overrides, plan.jobs, threads or 1)
     if costs is None:

@@ -2,7 +2,7 @@
 model shape timed on this device (:class:`MeasuredTimer`), cached in ``<runs>/.plan-calibration.json`` by device,
 torch version and shape (:class:`Calibration`); for a CUDA device that is not here, timings from arithmetic
 (:class:`FlopTimer`, the FLOPs of ``flops.py``) or a GPU's cached ones (:class:`FlopCalibration`). The timings of
-whole processes (a job's start, warm workers, the slow-down beside other jobs) are ``process_timing.py``'s.
+whole processes (a job's start, warm workers, the slow-down beside other jobs) are ``processes.py``'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ... import paths
 from ...io import atomic_write_text
 from ...machine import cpu_name, usable_cpus
 from ..store import runs as cache
-from . import process_timing
+from . import processes
 from .flops import answer_length, flops_per_step, flops_per_update, forward_blocks
 
 CALIBRATION = ".plan-calibration.json"
@@ -97,21 +97,21 @@ class MeasuredTimer:
         return per, max(0.0, t[TRAIN_WARM - 1] - TRAIN_WARM * per)
 
     def job_start(self, run, device):
-        """Seconds to start a job in a new process (``process_timing.job_start``)."""
-        return Timing(process_timing.job_start(run, device), 0.0, 0)
+        """Seconds to start a job in a new process (``processes.job_start``)."""
+        return Timing(processes.job_start(run, device), 0.0, 0)
 
     def process_start(self, device):
-        """Seconds of a new process's own start (``process_timing.process_start``)."""
-        return Timing(process_timing.process_start(device), 0.0, 0)
+        """Seconds of a new process's own start (``processes.process_start``)."""
+        return Timing(processes.process_start(device), 0.0, 0)
 
     def warm_jobs(self, run, overrides, device, jobs, threads):
-        """Real jobs in real warm workers, each training ``TRAIN_WARM`` steps (``process_timing.warm_jobs``)."""
-        timed = process_timing.warm_jobs(run, overrides, device, jobs, threads, TRAIN_WARM)
+        """Real jobs in real warm workers, each training ``TRAIN_WARM`` steps (``processes.warm_jobs``)."""
+        timed = processes.warm_jobs(run, overrides, device, jobs, threads, TRAIN_WARM)
         return {kind: Timing(s, 0.0, 0) for kind, s in timed.items()}
 
     def contention(self, run, device, jobs):
-        """The slow-down of a CPU job beside ``jobs - 1`` others (``process_timing.contention``)."""
-        return Timing(process_timing.contention(run, jobs), 0.0, 0)
+        """The slow-down of a CPU job beside ``jobs - 1`` others (``processes.contention``)."""
+        return Timing(processes.contention(run, jobs), 0.0, 0)
 
     def eval_update(self, run, batch, device, test_set="test"):
         from ...evaluation import evaluate
@@ -178,10 +178,10 @@ class MeasuredTimer:
 
     def looplm_start(self, probe, device):
         """Seconds to start a looped decoder's job in a new process, with (``startup``) the seconds of its task's
-        generation and its model's build (``process_timing.looplm_start``)."""
+        generation and its model's build (``processes.looplm_start``)."""
         from dataclasses import asdict
 
-        return Timing(*process_timing.looplm_start(asdict(probe), device), 0)
+        return Timing(*processes.looplm_start(asdict(probe), device), 0)
 
 
 def _enough(per: float, least: int, seconds: float = 0.3) -> int:

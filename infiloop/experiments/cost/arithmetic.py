@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ... import paths
+from .calibration import CALIBRATION, Calibration, Timing, _key, _test_set_config
 from .flops import ASSUMED_GPU_TFLOPS, flops_per_step, flops_per_update, looplm_counts
-from .timing import CALIBRATION, Calibration, Timing, _key, _test_set_config
 
 
 class FlopTimer:

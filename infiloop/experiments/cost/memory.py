@@ -13,7 +13,7 @@ from pathlib import Path
 from ... import paths
 from ...io import atomic_write_text
 from ...training import memory
-from .planning import Plan
+from .plan import Plan
 
 ASSUMED_GPU_BYTES = 80e9  # an H100's 80 GB, where no CUDA device is here and --gpu-memory does not say
 
