@@ -5,7 +5,7 @@ default (compute/worker.py: one process per slot imports torch and the package o
 another), or with ``--fresh-process`` each job in a new process. This script runs the same small real job,
 ``python -m infiloop info --profile smoke`` (the smoke model built and counted), ``--jobs`` times each way, one at a
 time, and prints each way's first job, its later jobs (median) and its total; then what a warm worker saves per job.
-It also times a new process's own start alone (``calibration.MeasuredTimer.process_start``: the imports and the device),
+It also times a new process's own start alone (``measure.MeasuredTimer.process_start``: the imports and the device),
 what ``plan`` charges a warm worker once per slot.
 
     python benchmarks/job_start.py                 # 10 jobs each way
@@ -27,7 +27,7 @@ from _common import ROOT, header
 
 from infiloop.experiments.compute import worker
 from infiloop.experiments.compute.slots import Slot
-from infiloop.experiments.cost.calibration import MeasuredTimer
+from infiloop.experiments.cost.measure import MeasuredTimer
 
 JOB = [sys.executable, "-m", "infiloop", "info", "--profile", "smoke"]
 

@@ -13,7 +13,7 @@ import pytest
 
 from infiloop import paths
 from infiloop.experiments import pipeline
-from infiloop.experiments.cost import calibration, command, plan
+from infiloop.experiments.cost import calibration, command, declared
 from infiloop.experiments.settings import profiles, recipes
 
 
@@ -67,23 +67,24 @@ def test_the_default_run_on_a_cuda_box_runs_there_apart_and_ends_with_the_gpu_of
     offer = err[err.index("[reproduce] profile quick:"):].splitlines()
     offer = [ln for ln in offer if ln.startswith("[reproduce] ") and "report" not in ln][1:]
     assert offer[0].endswith("first its pilot (a short measured run): python -m infiloop pilot --profile smoke")
-    declared = plan.declared_plan("smoke", "cuda", 1)
+    unbuilt = declared.declared_plan("smoke", "cuda", 1)
     m = re.search(r"(\d+) trainings \(.+\), (\d+) evaluations \(.+\), (\d+) looped decoders \(.+\): about (\S+) "
                   r"GPU-hours in all", offer[1])
-    assert m and tuple(map(int, m.groups()[:3])) == (len(declared.runs), len(declared.evals), len(declared.models))
+    assert m and tuple(map(int, m.groups()[:3])) == (len(unbuilt.runs), len(unbuilt.evals), len(unbuilt.models))
     assert "a FLOP estimate: FLOPs at 200 TFLOP/s achieved" in offer[2]
     assert offer[3].endswith("then: ./reproduce.sh --profile smoke")
 
 
 def test_the_offer_uses_this_gpus_calibration_where_it_has_one(cuda_box):
     """After `plan --device cuda` measured this GPU, the offer prices the shapes it measured by those timings."""
-    from infiloop.experiments.cost.calibration import Calibration, Timing
+    from infiloop.experiments.cost.calibration import Calibration
+    from infiloop.experiments.cost.timer import Timing
 
     class Timer:
         def train_step(self, run, batch, threads, device):
             return Timing(0.5, 0.0, batch)
 
-    p = plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    p = declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
     measured = Calibration("cuda", Timer())
     measured.train_step(p.runs[0].run, p.runs[0].batch, 0)
     measured.save()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from infiloop.experiments.cost import memory as cost_memory
-from infiloop.experiments.cost.plan import declared_plan
+from infiloop.experiments.cost.declared import declared_plan
 from infiloop.experiments.store.runs import resolve
 from infiloop.training import memory
 

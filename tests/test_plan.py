@@ -11,8 +11,8 @@ import re
 import pytest
 
 from infiloop import paths
-from infiloop.experiments.cost import arithmetic, calibration, command, flops, plan, processes
-from infiloop.experiments.cost.calibration import Timing
+from infiloop.experiments.cost import arithmetic, calibration, command, declared, flops, measure, plan, processes
+from infiloop.experiments.cost.timer import Timing
 from infiloop.experiments.settings import profiles, recipes
 from infiloop.experiments.store import archives as runs
 from infiloop.model import ModelConfig
@@ -187,8 +187,8 @@ def test_real_calibration_of_a_smoke_shape(smoke_run, root):
 
 
 def test_calibration_batch_is_reduced_for_a_large_step():
-    assert calibration._calibration_batch(1e9, 64, "cpu") == 64
-    assert calibration._calibration_batch(1e15, 768, "cpu") < 768
+    assert measure._calibration_batch(1e9, 64, "cpu") == 64
+    assert measure._calibration_batch(1e15, 768, "cpu") < 768
 
 
 def _gpu_model(recipe):
@@ -313,7 +313,7 @@ def test_real_jobs_in_warm_workers_set_each_jobs_own_cost_and_each_slots_start(r
     cal = calibration.Calibration("cpu", timer, path=root / "c.json")
     p = plan.estimate(plan.make_plan("smoke", jobs=2), cal)
     assert ("warm jobs", 2, 1) in timer.calls
-    probe_own = calibration.TRAIN_WARM * STEP_S + START_S + 2 * 8 * UPDATE_S  # two steps, the start-up, one check
+    probe_own = measure.TRAIN_WARM * STEP_S + START_S + 2 * 8 * UPDATE_S  # two steps, the start-up, one check
     assert p.worker_start == p.start_per_slot == FIRST_S
     assert p.train_start == pytest.approx(WARM_TRAIN_S - probe_own) and p.eval_start == WARM_EVAL_S
     assert p.looplm_start_per_job == WARM_EVAL_S  # this timer's looped-decoder start has no own part
@@ -358,7 +358,7 @@ def test_real_jobs_in_real_warm_workers(smoke_run, root, tmp_path):
     before = set(tmp_path.parent.iterdir())
     tempfile.tempdir = str(tmp_path)  # the probe's temporary run cache, to see that it is removed
     try:
-        costs = calibration.MeasuredTimer().warm_jobs(smoke_run, {}, "cpu", 2, 1)
+        costs = measure.MeasuredTimer().warm_jobs(smoke_run, {}, "cpu", 2, 1)
     finally:
         tempfile.tempdir = None
     first, train, evaluation, stop = (costs[k].seconds for k in ("first", "train", "eval", "stop"))
@@ -373,7 +373,7 @@ def test_the_slow_down_beside_other_jobs_is_measured_alone_and_together_in_turn(
     monkeypatch.setattr(processes, "CONTENTION_WINDOWS", 4)
     monkeypatch.setattr(processes, "CONTENTION_WINDOW_S", 0.5)
     monkeypatch.setattr(processes, "CONTENTION_REPEATS", 1)
-    slow_down = calibration.MeasuredTimer().contention(smoke_run, "cpu", 2).seconds
+    slow_down = measure.MeasuredTimer().contention(smoke_run, "cpu", 2).seconds
     assert 1.0 <= slow_down < 3.0
 
 
@@ -458,7 +458,7 @@ def test_a_cuda_plan_without_cuda_is_the_arithmetic_of_each_job(no_cuda, capsys)
     """--device cuda at smoke: every training line's s/step is its FLOPs over the throughput, every evaluation's
     s/update too; the totals are GPU-hours."""
     out, _ = _cli_plan(capsys, "--profile", "smoke", "--device", "cuda", "--only", "02", "--tflops", "0.001")
-    p = plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    p = declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
     assert len(_training_lines(out)) == len(p.runs) == 3
     run = p.runs[0]
     step = flops.flops_per_step(run.run.model_config(), run.batch) / 1e9
@@ -496,7 +496,7 @@ def test_a_gpus_cached_calibration_replaces_the_flops_where_it_holds_the_shape(r
     """Timings measured on a CUDA GPU (here a fake timer under a GPU's name) are used for the shapes they cover,
     the FLOP arithmetic for the others, and the plan says which; nothing is measured or written."""
     monkeypatch.setattr(calibration, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
-    p = plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    p = declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
     measured = calibration.Calibration("cuda", FakeTimer(), path=root / "cal.json")
     measured.train_step(p.runs[0].run, p.runs[0].batch, 0)  # carry-last's shape only
     measured.save()
@@ -508,15 +508,15 @@ def test_a_gpus_cached_calibration_replaces_the_flops_where_it_holds_the_shape(r
     assert "1 timings measured on NVIDIA Test GPU (cuda)" in flops.basis()
     assert (root / "cal.json").read_text() == before
     other = arithmetic.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
-    plan.estimate(plan.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
+    plan.estimate(declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
     assert other.from_gpu == 0 and other.basis().startswith("a FLOP estimate")
 
 
 def test_the_declared_plan_agrees_with_the_plan_of_the_data(root):
     """Without its data, the plan counts the same runs and evaluations with the same puzzles and updates as the plan
     built on the data (smoke: every notebook)."""
-    built, declared = plan.make_plan("smoke", jobs=1), plan.declared_plan("smoke", "cpu", 1)
-    assert [r.run.dir for r in built.runs] == [r.run.dir for r in declared.runs]
+    built, unbuilt = plan.make_plan("smoke", jobs=1), declared.declared_plan("smoke", "cpu", 1)
+    assert [r.run.dir for r in built.runs] == [r.run.dir for r in unbuilt.runs]
     key = lambda e: (str(e.run.dir), e.kind, e.puzzles, e.batch, e.updates, e.note)  # noqa: E731
-    assert sorted(map(key, built.evals)) == sorted(map(key, declared.evals))
-    assert [m.key for m in built.models] == [m.key for m in declared.models]
+    assert sorted(map(key, built.evals)) == sorted(map(key, unbuilt.evals))
+    assert [m.key for m in built.models] == [m.key for m in unbuilt.models]

@@ -46,9 +46,11 @@ import sys
 from ...machine import threads_per_job
 from ..notebooks import declarations, manifest, parameters
 from .arithmetic import FlopCalibration
-from .calibration import Calibration, Timer
+from .calibration import Calibration
+from .declared import declared_plan
 from .flops import ASSUMED_GPU_TFLOPS
-from .plan import ModelItem, Plan, declared_plan, estimate, make_plan, training_wall, wall
+from .plan import ModelItem, Plan, estimate, make_plan, training_wall, wall
+from .timer import Timer
 
 PILOT = "python -m infiloop pilot --profile {profile}"  # the short measured run to take before a GPU profile
 

@@ -36,7 +36,7 @@ from ...io import atomic_write_text
 from ...training import read_metrics, train
 from ..settings import profiles, recipes
 from ..store.runs import resolve
-from . import calibration, flops
+from . import calibration, flops, measure
 
 CONNECTIONS = recipes.MAIN_RECIPES  # Table 1: carry-last, FPRM, InfiLoop
 LOSS_DROP = 0.05  # criterion 1: the last logged loss at most 95 % of the first
@@ -103,9 +103,9 @@ def pilot_run(connection: str, profile: str, device: str, seconds: float, root: 
 
 def _planned_step_seconds(model_cfg, batch_size: int, device: str) -> float:
     """The plan's estimate of one training step on CUDA (its FLOPs at the assumed rate); elsewhere a rough guess
-    (``calibration.GUESS_FLOPS``), used only to space the pilot's log lines."""
+    (``measure.GUESS_FLOPS``), used only to space the pilot's log lines."""
     kind = torch.device(device).type
-    guess = calibration.GUESS_FLOPS
+    guess = measure.GUESS_FLOPS
     rate = flops.ASSUMED_GPU_TFLOPS * 1e12 if kind == "cuda" else guess.get(kind, guess["cpu"])
     return flops.flops_per_step(model_cfg, batch_size) / rate
 

@@ -167,8 +167,7 @@ def estimated_seconds(row: dict) -> tuple[float, float]:
     FLOPs leave out element-wise work, which dominates at the tiny model's size: a wider model or a larger grid
     is priced above what it measures (docs/calibration.md's train / eval minutes)."""
     from ...model.reasoner import ModelConfig
-    from ..cost.arithmetic import FlopTimer
-    from ..cost.calibration import CPU_THREAD_TFLOPS
+    from ..cost.arithmetic import CPU_THREAD_TFLOPS, FlopTimer
     from ..cost.flops import eval_flops, train_flops
 
     cfg = row_config(row)
