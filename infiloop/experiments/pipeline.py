@@ -160,10 +160,14 @@ def _compute(planned, profile: str, workers: int | None, device: str, gpus_per_r
 def _compute_on_cluster(planned, profile: str, device: str, gpus_per_run: int, cfg, cluster_name: str,
                         wait: bool, workers: int | None) -> dict:
     """Train and evaluate what the notebooks read as jobs of a cluster (``cluster.py``)."""
+    from .cost import estimates
+
     todo = [j for j in planned if not j.done]
     print(f"[reproduce] {len(todo)} of {len(planned)} jobs to run on {cluster_name} ({len(planned) - len(todo)} "
           f"cached)", file=sys.stderr, flush=True)
-    out = cluster.run_cluster(planned, profile, device, cfg, cluster_name, gpus_per_run, wait, max_running=workers)
+    seconds = None if cfg.time_min else estimates(todo, device, tflops=cfg.tflops)[0]  # their time limits
+    out = cluster.run_cluster(planned, profile, device, cfg, cluster_name, gpus_per_run, wait, max_running=workers,
+                              seconds=seconds)
     if out.failed or out.skipped:
         logs = "; ".join(f"{k}: {v}" for k, v in out.failed.items())
         raise RuntimeError(f"{len(out.failed)} cluster jobs failed ({logs}), {len(out.skipped)} not started; run the "

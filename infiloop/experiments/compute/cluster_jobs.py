@@ -198,19 +198,13 @@ def limit_cap(cfg: ClusterConfig) -> int:
     return partition_max_minutes(cfg.partition)
 
 
-def estimates(todo: list[Job], device: str, cfg: ClusterConfig) -> tuple[dict[str, float], str]:
-    """Estimated seconds of each job, and how they were made: the plan's calibration when this machine has the
-    jobs' device, else FLOPs at ``cfg.tflops``."""
-    from ...machine import cuda_problem
-    from ..cost.flops import job_flops
-    from ..cost.plan import job_seconds
-
-    if cfg.time_min:
-        return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
-    if not device.startswith("cuda") or cuda_problem() is None:
-        return job_seconds(todo, device, slots=1), f"the plan's calibration on this machine's {device}"
-    return ({j.id: job_flops(j) / (cfg.tflops * 1e12) for j in todo},
-            f"FLOPs at {cfg.tflops:g} TFLOP/s (no GPU here to measure; set tflops or time_min in the settings)")
+def fixed_limits(todo: list[Job], cfg: ClusterConfig) -> tuple[dict[str, float], str] | None:
+    """With ``time_min`` in the settings every limit is that, and no job needs an estimate: no seconds, and how the
+    limits were set; None otherwise (the caller prices the jobs: the cost model's ``cost.estimates``, at
+    ``cfg.tflops`` where no GPU is here to measure)."""
+    if not cfg.time_min:
+        return None
+    return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
 
 
 def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConfig) -> dict:
@@ -234,8 +228,9 @@ def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConf
 def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int, cfg: ClusterConfig,
                 seconds: dict[str, float] | None = None, bundled: bool = True,
                 cap: int | None = None) -> list[Submission]:
-    """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring); with
-    ``bundled``, the looped decoders ``decoders_per_job`` to a job."""
+    """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring) and limits
+    from ``seconds``, each job's estimate by id (the caller's; none needed with ``time_min``, :func:`fixed_limits`);
+    with ``bundled``, the looped decoders ``decoders_per_job`` to a job."""
     from .cluster_nodes import fit
     from .scheduler import job_name
 
@@ -252,7 +247,11 @@ def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int
         raise UsageError(f"--gpus-per-run {gpus_per_run}: a node has at most gpus_per_node={cfg.gpus_per_node} "
                          "GPUs (settings); a run takes GPUs of one node")
     todo = [j for j in planned if not j.done]
-    seconds = seconds if seconds is not None else estimates(todo, device, cfg)[0]
+    if seconds is None:
+        fixed = fixed_limits(todo, cfg)
+        if fixed is None and todo:
+            raise ValueError("submissions: the jobs' estimated seconds (cost.estimates) are needed without time_min")
+        seconds = fixed[0] if fixed else {}
     cap = limit_cap(cfg) if cap is None else cap
     out = []
     for j in todo:
@@ -486,5 +485,5 @@ def job_log(folder: Path, job_id: str) -> Path:
 
 
 __all__ = ["DEFAULT_CONFIG", "INSTALL", "TIME_SLACK_MIN", "ClusterConfig", "PlanJob", "Refused", "Submission", "bundle",
-           "estimates", "limit_cap", "read_config", "record_of", "render", "submissions", "submit_one", "submitit",
+           "fixed_limits", "limit_cap", "read_config", "record_of", "render", "submissions", "submit_one", "submitit",
            "time_limit"]

@@ -256,6 +256,19 @@ def run_one(spec: dict, device: str = "cpu", threads: int = 0) -> None:
     print(f"{path} in {time.time() - t0:.1f} s", flush=True)
 
 
+def run_planned(jobs: list[Job], workers: int, progress: bool = True, fresh_process: bool = False,
+                estimate: Callable[[list[Job], int], dict[str, float]] | None = None) -> Report:
+    """Run jobs declared outside the notebooks (a study's) on ``workers`` CPU slots of one thread each, the costliest
+    ready job first by ``estimate`` (the caller's: the seconds by id of the jobs not done, on so many slots; without
+    progress, in the given order), in warm workers unless ``fresh_process``."""
+    from .slots import cpu_slots
+
+    slots = cpu_slots(workers=max(1, workers), threads=1)
+    costs = estimate([j for j in jobs if not j.done], len(slots)) if progress and estimate else {}
+    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
+                    fresh_process=fresh_process)
+
+
 def main(argv: list[str] | None = None) -> int:
     from ...errors import run_command
 

@@ -202,10 +202,12 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
     params = parameters.read_parameters(getattr(args, "p", None))
     if cluster_cfg is not None:
         from ..compute import cluster
+        from . import estimates
 
         planned = manifest.jobs(notebooks, args.profile, params)
         todo = [j for j in planned if not j.done]
-        seconds, how = cluster.estimates(todo, args.device, cluster_cfg)
+        seconds, how = (cluster.fixed_limits(todo, cluster_cfg)
+                        or estimates(todo, args.device, tflops=cluster_cfg.tflops))
         subs = cluster.submissions(planned, args.profile, args.device, args.gpus_per_run, cluster_cfg, seconds)
         print(cluster.render(subs, how, args.cluster), file=stream)
         return 0

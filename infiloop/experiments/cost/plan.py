@@ -218,8 +218,8 @@ def plan_of(planned: list[manifest.Job], profile: str, device: str, jobs: int) -
 
 def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibration: Calibration | None = None
                 ) -> dict[str, float]:
-    """Estimated seconds of each job (by id) from the plan's calibration on this device: how the scheduler
-    orders and the progress bar weighs jobs that no notebook declares."""
+    """Estimated seconds of each job (by id) from the plan's calibration on this device (``estimates``, the
+    package's, where this machine has the device): how a study's jobs are ordered and weighed."""
     calibration = calibration or Calibration(device)
     plan = estimate(plan_of(planned, "", device, slots), calibration)
     if calibration.measured:  # kept for the next plan of the same shapes
@@ -228,19 +228,6 @@ def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibratio
     by_key = {e.key: e.seconds for e in (*plan.evals, *plan.models)}
     return {j.id: by_run.get(str(j.spec.run.dir), 0.0) if j.kind == "train"
             else by_key.get(j.model.key if j.kind == "looplm" else j.eval.key, 0.0) for j in planned}
-
-
-def run_planned(jobs: list[manifest.Job], workers: int, progress: bool = True, fresh_process: bool = False):
-    """Run jobs declared outside the notebooks (``scheduler.run_jobs``) on ``workers`` CPU slots of one thread
-    each, the costliest ready job first by :func:`job_seconds` (without progress, in the given order), in warm
-    workers unless ``fresh_process``; the scheduler's ``Report``."""
-    from ..compute.scheduler import run_jobs
-    from ..compute.slots import cpu_slots
-
-    slots = cpu_slots(workers=max(1, workers), threads=1)
-    costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
-    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
-                    fresh_process=fresh_process)
 
 
 def validation_checks(run: cache.Run) -> tuple[int, int, int]:
