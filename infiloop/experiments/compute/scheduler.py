@@ -153,7 +153,7 @@ def _finish(report: Report, finished: set, jid: str, job: Job, proc, started: fl
 
 
 # How often the stage looks for ended jobs (at 2 a second a slot waited 0.25 s on average after each job: 9 of the
-# 38 s of smoke's compute stage, 2026-12-04); the plan's probe of warm workers polls as often (``process_timing.py``).
+# 38 s of smoke's compute stage, 2026-12-04); the plan's probe of warm workers polls as often (``cost/processes.py``).
 POLL_S = 0.05
 
 

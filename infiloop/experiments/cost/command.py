@@ -3,7 +3,7 @@ estimate of their time on this device (``python -m infiloop plan --profile P [--
 
 The runs and evaluations are those the notebooks' spec modules declare (``manifest.jobs``), with the defaults of
 their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the run and evaluation caches deduplicate
-them. The estimate is a short calibration (``timing.py``) times the counts (``planning.py``):
+them. The estimate is a short calibration (``calibration.py``, ``measure.py``) times the counts (``plan.py``):
 
     per run:        job start + start-up + steps x s/step + checks x s/check   (s/step at the run's batch size;
                     a check: its checkpoint scored on the validation split, training/selection.py)
@@ -31,10 +31,10 @@ an upper bound on a GPU). Runs and evaluations already in the run cache cost not
 building (this command builds the data first, as ``reproduce`` does), starting the notebooks and plotting.
 
 Without a CUDA device here, a plan for one (``plan --profile gpu``, ``--device cuda``) is priced by arithmetic
-instead (``flop_timing.FlopCalibration``): each job's FLOPs (``flops.flops_per_step``, ``flops.flops_per_update``,
+instead (``arithmetic.FlopCalibration``): each job's FLOPs (``flops.flops_per_step``, ``flops.flops_per_update``,
 ``flops.looplm_flops``) at a stated achieved throughput (``--tflops``, default :data:`ASSUMED_GPU_TFLOPS`), a timing
 of a CUDA GPU cached in the calibration file replacing the arithmetic wherever it holds the shape; the jobs come
-from the notebooks' declarations alone (``planning.declared_plan``), so no data is built or downloaded. The same
+from the notebooks' declarations alone (``declared.declared_plan``), so no data is built or downloaded. The same
 pricing makes the offer of the ``gpu`` profile printed after the default run on a CUDA GPU (:func:`gpu_offer`).
 """
 

@@ -97,7 +97,7 @@ class MeasuredTimer:
             return time.perf_counter() - t0
 
         # an update's own cost: the call's fixed part (its batches set up, its result gathered) cancels in the
-        # difference of a long and a short call (a job's is in its bookkeeping, planning.Plan.eval_start), the long
+        # difference of a long and a short call (a job's is in its bookkeeping, plan.Plan.eval_start), the long
         # one long enough to time; the medians of a few timings each: robust to a busy machine
         n = _enough(timed(2) - timed(1), EVAL_TIMED, 0.3)
         long = float(np.median([timed(n + 1) for _ in range(EVAL_REPEATS)]))

@@ -96,7 +96,7 @@ class Plan:
     contention: float = 1.0  # how much slower a CPU job runs beside the others than alone (measured)
     looplm_start: float = 0.0  # a looped decoder's job start in a new process (imports, task, model)
     looplm_own: float = 0.0  # of which its task's generation and its model's build (timed inside the process)
-    # Measured with real jobs in warm workers (timing.MeasuredTimer.warm_jobs; None where not measured): a training's
+    # Measured with real jobs in warm workers (measure.MeasuredTimer.warm_jobs; None where not measured): a training's
     # and an evaluation's own seconds beyond their steps, checks and updates, and a slot's start (the worker's, and
     # its first job's extra), the slots starting together.
     warm_train: float | None = None
@@ -265,7 +265,7 @@ def _price_checks(item: TrainItem, calibration: Calibration, threads: int, conte
 
 
 def _measure_warm(plan: Plan, first, calibration: Calibration, threads: int) -> None:
-    """The warm workers' own costs from real jobs (``timing.MeasuredTimer.warm_jobs``): a probe training of
+    """The warm workers' own costs from real jobs (``measure.MeasuredTimer.warm_jobs``): a probe training of
     ``first``'s run (``TRAIN_WARM`` steps and one validation check), an evaluation of one update on one puzzle and
     each worker's first job, all run together on the plan's slots. A training's bookkeeping is the probe's seconds
     less its steps, start-up and check as timed for the plan; an evaluation's is the probe's whole time (one update
