@@ -1,5 +1,6 @@
 """The plan's timings from arithmetic rather than measurement: a job's FLOPs (``flops.py``) at an achieved rate
-(:class:`FlopTimer`), and the calibration a plan for a CUDA device uses where it has not measured that GPU
+(:class:`FlopTimer`: a GPU's assumed one, ``flops.ASSUMED_GPU_TFLOPS``, or one CPU thread's measured one,
+:data:`CPU_THREAD_TFLOPS`), and the calibration a plan for a CUDA device uses where it has not measured that GPU
 (:class:`FlopCalibration`)."""
 
 from __future__ import annotations

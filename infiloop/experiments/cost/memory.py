@@ -2,7 +2,8 @@
 and the ``train.micro_batch`` that fits where the configured one does not.
 
 The measurements behind the estimates (one per model configuration and precision, a few seconds each on the CPU)
-are kept in ``runs/.plan-memory.json``.
+are kept in ``runs/.plan-memory.json``. It shares its name with ``training/memory.py`` on purpose: that module
+models a process's peak, this one prints the plan's jobs by it.
 """
 
 from __future__ import annotations
