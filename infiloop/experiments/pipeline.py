@@ -165,7 +165,7 @@ def _compute_on_cluster(planned, profile: str, device: str, gpus_per_run: int, c
     todo = [j for j in planned if not j.done]
     print(f"[reproduce] {len(todo)} of {len(planned)} jobs to run on {cluster_name} ({len(planned) - len(todo)} "
           f"cached)", file=sys.stderr, flush=True)
-    seconds = None if cfg.time_min else estimates(todo, device, tflops=cfg.tflops)[0]  # their time limits
+    seconds = None if cfg.time_min else estimates(todo, device, tflops=cfg.tflops)[0]
     out = cluster.run_cluster(planned, profile, device, cfg, cluster_name, gpus_per_run, wait, max_running=workers,
                               seconds=seconds)
     if out.failed or out.skipped:
