@@ -355,7 +355,7 @@ case "$cmd" in
         ;;
     *)
         # On a CUDA GPU the default run trains there; after it, Python offers the gpu profile (its pilot first,
-        # then its trainings, evaluations, looped decoders and GPU-hours: infiloop/experiments/compute/plan.py gpu_offer).
+        # then its trainings, evaluations, looped decoders and GPU-hours: infiloop/experiments/cost/command.py gpu_offer).
         if wants_cuda_build "$@"; then WANT_CUDA=1; fi
         setup
         exec "$PY" -m infiloop reproduce "$@"

@@ -4,7 +4,7 @@ section, on the device or (``--dry-run``) at a size the CPU can do.
 Every section writes the part's JSON again when it ends (``Ctx.section``), so a part cut short by its timeout keeps
 what it measured; ``gpu_check.py`` folds it into ``gpu_check.json`` as it comes.
 
-- ``train_eager``: the pilot's training path (``experiments.compute.pilot.pilot_run``) **uncompiled**, bf16 autocast,
+- ``train_eager``: the pilot's training path (``experiments.cost.pilot.pilot_run``) **uncompiled**, bf16 autocast,
   at the ``gpu`` profile's batch (768), for carry-last, InfiLoop and FPRM, an equal share of the part's time each:
   s/step after the first logged window, peak memory, loss and cell accuracy by step, and the pilot's criteria. On
   the device the ``gpu`` profile's model on generated 9x9 puzzles (no network there); in a dry run the smoke model
@@ -296,7 +296,7 @@ def pilot_once(name: str, profile: str, device: str, seconds: float, root: Path,
     returns (the PilotRun, its record)."""
     from torch._dynamo.utils import counters
 
-    from infiloop.experiments.compute import pilot
+    from infiloop.experiments.cost import pilot
     from infiloop.experiments.store.runs import resolve
 
     torch._dynamo.reset()
@@ -323,7 +323,7 @@ def _train_data(ctx: Ctx, profile: str, over: list[str]) -> None:
 
 def part_train_eager(ctx: Ctx) -> None:
     """s/step of the three connections uncompiled (bf16, the gpu profile's batch), then the pilot's criteria."""
-    from infiloop.experiments.compute import pilot
+    from infiloop.experiments.cost import pilot
 
     res = ctx.result
     profile, over = profile_and_overrides(ctx)

@@ -6,7 +6,7 @@ another), or with ``--executor process`` each job in a new process. This script 
 ``compute.job.JobRun``: an evaluation of a smoke run trained first in a temporary run cache, read from its cache, so
 that the job is its start, the run resolved and its result loaded), ``--jobs`` times each way, one at a time, and
 prints each way's first job, its later jobs (median) and its total; then what a warm worker saves per job.
-It also times a new process's own start alone (``timing.MeasuredTimer.process_start``: the imports and the device),
+It also times a new process's own start alone (``measure.MeasuredTimer.process_start``: the imports and the device),
 what ``plan`` charges a warm worker once per slot.
 
     python benchmarks/job_start.py                 # 10 jobs each way
@@ -28,7 +28,7 @@ from _common import ROOT, header
 from infiloop.experiments.compute import worker
 from infiloop.experiments.compute.job import MODULE, JobRun
 from infiloop.experiments.compute.slots import Slot
-from infiloop.experiments.compute.timing import MeasuredTimer
+from infiloop.experiments.cost.measure import MeasuredTimer
 from infiloop.experiments.store.runs import get_run
 
 

@@ -28,7 +28,8 @@ submitit = pytest.importorskip("submitit")
 import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and its fixtures)
 
 from infiloop.experiments.compute import cluster  # noqa: E402
-from infiloop.experiments.compute.flops import job_flops  # noqa: E402
+from infiloop.experiments.cost import estimates  # noqa: E402
+from infiloop.experiments.cost.flops import job_flops  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 from infiloop.experiments.notebooks import specs  # noqa: E402
 
@@ -47,7 +48,9 @@ def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_trainin
 
     decoder = next(j for j in jobs.jobs(["08"], "smoke", {}) if j.kind == "looplm")  # one of notebook 08's models
     plan = [*_main_table_plan(), decoder]
-    out = cluster.run_cluster(plan, "smoke", "cuda", cfg, gpus_per_run=2, progress=False)
+    seconds, how = estimates([j for j in plan if not j.done], "cuda", tflops=cfg.tflops)  # what reproduce passes
+    assert how.startswith("FLOPs at 1e-06 TFLOP/s (no GPU here to measure")
+    out = cluster.run_cluster(plan, "smoke", "cuda", cfg, gpus_per_run=2, progress=False, seconds=seconds)
     files = {s["id"]: _sbatch(s["file"]) for s in fake_slurm.submitted()}
     texts = {s["id"]: s["file"] for s in fake_slurm.submitted()}
     assert len(files) == len(plan) == 7 and set(out.submitted.values()) == set(files)

@@ -40,7 +40,7 @@ import pytest
 submitit = pytest.importorskip("submitit")
 
 from infiloop.errors import UsageError  # noqa: E402
-from infiloop.experiments.compute import cluster, cluster_jobs, cluster_states, slurm  # noqa: E402
+from infiloop.experiments.compute import cluster, cluster_jobs, cluster_states, job, slurm  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 
 FAKE = r'''#!@PYTHON@ -S
@@ -694,7 +694,7 @@ def test_looped_decoders_go_several_to_a_job(fake_slurm, roots):
     out = cluster.run_cluster(plan, "smoke", "cpu", cfg, progress=False)
     assert sorted(out.submitted.values()) == ["1000", "1000", "1001", "1001", "1002"]
     assert len(fake_slurm.submitted()) == 3
-    text = cluster.render(cluster.submissions(plan, "smoke", "cpu", 1, cfg), "the settings")  # what plan shows
+    text = slurm.render(cluster.submissions(plan, "smoke", "cpu", 1, cfg), "the settings")  # what plan shows
     assert text.startswith("## 3 job(s) to submit to slurm") and text.count("2 looped decoders (looplm ") == 2
     for j in plan:
         rec = json.loads(cluster_jobs.record_of(j).read_text())
@@ -713,7 +713,7 @@ def test_looped_decoders_go_several_to_a_job(fake_slurm, roots):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(JobRun, "run", run)
         with pytest.raises(RuntimeError, match="1 of 2 looped decoders of this job failed: .*ValueError: broken"):
-            cluster.PlanJob()(specs, "cpu", 1)
+            job.PlanJob()(specs, "cpu", 1)
     assert len(ran) == 2
 
 
@@ -808,11 +808,11 @@ def test_a_multi_gpu_training_holds_its_runs_lock_and_stops_when_another_holds_i
     spec = {"kind": "train", "run_dir": str(tmp_path / "run")}
     dist.init_process_group("gloo")
     try:
-        assert cluster_jobs._run_specs([spec], "cpu", 1, tasks=2) == [] and ran == [True]
+        assert job._run_specs([spec], "cpu", 1, tasks=2) == [] and ran == [True]
         with open(tmp_path / "run" / ".lock", "a") as other:  # another process training it
             fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
             with pytest.raises(RuntimeError, match="another process is training this run"):
-                cluster_jobs._run_specs([spec], "cpu", 1, tasks=2)
+                job._run_specs([spec], "cpu", 1, tasks=2)
         assert len(ran) == 1
     finally:
         dist.destroy_process_group()

@@ -25,6 +25,7 @@ class Inline:
     help: str = "every job in this process, one after another"
     here: bool = True
     warm: bool = True
+    priced_by: str = "flops"
 
     def add_options(self, ap) -> None:
         ap.add_argument("--inline-threads", type=int, default=1, help="with --executor inline: torch threads")
@@ -87,6 +88,7 @@ def test_an_unknown_executor_is_one_line(capsys):
 def test_every_executor_keeps_the_protocol():
     for name, ex in executors.registered().items():
         assert ex.name == name and isinstance(ex.here, bool) and isinstance(ex.warm, bool) and ex.help
+        assert ex.priced_by in ("flops", "seconds")
         for method in ("add_options", "check", "compute"):
             assert callable(getattr(ex, method)), (name, method)
     assert {n: (e.here, e.warm) for n, e in executors.registered().items()} == {

@@ -13,7 +13,8 @@ import pytest
 
 from infiloop import paths
 from infiloop.experiments import pipeline
-from infiloop.experiments.compute import local, plan, planning, timing
+from infiloop.experiments.compute import local
+from infiloop.experiments.cost import calibration, command, declared
 from infiloop.experiments.settings import profiles, recipes
 
 
@@ -25,7 +26,7 @@ def cuda_box(monkeypatch, tmp_path):
 
     monkeypatch.setattr(torch.version, "cuda", "12.9")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(timing, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
+    monkeypatch.setattr(calibration, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
     for name in ("RUNS", "DATA", "RESULTS", "FIGURES"):
         monkeypatch.setattr(paths, name, tmp_path / name.lower())
         monkeypatch.delenv(f"INFILOOP_{name}", raising=False)
@@ -67,27 +68,28 @@ def test_the_default_run_on_a_cuda_box_runs_there_apart_and_ends_with_the_gpu_of
     offer = err[err.index("[reproduce] profile quick:"):].splitlines()
     offer = [ln for ln in offer if ln.startswith("[reproduce] ") and "report" not in ln][1:]
     assert offer[0].endswith("first its pilot (a short measured run): python -m infiloop pilot --profile smoke")
-    declared = planning.declared_plan("smoke", "cuda", 1)
+    unbuilt = declared.declared_plan("smoke", "cuda", 1)
     m = re.search(r"(\d+) trainings \(.+\), (\d+) evaluations \(.+\), (\d+) looped decoders \(.+\): about (\S+) "
                   r"GPU-hours in all", offer[1])
-    assert m and tuple(map(int, m.groups()[:3])) == (len(declared.runs), len(declared.evals), len(declared.models))
+    assert m and tuple(map(int, m.groups()[:3])) == (len(unbuilt.runs), len(unbuilt.evals), len(unbuilt.models))
     assert "a FLOP estimate: FLOPs at 200 TFLOP/s achieved" in offer[2]
     assert offer[3].endswith("then: ./reproduce.sh --profile smoke")
 
 
 def test_the_offer_uses_this_gpus_calibration_where_it_has_one(cuda_box):
     """After `plan --device cuda` measured this GPU, the offer prices the shapes it measured by those timings."""
-    from infiloop.experiments.compute.timing import Calibration, Timing
+    from infiloop.experiments.cost.calibration import Calibration
+    from infiloop.experiments.cost.timer import Timing
 
     class Timer:
         def train_step(self, run, batch, threads, device):
             return Timing(0.5, 0.0, batch)
 
-    p = planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    p = declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
     measured = Calibration("cuda", Timer())
     measured.train_step(p.runs[0].run, p.runs[0].batch, 0)
     measured.save()
-    lines = plan.gpu_offer("smoke", gpu="NVIDIA Test GPU (cuda)")
+    lines = command.gpu_offer("smoke", gpu="NVIDIA Test GPU (cuda)")
     assert re.search(r"\(\d+ timings measured on NVIDIA Test GPU \(cuda\) by `plan`, \d+ of them FLOPs", lines[2])
 
 

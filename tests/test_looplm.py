@@ -258,7 +258,7 @@ def test_the_cost_model_counts_every_block_the_evaluation_applies(cond):
     """``flops.forward_blocks`` (the plan's token-blocks of an evaluation) equals the positions every block of the
     prelude, core and coda actually processes in ``correct``, counted by forward hooks: one trajectory to the
     largest r, or one per r under timestep conditioning."""
-    from infiloop.experiments.compute import flops
+    from infiloop.experiments.cost import flops
     from infiloop.tasks.language import LanguageConfig, Split, generate
     from infiloop.training.looplm import correct
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infiloop.experiments.compute import memory_plan
-from infiloop.experiments.compute.planning import declared_plan
+from infiloop.experiments.cost import memory as cost_memory
+from infiloop.experiments.cost.declared import declared_plan
 from infiloop.experiments.store.runs import resolve
 from infiloop.training import memory
 
@@ -65,22 +65,22 @@ def test_the_paper_profiles_largest_training_fits_80_gb_at_its_micro_batch():
 
 
 def test_plan_prints_each_gpu_trainings_peak_beside_the_device(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory_plan, "store_path", lambda: tmp_path / "memory.json")
+    monkeypatch.setattr(cost_memory, "store_path", lambda: tmp_path / "memory.json")
     plan = declared_plan("gpu", "cuda", 1, ["01"])
-    lines = memory_plan.render(plan, given_gb=24)
+    lines = cost_memory.render(plan, given_gb=24)
     assert "device 24 GB (--gpu-memory)" in lines[0]
     rows = [line for line in lines if line.startswith("sudoku ")]
     assert len(rows) == len(plan.runs) == 3
     # 768 slots of the paper model: about 25-30 GB, more than 85 % of 24 GB: a micro-batch that fits is named
     assert all("NO: set train.micro_batch=" in r for r in rows), rows
     assert (tmp_path / "memory.json").is_file()  # the measurements are kept for the next plan
-    lines = memory_plan.render(plan, given_gb=80)
+    lines = cost_memory.render(plan, given_gb=80)
     assert all(line.split()[-2] == "yes" for line in lines if line.startswith("sudoku ")), lines
 
 
 @pytest.mark.slow
 def test_plan_of_the_paper_profile_fits_every_training_in_80_gb(tmp_path, monkeypatch):
-    monkeypatch.setattr(memory_plan, "store_path", lambda: tmp_path / "memory.json")
-    lines = memory_plan.render(declared_plan("paper", "cuda", 1), given_gb=80)
+    monkeypatch.setattr(cost_memory, "store_path", lambda: tmp_path / "memory.json")
+    lines = cost_memory.render(declared_plan("paper", "cuda", 1), given_gb=80)
     rows = [line for line in lines if line.split()[:1] and line.split()[0] in ("sudoku", "maze", "arc1", "arc2")]
     assert rows and all(float(r.split()[7]) < 80 and " yes " in r for r in rows), rows

@@ -67,11 +67,11 @@ def test_a_smoke_model_runs_on_every_test_length_with_the_same_weights(run):
 
 
 def test_the_plan_prices_a_longer_test_set_at_its_own_length(tmp_path):
-    from infiloop.experiments.compute import flop_timing, timing
+    from infiloop.experiments.cost import arithmetic, calibration
     from infiloop.experiments.store.runs import resolve
 
     run = resolve("prefix_sums", "carry_last_no_recall", "smoke", root=tmp_path)
-    cal = timing.Calibration("cpu", timer=flop_timing.FlopTimer(1.0), path=tmp_path / "cal.json")
+    cal = calibration.Calibration("cpu", timer=arithmetic.FlopTimer(1.0), path=tmp_path / "cal.json")
     lengths = profiles.data_of("smoke").tasks["prefix_sums"]["test_lengths"]
     seconds = [cal.eval_update(run, 32, 1, f"test_{n}").seconds for n in lengths]
     assert cal.eval_update(run, 32, 1, "test").seconds == seconds[0]  # the training length is the test set's

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from infiloop import paths
-from infiloop.experiments.compute import pilot
-from infiloop.experiments.compute.pilot import PilotRun, decide
+from infiloop.experiments.cost import pilot
+from infiloop.experiments.cost.pilot import PilotRun, decide
 
 
 def test_pilot_at_smoke_prints_its_measurements_and_a_verdict(capsys):

@@ -11,8 +11,8 @@ import re
 import pytest
 
 from infiloop import paths
-from infiloop.experiments.compute import flop_timing, flops, plan, planning, process_timing, timing
-from infiloop.experiments.compute.timing import Timing
+from infiloop.experiments.cost import arithmetic, calibration, command, declared, flops, measure, plan, processes
+from infiloop.experiments.cost.timer import Timing
 from infiloop.experiments.settings import profiles, recipes
 from infiloop.experiments.store import archives as runs
 from infiloop.model import ModelConfig
@@ -27,11 +27,11 @@ class FakeTimer:
         self.calls = []
 
     def train_step(self, run, batch, threads, device):
-        self.calls.append(("train", timing._key(timing._shape(run)), batch, threads))
+        self.calls.append(("train", calibration._key(calibration._shape(run)), batch, threads))
         return Timing(STEP_S, START_S, batch)
 
     def eval_update(self, run, batch, device, test_set="test"):
-        self.calls.append(("eval", timing._key(timing._shape(run)), batch))
+        self.calls.append(("eval", calibration._key(calibration._shape(run)), batch))
         return Timing(UPDATE_S, 0.0, batch)
 
     def job_start(self, run, device):
@@ -61,14 +61,14 @@ def _plan(timer, calibrate=False, jobs=2, params=(), fresh_process=False):
     out = io.StringIO()
     args = argparse.Namespace(profile="smoke", device="cpu", calibrate=calibrate, jobs=jobs, p=list(params),
                               fresh_process=fresh_process)
-    assert plan.main(args, timer=timer, stream=out) == 0
+    assert command.main(args, timer=timer, stream=out) == 0
     return out.getvalue()
 
 
 def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     timer = FakeTimer()
     text = _plan(timer)
-    p = planning.make_plan("smoke")
+    p = plan.make_plan("smoke")
     specs, evals = p.runs, p.evals
     assert f"{len(specs)} training runs, {len(evals)} evaluations" in text
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
@@ -76,20 +76,20 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
     assert len(run_lines) == len(specs)
     # every smoke training checks its checkpoints on the validation split: at steps 10 and 20 and at its end, the
     # first 64 validation puzzles in batches of its 32 sequences to its training depth (H 2 x 4 segments)
-    assert {planning.validation_checks(r.run) for r in specs} == {(3, 64, 8)}
+    assert {plan.validation_checks(r.run) for r in specs} == {(3, 64, 8)}
     per_check = 2 * 8 * UPDATE_S
     for ln in run_lines:
         assert f"{steps} x  {STEP_S:.4f} +  3 x  {per_check:.4f} +   {START_S + JOB_S:.1f} s" in ln
     # per run: the job's start + start-up + steps x s/step + checks x s/check; 2 jobs at a time on the CPU
     per_run = JOB_S + START_S + steps * STEP_S + 3 * per_check
-    assert f"training: {plan._fmt_s(per_run * len(specs))} of runs -> " \
-           f"{plan._fmt_s(per_run * math.ceil(len(specs) / 2))} wall" in text
+    assert f"training: {command._fmt_s(per_run * len(specs))} of runs -> " \
+           f"{command._fmt_s(per_run * math.ceil(len(specs) / 2))} wall" in text
     # per evaluation: the job's start + ceil(puzzles / batch) x updates x s/update, e.g. notebook 02's depth
     # evaluation to smoke's depth, 24 updates (listed under notebook 01, whose depth-fair columns read it first)
     line = next(ln for ln in text.splitlines() if ln.startswith("01  sudoku/carry_last") and " x     24 x " in ln)
     assert "64/64 = 3.0 +  1 x     24 x  0.2500 =     9.0 s" in line
     total_eval = sum(JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S for e in evals)
-    assert f"evaluations: {plan._fmt_s(total_eval)}" in text
+    assert f"evaluations: {command._fmt_s(total_eval)}" in text
     # notebook 08's looped decoders: job start + steps x s/step + token-blocks x s/token-block each
     from infiloop.experiments import looplm
 
@@ -101,12 +101,12 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
         total_models += seconds
         line = next(ln for ln in text.splitlines() if ln.startswith(f"08  {m.id} "))
         assert f"{m.steps:5d} x {LM_STEP_S:6.4f} + {blocks:10.3g} x {LM_BLOCK_S:8.2e} =" in line
-        assert line.endswith(f"-> {plan._fmt_s(seconds):>9s}")
-    assert f"looped decoders: {plan._fmt_s(total_models)}" in text
+        assert line.endswith(f"-> {command._fmt_s(seconds):>9s}")
+    assert f"looped decoders: {command._fmt_s(total_models)}" in text
     # the compute stage: training, evaluations and models on 2 slots, never below the floor (all slots busy)
     floor = (per_run * len(specs) + total_eval + total_models) / 2
     m = re.search(r"-> (.+) wall \(the floor, every slot busy: (.+)\) on ", text)
-    assert m and m.group(2) == plan._fmt_s(floor)
+    assert m and m.group(2) == command._fmt_s(floor)
     p.jobs = 2
     for r in p.runs:
         r.seconds = per_run
@@ -114,7 +114,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
         e.seconds = JOB_S + math.ceil(e.puzzles / e.batch) * e.updates * UPDATE_S
     for mi in p.models:
         mi.seconds = LM_START_S + mi.steps * LM_STEP_S + flops.looplm_work(mi.probe)["eval"] * LM_BLOCK_S
-    assert m.group(1) == plan._fmt_s(planning.wall(p)) and floor <= planning.wall(p) <= 1.15 * floor + per_run
+    assert m.group(1) == command._fmt_s(plan.wall(p)) and floor <= plan.wall(p) <= 1.15 * floor + per_run
     # each distinct shape timed once: the beta/decay ablations share the InfiLoop shape
     trains = [c for c in timer.calls if c[0] == "train"]
     assert len(trains) == len(set(trains)) < len(specs) and all(c[3] >= 1 for c in trains)
@@ -124,7 +124,7 @@ def test_plan_lists_every_run_and_evaluation_with_its_formula(root):
 
 
 def test_evaluations_follow_the_notebooks(root):
-    evals = planning.make_plan("smoke").evals
+    evals = plan.make_plan("smoke").evals
     by_nb = {}
     for e in evals:
         by_nb.setdefault(e.notebook, []).append(e)
@@ -159,7 +159,7 @@ def test_plan_keys_are_the_evaluation_cache_keys(smoke_run, root):
 def test_calibration_is_cached_by_device_and_shape(root):
     first = FakeTimer()
     _plan(first)
-    cache = root / timing.CALIBRATION
+    cache = root / calibration.CALIBRATION
     assert cache.is_file()
     again = FakeTimer()
     text = _plan(again)
@@ -168,7 +168,7 @@ def test_calibration_is_cached_by_device_and_shape(root):
     _plan(fresh, calibrate=True)
     assert len(fresh.calls) == len(first.calls)
     keys = list(__import__("json").loads(cache.read_text())["entries"])
-    assert all(k.startswith(timing.device_name("cpu")) for k in keys)
+    assert all(k.startswith(calibration.device_name("cpu")) for k in keys)
 
 
 def test_trained_runs_and_cached_evaluations_cost_nothing(smoke_run, root, tmp_path):
@@ -179,7 +179,7 @@ def test_trained_runs_and_cached_evaluations_cost_nothing(smoke_run, root, tmp_p
 
 
 def test_real_calibration_of_a_smoke_shape(smoke_run, root):
-    cal = timing.Calibration("cpu", path=root / "cal.json")
+    cal = calibration.Calibration("cpu", path=root / "cal.json")
     t = cal.train_step(smoke_run, 32, 1)
     e = cal.eval_update(smoke_run, 64)
     assert 0 < t.seconds < 5 and t.measured_batch == 32 and 0 < e.seconds < 5
@@ -187,8 +187,8 @@ def test_real_calibration_of_a_smoke_shape(smoke_run, root):
 
 
 def test_calibration_batch_is_reduced_for_a_large_step():
-    assert timing._calibration_batch(1e9, 64, "cpu") == 64
-    assert timing._calibration_batch(1e15, 768, "cpu") < 768
+    assert measure._calibration_batch(1e9, 64, "cpu") == 64
+    assert measure._calibration_batch(1e15, 768, "cpu") < 768
 
 
 def _gpu_model(recipe):
@@ -255,8 +255,8 @@ def test_the_slow_down_beside_other_jobs_scales_every_cpu_timing(root):
     assert "s/step and s/update are 1.50x the timings alone, as measured for 2 jobs at once" in text
     steps = profiles.PROFILES["smoke"]["train"]["steps"]
     assert f"{steps} x  {1.5 * STEP_S:.4f} +  3 x  {1.5 * 2 * 8 * UPDATE_S:.4f} +   {START_S + JOB_S:.1f} s" in text
-    calibration = timing.Calibration("cpu", Crowded(), path=root / "c.json")
-    p = planning.estimate(planning.make_plan("smoke", jobs=1), calibration)
+    cal = calibration.Calibration("cpu", Crowded(), path=root / "c.json")
+    p = plan.estimate(plan.make_plan("smoke", jobs=1), cal)
     assert p.contention == 1.0 and all(r.per_step == STEP_S for r in p.runs)
 
 
@@ -271,27 +271,27 @@ class StartingTimer(FakeTimer):
 
 def test_warm_workers_pay_the_process_start_once_per_slot_and_fresh_processes_every_job(root):
     """Where real jobs in warm workers are not measured (this timer), the plan models reproduce's warm workers as a
-    process start per slot and then each job its data and model, and --fresh-process as every job all of its start,
+    process start per slot and then each job its data and model, and --executor process as every job all of its start,
     and says which it assumed, with both numbers."""
     steps, check = profiles.PROFILES["smoke"]["train"]["steps"], 2 * 8 * UPDATE_S
     warm = _plan(StartingTimer())
     assert (f"# warm workers (one process per slot, reproduce's default): each slot pays {PROCESS_S:.1f} s once"
             in warm and f"then each job {JOB_S - PROCESS_S:.1f} s before its work" in warm)
-    assert f"a new process per job (--fresh-process) would pay {JOB_S:.1f} s each" in warm
+    assert f"a new process per job (--executor process) would pay {JOB_S:.1f} s each" in warm
     assert f"{steps} x  {STEP_S:.4f} +  3 x  {check:.4f} +   {START_S + JOB_S - PROCESS_S:.1f} s" in warm
     fresh = _plan(StartingTimer(), fresh_process=True)
-    assert f"# a new process per job (--fresh-process): each job pays {JOB_S:.1f} s before its work" in fresh
+    assert f"# a new process per job (--executor process): each job pays {JOB_S:.1f} s before its work" in fresh
     assert f"{steps} x  {STEP_S:.4f} +  3 x  {check:.4f} +   {START_S + JOB_S:.1f} s" in fresh
-    calibration = timing.Calibration("cpu", StartingTimer(), path=root / "c.json")
-    p = planning.estimate(planning.make_plan("smoke", jobs=2), calibration)
+    cal = calibration.Calibration("cpu", StartingTimer(), path=root / "c.json")
+    p = plan.estimate(plan.make_plan("smoke", jobs=2), cal)
     assert p.start_per_slot == PROCESS_S and p.train_start == p.eval_start == JOB_S - PROCESS_S
     jobs = len(p.runs) + len(p.evals) + len(p.models)
     p.warm = False
-    fresh_plan = planning.estimate(p, calibration)
+    fresh_plan = plan.estimate(p, cal)
     assert fresh_plan.start_per_slot == 0.0 and fresh_plan.train_start == fresh_plan.eval_start == JOB_S
-    warm_wall = planning.wall(planning.estimate(planning.make_plan("smoke", jobs=2), calibration))
+    warm_wall = plan.wall(plan.estimate(plan.make_plan("smoke", jobs=2), cal))
     # the warm stage saves the process start of every job but each slot's first
-    assert 0 < planning.wall(fresh_plan) - warm_wall <= jobs * PROCESS_S
+    assert 0 < plan.wall(fresh_plan) - warm_wall <= jobs * PROCESS_S
 
 
 FIRST_S, WARM_TRAIN_S, WARM_EVAL_S = 4.0, 9.5, 0.4  # real jobs in warm workers: a first training, a later one, an eval
@@ -310,15 +310,15 @@ def test_real_jobs_in_warm_workers_set_each_jobs_own_cost_and_each_slots_start(r
     seconds less the probe's steps, start-up and one check; an evaluation its probe's seconds (one update); and a
     looped decoder its task's generation and model's build and that bookkeeping."""
     timer = WarmTimer()
-    calibration = timing.Calibration("cpu", timer, path=root / "c.json")
-    p = planning.estimate(planning.make_plan("smoke", jobs=2), calibration)
+    cal = calibration.Calibration("cpu", timer, path=root / "c.json")
+    p = plan.estimate(plan.make_plan("smoke", jobs=2), cal)
     assert ("warm jobs", 2, 1) in timer.calls
-    probe_own = timing.TRAIN_WARM * STEP_S + START_S + 2 * 8 * UPDATE_S  # two steps, the start-up, one check
+    probe_own = measure.TRAIN_WARM * STEP_S + START_S + 2 * 8 * UPDATE_S  # two steps, the start-up, one check
     assert p.worker_start == p.start_per_slot == FIRST_S
     assert p.train_start == pytest.approx(WARM_TRAIN_S - probe_own) and p.eval_start == WARM_EVAL_S
     assert p.looplm_start_per_job == WARM_EVAL_S  # this timer's looped-decoder start has no own part
-    assert p.worker_stop == STOP_S and planning.wall(p) == pytest.approx(
-        FIRST_S + STOP_S + planning.simulate({**{str(r.run.dir): r.seconds for r in p.runs},
+    assert p.worker_stop == STOP_S and plan.wall(p) == pytest.approx(
+        FIRST_S + STOP_S + plan.simulate({**{str(r.run.dir): r.seconds for r in p.runs},
                                               **{f"eval {i}": e.seconds for i, e in enumerate(p.evals)},
                                               **{m.key: m.seconds for m in p.models}},
                                              {f"eval {i}": [str(e.run.dir)] for i, e in enumerate(p.evals)}, 2))
@@ -332,10 +332,10 @@ def test_real_jobs_in_warm_workers_set_each_jobs_own_cost_and_each_slots_start(r
             f"and its first job's extra), then each training {WARM_TRAIN_S - probe_own:.2f} s and each evaluation "
             f"{WARM_EVAL_S:.2f} s of its own") in text
     # with a new process per job the probe is not taken and every job pays its whole start
-    fresh = planning.make_plan("smoke", jobs=2)
+    fresh = plan.make_plan("smoke", jobs=2)
     fresh.warm = False
     timer = WarmTimer()
-    fp = planning.estimate(fresh, timing.Calibration("cpu", timer, path=root / "d.json"))
+    fp = plan.estimate(fresh, calibration.Calibration("cpu", timer, path=root / "d.json"))
     assert not any(c[0] == "warm jobs" for c in timer.calls) and fp.train_start == JOB_S
 
 
@@ -344,7 +344,7 @@ def test_the_checks_the_plan_counts_are_those_a_training_makes(smoke_run):
     checkpoint and one at the end, on as many validation puzzles, to the same depth."""
     import json
 
-    checks, puzzles, depth = planning.validation_checks(smoke_run)
+    checks, puzzles, depth = plan.validation_checks(smoke_run)
     best = json.loads((smoke_run.dir / "best.json").read_text())
     assert len(best["checked"]) == checks == 3 and best["puzzles"] == puzzles and best["depth"] == depth
 
@@ -358,7 +358,7 @@ def test_real_jobs_in_real_warm_workers(smoke_run, root, tmp_path):
     before = set(tmp_path.parent.iterdir())
     tempfile.tempdir = str(tmp_path)  # the probe's temporary run cache, to see that it is removed
     try:
-        costs = timing.MeasuredTimer().warm_jobs(smoke_run, {}, "cpu", 2, 1)
+        costs = measure.MeasuredTimer().warm_jobs(smoke_run, {}, "cpu", 2, 1)
     finally:
         tempfile.tempdir = None
     first, train, evaluation, stop = (costs[k].seconds for k in ("first", "train", "eval", "stop"))
@@ -370,20 +370,20 @@ def test_real_jobs_in_real_warm_workers(smoke_run, root, tmp_path):
 def test_the_slow_down_beside_other_jobs_is_measured_alone_and_together_in_turn(smoke_run, monkeypatch):
     """Two real processes time the same evaluation in shared windows, one alone in every other window: the ratio is
     a slow-down (at least 1) and not absurd on a machine with two cores."""
-    monkeypatch.setattr(process_timing, "CONTENTION_WINDOWS", 4)
-    monkeypatch.setattr(process_timing, "CONTENTION_WINDOW_S", 0.5)
-    monkeypatch.setattr(process_timing, "CONTENTION_REPEATS", 1)
-    slow_down = timing.MeasuredTimer().contention(smoke_run, "cpu", 2).seconds
+    monkeypatch.setattr(processes, "CONTENTION_WINDOWS", 4)
+    monkeypatch.setattr(processes, "CONTENTION_WINDOW_S", 0.5)
+    monkeypatch.setattr(processes, "CONTENTION_REPEATS", 1)
+    slow_down = measure.MeasuredTimer().contention(smoke_run, "cpu", 2).seconds
     assert 1.0 <= slow_down < 3.0
 
 
 def test_a_real_process_start_is_measured_once_and_cached(root):
     """Measured here (two new processes that import what a warm worker imports), then read from the cache."""
-    calibration = timing.Calibration("cpu", path=root / "c.json")
-    assert calibration.process_start() > 0 and calibration.measured == 1
-    calibration.save()
-    again = timing.Calibration("cpu", path=root / "c.json")
-    assert again.process_start() == calibration.process_start() and again.measured == 0
+    cal = calibration.Calibration("cpu", path=root / "c.json")
+    assert cal.process_start() > 0 and cal.measured == 1
+    cal.save()
+    again = calibration.Calibration("cpu", path=root / "c.json")
+    assert again.process_start() == cal.process_start() and again.measured == 0
 
 
 # ------------------------------------------------------------------------------------------ without CUDA: FLOPs
@@ -458,7 +458,7 @@ def test_a_cuda_plan_without_cuda_is_the_arithmetic_of_each_job(no_cuda, capsys)
     """--device cuda at smoke: every training line's s/step is its FLOPs over the throughput, every evaluation's
     s/update too; the totals are GPU-hours."""
     out, _ = _cli_plan(capsys, "--profile", "smoke", "--device", "cuda", "--only", "02", "--tflops", "0.001")
-    p = planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    p = declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
     assert len(_training_lines(out)) == len(p.runs) == 3
     run = p.runs[0]
     step = flops.flops_per_step(run.run.model_config(), run.batch) / 1e9
@@ -477,7 +477,7 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
         out = io.StringIO()
         args = argparse.Namespace(profile="smoke", device="cpu", calibrate=False, jobs=2, p=[],
                                   notebooks=[jobs_.notebook_name(o) for o in only] or None)
-        assert plan.main(args, timer=FakeTimer(), stream=out) == 0
+        assert command.main(args, timer=FakeTimer(), stream=out) == 0
         return out.getvalue()
 
     from infiloop.experiments.notebooks import manifest as jobs_
@@ -495,28 +495,28 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
 def test_a_gpus_cached_calibration_replaces_the_flops_where_it_holds_the_shape(root, monkeypatch):
     """Timings measured on a CUDA GPU (here a fake timer under a GPU's name) are used for the shapes they cover,
     the FLOP arithmetic for the others, and the plan says which; nothing is measured or written."""
-    monkeypatch.setattr(timing, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
-    p = planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
-    measured = timing.Calibration("cuda", FakeTimer(), path=root / "cal.json")
+    monkeypatch.setattr(calibration, "device_name", lambda device: "NVIDIA Test GPU (cuda)")
+    p = declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"])
+    measured = calibration.Calibration("cuda", FakeTimer(), path=root / "cal.json")
     measured.train_step(p.runs[0].run, p.runs[0].batch, 0)  # carry-last's shape only
     measured.save()
     before = (root / "cal.json").read_text()
-    flops = flop_timing.FlopCalibration(path=root / "cal.json")
-    planning.estimate(p, flops)
+    flops = arithmetic.FlopCalibration(path=root / "cal.json")
+    plan.estimate(p, flops)
     assert flops.gpu == "NVIDIA Test GPU (cuda)" and flops.from_gpu == 1 and flops.estimated > 0
     assert p.runs[0].per_step == STEP_S and p.runs[1].per_step < 1e-3  # carry-last measured, FPRM by its FLOPs
     assert "1 timings measured on NVIDIA Test GPU (cuda)" in flops.basis()
     assert (root / "cal.json").read_text() == before
-    other = flop_timing.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
-    planning.estimate(planning.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
+    other = arithmetic.FlopCalibration(path=root / "cal.json", gpu="NVIDIA Other (cuda)")
+    plan.estimate(declared.declared_plan("smoke", "cuda", 1, ["02_depth_scaling"]), other)
     assert other.from_gpu == 0 and other.basis().startswith("a FLOP estimate")
 
 
 def test_the_declared_plan_agrees_with_the_plan_of_the_data(root):
     """Without its data, the plan counts the same runs and evaluations with the same puzzles and updates as the plan
     built on the data (smoke: every notebook)."""
-    built, declared = planning.make_plan("smoke", jobs=1), planning.declared_plan("smoke", "cpu", 1)
-    assert [r.run.dir for r in built.runs] == [r.run.dir for r in declared.runs]
+    built, unbuilt = plan.make_plan("smoke", jobs=1), declared.declared_plan("smoke", "cpu", 1)
+    assert [r.run.dir for r in built.runs] == [r.run.dir for r in unbuilt.runs]
     key = lambda e: (str(e.run.dir), e.kind, e.puzzles, e.batch, e.updates, e.note)  # noqa: E731
-    assert sorted(map(key, built.evals)) == sorted(map(key, declared.evals))
-    assert [m.key for m in built.models] == [m.key for m in declared.models]
+    assert sorted(map(key, built.evals)) == sorted(map(key, unbuilt.evals))
+    assert [m.key for m in built.models] == [m.key for m in unbuilt.models]

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from infiloop.experiments.compute import scheduler
+from infiloop.experiments.compute.job import JobRun
 from infiloop.experiments.compute.slots import (
     SMALL_JOBS_PER_GPU,
     check_gpus_per_run,
@@ -99,6 +100,11 @@ def test_concurrent_jobs_never_share_a_gpu(tmp_path):
         assert order.index(f"train_r{i}") < first_eval
 
 
+def _kind(cmd: list[str]) -> str:
+    """The kind of the job a launched command line runs (its last argument: the job as JSON)."""
+    return JobRun.from_json(cmd[-1]).kind
+
+
 def test_a_run_asking_for_several_gpus_takes_them_and_uses_torchrun(tmp_path):
     jobs = [fake_job("train a", "train", tmp=tmp_path), fake_job("train b", "train", tmp=tmp_path),
             fake_job("eval a", after=["train a"], tmp=tmp_path)]
@@ -106,10 +112,10 @@ def test_a_run_asking_for_several_gpus_takes_them_and_uses_torchrun(tmp_path):
     report = scheduler.run_jobs(jobs, "smoke", gpu_slots(["0", "1", "2", "3"]), gpus_per_run=2,
                                 launch=launcher, fresh_process=True, poll=0, progress=False)
     assert not report.failed and launcher.overlaps == []
-    trains = [(cmd, d) for cmd, d in launcher.launched if "train" in cmd]
+    trains = [(cmd, d) for cmd, d in launcher.launched if _kind(cmd) == "train"]
     assert len(trains) == 2 and all(len(d.split(",")) == 2 for _, d in trains)
     assert all("torch.distributed.run" in cmd and "--nproc_per_node=2" in cmd for cmd, _ in trains)
-    evals = [(cmd, d) for cmd, d in launcher.launched if "train" not in cmd]
+    evals = [(cmd, d) for cmd, d in launcher.launched if _kind(cmd) != "train"]
     assert len(evals) == 1 and len(evals[0][1].split(",")) == 1  # an evaluation takes one device
 
 
@@ -212,7 +218,7 @@ def test_a_run_on_several_gpus_takes_distinct_devices_among_shared_slots(tmp_pat
     launcher = FakeLauncher(polls=2)
     scheduler.run_jobs(jobs, "smoke", gpu_slots(["0", "1"], per_gpu=2), gpus_per_run=2, launch=launcher,
                        fresh_process=True, poll=0, progress=False)
-    train = next(d for cmd, d in launcher.launched if "train" in cmd)
+    train = next(d for cmd, d in launcher.launched if _kind(cmd) == "train")
     assert sorted(train.split(",")) == ["0", "1"]
     from infiloop.errors import UsageError
 

@@ -67,7 +67,7 @@ def scheduled(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "RESULTS", tmp_path / "results")
     failed: list[str] = []
 
-    def run_planned(jobs, workers, progress=True):
+    def run_planned(jobs, workers, progress=True, estimate=None):
         lost = [j.id for j in jobs if j.id in failed]
         skipped = [j.id for j in jobs if any(a in lost for a in j.after)]
         return scheduler.Report(done=[j.id for j in jobs if j.id not in lost + skipped], failed=lost, skipped=skipped)

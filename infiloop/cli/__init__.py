@@ -177,7 +177,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     ``reproduce`` keeps apart (``pipeline.kept_apart``) is planned against its own run cache."""
     from ..experiments import pipeline
     from ..experiments.compute import executors
-    from ..experiments.compute.plan import main as plan_main
+    from ..experiments.cost.command import main as plan_main
     from ..experiments.settings import profiles
 
     profiles.check(args.profile, "--profile")
@@ -198,8 +198,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          f"{args.device} (add --device cuda)")
     args.by_flops = args.device.startswith("cuda") and (problem is not None or args.tflops is not None)
     if args.by_flops:
-        from ..experiments.compute.flops import ASSUMED_GPU_TFLOPS
-        from ..experiments.compute.timing import device_name
+        from ..experiments.cost.calibration import device_name
+        from ..experiments.cost.flops import ASSUMED_GPU_TFLOPS
 
         args.gpu_name = None if problem else device_name(args.device)  # this GPU's cached timings, where it has any
         args.tflops = args.tflops or ASSUMED_GPU_TFLOPS
@@ -226,7 +226,7 @@ PASS_THROUGH = {
     "data": ("", "datasets: generate, validate, build, describe, audit (see `data -h`)"),
     "report": (".experiments.report.build", "compile results/<profile>/report.html from the notebook summaries"),
     "reproduce": (".experiments.pipeline", "run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)"),
-    "pilot": (".experiments.compute.pilot", "a short measured training of a GPU profile's connections: go or no-go "
+    "pilot": (".experiments.cost.pilot", "a short measured training of a GPU profile's connections: go or no-go "
               "(`pilot -h`)"),
     "manifest": (".experiments.notebooks.manifest", "the runs and evaluations each notebook reads, as JSON lines "
                  "(`manifest -h`)"),

@@ -2,7 +2,7 @@
 
 Notebook 08's grid of looped decoders, each probe's record cached under ``<runs>/looplm/``, and the probe's command
 line. A probe's training and evaluation are the training wing's (``infiloop/training/looplm.py``), its cost is
-``compute/flops.py``'s.
+``cost/flops.py``'s.
 
     python -m infiloop.experiments.looplm --task kinship --connection carry_last --steps 1500
 

@@ -15,7 +15,7 @@ The default profile runs on the GPU where CUDA is usable. A profile run on anoth
 for keeps its run cache, results and figures apart, in ``results/<device>/`` (:func:`kept_apart`): a model trained
 on a GPU (bf16 there, by ``train.precision`` auto) never stands in for one trained on the CPU, nor the other way.
 After the default run on a GPU, the ``gpu`` profile is offered: its jobs, its GPU-hours and the pilot to run first
-(``compute.plan.gpu_offer``).
+(``cost.command.gpu_offer``).
 
 Every stage is timed into ``results/<profile>/stages.json``; a failing notebook does not stop the
 others, and the exit status is non-zero when anything failed. Executed notebooks are kept under
@@ -308,18 +308,23 @@ def without_compile(planned) -> None:
             job.spec = replace(job.spec, overrides={**job.spec.overrides, "train.compile": "off"})
 
 
-def _flops_by_job(todo: list) -> dict[str, float]:
-    """What the executors weigh the jobs by: their FLOPs (the scheduler's order and time left)."""
-    from .compute.flops import job_flops
+def pricing(executor, args, settings):
+    """What ``executor`` weighs the jobs by, from the cost model: their FLOPs (the order and the time left), or their
+    seconds on the device (``cost.estimates``: the plan's calibration where this machine has it, else FLOPs at the
+    settings' ``tflops``)."""
+    from .cost import estimates
+    from .cost.flops import job_flops
 
-    return {j.id: job_flops(j) for j in todo}
+    if executor.priced_by == "flops":
+        return lambda todo: {j.id: job_flops(j) for j in todo}
+    return lambda todo: estimates(todo, args.device, tflops=getattr(settings, "tflops", None))[0]
 
 
 def _compute_stage(stages: Stages, plan, args, executor, settings, selected, params, out_dir: Path) -> int | None:
     """The compute stage by the executor; an exit status when the notebooks must not run yet: the jobs of an executor
     that does not run them here (a cluster) have failed or are not all done (the notebooks would compute here what
     the cluster has not)."""
-    ok = stages.run("compute", lambda: executor.compute(plan, args, settings, _flops_by_job))
+    ok = stages.run("compute", lambda: executor.compute(plan, args, settings, pricing(executor, args, settings)))
     if executor.here:
         return None
     if not ok:
@@ -408,11 +413,11 @@ def offers_gpu_profile(args) -> bool:
 
 
 def print_gpu_offer() -> None:
-    """Print the ``gpu`` profile's offer (``compute.plan.gpu_offer``): the pilot command first, its trainings,
+    """Print the ``gpu`` profile's offer (``cost.command.gpu_offer``): the pilot command first, its trainings,
     evaluations and looped decoders, GPU-hours in all on this GPU (its cached timings, else FLOPs at the assumed
     throughput)."""
-    from .compute.plan import gpu_offer
-    from .compute.timing import device_name
+    from .cost.calibration import device_name
+    from .cost.command import gpu_offer
 
     try:
         gpu = device_name("cuda")

@@ -66,17 +66,15 @@ from ...machine import progress_bar, usable_cpus
 from .cluster_jobs import (
     TIME_SLACK_MIN,
     ClusterConfig,
-    PlanJob,
     Refused,
     Submission,
     bundle,
     clock,
-    estimates,
+    fixed_limits,
     job_log,
     limit_cap,
     read_config,
     record_of,
-    render,
     say,
     submissions,
     submit_one,
@@ -105,20 +103,22 @@ class Outcome:
 
 def run_cluster(planned: list[Job], profile: str, device: str, cfg: ClusterConfig, cluster: str = "slurm",
                 gpus_per_run: int = 1, wait: bool = False, poll: float | None = None,
-                progress: bool = True, max_running: int | None = None) -> Outcome:
+                progress: bool = True, max_running: int | None = None, seconds: dict[str, float] | None = None
+                ) -> Outcome:
     """Submit every job of the plan that is not done nor in the queue; with ``wait`` (always on the local and debug
     clusters) wait until every job has ended. ``max_running``: jobs at a time on the local cluster (default: one
-    per CPU). See the module docstring."""
+    per CPU); ``seconds``: each job's estimate by id, which sets its time limit (the caller's, from the cost model;
+    none needed with ``time_min``). See the module docstring."""
     if cluster not in CLUSTERS:
         raise UsageError(f"--cluster {cluster}: expected one of {', '.join(CLUSTERS)}")
     submitit()
     cfg = fit(cfg, device, gpus_per_run, cluster)
     if cluster == "slurm":
         cap = limit_cap(cfg)
-        subs = submissions(planned, profile, device, gpus_per_run, cfg, bundled=False, cap=cap)
+        subs = submissions(planned, profile, device, gpus_per_run, cfg, seconds, bundled=False, cap=cap)
         run = _SlurmRun(subs, profile, device, cfg, cap, progress)
         return run.until_done(wait, POLL_S if poll is None else poll)
-    subs = submissions(planned, profile, device, gpus_per_run, cfg)
+    subs = submissions(planned, profile, device, gpus_per_run, cfg, seconds)
     return _run_here(subs, profile, device, cluster, cfg, 0.5 if poll is None else poll, progress,
                      max_running or usable_cpus())
 
@@ -384,5 +384,5 @@ def describe(out: Outcome) -> dict:
             "refused": out.refused, "cluster_jobs": {**out.waiting, **out.submitted}}
 
 
-__all__ = ["CLUSTERS", "TIME_SLACK_MIN", "ClusterConfig", "Outcome", "PlanJob", "Refused", "Submission", "bundle",
-           "describe", "estimates", "read_config", "render", "run_cluster", "submissions", "time_limit"]
+__all__ = ["CLUSTERS", "TIME_SLACK_MIN", "ClusterConfig", "Outcome", "Refused", "Submission", "bundle",
+           "describe", "fixed_limits", "read_config", "run_cluster", "submissions", "time_limit"]

@@ -1,5 +1,5 @@
 """What ``cluster.py`` submits to Slurm and how: the settings (:class:`ClusterConfig`), each job's resources and
-time limit (:func:`submissions`; looped decoders bundled, :func:`bundle`), what a job runs (:class:`PlanJob`) and
+time limit (:func:`submissions`; looped decoders bundled, :func:`bundle`), what a job runs (``job.PlanJob``) and
 one submission through submitit (:func:`submit_one`). See ``cluster.py`` for the whole.
 """
 
@@ -21,7 +21,7 @@ from ... import paths
 from ...errors import UsageError
 from ...io import atomic_write_text
 from ...machine import usable_cpus
-from .cluster_states import error_line, leave_time_limit_to_slurm, partition_max_minutes
+from .cluster_states import error_line, partition_max_minutes
 
 if TYPE_CHECKING:
     from ..notebooks.manifest import Job
@@ -198,19 +198,13 @@ def limit_cap(cfg: ClusterConfig) -> int:
     return partition_max_minutes(cfg.partition)
 
 
-def estimates(todo: list[Job], device: str, cfg: ClusterConfig) -> tuple[dict[str, float], str]:
-    """Estimated seconds of each job, and how they were made: the plan's calibration when this machine has the
-    jobs' device, else FLOPs at ``cfg.tflops``."""
-    from ...machine import cuda_problem
-    from .flops import job_flops
-    from .planning import job_seconds
-
-    if cfg.time_min:
-        return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
-    if not device.startswith("cuda") or cuda_problem() is None:
-        return job_seconds(todo, device, slots=1), f"the plan's calibration on this machine's {device}"
-    return ({j.id: job_flops(j) / (cfg.tflops * 1e12) for j in todo},
-            f"FLOPs at {cfg.tflops:g} TFLOP/s (no GPU here to measure; set tflops or time_min in the settings)")
+def fixed_limits(todo: list[Job], cfg: ClusterConfig) -> tuple[dict[str, float], str] | None:
+    """With ``time_min`` in the settings every limit is that, and no job needs an estimate: no seconds, and how the
+    limits were set; None otherwise (the caller prices the jobs: the cost model's ``cost.estimates``, at
+    ``cfg.tflops`` where no GPU is here to measure)."""
+    if not cfg.time_min:
+        return None
+    return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
 
 
 def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConfig) -> dict:
@@ -234,8 +228,9 @@ def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConf
 def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int, cfg: ClusterConfig,
                 seconds: dict[str, float] | None = None, bundled: bool = True,
                 cap: int | None = None) -> list[Submission]:
-    """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring); with
-    ``bundled``, the looped decoders ``decoders_per_job`` to a job."""
+    """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring) and limits
+    from ``seconds``, each job's estimate by id (the caller's; none needed with ``time_min``, :func:`fixed_limits`);
+    with ``bundled``, the looped decoders ``decoders_per_job`` to a job."""
     from .cluster_nodes import fit
     from .scheduler import job_name
 
@@ -252,7 +247,11 @@ def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int
         raise UsageError(f"--gpus-per-run {gpus_per_run}: a node has at most gpus_per_node={cfg.gpus_per_node} "
                          "GPUs (settings); a run takes GPUs of one node")
     todo = [j for j in planned if not j.done]
-    seconds = seconds if seconds is not None else estimates(todo, device, cfg)[0]
+    if seconds is None:
+        fixed = fixed_limits(todo, cfg)
+        if fixed is None and todo:
+            raise ValueError("submissions: the jobs' estimated seconds (cost.estimates) are needed without time_min")
+        seconds = fixed[0] if fixed else {}
     cap = limit_cap(cfg) if cap is None else cap
     out = []
     for j in todo:
@@ -283,109 +282,8 @@ def bundle(subs: list[Submission], cfg: ClusterConfig, cap: int, limits: dict[st
     return [s for s in first if not s.job.after] + bundles + [s for s in first if s.job.after]
 
 
-def render(subs: list[Submission], how: str, cluster: str = "slurm") -> str:
-    """``plan --executor slurm``: the jobs that would be submitted, their resources and what each waits for
-    (by row number)."""
-    row = {j.id: i for i, s in enumerate(subs, 1) for j in s.jobs}
-    lines = [f"## {len(subs)} job(s) to submit to {cluster} (time limits from {how})",
-             "  #  job                                                         GPUs tasks CPUs    limit  after"]
-    for i, s in enumerate(subs, 1):
-        after = ",".join(str(row[a]) for a in s.job.after if a in row) or "-"
-        lines.append(f"{i:3d}  {s.label[:59]:59s} {s.gpus:4d} {s.tasks:5d} {s.parameters['cpus_per_task']:4d} "
-                     f"{clock(s.timeout_min):>8s}  {after}")
-    total = sum(s.timeout_min * max(1, s.gpus) for s in subs)
-    lines.append(f"asked for in all: {total / 60:.1f} {'GPU' if any(s.gpus for s in subs) else 'node'}-hours of "
-                 "time limits (an upper bound: a job ends when it is done)")
-    return "\n".join(lines)
-
-
 def clock(m: int) -> str:
     return f"{m // 60}:{m % 60:02d} h" if m >= 60 else f"{m} min"
-
-
-# ------------------------------------------------------------------------------------------ the job itself
-
-
-class PlanJob:
-    """What a cluster job runs: one job of the plan (``job.JobRun.run``), or several looped decoders one after
-    the other (``spec`` a list; one that fails does not stop the others). Pre-empted or at its time limit, submitit
-    calls :meth:`checkpoint` and requeues the same call: a training resumes from its run folder, a looped decoder
-    already recorded is not run again."""
-
-    def __call__(self, spec: dict | list, device: str, threads: int) -> str:
-        leave_time_limit_to_slurm()  # first: the signal before a short limit may come seconds after the start
-        import torch
-
-        from ...machine import init_distributed
-
-        try:
-            tasks = submitit().JobEnvironment().num_tasks
-        except RuntimeError:  # the debug cluster's jobs run in the submitting process, outside any job environment
-            tasks = 1
-        if tasks > 1:  # one task per GPU of a multi-GPU training: DDP from Slurm's variables
-            submitit().helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
-            device = init_distributed(device)
-        old = torch.get_num_threads()
-        try:
-            failed = _run_specs(spec if isinstance(spec, list) else [spec], device, threads, tasks)
-        finally:
-            torch.set_num_threads(old)  # the debug cluster runs jobs in the submitting process
-        if failed:
-            raise RuntimeError(f"{len(failed)} of {len(spec)} looped decoders of this job failed: {'; '.join(failed)}")
-        first = spec[0] if isinstance(spec, list) else spec
-        return first.get("run_dir") or first["root"]
-
-    def checkpoint(self, *args, **kwargs):
-        return submitit().helpers.DelayedSubmission(self, *args, **kwargs)
-
-
-def _run_specs(specs: list[dict], device: str, threads: int, tasks: int) -> list[str]:
-    """Run each job description; a single one raises its error, several say theirs and go on (returned)."""
-    import traceback
-
-    from .job import JobRun
-
-    failed = []
-    for spec in specs:
-        try:
-            with _run_lock(spec, tasks):
-                JobRun.from_spec(spec, device, threads).run()
-        except Exception as e:
-            if len(specs) == 1:
-                raise
-            traceback.print_exc()
-            failed.append(f"{spec.get('root', spec.get('run_dir'))}: {type(e).__name__}: {e}")
-    return failed
-
-
-@contextmanager
-def _run_lock(spec: dict, tasks: int):
-    """A multi-GPU training holds its run folder's lock (rank 0, without waiting): the trainer of one process
-    takes it itself, but the processes of a DDP training cannot wait for each other's. Held elsewhere, every rank
-    stops: another job is training the run."""
-    if tasks <= 1 or spec["kind"] != "train":
-        yield
-        return
-    import torch.distributed as dist
-    from filelock import Timeout
-
-    from ...io import locked
-
-    lock, got = locked(Path(spec["run_dir"]) / ".lock"), [True]
-    if dist.get_rank() == 0:
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            got[0] = False
-    dist.broadcast_object_list(got, src=0)
-    if not got[0]:
-        raise RuntimeError(f"{spec['run_dir']}: another process is training this run (it holds its .lock); this "
-                           "job stops, and the run is done when that one is")
-    try:
-        yield
-    finally:
-        if dist.get_rank() == 0:
-            lock.release()
 
 
 # ------------------------------------------------------------------------------------------ submitting
@@ -442,6 +340,8 @@ def submit_one(sub: Submission, profile: str, device: str, cluster: str, cfg: Cl
     """Submit one cluster job and record it beside each of its plan's jobs; returns submitit's job, or raises
     :class:`Refused`. A CPU job uses its ``cpus_per_task`` threads on a node, and its share of this machine's CPUs
     on the local and debug clusters (``max_running`` jobs at a time)."""
+    from .job import PlanJob
+
     threads = 0
     if device == "cpu":
         threads = cfg.cpus_per_task if cluster == "slurm" else max(1, min(cfg.cpus_per_task,
@@ -485,6 +385,6 @@ def job_log(folder: Path, job_id: str) -> Path:
     return submitit().core.utils.JobPaths(folder, job_id).stderr
 
 
-__all__ = ["DEFAULT_CONFIG", "INSTALL", "TIME_SLACK_MIN", "ClusterConfig", "PlanJob", "Refused", "Submission", "bundle",
-           "estimates", "limit_cap", "read_config", "record_of", "render", "submissions", "submit_one", "submitit",
+__all__ = ["DEFAULT_CONFIG", "INSTALL", "TIME_SLACK_MIN", "ClusterConfig", "Refused", "Submission", "bundle",
+           "fixed_limits", "limit_cap", "read_config", "record_of", "submissions", "submit_one", "submitit",
            "time_limit"]

@@ -10,8 +10,10 @@ itself (:meth:`Executor.compute`). Every executor runs a job by the same call (`
 a new process or a Slurm job. A new executor is one module with a class of this protocol and a
 :func:`register` call at its end, imported by :data:`MODULES`.
 
-The cost of a job is not the run path's to compute: the caller hands each executor its estimates (``cost``: seconds
-or FLOPs by job, which only order the jobs, weigh the progress bar and size Slurm's time limits).
+The cost of a job is not the run path's to compute (the cost model, ``experiments/cost/``, is a leaf the run path does
+not import): the caller hands each executor ``cost``, a function of the jobs to run that gives what the executor is
+``priced_by``, FLOPs or seconds by job id (``cost.estimates``), which order the jobs, weigh the progress bar and size
+Slurm's time limits.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Executor(Protocol):
     help: str
     here: bool  # the jobs run on this machine while the command waits (the notebooks follow at once)
     warm: bool  # a job pays its process's start once per slot, not once per job (what ``plan`` prices)
+    priced_by: str  # what ``cost`` gives it: "flops" (enough to order the jobs) or "seconds" (time limits)
 
     def add_options(self, ap) -> None:
         """Its own command-line options (``reproduce`` and ``plan``), beside ``--executor``."""

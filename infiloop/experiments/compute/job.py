@@ -7,7 +7,8 @@ threads) and is what travels to the process that computes it, as JSON and back i
 - a warm worker of the local executor (``worker.py``) receives it on its stdin and calls :meth:`JobRun.run`;
 - a new process (``--executor process``, and every multi-GPU training, one process per device under ``torchrun``)
   runs :meth:`JobRun.command`: ``python -m infiloop.experiments.compute.job '<JSON>'``;
-- a Slurm job (``cluster_jobs.PlanJob``) calls :meth:`JobRun.run` on the node.
+- a Slurm job calls :class:`PlanJob` on its node, which calls :meth:`JobRun.run` (as one task of a DDP training
+  where the job has several).
 
 No command line is parsed on the way: a training's overrides reach the run cache (``store/runs.get_run``) as the
 typed values the notebook's spec declared.
@@ -19,7 +20,9 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 KINDS = ("train", "eval", "looplm")
 MODULE = "infiloop.experiments.compute.job"  # python -m MODULE JSON runs one job in a new process
@@ -127,6 +130,97 @@ class JobRun:
         t0 = time.time()
         _, path = getattr(run, self.method)(**self.args, device=self.device, progress=False)
         print(f"{path} in {time.time() - t0:.1f} s", flush=True)
+
+
+# ------------------------------------------------------------------------------------------ as a Slurm job
+
+
+class PlanJob:
+    """What a cluster job runs: one job of the plan (``job.JobRun.run``), or several looped decoders one after
+    the other (``spec`` a list; one that fails does not stop the others). Pre-empted or at its time limit, submitit
+    calls :meth:`checkpoint` and requeues the same call: a training resumes from its run folder, a looped decoder
+    already recorded is not run again."""
+
+    def __call__(self, spec: dict | list, device: str, threads: int) -> str:
+        from .cluster_states import leave_time_limit_to_slurm
+
+        leave_time_limit_to_slurm()  # first: the signal before a short limit may come seconds after the start
+        import submitit
+        import torch
+
+        from ...machine import init_distributed
+
+        try:
+            tasks = submitit.JobEnvironment().num_tasks
+        except RuntimeError:  # the debug cluster's jobs run in the submitting process, outside any job environment
+            tasks = 1
+        if tasks > 1:  # one task per GPU of a multi-GPU training: DDP from Slurm's variables
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+            device = init_distributed(device)
+        old = torch.get_num_threads()
+        try:
+            failed = _run_specs(spec if isinstance(spec, list) else [spec], device, threads, tasks)
+        finally:
+            torch.set_num_threads(old)  # the debug cluster runs jobs in the submitting process
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {len(spec)} looped decoders of this job failed: {'; '.join(failed)}")
+        first = spec[0] if isinstance(spec, list) else spec
+        return first.get("run_dir") or first["root"]
+
+    def checkpoint(self, *args, **kwargs):
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+def _run_specs(specs: list[dict], device: str, threads: int, tasks: int) -> list[str]:
+    """Run each job description; a single one raises its error, several say theirs and go on (returned)."""
+    import traceback
+
+    failed = []
+    for spec in specs:
+        try:
+            with _run_lock(spec, tasks):
+                JobRun.from_spec(spec, device, threads).run()
+        except Exception as e:
+            if len(specs) == 1:
+                raise
+            traceback.print_exc()
+            failed.append(f"{spec.get('root', spec.get('run_dir'))}: {type(e).__name__}: {e}")
+    return failed
+
+
+@contextmanager
+def _run_lock(spec: dict, tasks: int):
+    """A multi-GPU training holds its run folder's lock (rank 0, without waiting): the trainer of one process
+    takes it itself, but the processes of a DDP training cannot wait for each other's. Held elsewhere, every rank
+    stops: another job is training the run."""
+    if tasks <= 1 or spec["kind"] != "train":
+        yield
+        return
+    import torch.distributed as dist
+    from filelock import Timeout
+
+    from ...io import locked
+
+    lock, got = locked(Path(spec["run_dir"]) / ".lock"), [True]
+    if dist.get_rank() == 0:
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            got[0] = False
+    dist.broadcast_object_list(got, src=0)
+    if not got[0]:
+        raise RuntimeError(f"{spec['run_dir']}: another process is training this run (it holds its .lock); this "
+                           "job stops, and the run is done when that one is")
+    try:
+        yield
+    finally:
+        if dist.get_rank() == 0:
+            lock.release()
+
+
+# ------------------------------------------------------------------------------------------ as a new process
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ class Local:
     help: str = "this machine's cores or GPUs, a warm worker per slot (default)"
     here: bool = True
     warm: bool = True
+    priced_by: str = "flops"  # the order and the time left only: nothing measured before the stage
 
     def add_options(self, ap) -> None:  # --jobs, --jobs-per-gpu and --gpus-per-run are the command's own
         pass

@@ -144,7 +144,7 @@ def _finish(report: Report, finished: set, jid: str, job: Job, proc, started: fl
 
 
 # How often the stage looks for ended jobs (at 2 a second a slot waited 0.25 s on average after each job: 9 of the
-# 38 s of smoke's compute stage, 2026-12-04); the plan's probe of warm workers polls as often (``process_timing.py``).
+# 38 s of smoke's compute stage, 2026-12-04); the plan's probe of warm workers polls as often (``cost/processes.py``).
 POLL_S = 0.05
 
 
@@ -218,3 +218,16 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
     bar.close()
     report.seconds = time.time() - t0
     return report
+
+
+def run_planned(jobs: list[Job], workers: int, progress: bool = True, fresh_process: bool = False,
+                estimate: Callable[[list[Job], int], dict[str, float]] | None = None) -> Report:
+    """Run jobs declared outside the notebooks (a study's) on ``workers`` CPU slots of one thread each, the costliest
+    ready job first by ``estimate`` (the caller's: the seconds by id of the jobs not done, on so many slots; without
+    progress, in the given order), in warm workers unless ``fresh_process``."""
+    from .slots import cpu_slots
+
+    slots = cpu_slots(workers=max(1, workers), threads=1)
+    costs = estimate([j for j in jobs if not j.done], len(slots)) if progress and estimate else {}
+    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
+                    fresh_process=fresh_process)

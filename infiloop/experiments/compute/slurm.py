@@ -16,7 +16,7 @@ from ... import paths
 from ...errors import UsageError
 from ...io import lock_problem
 from .cluster import CLUSTERS, describe, run_cluster
-from .cluster_jobs import ClusterConfig, read_config, say, submitit
+from .cluster_jobs import ClusterConfig, clock, read_config, say, submitit
 from .cluster_nodes import fit
 from .executors import register
 
@@ -78,12 +78,29 @@ def check_submitter(device: str, cluster: str) -> None:
         say(f"warning: the run cache {problem[1]}: the submission records alone keep two jobs of one run apart")
 
 
+def render(subs: list, how: str, cluster: str = "slurm") -> str:
+    """``plan --executor slurm``: the jobs that would be submitted, their resources and what each waits for
+    (by row number)."""
+    row = {j.id: i for i, s in enumerate(subs, 1) for j in s.jobs}
+    lines = [f"## {len(subs)} job(s) to submit to {cluster} (time limits from {how})",
+             "  #  job                                                         GPUs tasks CPUs    limit  after"]
+    for i, s in enumerate(subs, 1):
+        after = ",".join(str(row[a]) for a in s.job.after if a in row) or "-"
+        lines.append(f"{i:3d}  {s.label[:59]:59s} {s.gpus:4d} {s.tasks:5d} {s.parameters['cpus_per_task']:4d} "
+                     f"{clock(s.timeout_min):>8s}  {after}")
+    total = sum(s.timeout_min * max(1, s.gpus) for s in subs)
+    lines.append(f"asked for in all: {total / 60:.1f} {'GPU' if any(s.gpus for s in subs) else 'node'}-hours of "
+                 "time limits (an upper bound: a job ends when it is done)")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Slurm:
     name: str = "slurm"
     help: str = "a Slurm job per training and evaluation, through submitit (docs/cluster.md)"
     here: bool = False
     warm: bool = False
+    priced_by: str = "seconds"  # each job's time limit
 
     def add_options(self, ap) -> None:
         add_options(ap)
@@ -95,8 +112,9 @@ class Slurm:
         todo = [j for j in planned if not j.done]
         print(f"[reproduce] {len(todo)} of {len(planned)} jobs to run on {args.cluster} ({len(planned) - len(todo)} "
               "cached)", file=sys.stderr, flush=True)
+        seconds = None if settings.time_min else cost(todo)
         out = run_cluster(planned, args.profile, args.device, settings, args.cluster, args.gpus_per_run, args.wait,
-                          max_running=args.jobs)
+                          max_running=args.jobs, seconds=seconds)
         if out.failed or out.skipped:
             logs = "; ".join(f"{k}: {v}" for k, v in out.failed.items())
             raise RuntimeError(f"{len(out.failed)} cluster jobs failed ({logs}), {len(out.skipped)} not started; run "

@@ -21,7 +21,7 @@ Three readers use the same declaration, so they cannot disagree:
   shared ones deduplicated by their cache key, on every core or GPU (:mod:`infiloop.experiments.compute.scheduler`);
 - the notebooks (:func:`needs`) only read them: ``need.run(id)``, ``need.result(id)``; opened
   interactively with new parameters, a notebook computes what is missing (same code path);
-- ``python -m infiloop plan`` (:mod:`infiloop.experiments.compute.plan`) lists and times them before anything runs.
+- ``python -m infiloop plan`` (:mod:`infiloop.experiments.cost.command`) lists and times them before anything runs.
 
     python -m infiloop manifest --profile tiny            # every job of every notebook, as JSON lines
     python -m infiloop manifest --profile smoke 02 -p max_updates 48

@@ -210,7 +210,7 @@ PROFILES: dict[str, dict] = {
         "seeds": [0, 1, 2],
     },
     "overthink": _OVERTHINK,
-    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/experiments/compute/plan.py
+    # One GPU-hour per model on one H200-class device, by the FLOP estimate of infiloop/experiments/cost/flops.py
     # (`gpu_hours_estimate`): the paper's model, batch and optimiser settings, 20,000 steps instead of
     # 100,000, and the depth evaluation to 960 updates on 4,096 test puzzles.
     "gpu": {

@@ -163,13 +163,12 @@ def depths(training_depth: int) -> dict[str, int]:
 def estimated_seconds(row: dict) -> tuple[float, float]:
     """(training, evaluation) seconds per connection and seed with one thread: the row's carry-last run's FLOPs
     (``flops.train_flops`` of its steps, ``flops.eval_flops`` of 60x its training depth on its test puzzles),
-    timed at one CPU thread's achieved rate (``timing.CPU_THREAD_TFLOPS``, through ``flop_timing.FlopTimer``). The
+    timed at one CPU thread's achieved rate (``arithmetic.CPU_THREAD_TFLOPS``, through ``arithmetic.FlopTimer``). The
     FLOPs leave out element-wise work, which dominates at the tiny model's size: a wider model or a larger grid
     is priced above what it measures (docs/calibration.md's train / eval minutes)."""
     from ...model.reasoner import ModelConfig
-    from ..compute.flop_timing import FlopTimer
-    from ..compute.flops import eval_flops, train_flops
-    from ..compute.timing import CPU_THREAD_TFLOPS
+    from ..cost.arithmetic import CPU_THREAD_TFLOPS, FlopTimer
+    from ..cost.flops import eval_flops, train_flops
 
     cfg = row_config(row)
     model, train = ModelConfig.from_dict(cfg["model"]), cfg["train"]

@@ -3,10 +3,11 @@ learned connection): a study is declared as data (:class:`Study`) and run here.
 
 Its named rows give the models they need (:class:`Model`); each model's training and its evaluation are jobs of the
 pipeline's plan (``notebooks.manifest.jobs_for``: a run two rows share is one job), run by the scheduler of
-``./reproduce.sh`` (``compute.planning.run_planned``). Each model's measured record is merged into its row's
-results file ``<results>/<row>.json`` as soon as it is read and written atomically (``io.atomic_write_text``): a
-study killed midway keeps every model recorded so far, and run again reads its finished runs and evaluations from
-the caches. The docs block is rendered from a results folder between the page's markers (:func:`render`).
+``./reproduce.sh`` (``compute.scheduler.run_planned``, the costliest first by ``cost.estimates``). Each model's
+measured record is merged into its row's results file ``<results>/<row>.json`` as soon as it is read and written
+atomically (``io.atomic_write_text``): a study killed midway keeps every model recorded so far, and run again reads
+its finished runs and evaluations from the caches. The docs block is rendered from a results folder between the
+page's markers (:func:`render`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 
 from ... import paths
 from ...io import atomic_write_text, fill_block
-from ..compute.planning import run_planned
-from ..compute.scheduler import log_path
+from ..compute.scheduler import log_path, run_planned
+from ..cost import estimates
 from ..notebooks.manifest import Job, jobs_for
 from ..notebooks.specs import EvalSpec, RunSpec
 from ..store.runs import Run, resolve
@@ -119,7 +120,7 @@ def run(study: Study, names: list[str], seeds: list[int] | None = None, jobs: in
     root = paths.RUNS if root is None else Path(root)
     planned, models, failed = plan(study, names, seeds, root, recipes)
     total = len(models) + len(failed)
-    report = run_planned(planned, jobs, progress)
+    report = run_planned(planned, jobs, progress, estimate=lambda todo, slots: estimates(todo, "cpu", slots)[0])
     lost = set(report.failed) | set(report.skipped)
     records, files = [], {}
     for m, job in models:

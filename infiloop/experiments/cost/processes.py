@@ -1,4 +1,4 @@
-"""The plan's timings of whole processes (``timing.MeasuredTimer`` reports them as ``Timing``\\ s): a new process's
+"""The plan's timings of whole processes (``measure.MeasuredTimer`` reports them as ``Timing``\\ s): a new process's
 own start and a job's, real jobs in real warm workers (``worker.Pool``), and the slow-down of a job beside others on
 this machine's cores. Every timing runs subprocesses from the repository, each started as a job starts.
 """
@@ -85,12 +85,12 @@ def warm_jobs(run: cache.Run, overrides: dict, device: str, jobs: int, threads: 
     evaluations of one update on one puzzle. The medians of the seconds from sending each kind of job to seeing its
     answer (polled as the scheduler polls): ``first`` (the worker's start included), ``train`` and ``eval``; and
     ``stop``, the seconds to end the workers. A training's seconds include its steps and its one validation check
-    (at its end), which ``planning.estimate`` takes out again."""
+    (at its end), which ``plan.estimate`` takes out again."""
+    from ..compute.scheduler import POLL_S, job_run, log_path
+    from ..compute.slots import Slot
+    from ..compute.worker import Pool, compile_shape
     from ..notebooks.manifest import Job
     from ..notebooks.specs import EvalSpec, RunSpec
-    from .scheduler import POLL_S, job_run, log_path
-    from .slots import Slot
-    from .worker import Pool, compile_shape
 
     cfg = run.config
     over = {**overrides, "train.steps": steps}

@@ -2,7 +2,8 @@
 and the ``train.micro_batch`` that fits where the configured one does not.
 
 The measurements behind the estimates (one per model configuration and precision, a few seconds each on the CPU)
-are kept in ``runs/.plan-memory.json``.
+are kept in ``runs/.plan-memory.json``. It shares its name with ``training/memory.py`` on purpose: that module
+models a process's peak, this one prints the plan's jobs by it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from ... import paths
 from ...io import atomic_write_text
 from ...training import memory
-from .planning import Plan
+from .plan import Plan
 
 ASSUMED_GPU_BYTES = 80e9  # an H100's 80 GB, where no CUDA device is here and --gpu-memory does not say
 

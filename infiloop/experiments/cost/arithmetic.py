@@ -1,5 +1,6 @@
 """The plan's timings from arithmetic rather than measurement: a job's FLOPs (``flops.py``) at an achieved rate
-(:class:`FlopTimer`), and the calibration a plan for a CUDA device uses where it has not measured that GPU
+(:class:`FlopTimer`: a GPU's assumed one, ``flops.ASSUMED_GPU_TFLOPS``, or one CPU thread's measured one,
+:data:`CPU_THREAD_TFLOPS`), and the calibration a plan for a CUDA device uses where it has not measured that GPU
 (:class:`FlopCalibration`)."""
 
 from __future__ import annotations
@@ -7,8 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ... import paths
+from .calibration import CALIBRATION, Calibration, _key
 from .flops import ASSUMED_GPU_TFLOPS, flops_per_step, flops_per_update, looplm_counts
-from .timing import CALIBRATION, Calibration, Timing, _key, _test_set_config
+from .timer import Timing, test_set_config
+
+# One torch thread's achieved rate on a CPU, in TFLOP/s: the tiny model's training step (1.354e10 FLOPs,
+# flops_per_step) took 0.50 s, and an outer update of 256 test puzzles (as many FLOPs) 0.46-0.48 s, with one thread
+# (`python -m infiloop plan --profile tiny --calibrate`, 2026-11-30, a quiet 2-core VM). What a study's --list
+# prices its rows by (measuring nothing); a plan measures instead.
+CPU_THREAD_TFLOPS = 0.027
 
 
 class FlopTimer:
@@ -27,7 +35,7 @@ class FlopTimer:
         return Timing(flops_per_step(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
 
     def eval_update(self, run, batch, device, test_set="test"):
-        return Timing(flops_per_update(_test_set_config(run, test_set), batch) / self.flop_per_s, 0.0, batch)
+        return Timing(flops_per_update(test_set_config(run, test_set), batch) / self.flop_per_s, 0.0, batch)
 
     @staticmethod
     def _looplm(probe) -> tuple[float, float]:

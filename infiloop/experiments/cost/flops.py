@@ -1,9 +1,10 @@
 """The cost model of every job in FLOPs, in one place: a reasoner's training job (:func:`train_flops`, from
 :func:`flops_per_step`) and evaluation (:func:`eval_flops`, from :func:`flops_per_update`), a looped decoder's job
 (:func:`looplm_work`, :func:`looplm_flops`, cached by :func:`looplm_counts`) and any scheduler job
-(:func:`job_flops`). The plan prices a CUDA device that is not here by them, the scheduler orders its jobs by them,
-the cluster sets its time limits by them, the studies' ``--list`` prices its rows by them (a time through
-``flop_timing.FlopTimer``), and the pilot spaces its log lines by them.
+(:func:`job_flops`). The plan prices a CUDA device that is not here by them, the scheduler orders its jobs by them
+(``pipeline.py`` passes :func:`job_flops` in), a cluster's time limits rest on them where no GPU is here to measure
+(``cost.estimates``), the studies' ``--list`` prices its rows by them (a time through ``arithmetic.FlopTimer``), and
+the pilot spaces its log lines by them.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from ...io import atomic_write_text
 from ...training import read_metrics, train
 from ..settings import profiles, recipes
 from ..store.runs import resolve
-from . import flops, timing
+from . import calibration, flops, measure
 
 CONNECTIONS = recipes.MAIN_RECIPES  # Table 1: carry-last, FPRM, InfiLoop
 LOSS_DROP = 0.05  # criterion 1: the last logged loss at most 95 % of the first
@@ -103,9 +103,9 @@ def pilot_run(connection: str, profile: str, device: str, seconds: float, root: 
 
 def _planned_step_seconds(model_cfg, batch_size: int, device: str) -> float:
     """The plan's estimate of one training step on CUDA (its FLOPs at the assumed rate); elsewhere a rough guess
-    (``timing.GUESS_FLOPS``), used only to space the pilot's log lines."""
+    (``measure.GUESS_FLOPS``), used only to space the pilot's log lines."""
     kind = torch.device(device).type
-    guess = timing.GUESS_FLOPS
+    guess = measure.GUESS_FLOPS
     rate = flops.ASSUMED_GPU_TFLOPS * 1e12 if kind == "cuda" else guess.get(kind, guess["cpu"])
     return flops.flops_per_step(model_cfg, batch_size) / rate
 
@@ -164,7 +164,7 @@ def _duration(seconds: float) -> str:
 
 def render(profile: str, device: str, runs: list[PilotRun], verdict: Verdict) -> str:
     """The pilot's report: a table per connection, the loss curves, the criteria and the verdict."""
-    lines = [f"pilot of profile {profile!r} on {timing.device_name(device)}", "",
+    lines = [f"pilot of profile {profile!r} on {calibration.device_name(device)}", "",
              "| connection | steps | s/step | peak memory | compiled | compile s | kernels |",
              "|---|---|---|---|---|---|---|"]
     for r in runs:
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render(a.profile, a.device, runs, verdict))
     out = paths.RESULTS / a.profile / "pilot.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps({"profile": a.profile, "device": timing.device_name(a.device),
+    atomic_write_text(out, json.dumps({"profile": a.profile, "device": calibration.device_name(a.device),
                                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                        "go": verdict.go, "criteria": verdict.criteria,
                                        "runs": [asdict(r) for r in runs]}, indent=1))

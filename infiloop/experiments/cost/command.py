@@ -3,23 +3,23 @@ estimate of their time on this device (``python -m infiloop plan --profile P [--
 
 The runs and evaluations are those the notebooks' spec modules declare (``manifest.jobs``), with the defaults of
 their parameters cells (read from ``notebooks/NN_*.py``), deduplicated as the run and evaluation caches deduplicate
-them. The estimate is a short calibration (``timing.py``) times the counts (``planning.py``):
+them. The estimate is a short calibration (``calibration.py``, ``measure.py``) times the counts (``plan.py``):
 
     per run:        job start + start-up + steps x s/step + checks x s/check   (s/step at the run's batch size;
                     a check: its checkpoint scored on the validation split, training/selection.py)
     per evaluation: job start + ceil(puzzles / batch) x updates x s/update (s/update for one batch)
     per looped decoder (notebook 08): job start + steps x s/step + token-blocks x s/token-block
                     (its evaluation forwards counted in blocks applied at one position, ``flops.looplm_work``)
-    per slot:       a warm worker's start, once, before the slot's first job (nothing with --fresh-process)
+    per slot:       a warm worker's start, once, before the slot's first job (nothing with --executor process)
 
 On a CPU the slots share caches and memory bandwidth: every s/step and s/update is multiplied by the slow-down
 of one job beside the others, measured once per shape (the same evaluation in ``jobs`` processes, timed in shared
-windows with one process alone in every other window, ``process_timing.contention``). The job start is what
-every job of the scheduler pays beside its own arithmetic. With a new Python process per job (``--fresh-process``)
+windows with one process alone in every other window, ``processes.contention``). The job start is what
+every job of the scheduler pays beside its own arithmetic. With a new Python process per job (``--executor process``)
 that is the process's start (Python, torch and the package imported), reading the run's data and building its model,
-measured together (``process_timing.job_start``, once per device). In warm workers (the default,
+measured together (``processes.job_start``, once per device). In warm workers (the default,
 ``worker.py``) it is measured with real jobs in real warm workers, as many at once as there are slots
-(``process_timing.warm_jobs``): a short training and a one-update evaluation in each, after each worker's first
+(``processes.warm_jobs``): a short training and a one-update evaluation in each, after each worker's first
 job; a slot pays its worker's start once (its first job less a later one), and each job the rest of its seconds (a
 training's less its few steps and its check). The plan prints which it assumed and the numbers.
 
@@ -31,10 +31,10 @@ an upper bound on a GPU). Runs and evaluations already in the run cache cost not
 building (this command builds the data first, as ``reproduce`` does), starting the notebooks and plotting.
 
 Without a CUDA device here, a plan for one (``plan --profile gpu``, ``--device cuda``) is priced by arithmetic
-instead (``flop_timing.FlopCalibration``): each job's FLOPs (``flops.flops_per_step``, ``flops.flops_per_update``,
+instead (``arithmetic.FlopCalibration``): each job's FLOPs (``flops.flops_per_step``, ``flops.flops_per_update``,
 ``flops.looplm_flops``) at a stated achieved throughput (``--tflops``, default :data:`ASSUMED_GPU_TFLOPS`), a timing
 of a CUDA GPU cached in the calibration file replacing the arithmetic wherever it holds the shape; the jobs come
-from the notebooks' declarations alone (``planning.declared_plan``), so no data is built or downloaded. The same
+from the notebooks' declarations alone (``declared.declared_plan``), so no data is built or downloaded. The same
 pricing makes the offer of the ``gpu`` profile printed after the default run on a CUDA GPU (:func:`gpu_offer`).
 """
 
@@ -45,10 +45,12 @@ import sys
 
 from ...machine import threads_per_job
 from ..notebooks import declarations, manifest, parameters
-from .flop_timing import FlopCalibration
+from .arithmetic import FlopCalibration
+from .calibration import Calibration
+from .declared import declared_plan
 from .flops import ASSUMED_GPU_TFLOPS
-from .planning import ModelItem, Plan, declared_plan, estimate, make_plan, training_wall, wall
-from .timing import Calibration, Timer
+from .plan import ModelItem, Plan, estimate, make_plan, training_wall, wall
+from .timer import Timer
 
 PILOT = "python -m infiloop pilot --profile {profile}"  # the short measured run to take before a GPU profile
 
@@ -94,14 +96,14 @@ def _render_models(models: list[ModelItem]) -> list[str]:
 
 def _starts(plan: Plan) -> str:
     """What the plan assumes of the jobs' processes (``worker.py``): a warm worker per slot, whose start is paid once
-    and each job then only its own bookkeeping, or a new process per job (``--fresh-process``)."""
+    and each job then only its own bookkeeping, or a new process per job (``--executor process``)."""
     if not plan.job_start and not plan.looplm_start:
         return "job starts: not counted (not measured by this timer)"
     if not plan.warm:
-        return (f"a new process per job (--fresh-process): each job pays {plan.job_start:.1f} s before its work "
+        return (f"a new process per job (--executor process): each job pays {plan.job_start:.1f} s before its work "
                 f"(Python, torch and the package imported, its data read, its model built), a looped decoder "
                 f"{plan.looplm_start:.1f} s")
-    fresh = f"a new process per job (--fresh-process) would pay {plan.job_start:.1f} s each"
+    fresh = f"a new process per job (--executor process) would pay {plan.job_start:.1f} s each"
     if plan.warm_train is None:
         return (f"warm workers (one process per slot, reproduce's default): each slot pays {plan.start_per_slot:.1f} s "
                 f"once (Python, torch and the package imported, the device initialised), then each job "
@@ -199,13 +201,15 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
 
     params = parameters.read_parameters(getattr(args, "p", None))
     if cluster_cfg is not None:
-        from . import cluster
+        from ..compute import cluster, slurm
+        from . import estimates
 
         planned = manifest.jobs(notebooks, args.profile, params)
         todo = [j for j in planned if not j.done]
-        seconds, how = cluster.estimates(todo, args.device, cluster_cfg)
+        seconds, how = (cluster.fixed_limits(todo, cluster_cfg)
+                        or estimates(todo, args.device, tflops=cluster_cfg.tflops))
         subs = cluster.submissions(planned, args.profile, args.device, args.gpus_per_run, cluster_cfg, seconds)
-        print(cluster.render(subs, how, args.cluster), file=stream)
+        print(slurm.render(subs, how, args.cluster), file=stream)
         return 0
     if by_flops:
         plan = declared_plan(args.profile, args.device, args.jobs or 1, notebooks, params)
@@ -222,9 +226,9 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
         calibration.save()
     text = render(plan, calibration)
     if plan.device.startswith("cuda"):  # memory before the hours: each job's peak beside the device's
-        from . import memory_plan
+        from . import memory
 
-        text += "\n" + "\n".join(memory_plan.render(plan, getattr(args, "gpus_per_run", 1) or 1,
+        text += "\n" + "\n".join(memory.render(plan, getattr(args, "gpus_per_run", 1) or 1,
                                                      getattr(args, "gpu_memory", None)))
     print(text, file=stream)
     return 0

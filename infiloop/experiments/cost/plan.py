@@ -1,22 +1,20 @@
 """What a plan holds: the training runs, evaluations and looped decoders that a profile's notebooks (or any
 declaration's jobs) compute, each with its counts (:func:`make_plan`, :func:`plan_of`; from the declarations alone,
-no data built: :func:`declared_plan`), their seconds from a calibration (:func:`estimate`) and the compute stage's
-wall time on its slots (:func:`wall`, the scheduler's order). ``plan.py`` renders it.
+no data built: ``declared.py``), their seconds from a calibration (:func:`estimate`; by job id, :func:`job_seconds`)
+and the compute stage's wall time on its slots (:func:`wall`, the scheduler's order). ``command.py`` renders it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ...machine import threads_per_job
-from ..notebooks import declarations, manifest, specs  # manifest: the declared jobs ("jobs" is a slot count here)
+from ..compute.slots import jobs_per_gpu, simulate, slots_for, visible_gpus
+from ..notebooks import declarations, manifest  # manifest: the declared jobs ("jobs" is a slot count here)
 from ..store import runs as cache
+from .calibration import Calibration
 from .flops import looplm_counts
-from .slots import jobs_per_gpu, simulate, slots_for, visible_gpus
-from .timing import Calibration
 
 # ------------------------------------------------------------------------------------------ what runs
 
@@ -94,11 +92,11 @@ class Plan:
     models: list[ModelItem] = field(default_factory=list)
     job_start: float = 0.0  # seconds a job pays before its work in a new process (imports, data, model)
     process_start: float = 0.0  # of which the new process's own start (Python, torch, the package, the device)
-    warm: bool = True  # jobs run in warm workers (reproduce's default), not each in a new process (--fresh-process)
+    warm: bool = True  # jobs run in warm workers (reproduce's default), not each in a new process (--executor process)
     contention: float = 1.0  # how much slower a CPU job runs beside the others than alone (measured)
     looplm_start: float = 0.0  # a looped decoder's job start in a new process (imports, task, model)
     looplm_own: float = 0.0  # of which its task's generation and its model's build (timed inside the process)
-    # Measured with real jobs in warm workers (timing.MeasuredTimer.warm_jobs; None where not measured): a training's
+    # Measured with real jobs in warm workers (measure.MeasuredTimer.warm_jobs; None where not measured): a training's
     # and an evaluation's own seconds beyond their steps, checks and updates, and a slot's start (the worker's, and
     # its first job's extra), the slots starting together.
     warm_train: float | None = None
@@ -149,12 +147,12 @@ def _eval_item(job: manifest.Job) -> EvalItem:
     args, data, path = run.eval_key(e.kind, e.args)
     batch = min(run.config["eval"]["batch_size"], len(data))
     updates = run.eval_updates(e.kind, args)
-    kind, note = _eval_note(e.kind, args, run)
+    kind, note = eval_note(e.kind, args, run)
     return EvalItem(job.notebooks[0][:2], run, job.spec.overrides, kind, len(data), batch, updates, note,
                     path.is_file(), str(path), test_set=args.get("test_set", "test"))
 
 
-def _eval_note(method: str, args: dict, run: cache.Run) -> tuple[str, str]:
+def eval_note(method: str, args: dict, run: cache.Run) -> tuple[str, str]:
     """An evaluation's kind as the plan names it, and what it runs (its resolved arguments ``args``)."""
     if method == "evaluate":
         return "trajectory", f"to update {args['updates']}, every {args['every']}"
@@ -218,118 +216,10 @@ def plan_of(planned: list[manifest.Job], profile: str, device: str, jobs: int) -
     return plan
 
 
-def declared_plan(profile: str, device: str, jobs: int, notebooks: list[str] | None = None,
-                  params: dict | None = None) -> Plan:
-    """The plan of ``profile``'s notebooks from their declarations alone (``jobs.needs``): no data is built, read
-    or downloaded (the GPU profiles' Sudoku-Extreme comes from the hub), so a FLOP estimate can price a profile
-    anywhere. Runs are deduplicated by folder and evaluations by their arguments with the run's defaults filled in,
-    as the run cache does; an evaluation runs on its limit of puzzles, at most the data settings' test size; a
-    budgets evaluation that a trajectory of the same run answers costs nothing (as in :func:`plan_of`)."""
-    runs: dict[str, specs.RunSpec] = {}
-    evals: dict[str, tuple[str, specs.EvalSpec, dict]] = {}
-    models: dict[str, tuple[str, specs.ModelSpec]] = {}
-    for nb in notebooks or declarations.profile_notebooks(profile):
-        need = manifest.needs(nb, profile, **(params or {}))
-        for spec in need.runs.values():
-            runs.setdefault(str(spec.run.dir), spec)
-        for e in need.evals.values():
-            resolved = _declared_eval(e)
-            key = json.dumps([str(e.run.run.dir), e.kind, resolved["args"]], sort_keys=True)
-            evals.setdefault(key, (need.notebook, e, resolved))
-        for m in need.models.values():
-            models.setdefault(m.key, (need.notebook, m))
-    plan = Plan(profile, device, jobs)
-    for spec in runs.values():
-        cfg = spec.run.train_config()
-        plan.runs.append(TrainItem(spec.task, spec.recipe, spec.overrides, spec.run, cfg.steps, cfg.batch_size,
-                                   spec.run.done))
-    for key, (nb, e, resolved) in evals.items():
-        if not _answered_by_trajectory(e, resolved, [(o, r) for _, o, r in evals.values()]):
-            plan.evals.append(_declared_eval_item(nb, e, resolved, key))
-    for nb, m in models.values():
-        done = m.path.is_file()
-        plan.models.append(ModelItem(nb[:2], m.id, m.probe, m.key, done, m.probe.train.steps,
-                                     0.0 if done else looplm_counts(m.probe)["eval"]))
-    return plan
-
-
-def _given(args: dict, name: str, default):
-    """``args[name]`` where it is given and not None (a run's default otherwise), as the run cache reads it."""
-    value = args.get(name)
-    return default if value is None else value
-
-
-def _declared_eval(e: specs.EvalSpec) -> dict:
-    """An evaluation's arguments with its run's defaults filled in (as ``Run.eval_key`` resolves them), its puzzle
-    count and the outer updates each puzzle goes through, from the declaration and the data settings alone."""
-    run, a = e.run.run, e.args
-    ev = run.config["eval"]
-    limit = _given(a, "limit", ev["limit"])
-    puzzles = len(a["puzzles"]) if a.get("puzzles") else _test_puzzles(run, limit)
-    if e.kind == "evaluate":
-        args = {"updates": _given(a, "updates", ev["updates"]), "every": _given(a, "every", ev["every"]),
-                "limit": limit, "per_token": bool(a.get("per_token")),
-                "snapshots": sorted(int(x) for x in a.get("snapshots", ())),
-                "puzzles": [int(x) for x in a.get("puzzles", ())]}
-    elif e.kind == "perturb":
-        args = {"at": a["at"], "eps": [float(x) for x in a["eps"]], "after": _given(a, "updates_after", ev["updates"]),
-                "every": _given(a, "every", ev["every"]) if "every" in a else 1, "limit": limit,
-                "seed": a.get("seed", 0)}
-    else:
-        args = {"budgets": sorted(int(b) for b in a["budgets"]), "limit": limit}
-    for name, default in (("precision", "auto"), ("weights", "auto"), ("puzzle_ids", "own"), ("test_set", "test")):
-        if a.get(name, default) != default:  # cached apart from the default's (``Run.eval_key``)
-            args[name] = a[name]
-    return {"args": args, "puzzles": puzzles, "updates": run.eval_updates(e.kind, args)}
-
-
-def _test_puzzles(run: cache.Run, limit: int | None) -> int:
-    """Puzzles of the profile's test set an evaluation with ``limit`` runs on, from the data settings (their
-    ``n_test``; a hub set's whole test set is taken as at least the limit)."""
-    from ... import tasks
-    from ..settings import profiles
-
-    settings = tasks.profile_config(run.config["task"], profiles.data_profile(run.config["data_profile"]),
-                                    run.config["data_overrides"] or None)
-    sizes = [n for n in (limit, settings.get("n_test")) if isinstance(n, int)]
-    if not sizes:
-        raise ValueError(f"{run.name}: neither an evaluation limit nor the data settings tell how many test "
-                         "puzzles it has; plan it where its data is (--device cpu, or with CUDA)")
-    return min(sizes)
-
-
-def _answered_by_trajectory(e: specs.EvalSpec, resolved: dict, others: list[tuple[specs.EvalSpec, dict]]
-                            ) -> bool:
-    """:func:`_read_from_trajectory` for declared evaluations: a budgets evaluation of a model without a horizon,
-    with a trajectory of the same run over as many puzzles that reaches every budget."""
-    if e.kind != "budgets" or "precision" in resolved["args"] or e.run.run.model_config().cond.uses_horizon:
-        return False
-    grid = resolved["args"]["budgets"]
-    return any(o.kind == "evaluate" and o.run.run.dir == e.run.run.dir and r["puzzles"] == resolved["puzzles"]
-               and r["args"]["updates"] >= grid[-1] and all(b % r["args"]["every"] == 0 for b in grid)
-               for o, r in others)
-
-
-def _declared_eval_item(notebook: str, e: specs.EvalSpec, resolved: dict, key: str) -> EvalItem:
-    """The :class:`EvalItem` of a declared evaluation (:func:`_eval_item` without the data). It counts as computed
-    only where its run is trained here and its cache file exists."""
-    run = e.run.run
-    kind, note = _eval_note(e.kind, resolved["args"], run)
-    cached = False
-    if run.done:
-        try:  # the data of a run trained here is here
-            cached = Path(e.key).is_file()
-        except (ValueError, OSError):
-            cached = False
-    batch = min(run.config["eval"]["batch_size"], resolved["puzzles"])
-    return EvalItem(notebook[:2], run, e.run.overrides, kind, resolved["puzzles"], batch, resolved["updates"], note,
-                    cached, key, test_set=resolved["args"].get("test_set", "test"))
-
-
 def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibration: Calibration | None = None
                 ) -> dict[str, float]:
-    """Estimated seconds of each job (by id) from the plan's calibration on this device: how the scheduler
-    orders and the progress bar weighs jobs that no notebook declares."""
+    """Estimated seconds of each job (by id) from the plan's calibration on this device (``estimates``, the
+    package's, where this machine has the device): how a study's jobs are ordered and weighed."""
     calibration = calibration or Calibration(device)
     plan = estimate(plan_of(planned, "", device, slots), calibration)
     if calibration.measured:  # kept for the next plan of the same shapes
@@ -338,19 +228,6 @@ def job_seconds(planned: list[manifest.Job], device: str, slots: int, calibratio
     by_key = {e.key: e.seconds for e in (*plan.evals, *plan.models)}
     return {j.id: by_run.get(str(j.spec.run.dir), 0.0) if j.kind == "train"
             else by_key.get(j.model.key if j.kind == "looplm" else j.eval.key, 0.0) for j in planned}
-
-
-def run_planned(jobs: list[manifest.Job], workers: int, progress: bool = True, fresh_process: bool = False):
-    """Run jobs declared outside the notebooks (``scheduler.run_jobs``) on ``workers`` CPU slots of one thread
-    each, the costliest ready job first by :func:`job_seconds` (without progress, in the given order), in warm
-    workers unless ``fresh_process``; the scheduler's ``Report``."""
-    from .scheduler import run_jobs
-    from .slots import cpu_slots
-
-    slots = cpu_slots(workers=max(1, workers), threads=1)
-    costs = job_seconds([j for j in jobs if not j.done], "cpu", len(slots)) if progress else {}
-    return run_jobs(jobs, "", slots, cost=(lambda j: costs.get(j.id, 0.0)) if costs else None, progress=progress,
-                    fresh_process=fresh_process)
 
 
 def validation_checks(run: cache.Run) -> tuple[int, int, int]:
@@ -388,12 +265,12 @@ def _price_checks(item: TrainItem, calibration: Calibration, threads: int, conte
 
 
 def _measure_warm(plan: Plan, first, calibration: Calibration, threads: int) -> None:
-    """The warm workers' own costs from real jobs (``timing.MeasuredTimer.warm_jobs``): a probe training of
+    """The warm workers' own costs from real jobs (``measure.MeasuredTimer.warm_jobs``): a probe training of
     ``first``'s run (``TRAIN_WARM`` steps and one validation check), an evaluation of one update on one puzzle and
     each worker's first job, all run together on the plan's slots. A training's bookkeeping is the probe's seconds
     less its steps, start-up and check as timed for the plan; an evaluation's is the probe's whole time (one update
     of one puzzle); a slot's start is its first job's seconds less a later one's."""
-    from .timing import TRAIN_WARM
+    from .measure import TRAIN_WARM
 
     costs = calibration.warm_jobs(first.run, first.overrides, plan.jobs, threads or 1)
     if costs is None:
