@@ -41,15 +41,19 @@ def test_no_recorded_share_is_printed_outside_its_range():
 
 
 def test_recorded_search_claims_are_decided_by_the_rule():
-    """The `search` record (trained again and decided on 2026-12-03): every claim carries its effect and is decided
-    by the rule. Carry-last kept every solved puzzle at ε = 0: its loss, 0 of 503, rules out the paper's 15–20 %
-    (differs); InfiLoop's retention is untestable, as the perturbation cost no model a solved puzzle."""
+    """The `search` record (as data since 2026-12-05; it grows seed by seed): every claim carries its effect and is
+    decided by the rule. Carry-last kept every solved puzzle at ε = 0: its loss, 0 of 633 on four seeds, rules out
+    the paper's 15–20 % (differs); InfiLoop's retention is untestable, as the perturbation cost no model a solved
+    puzzle."""
+    import re
+
     by_id = {c["id"]: c for c in results.recorded_claims() if c["profile"] == "search"}
     assert by_id and all("rule" in c and "effect" in c for c in by_id.values())
     loses, keeps = by_id["perturb.carry_last_loses"], by_id["perturb.infiloop_retains"]
-    assert loses["agrees"] is False and loses["seeds"] == 3
+    assert loses["agrees"] is False and loses["seeds"] >= 4
     assert loses["effect"]["hi"] < 0.0075 and loses["effect"]["value"] == 0.0
-    assert "0.0 % [0.0, 0.7] of 185 / 209 / 109 solved puzzles" in loses["ours"]
+    solved = re.search(r"0\.0 % \[0\.0, \d\.\d\] of ([\d / ]+) solved puzzles", loses["ours"])
+    assert solved and len(solved[1].split(" / ")) == loses["seeds"], loses["ours"]
     assert keeps["agrees"] is None and "cost no model a solved puzzle" in keeps["untestable"]
     assert results.verdict_cell(loses) == "differs" and results.verdict_cell(keeps) == "untestable"
 
