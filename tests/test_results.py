@@ -42,7 +42,7 @@ def test_no_recorded_share_is_printed_outside_its_range():
 
 def test_recorded_search_claims_are_decided_by_the_rule():
     """The `search` record (as data since 2026-12-05; it grows seed by seed): every claim carries its effect and is
-    decided by the rule. Carry-last kept every solved puzzle at ε = 0: its loss, 0 of 633 on four seeds, rules out
+    decided by the rule. Carry-last kept every solved puzzle at ε = 0: its loss, 0 of 759 on five seeds, rules out
     the paper's 15–20 % (differs); InfiLoop's retention is untestable, as the perturbation cost no model a solved
     puzzle."""
     import re
