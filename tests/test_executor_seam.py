@@ -113,3 +113,15 @@ def test_a_job_reaches_no_command_line_module():
     for name in run_path:
         text = (PACKAGE / "experiments" / "compute" / f"{name}.py").read_text()
         assert '"--set"' not in text and "--set {" not in text and "--set=" not in text, name
+
+
+def test_a_job_that_is_not_a_job_is_one_line(capsys):
+    """``python -m infiloop.experiments.compute.job`` given anything but a job's JSON says so in one line."""
+    from infiloop.experiments.compute import job
+
+    for argv in (["{not json"], ['{"kind": "train", "colour": "red"}'], ['{"kind": "bake"}'], []):
+        assert job.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: "), (argv, err)
+    assert JobRun.from_json(JobRun("eval", "cpu", 1, "sudoku", "infiloop", "smoke", {"train.seed": 2}, "/r",
+                                   "evaluate", {"updates": 4}).to_json()).overrides == {"train.seed": 2}
