@@ -107,10 +107,10 @@ RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import inventory
 
-    rows = archives.list_runs(args.root)
-    root = archives.runs_root(args.root)
+    rows = inventory.list_runs(args.root)
+    root = inventory.runs_root(args.root)
     if not rows:
         print(f"# no runs in {root}")
         return 0
@@ -120,30 +120,31 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
     print(f"{'task':7s} {'recipe':13s} {'profile':8s} {'code':>4s} {'done':4s} {'size':>9s}  folder")
     for r in rows:
         print(f"{r['task']:7s} {r['recipe']:13s} {r['profile']:8s} {r['code_version']!s:>4s} "
-              f"{'yes' if r['done'] else 'no':4s} {archives.human_size(r['bytes']):>9s}  {r['name']}"
+              f"{'yes' if r['done'] else 'no':4s} {inventory.human_size(r['bytes']):>9s}  {r['name']}"
               + (f"  STALE: {r['stale']}" if r["stale"] else ""))
     return 0
 
 
 def cmd_runs_prune(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import inventory
 
-    stale = archives.prune(args.root, dry_run=not args.yes)
+    stale = inventory.prune(args.root, dry_run=not args.yes)
     for r in stale:
-        print(f"{'removed' if args.yes else 'stale':8s} {r['path']}  ({r['stale']}, {archives.human_size(r['bytes'])})")
+        size = inventory.human_size(r["bytes"])
+        print(f"{'removed' if args.yes else 'stale':8s} {r['path']}  ({r['stale']}, {size})")
     if not stale:
-        print(f"# no stale runs in {archives.runs_root(args.root)}")
+        print(f"# no stale runs in {inventory.runs_root(args.root)}")
     elif not args.yes:
         print(f"# {len(stale)} stale run folder(s); run again with --yes to remove them", file=sys.stderr)
     return 0
 
 
 def cmd_runs_export(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import archives, inventory
 
     path, entries = archives.export_runs(args.run_dirs, args.output)
     n_files = sum(len(e["files"]) for e in entries)
-    print(f"# {len(entries)} run(s), {n_files} files, {archives.human_size(path.stat().st_size)}", file=sys.stderr)
+    print(f"# {len(entries)} run(s), {n_files} files, {inventory.human_size(path.stat().st_size)}", file=sys.stderr)
     print(path)
     return 0
 
@@ -166,9 +167,9 @@ def cmd_runs_import(args: argparse.Namespace) -> int:
 
 
 def cmd_runs_pull(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import hub
 
-    return _print_imported(archives.pull(args.repo_id, args.revision, args.root, args.cache_dir))
+    return _print_imported(hub.pull(args.repo_id, args.revision, args.root, args.cache_dir))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
