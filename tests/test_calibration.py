@@ -260,7 +260,7 @@ def test_tinys_maze_models_are_the_recorded_maze_row(tmp_path):
     configuration, so the same run folder name): carry-last's as it is; InfiLoop's row was recorded before the
     connection study's choice (docs/connection-study.md), so it is the as-built connection's model."""
     from infiloop.experiments.store.runs import resolve
-    from infiloop.experiments.studies.connection_study import AS_BUILT
+    from infiloop.experiments.studies.connection_design import AS_BUILT
 
     row = json.loads((calibration.RECORDED / "maze8-700.json").read_text())
     assert "maze" in profiles.PROFILES["tiny"]["main_tasks"]
