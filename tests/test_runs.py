@@ -14,7 +14,7 @@ import pytest
 from infiloop.cli import main
 from infiloop.experiments.settings import recipes
 from infiloop.experiments.store import archives as runs
-from infiloop.experiments.store import inventory
+from infiloop.experiments.store import eval_cache, inventory
 from infiloop.experiments.store import runs as experiments
 
 
@@ -61,7 +61,7 @@ def test_imported_evaluation_cache_is_used(smoke_run, tmp_path, monkeypatch):
     root = tmp_path / "r"
     runs.import_runs(archive, root)
     run = experiments.get_run("sudoku", "infiloop", "smoke", root=root, progress=False)
-    monkeypatch.setattr(experiments, "evaluate", lambda *a, **k: pytest.fail("evaluated again"))
+    monkeypatch.setattr(eval_cache, "evaluate", lambda *a, **k: pytest.fail("evaluated again"))
     again, again_path = run.evaluate(updates=4, every=1, limit=8, progress=False)
     assert again_path.name == path.name and (again["correct"] == traj["correct"]).all()
 
