@@ -175,8 +175,8 @@ def cmd_runs_pull(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: the notebooks of ``--only`` (as ``reproduce --only`` chooses them) or the profile's; on the device
     ``reproduce`` would use, and on a CUDA device that is not here, a FLOP estimate (``args.by_flops``); a run that
-    ``reproduce`` keeps apart (``pipeline.kept_apart``) is planned against its own run cache."""
-    from ..experiments import pipeline
+    ``reproduce`` keeps apart (``placement.kept_apart``) is planned against its own run cache."""
+    from ..experiments import pipeline, placement
     from ..experiments.compute import executors
     from ..experiments.cost.command import main as plan_main
     from ..experiments.settings import profiles
@@ -192,7 +192,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return plan_main(args, cluster_cfg=executor.check(args, submitting=False))
     if args.device is None:  # as reproduce: the profile's device, or the default profile's GPU where there is one
         cuda_profile = profiles.device(args.profile) == "cuda"
-        args.device = "cuda" if cuda_profile else pipeline.default_device(args.profile)
+        args.device = "cuda" if cuda_profile else placement.default_device(args.profile)
     problem = cuda_problem() if args.device.startswith("cuda") else None
     if args.tflops is not None and not args.device.startswith("cuda"):
         raise UsageError(f"--tflops prices the jobs of a CUDA device by their FLOPs; this plan's device is "
@@ -208,9 +208,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"# {why}: the jobs are priced by their FLOPs at {args.tflops:g} TFLOP/s", file=sys.stderr, flush=True)
     else:
         cli_args.check_device(args.device)
-    with pipeline.kept_apart(args.profile, args.device) as home:
+    with placement.kept_apart(args.profile, args.device) as home:
         if home is not None:
-            print(f"# {pipeline.apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
+            print(f"# {placement.apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
         return plan_main(args)
 
 

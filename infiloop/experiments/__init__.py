@@ -11,6 +11,6 @@
   (``connection_study``);
 - ``report``: the report page (``build``) and the README's results table (``results``);
 
-beside them the pipeline of ``./reproduce.sh`` (``pipeline``), the looped decoder's study (``looplm``) and
-``envcheck``, which keeps ``environment.yml`` resolvable.
+beside them the pipeline of ``./reproduce.sh`` (``pipeline``; where a profile runs: ``placement``), the looped
+decoder's study (``looplm``) and ``envcheck``, which keeps ``environment.yml`` resolvable.
 """
