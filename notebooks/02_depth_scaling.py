@@ -52,7 +52,7 @@ from infiloop.analysis import depth_fair, diagnosis, intervals, paper, plotting
 from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
-from infiloop.experiments.studies import contrasts as calibration
+from infiloop.experiments.studies import contrast_drift as calibration
 from infiloop.tasks import registry
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)

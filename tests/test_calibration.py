@@ -10,7 +10,7 @@ import pytest
 from infiloop import paths
 from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.settings import profiles
-from infiloop.experiments.studies import contrast_rows
+from infiloop.experiments.studies import contrast_drift, contrast_rows
 from infiloop.experiments.studies import contrasts as calibration
 
 ROW = {"profile": "smoke", "data": {"needs_search": False, "n_train": 40, "n_test": 12}, "steps": 6,
@@ -185,7 +185,7 @@ def test_drift_summary_reads_every_recorded_row(tmp_path):
     write("easy-700", {}, {"carry_last": {"0": _record("carry_last", 0, 0.99, 0.99, 0.995, None)},
                            "infiloop": {"0": _record("infiloop", 0, 0.9, 0.93, 0.94, 0.02)}})
     write("search6-H3", {"data": "search6", "H": 3}, {"carry_last": {"0": _record("carry_last", 0, 0.5, 0.5, 0.5, 0)}})
-    cols, rows, facts = calibration.drift_summary(tmp_path)
+    cols, rows, facts = contrast_drift.drift_summary(tmp_path)
     assert [r[0] for r in rows] == ["easy-700", "search6-2500"]  # the order of ROWS; a row without InfiLoop is left out
     assert all(len(r) == len(cols) for r in rows)
     easy, search = rows
@@ -203,20 +203,20 @@ def test_drift_summary_reads_every_recorded_row(tmp_path):
     assert facts["infiloop"]["lost_row"] == "easy-700" and facts["infiloop"]["max_lost"] == pytest.approx(2.0)
     assert facts["carry_last"]["max_change"] == pytest.approx(0.1)
     # the statement: carry-last's 5-point fall reaches the paper's 4.1, so no verdict of absence
-    said = calibration.drift_statement(facts)
+    said = contrast_drift.drift_statement(facts)
     assert "at most 5.0 points below its own peak" in said and "row `search6-2500`" in said
-    assert "did not appear" not in said and not calibration.contrast_absent(facts)
+    assert "did not appear" not in said and not contrast_drift.contrast_absent(facts)
     small = {**facts, "carry_last": {**facts["carry_last"], "max_drop": 1.0, "max_lost": 10.0}}
-    assert calibration.contrast_absent(small) and "did not appear" in calibration.drift_statement(small)
+    assert contrast_drift.contrast_absent(small) and "did not appear" in contrast_drift.drift_statement(small)
     lossy = {**facts, "carry_last": {**facts["carry_last"], "max_drop": 1.0, "max_lost": 19.7}}
-    assert not calibration.contrast_absent(lossy)
+    assert not contrast_drift.contrast_absent(lossy)
     empty = {"max_drop": 0.0, "row": None, "max_lost": 0.0, "lost_row": None, "max_change": 0.0, "change_row": None}
-    assert calibration.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, "as_built": 0, **{
+    assert contrast_drift.drift_summary(tmp_path / "none")[1:] == ([], {"rows": 0, "seeds": 0, "as_built": 0, **{
         r: empty for r in contrast_rows.CONNECTIONS}})
 
 
 def test_the_recorded_rows_are_read_by_notebook_02():
-    cols, rows, facts = calibration.drift_summary()
+    cols, rows, facts = contrast_drift.drift_summary()
     recorded = sorted(p.stem for p in calibration.RECORDED.glob("*.json"))
     assert recorded and facts["rows"] == len(rows) <= len(recorded)
     assert {r[0] for r in rows} <= set(recorded)
@@ -225,24 +225,24 @@ def test_the_recorded_rows_are_read_by_notebook_02():
 def test_rows_recorded_before_the_connection_study_say_their_infiloop_is_as_built(tmp_path):
     """A row's InfiLoop from before the connection study is named 'as built' in the search table and counted in the
     statement; carry-last's (its runs unchanged) is not."""
-    assert calibration.as_built({"updated": "2026-11-30T14:03:57+00:00"})
-    assert not calibration.as_built({"updated": "2026-12-01T10:00:00+00:00"})
+    assert contrast_rows.as_built({"updated": "2026-11-30T14:03:57+00:00"})
+    assert not contrast_rows.as_built({"updated": "2026-12-01T10:00:00+00:00"})
     table = calibration.render_table(calibration.RECORDED)
     assert "| infiloop (as built) |" in table and "| carry_last (as built) |" not in table
-    _, _, facts = calibration.drift_summary()
+    _, _, facts = contrast_drift.drift_summary()
     assert facts["as_built"] == facts["rows"]  # every recorded row predates the study
-    assert f"in {facts['rows']} of these rows are the connection as built" in calibration.drift_statement(facts)
+    assert f"in {facts['rows']} of these rows are the connection as built" in contrast_drift.drift_statement(facts)
 
 
 def test_the_results_page_shows_every_recorded_row(tmp_path):
     """docs/results.md's drift block is the rendering of docs/calibration-results: a row recorded without
     re-rendering (``--render --results docs/calibration-results --readme docs/results.md``) fails here."""
     readme = (paths.DOCS / "results.md").read_text()
-    block = readme[readme.index(calibration.README_START):readme.index(calibration.README_END)
-                   + len(calibration.README_END)]
-    assert block == calibration.render_drift(calibration.RECORDED)
+    block = readme[readme.index(contrast_drift.README_START):readme.index(contrast_drift.README_END)
+                   + len(contrast_drift.README_END)]
+    assert block == contrast_drift.render_drift(calibration.RECORDED)
     copy = tmp_path / "README.md"
-    copy.write_text("intro\n" + calibration.README_START + "\nold\n" + calibration.README_END + "\nrest\n")
+    copy.write_text("intro\n" + contrast_drift.README_START + "\nold\n" + contrast_drift.README_END + "\nrest\n")
     assert calibration.main(["--render", "--results", str(calibration.RECORDED), "--doc", str(tmp_path / "c.md"),
                              "--readme", str(copy)]) == 0
     text = copy.read_text()
@@ -260,7 +260,7 @@ def test_tinys_maze_models_are_the_recorded_maze_row(tmp_path):
     configuration, so the same run folder name): carry-last's as it is; InfiLoop's row was recorded before the
     connection study's choice (docs/connection-study.md), so it is the as-built connection's model."""
     from infiloop.experiments.store.runs import resolve
-    from infiloop.experiments.studies.connection_study import AS_BUILT
+    from infiloop.experiments.studies.connection_design import AS_BUILT
 
     row = json.loads((calibration.RECORDED / "maze8-700.json").read_text())
     assert "maze" in profiles.PROFILES["tiny"]["main_tasks"]

@@ -1,4 +1,5 @@
-"""The connection study (studies/connection_study.py): its models go through the run cache, carry-last is
+"""The connection study (studies/connection_study.py, its design in studies/connection_design.py, its score verdict
+in studies/score_verdict.py): its models go through the run cache, carry-last is
 trained only for variants that change its settings, the records hold what the table needs, and the table
 is rendered from the result files (docs/connection-study.md)."""
 
@@ -6,27 +7,29 @@ import json
 
 import pytest
 
+from infiloop.experiments.studies import connection_design as design
 from infiloop.experiments.studies import connection_study as cs
+from infiloop.experiments.studies import score_verdict
 
 
 @pytest.fixture
 def small(monkeypatch, tmp_path):
     """The study on the smoke profile with a four-step block, in temporary folders."""
-    monkeypatch.setattr(cs, "PROFILE", "smoke")
-    monkeypatch.setattr(cs, "BLOCKS", {"mini": {"overrides": {"train.steps": 4, "train.log_every": 2},
+    monkeypatch.setattr(design, "PROFILE", "smoke")
+    monkeypatch.setattr(design, "BLOCKS", {"mini": {"overrides": {"train.steps": 4, "train.log_every": 2},
                                                 "read_at": (2, 4)}})
     return tmp_path
 
 
 def test_models_share_carry_last_only_where_it_has_the_setting():
-    assert cs.models("history_grad", "mlp", 0) == [("carry_last", "baseline"), ("infiloop", "history_grad")]
-    assert cs.models("grad_outer_2", "mlp", 0) == [("carry_last", "grad_outer_2"), ("infiloop", "grad_outer_2")]
+    assert design.models("history_grad", "mlp", 0) == [("carry_last", "baseline"), ("infiloop", "history_grad")]
+    assert design.models("grad_outer_2", "mlp", 0) == [("carry_last", "grad_outer_2"), ("infiloop", "grad_outer_2")]
     with pytest.raises(ValueError, match="unknown variant"):
-        cs.check_variant("nope")
+        design.check_variant("nope")
     from infiloop.experiments.settings.recipes import resolve_config
 
-    for v in cs.VARIANTS.values():  # every variant's settings resolve to a valid configuration
-        for recipe in cs.CONNECTIONS:
+    for v in design.VARIANTS.values():  # every variant's settings resolve to a valid configuration
+        for recipe in design.CONNECTIONS:
             resolve_config("sudoku", recipe, "smoke", {**v["overrides"], "train.steps": 2})
 
 
@@ -50,7 +53,7 @@ def test_study_trains_records_and_renders(small):
     assert [r.split("`")[1] for r in rows] == ["baseline", "history_grad"]
     baseline_cl = next(r for r in recs if r["recipe"] == "carry_last")["cell_acc"]
     assert f"{baseline_cl['2']:.2f} / {baseline_cl['4']:.2f}" in rows[1]  # history_grad's carry-last is the baseline's
-    v = cs.score_verdict("history_grad", "mini", [0], root=root)  # the runs are cached: nothing trains
+    v = score_verdict.score_verdict("history_grad", "mini", [0], root=root)  # the runs are cached: nothing trains
     assert -1 <= v["rank_correlation"]["value"] <= 1 or v["rank_correlation"]["value"] != v["rank_correlation"]["value"]
     for k in ("at_clip_wrong", "at_clip_right"):
         assert v[k]["lo"] <= v[k]["value"] <= v[k]["hi"] or v[k]["value"] != v[k]["value"]
@@ -85,11 +88,11 @@ def test_score_quantities_count_the_clip_by_board():
     wrong = np.array([[0, 3, 5], [0, 2, 1]], np.int16)
     traj = {"score_outer_tok": tok, "wrong_cells_candidate": wrong, "score_outer": tok.mean(-1).astype(np.float32)}
     bins = np.unique(wrong)
-    (sums, counts), at_wrong, at_right = cs.score_quantities(traj, bins, 8.0)
+    (sums, counts), at_wrong, at_right = score_verdict.score_quantities(traj, bins, 8.0)
     assert float(_ratio(*at_right)) == 1.0  # puzzle 0 is right at both updates, every cell at the clip
     assert float(_ratio(*at_wrong)) == (0.5 + 0 + 0 + 0.5) / 4
     assert sums.shape == counts.shape == (len(bins), 3) and counts.sum() == 6
-    _, _, none = cs.score_quantities(traj, bins, None)
+    _, _, none = score_verdict.score_quantities(traj, bins, None)
     assert float(_ratio(*none)) == 0.0
 
 
@@ -104,4 +107,4 @@ def test_the_docs_table_is_the_recorded_results():
         "docs/connection-study-results")
     for p in cs.RECORDED.glob("*.json"):  # every recorded file is one the study can read back
         d = json.loads(p.read_text())
-        assert p.name.startswith("verdict-") or (d["variant"] in cs.VARIANTS and d["block"] in cs.BLOCKS)
+        assert p.name.startswith("verdict-") or (d["variant"] in design.VARIANTS and d["block"] in design.BLOCKS)

@@ -315,7 +315,7 @@ def test_runs_cached_before_the_switches_keep_their_names():
     """Carry-last's runs keep their hashes (the study's choice does not change its loss); InfiLoop's and
     FPRM's change, and with the switches set to their earlier values they hash as before."""
     from infiloop.experiments.settings.recipes import config_hash, resolve_config
-    from infiloop.experiments.studies.connection_study import AS_BUILT
+    from infiloop.experiments.studies.connection_design import AS_BUILT
 
     for (recipe, profile), before in HASHES_BEFORE.items():
         now = config_hash(resolve_config("sudoku", recipe, profile))

@@ -8,6 +8,7 @@ import pytest
 from infiloop.analysis import trajectories as analysis
 from infiloop.cli import main
 from infiloop.evaluation import load_trajectory, save_trajectory
+from infiloop.experiments.store import eval_cache
 from infiloop.experiments.store import runs as experiments
 from infiloop.tasks import attempts_from_predictions, solutions_from_data, vote_pass_at_k
 
@@ -65,7 +66,7 @@ def test_arc_eval_prints_pass_at_k_from_the_cached_snapshots(arc_run, capsys, mo
     q[b[0]], q[b[1]] = 5.0, -5.0
     save_trajectory(path, traj)  # the cache now holds these answers
 
-    monkeypatch.setattr(experiments, "evaluate", lambda *a, **k: pytest.fail("evaluated again"))
+    monkeypatch.setattr(eval_cache, "evaluate", lambda *a, **k: pytest.fail("evaluated again"))
     monkeypatch.setattr(experiments.Run, "load_model", lambda *a, **k: pytest.fail("model loaded again"))
     notes, table, again = run_eval(capsys, arc_run.dir)
     assert again == path

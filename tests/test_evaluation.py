@@ -138,7 +138,7 @@ def test_bad_evaluation_arguments(run):
 def test_evaluation_is_cached(run, monkeypatch):
     traj, path = run.evaluate(updates=6, every=2, limit=8, progress=False)
     assert path.is_file() and path.parent == run.dir / "eval"
-    import infiloop.experiments.store.runs as ex
+    import infiloop.experiments.store.eval_cache as ex
 
     monkeypatch.setattr(ex, "evaluate", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     again, path2 = run.evaluate(updates=6, every=2, limit=8, progress=False)
@@ -173,7 +173,7 @@ def test_cli_train_and_eval_on_a_public_format_file(tmp_path, run):
 
 def test_budgets_reuse_a_cached_trajectory_and_agree_with_a_direct_run(run, monkeypatch):
     traj, _ = run.evaluate(updates=12, every=2, limit=10, snapshots=(4, 8), progress=False)
-    import infiloop.experiments.store.runs as ex
+    import infiloop.experiments.store.eval_cache as ex
 
     monkeypatch.setattr(ex, "evaluate_budgets", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     out, path = run.budgets((4, 12, 6), limit=10)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from infiloop import paths
-from infiloop.experiments import pipeline
+from infiloop.experiments import pipeline, placement
 from infiloop.experiments.compute import local
 from infiloop.experiments.cost import calibration, command, declared
 from infiloop.experiments.settings import profiles, recipes
@@ -106,21 +106,21 @@ def test_no_offer_after_any_other_run(argv):
 
 def test_a_profile_runs_apart_only_on_a_device_it_is_not_made_for(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "RESULTS", tmp_path / "results")
-    with pipeline.kept_apart(profiles.DEFAULT, "cpu") as home:
+    with placement.kept_apart(profiles.DEFAULT, "cpu") as home:
         assert home is None and paths.RESULTS == tmp_path / "results"
-    with pipeline.kept_apart("gpu", "cuda:1") as home:
+    with placement.kept_apart("gpu", "cuda:1") as home:
         assert home is None
     runs = paths.RUNS
-    with pipeline.kept_apart("gpu", "cpu") as home:
+    with placement.kept_apart("gpu", "cpu") as home:
         assert home == tmp_path / "results" / "cpu" and paths.FIGURES == home / "figures"
         assert os.environ["INFILOOP_RESULTS"] == str(home)
     assert paths.RUNS == runs and paths.RESULTS == tmp_path / "results"
 
 
 def test_a_gpu_listed_without_usable_cuda_is_said_and_the_default_run_stays_on_the_cpu(monkeypatch, capsys):
-    monkeypatch.setattr(pipeline, "cuda_problem", lambda: "this PyTorch (x) is a CPU build")
-    monkeypatch.setattr(pipeline, "_gpu_listed", lambda: True)
-    assert pipeline.default_device(profiles.DEFAULT) == "cpu"
+    monkeypatch.setattr(placement, "cuda_problem", lambda: "this PyTorch (x) is a CPU build")
+    monkeypatch.setattr(placement, "_gpu_listed", lambda: True)
+    assert placement.default_device(profiles.DEFAULT) == "cpu"
     assert "nvidia-smi lists a GPU, but CUDA is not usable here (this PyTorch (x) is a CPU build)" in \
         capsys.readouterr().err
 

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from infiloop.analysis import paper, plotting
 from infiloop.experiments.notebooks.helper import write_summary
 from infiloop.experiments.report import build as report
+from infiloop.experiments.report import markup, summaries
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = '<script>alert("x")</script> & <b>'
@@ -164,8 +165,8 @@ def test_claims_table(built):
     assert "0.0 [0.0, 6.0] points; the paper +15 (differs below +7.5)" in claims  # the effect beside the paper's
     assert "<th>seeds</th>" in claims and "kept all</td><td>3</td>" in claims  # each claim's seeds
     # the rule is stated once in the report, with the multiplicity sentence and the one-model mark explained
-    assert text.count("The rule: ") == 1 and report._inline(RULE) in claims
-    assert report.esc(MULTIPLICITY) in claims and "¹ one trained model per connection" in claims
+    assert text.count("The rule: ") == 1 and markup.inline(RULE) in claims
+    assert markup.esc(MULTIPLICITY) in claims and "¹ one trained model per connection" in claims
 
 
 def test_provenance_and_problems(built):
@@ -269,13 +270,13 @@ def test_animations_embedded_with_their_size(tmp_path, monkeypatch):
 
 
 def test_a_profile_without_some_notebooks_does_not_call_them_missing(tmp_path):
-    _, problems = report.load_summaries("search", tmp_path)
+    _, problems = summaries.load_summaries("search", tmp_path)
     missing = {p.split(":")[0] for p in problems}
     assert missing == {"01_main_table", "02_depth_scaling", "03_gamma_dynamics", "04_perturbation",
                        "07_watch_the_loop"}  # 05 and 06 are not in the search profile's list
     from infiloop.experiments.notebooks.declarations import profile_notebooks
 
-    tiny = {p.split(":")[0] for p in report.load_summaries("tiny", tmp_path)[1]}
+    tiny = {p.split(":")[0] for p in summaries.load_summaries("tiny", tmp_path)[1]}
     assert tiny == set(profile_notebooks("tiny")) == set(paper.NOTEBOOKS) - {"09_overthinking"}  # 09: smoke, overthink
 
 

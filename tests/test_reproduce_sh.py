@@ -122,7 +122,7 @@ def test_no_offer_without_a_gpu(box):
 def test_reproduce_runs_gpu_profiles_and_the_default_one_on_cuda_where_there_is_one(monkeypatch):
     import torch
 
-    from infiloop.experiments.pipeline import default_device
+    from infiloop.experiments.placement import default_device
 
     monkeypatch.setattr(torch.version, "cuda", "12.9")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

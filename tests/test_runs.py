@@ -14,6 +14,7 @@ import pytest
 from infiloop.cli import main
 from infiloop.experiments.settings import recipes
 from infiloop.experiments.store import archives as runs
+from infiloop.experiments.store import eval_cache, inventory
 from infiloop.experiments.store import runs as experiments
 
 
@@ -60,7 +61,7 @@ def test_imported_evaluation_cache_is_used(smoke_run, tmp_path, monkeypatch):
     root = tmp_path / "r"
     runs.import_runs(archive, root)
     run = experiments.get_run("sudoku", "infiloop", "smoke", root=root, progress=False)
-    monkeypatch.setattr(experiments, "evaluate", lambda *a, **k: pytest.fail("evaluated again"))
+    monkeypatch.setattr(eval_cache, "evaluate", lambda *a, **k: pytest.fail("evaluated again"))
     again, again_path = run.evaluate(updates=4, every=1, limit=8, progress=False)
     assert again_path.name == path.name and (again["correct"] == traj["correct"]).all()
 
@@ -228,14 +229,14 @@ def test_runs_prune_removes_only_what_this_code_can_never_use(smoke_run, tmp_pat
     for keep in ("looplm/logs", "pilot/gpu"):  # not runs of the reasoner: never listed, never pruned
         (root / keep).mkdir(parents=True)
 
-    rows = {r["path"].name: r["stale"] for r in runs.list_runs(root)}
+    rows = {r["path"].name: r["stale"] for r in inventory.list_runs(root)}
     assert "logs" not in rows and "gpu" not in rows
     assert rows[good.name] == "" and rows[unfinished.name] == ""
     assert rows[old.name] == f"code version {recipes.CODE_VERSION - 1}, this code is {recipes.CODE_VERSION}"
     assert rows["diverged-copy"] == "its folder name does not match its configuration's hash"
     shutil.move(diverged, root / "sudoku" / good.name.replace("infiloop", "infiloop2"))  # a well-named diverged run
     # (the hash is of the configuration only, so a renamed copy with the right suffix is well named)
-    assert runs.stale_reason(root / "sudoku" / good.name.replace("infiloop", "infiloop2"),
+    assert inventory.stale_reason(root / "sudoku" / good.name.replace("infiloop", "infiloop2"),
                              smoke_run.config) == "training diverged"
 
     assert main(["runs", "prune", "--root", str(root)]) == 0

@@ -341,7 +341,7 @@ def test_recorded_study_rows_name_the_runs_the_studies_resolve_now(tmp_path):
     declaration resolves to today (the search's InfiLoop of a row recorded before the connection study: with the
     as-built switches), so re-running a recorded row reads its runs from the cache."""
     from infiloop.experiments.store.runs import resolve
-    from infiloop.experiments.studies import connection_study, contrasts
+    from infiloop.experiments.studies import connection_design, contrast_rows
 
     studies, checked = _studies(), 0
     for name, declared in studies.items():
@@ -353,8 +353,8 @@ def test_recorded_study_rows_name_the_runs_the_studies_resolve_now(tmp_path):
             for rec in records:
                 m = next(m for m in declared.models([path.stem], [int(rec["seed"])])
                          if m.row == path.stem and m.recipe == rec["recipe"])
-                old = name == "contrasts" and m.recipe == "infiloop" and contrasts.as_built(d)
-                over = {**m.overrides, **(connection_study.AS_BUILT if old else {})}
+                old = name == "contrasts" and m.recipe == "infiloop" and contrast_rows.as_built(d)
+                over = {**m.overrides, **(connection_design.AS_BUILT if old else {})}
                 run = resolve(m.task, m.recipe, m.profile, over, root=tmp_path)
                 assert run.dir.name == Path(rec["run"]).name, (path.name, rec["recipe"], rec["seed"])
                 checked += 1

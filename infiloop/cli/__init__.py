@@ -107,10 +107,10 @@ RUNS_EXAMPLES = """examples (RUN: a run folder, as printed by `train`):
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import inventory
 
-    rows = archives.list_runs(args.root)
-    root = archives.runs_root(args.root)
+    rows = inventory.list_runs(args.root)
+    root = inventory.runs_root(args.root)
     if not rows:
         print(f"# no runs in {root}")
         return 0
@@ -120,30 +120,31 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
     print(f"{'task':7s} {'recipe':13s} {'profile':8s} {'code':>4s} {'done':4s} {'size':>9s}  folder")
     for r in rows:
         print(f"{r['task']:7s} {r['recipe']:13s} {r['profile']:8s} {r['code_version']!s:>4s} "
-              f"{'yes' if r['done'] else 'no':4s} {archives.human_size(r['bytes']):>9s}  {r['name']}"
+              f"{'yes' if r['done'] else 'no':4s} {inventory.human_size(r['bytes']):>9s}  {r['name']}"
               + (f"  STALE: {r['stale']}" if r["stale"] else ""))
     return 0
 
 
 def cmd_runs_prune(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import inventory
 
-    stale = archives.prune(args.root, dry_run=not args.yes)
+    stale = inventory.prune(args.root, dry_run=not args.yes)
     for r in stale:
-        print(f"{'removed' if args.yes else 'stale':8s} {r['path']}  ({r['stale']}, {archives.human_size(r['bytes'])})")
+        size = inventory.human_size(r["bytes"])
+        print(f"{'removed' if args.yes else 'stale':8s} {r['path']}  ({r['stale']}, {size})")
     if not stale:
-        print(f"# no stale runs in {archives.runs_root(args.root)}")
+        print(f"# no stale runs in {inventory.runs_root(args.root)}")
     elif not args.yes:
         print(f"# {len(stale)} stale run folder(s); run again with --yes to remove them", file=sys.stderr)
     return 0
 
 
 def cmd_runs_export(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import archives, inventory
 
     path, entries = archives.export_runs(args.run_dirs, args.output)
     n_files = sum(len(e["files"]) for e in entries)
-    print(f"# {len(entries)} run(s), {n_files} files, {archives.human_size(path.stat().st_size)}", file=sys.stderr)
+    print(f"# {len(entries)} run(s), {n_files} files, {inventory.human_size(path.stat().st_size)}", file=sys.stderr)
     print(path)
     return 0
 
@@ -166,16 +167,16 @@ def cmd_runs_import(args: argparse.Namespace) -> int:
 
 
 def cmd_runs_pull(args: argparse.Namespace) -> int:
-    from ..experiments.store import archives
+    from ..experiments.store import hub
 
-    return _print_imported(archives.pull(args.repo_id, args.revision, args.root, args.cache_dir))
+    return _print_imported(hub.pull(args.repo_id, args.revision, args.root, args.cache_dir))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: the notebooks of ``--only`` (as ``reproduce --only`` chooses them) or the profile's; on the device
     ``reproduce`` would use, and on a CUDA device that is not here, a FLOP estimate (``args.by_flops``); a run that
-    ``reproduce`` keeps apart (``pipeline.kept_apart``) is planned against its own run cache."""
-    from ..experiments import pipeline
+    ``reproduce`` keeps apart (``placement.kept_apart``) is planned against its own run cache."""
+    from ..experiments import pipeline, placement
     from ..experiments.compute import executors
     from ..experiments.cost.command import main as plan_main
     from ..experiments.settings import profiles
@@ -191,7 +192,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return plan_main(args, cluster_cfg=executor.check(args, submitting=False))
     if args.device is None:  # as reproduce: the profile's device, or the default profile's GPU where there is one
         cuda_profile = profiles.device(args.profile) == "cuda"
-        args.device = "cuda" if cuda_profile else pipeline.default_device(args.profile)
+        args.device = "cuda" if cuda_profile else placement.default_device(args.profile)
     problem = cuda_problem() if args.device.startswith("cuda") else None
     if args.tflops is not None and not args.device.startswith("cuda"):
         raise UsageError(f"--tflops prices the jobs of a CUDA device by their FLOPs; this plan's device is "
@@ -207,9 +208,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"# {why}: the jobs are priced by their FLOPs at {args.tflops:g} TFLOP/s", file=sys.stderr, flush=True)
     else:
         cli_args.check_device(args.device)
-    with pipeline.kept_apart(args.profile, args.device) as home:
+    with placement.kept_apart(args.profile, args.device) as home:
         if home is not None:
-            print(f"# {pipeline.apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
+            print(f"# {placement.apart_note(args.profile, args.device, home)}", file=sys.stderr, flush=True)
         return plan_main(args)
 
 

@@ -24,6 +24,9 @@ figures, notebooks and failed stages are shown as warnings, never dropped silent
 notebook 07) are embedded the same way, each captioned with its size; a file over ``MAX_EMBED_BYTES`` is
 not embedded but named as a problem, which bounds the report's size.
 
+The page is assembled here from its pieces: ``markup.py`` (escaping, markdown, tables), ``summaries.py`` (the
+inputs read), ``pages.py`` (each notebook as a page of its own), ``verdicts.py`` and ``provenance.py``.
+
     python -m infiloop report --profile tiny      (the cli calls ``main(["--profile", "tiny"])``)
 """
 
@@ -31,9 +34,7 @@ from __future__ import annotations
 
 import argparse
 import base64
-import html
 import json
-import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,7 +43,10 @@ from ... import paths
 from ...analysis import paper
 from ...io import atomic_write_text
 from ..settings import profiles
+from .markup import esc, inline, markdown, table_html, warn
+from .pages import PAGES, notebook_pages
 from .provenance import PACKAGES_FILE, PACKAGES_KEY, provenance, write_packages
+from .summaries import folders, load_summaries
 from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 MAIN_NOTEBOOK = "01_main_table"
@@ -68,95 +72,12 @@ code{background:#f5f5f5;padding:0 .2em}pre{background:#f5f5f5;padding:.5em;overf
 """
 
 
-def _folders(root: str | Path | None) -> tuple[Path, Path]:
-    """(checkout, results folder): ``paths.ROOT`` and ``paths.RESULTS``, or, for another checkout ``root``
-    (``--root``), ``root`` and ``root/results``. Relative figure paths are read from the checkout."""
-    if root is None:
-        return paths.ROOT, paths.RESULTS
-    return Path(root), Path(root) / "results"
-
-
-def esc(value) -> str:
-    """HTML-escape any value (``None`` becomes an empty string)."""
-    return "" if value is None else html.escape(str(value), quote=True)
-
-
-def _inline(text: str) -> str:
-    """Escape, then render `code`, **bold** and *italic*."""
-    out = esc(text)
-    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    out = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"<em>\1</em>", out)
-
-
-_BULLET = r"^\s*[-*] "
-
-
-def markdown(text: str | None) -> str:
-    """A small, safe markdown subset: paragraphs, '-'/'*' lists, '#' headings, inline code/bold/italic."""
-    blocks = []
-    for block in re.split(r"\n\s*\n", (text or "").strip()):
-        lines = [ln.rstrip() for ln in block.splitlines() if ln.strip()]
-        if not lines:
-            continue
-        if all(re.match(_BULLET, ln) for ln in lines):
-            items = "".join(f"<li>{_inline(re.sub(_BULLET, '', ln))}</li>" for ln in lines)
-            blocks.append(f"<ul>{items}</ul>")
-        elif len(lines) == 1 and lines[0].startswith("#"):
-            blocks.append(f"<h4>{_inline(lines[0].lstrip('#').strip())}</h4>")
-        else:
-            blocks.append(f"<p>{_inline(' '.join(lines))}</p>")
-    return "\n".join(blocks)
-
-
-def fmt(value) -> str:
-    """A table cell: '–' for missing, ✓/✗ for booleans, thousands separators, 4 significant digits."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "✓" if value else "✗"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value != value:
-            return "nan"
-        if abs(value) >= 1000 and value == int(value):
-            return f"{int(value):,}"
-        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:.4g}"
-    return str(value)
-
-
-def warn(message: str) -> str:
-    return f'<div class="warn">⚠ {esc(message)}</div>'
-
-
-def table_html(table: dict) -> str:
-    """One summary table (title, columns, rows, note) as HTML; malformed rows are flagged."""
-    cols = list(table.get("columns") or [])
-    parts = [f"<h3>{esc(table.get('title', ''))}</h3>"] if table.get("title") else []
-    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-    body, bad = [], 0
-    for row in table.get("rows") or []:
-        row = list(row) if isinstance(row, (list, tuple)) else [row]
-        bad += len(row) != len(cols)
-        cells = "".join(
-            f'<td class="num">{esc(fmt(v))}</td>' if isinstance(v, (int, float)) and not isinstance(v, bool)
-            else f"<td>{esc(fmt(v))}</td>" for v in row)
-        body.append(f"<tr>{cells}</tr>")
-    parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
-    if bad:
-        parts.append(warn(f"{bad} row(s) of this table do not have {len(cols)} cells"))
-    if table.get("note"):
-        parts.append(f'<p class="note">{_inline(table["note"])}</p>')
-    return "\n".join(parts)
-
-
 def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
     """A figure embedded as a data URI; returns (html, problem) where problem names a missing figure."""
     rel = str(fig.get("path") or "")
-    path = Path(rel) if Path(rel).is_absolute() else _folders(root)[0] / rel
+    path = Path(rel) if Path(rel).is_absolute() else folders(root)[0] / rel
     mime = IMAGE_TYPES.get(path.suffix.lower())
-    text = _inline(fig.get("caption", ""))
+    text = inline(fig.get("caption", ""))
     if mime == "image/gif" and path.is_file():
         text += f"{' ' if text else ''}(animated GIF, {path.stat().st_size / 1e6:.2f} MB)"
     caption = f"<figcaption>{text}</figcaption>" if text else ""
@@ -197,7 +118,7 @@ def claims_html(claims: list[dict]) -> str:
     return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ?, {n['untestable']} "
             f"untestable ⊘, {n['not measured']} not measured at this profile –, {n_unreported} not reported by any "
             f"notebook; {n_one} verdict(s) from one trained model {ONE_MODEL}.</p>"
-            f'<p class="rule">The rule: {_inline(RULE)}</p>'
+            f'<p class="rule">The rule: {inline(RULE)}</p>'
             f'<p class="note">{esc(ONE_MODEL_NOTE)} {esc(MULTIPLICITY)}</p>'
             f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
@@ -217,44 +138,9 @@ def _prov_value(key: str, value: str) -> str:
     return esc(value)
 
 
-def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], list[str]]:
-    """Summaries in notebook order (the paper's five first, then any others); plus problems found."""
-    folder = _folders(root)[1] / profile / "summaries"
-    files = {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
-    order = [n for n in paper.NOTEBOOKS if n in files] + sorted(set(files) - set(paper.NOTEBOOKS))
-    summaries, problems = [], []
-    for name in order:
-        try:
-            s = json.loads(files[name].read_text(encoding="utf-8"))
-            if not isinstance(s, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as e:
-            problems.append(f"{name}: summary unreadable ({e})")
-            continue
-        s.setdefault("notebook", name)
-        if s.get("profile") not in (None, profile):
-            problems.append(f"{name}: summary says profile {s.get('profile')!r}, not {profile!r}")
-        summaries.append(s)
-    own = _profile_notebooks(profile)  # a profile with its own list does not run the others: not a problem
-    problems += [f"{n}: no summary (notebook missing or not run)" for n in paper.NOTEBOOKS
-                 if n not in files and n in own]
-    return summaries, problems
-
-
-def _profile_notebooks(profile: str) -> set[str]:
-    """The notebooks ``profile`` runs (every one for a profile without its own list, or an unknown one)."""
-    from ...errors import UsageError
-    from ..notebooks.declarations import profile_notebooks
-
-    try:
-        return set(profile_notebooks(profiles.check(profile)))
-    except UsageError:  # a list naming a notebook that does not exist: report every missing notebook
-        return set(paper.NOTEBOOKS)
-
-
 def stages_html(profile: str, root: Path | None = None) -> tuple[str, list[str]]:
     """Per-stage wall times from stages.json (or a warning that it is missing); plus failed stages."""
-    path = _folders(root)[1] / profile / "stages.json"
+    path = folders(root)[1] / profile / "stages.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -300,7 +186,7 @@ def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | Non
     if s.get("parameters"):
         lead = warn("made with parameters other than its defaults, so not the default run's: "
                     + " ".join(f"-p {k} {v}" for k, v in s["parameters"].items())) + lead
-    page = _folders(root)[1] / str(s.get("profile") or "") / PAGES / f"{name}.html"
+    page = folders(root)[1] / str(s.get("profile") or "") / PAGES / f"{name}.html"
     link = f'<a href="{PAGES}/{esc(name)}.html">notebook {esc(name)}</a>' if page.is_file() else f"notebook {esc(name)}"
     parts = [f'<section id="nb-{esc(name)}"><h2>{esc(s.get("title") or name)}</h2>',
              f'<p class="meta">{link}{" · " + meta if meta else ""}</p>', lead,
@@ -406,34 +292,11 @@ summaries · {len(problems)} problem(s)</p>
 """
 
 
-PAGES = "notebooks"  # results/<profile>/notebooks/<name>.html: each executed notebook as a page of its own
-
-
-def notebook_pages(profile: str, root: Path | None = None) -> list[Path]:
-    """Each executed notebook of ``results/<profile>/`` rendered by nbconvert to one self-contained HTML page
-    (figures embedded; the scripts nbconvert would fetch from a CDN, require.js and MathJax, left out, so
-    equations show as their TeX source), written atomically beside the report."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    results = _folders(root)[1] / profile
-    out = []
-    for nb_path in sorted(results.glob("[0-9][0-9]_*.ipynb")):
-        exporter = HTMLExporter(template_name="lab")
-        exporter.embed_images = True
-        exporter.mathjax_url = exporter.require_js_url = ""
-        body, _ = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4))
-        body = re.sub(r'<script src=""></script>\s*', "", body)
-        body = re.sub(r'<script type="text/x-mathjax-config">.*?</script>\s*', "", body, flags=re.S)
-        out.append(atomic_write_text(results / PAGES / f"{nb_path.stem}.html", body))
-    return out
-
-
 def build_report(profile: str, root: Path | None = None) -> Path:
-    """Write ``results/<profile>/report.html`` (atomically); ``root``: another checkout (see ``_folders``)."""
+    """Write ``results/<profile>/report.html`` (atomically); ``root``: another checkout (see ``summaries.folders``)."""
     if not paths.is_plain_name(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
-    results = _folders(root)[1] / profile
+    results = folders(root)[1] / profile
     write_packages(results)
     notebook_pages(profile, root)
     return atomic_write_text(results / "report.html", render(profile, root))
@@ -448,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=None,
                         help=f"repository root whose results/ to report (default: {paths.RESULTS})")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    results = _folders(args.root)[1]
+    results = folders(args.root)[1]
     if not (results / args.profile).is_dir():
         print(f"report: {results / args.profile} does not exist; run the notebooks first "
               "(./reproduce.sh). Writing a report that says so.", file=sys.stderr)

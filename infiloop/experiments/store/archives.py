@@ -1,4 +1,5 @@
-"""Trained runs that travel: export to an archive, import from one or from the hub, list the run cache.
+"""Trained runs that travel: export to an archive, import from one or from a folder in its layout (a hub
+snapshot: ``hub.py``).
 
 An archive (``.tar`` or ``.zip``) or a hub repository holds, for each run, the files a finished run needs
 and nothing that needs unpickling::
@@ -25,28 +26,26 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import shutil
 import tarfile
 import tempfile
 import zipfile
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from ... import paths
 from ...errors import UsageError
 from ...io import atomic_write
-from ...tasks import TASKS
 from ...tasks.base import DataError
 from ...training import DONE, METRICS, WEIGHTS
 from ...training.selection import BEST, BEST_RECORD
 from ..settings import recipes
 from . import runs as cache
 from . import verify
+from .inventory import runs_root
+from .members import Source, open_source
 
 FORMAT = "infiloop-runs"
 FORMAT_VERSION = 1
@@ -57,11 +56,6 @@ _NAME = paths.PLAIN_NAME
 _MEMBER = re.compile(rf"runs/(?P<task>{_NAME})/(?P<name>{_NAME})/(?P<file>config\.json|model\.safetensors|DONE\.json|"
                      rf"metrics\.jsonl|best\.safetensors|best\.json|eval/{_NAME}\.npz)")
 _CHUNK = 1 << 20
-
-
-def runs_root(root: str | os.PathLike | None = None) -> Path:
-    """The run cache: ``root`` if given, else ``paths.RUNS`` (read now, so that tests can move it)."""
-    return Path(root) if root is not None else paths.RUNS
 
 
 def sha256_file(path: Path) -> str:
@@ -138,121 +132,6 @@ def _archive_kind(path: Path) -> str:
     raise UsageError(f"{path}: expected an archive name ending in .tar or .zip")
 
 
-# ------------------------------------------------------------------------------------------------ sources
-
-
-@dataclass
-class _Member:
-    name: str
-    size: int
-
-
-class _Source:
-    """The members of an archive or of a folder in the same layout, read without extracting anything;
-    subclasses give ``members()`` and ``open(name)`` (a context manager yielding a binary file)."""
-
-    def __init__(self, where: Path):
-        self.where = where
-
-
-class _TarSource(_Source):
-    def __init__(self, where: Path):
-        super().__init__(where)
-        try:
-            self.tar = tarfile.open(where, "r:*")
-            infos = self.tar.getmembers()
-        except (tarfile.TarError, EOFError) as e:
-            raise DataError(f"{where}: not a readable tar archive ({e})") from None
-        self.infos = {}
-        for i in infos:
-            if i.isdir():
-                continue
-            if not i.isfile():
-                kind = "link" if (i.issym() or i.islnk()) else "special file"
-                raise DataError(f"{where}: member {i.name!r} is a {kind}; an archive of runs holds plain files only "
-                                f"(refused; nothing was imported)")
-            if i.name in self.infos:
-                raise DataError(f"{where}: member {i.name!r} appears twice (refused; nothing was imported)")
-            self.infos[i.name] = i
-
-    def members(self) -> list[_Member]:
-        return [_Member(n, i.size) for n, i in self.infos.items()]
-
-    @contextmanager
-    def open(self, name: str):
-        f = self.tar.extractfile(self.infos[name])
-        try:
-            yield f
-        finally:
-            f.close()
-
-
-class _ZipSource(_Source):
-    def __init__(self, where: Path):
-        super().__init__(where)
-        try:
-            self.zip = zipfile.ZipFile(where)
-        except (zipfile.BadZipFile, OSError) as e:
-            raise DataError(f"{where}: not a readable zip archive ({e})") from None
-        self.infos = {}
-        for i in self.zip.infolist():
-            if i.is_dir():
-                continue
-            if (i.external_attr >> 16) & 0o170000 not in (0, 0o100000):
-                raise DataError(f"{where}: member {i.filename!r} is a link or special file; an archive of runs holds "
-                                f"plain files only (refused; nothing was imported)")
-            if i.filename in self.infos:
-                raise DataError(f"{where}: member {i.filename!r} appears twice (refused; nothing was imported)")
-            self.infos[i.filename] = i
-
-    def members(self) -> list[_Member]:
-        return [_Member(n, i.file_size) for n, i in self.infos.items()]
-
-    @contextmanager
-    def open(self, name: str):
-        with self.zip.open(self.infos[name]) as f:
-            yield f
-
-
-class _FolderSource(_Source):
-    """A folder in the archive's layout (a hub snapshot): links are refused like archive members."""
-
-    def __init__(self, where: Path):
-        super().__init__(where)
-        self.files = {}
-        # A hub snapshot's files are links into the cache's blobs/ folder, two levels up; nothing else may link.
-        allowed = where.resolve().parents[1] if where.parent.name == "snapshots" else where.resolve()
-        for p in sorted(where.rglob("*")):
-            rel = p.relative_to(where).as_posix()
-            if rel.startswith(".") or "/." in rel:  # the hub's own bookkeeping (.gitattributes, .cache/)
-                continue
-            if p.is_symlink() and not p.resolve().is_relative_to(allowed):
-                raise DataError(f"{where}: {rel} is a link to {p.resolve()}, outside the folder (refused; nothing "
-                                f"was imported)")
-            if p.is_file():
-                self.files[rel] = p
-
-    def members(self) -> list[_Member]:
-        return [_Member(n, p.stat().st_size) for n, p in self.files.items()]
-
-    @contextmanager
-    def open(self, name: str):
-        with open(self.files[name], "rb") as f:
-            yield f
-
-
-def _source(where: Path) -> _Source:
-    if where.is_dir():
-        return _FolderSource(where)
-    if not where.is_file():
-        raise DataError(f"{where}: no such archive")
-    # By name first: a tar whose last member is an .npz (itself a zip) looks like a zip to is_zipfile.
-    name = where.name.lower()
-    if name.endswith(".zip") or (not name.endswith(".tar") and zipfile.is_zipfile(where)):
-        return _ZipSource(where)
-    return _TarSource(where)
-
-
 # ------------------------------------------------------------------------------------------------ import
 
 
@@ -272,7 +151,7 @@ def _check_name(where: Path, name: str) -> re.Match | None:
     return m
 
 
-def read_manifest(src: _Source) -> dict:
+def read_manifest(src: Source) -> dict:
     names = {m.name for m in src.members()}
     if MANIFEST not in names:
         raise DataError(f"{src.where}: no {MANIFEST}: not an archive written by `python -m infiloop runs export`")
@@ -300,7 +179,7 @@ def import_runs(where: str | os.PathLike, root: str | os.PathLike | None = None)
     Returns ``(run folder, "imported" | "already present")`` per run. Nothing is written unless every check
     passes; a run already in the cache with the same files is left as it is."""
     where = Path(where)
-    src = _source(where)
+    src = open_source(where)
     manifest = read_manifest(src)
     members = {m.name: m for m in src.members()}
     by_run: dict[str, list[str]] = {}
@@ -363,7 +242,7 @@ def _same_files(dest: Path, files: dict[str, str]) -> bool:
                                            for f, digest in files.items())
 
 
-def _copy_verified(src: _Source, name: str, target: Path, digest: str, where: Path) -> None:
+def _copy_verified(src: Source, name: str, target: Path, digest: str, where: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     with src.open(name) as fin, open(target, "wb") as fout:
@@ -402,93 +281,3 @@ def _check_loads_and_reproduces(folder: Path, cfg: dict, path: str, where: Path)
     except DataError as e:
         raise DataError(f"{where}: {path}: {str(e).replace(str(folder), path)}") from None
     verify.write_result(folder, result, str(where))
-
-
-# ------------------------------------------------------------------------------------------------ hub
-
-
-def pull(repo_id: str, revision: str | None = None, root: str | os.PathLike | None = None,
-         cache_dir: str | os.PathLike | None = None, repo_type: str = "model") -> list[tuple[Path, str]]:
-    """Download a hub repository of runs (the archive's layout, unpacked) and import it.
-
-    Offline (``HF_HUB_OFFLINE``/``INFILOOP_OFFLINE`` set, or the hub unreachable) only a snapshot already in
-    the hub cache is used."""
-    from huggingface_hub import snapshot_download
-
-    from ...tasks.hub import offline_reason
-
-    reason = offline_reason()
-    try:
-        folder = snapshot_download(repo_id, revision=revision, repo_type=repo_type, cache_dir=cache_dir,
-                                   allow_patterns=[MANIFEST, "runs/**"], local_files_only=reason is not None)
-    except Exception as e:  # noqa: BLE001 - network, missing repository or revision, not cached while offline
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        extra = f" ({reason}; only a snapshot already in the hub cache can be used)" if reason else ""
-        raise DataError(f"{repo_id}: could not get the runs from the hub{extra}: {text}") from None
-    return import_runs(Path(folder), root)
-
-
-# ------------------------------------------------------------------------------------------------ list
-
-
-def stale_reason(d: Path, cfg: dict | None) -> str:
-    """Why the run folder ``d`` can never be used by this code ("" when it can): trained by another code
-    version, named by another configuration hash, diverged, or without a readable configuration."""
-    if cfg is None:
-        return "no readable config.json"
-    version = cfg.get("code_version", 1)
-    if version != recipes.CODE_VERSION:
-        return f"code version {version}, this code is {recipes.CODE_VERSION}"
-    if not d.name.endswith("-" + recipes.config_hash(cfg)):
-        return "its folder name does not match its configuration's hash"
-    if (d / DONE).is_file():
-        try:
-            loss = json.loads((d / DONE).read_text()).get("final", {}).get("loss")
-        except ValueError:
-            return f"damaged {DONE}"
-        if loss is not None and not math.isfinite(loss):
-            return "training diverged"
-    return ""
-
-
-def list_runs(root: str | os.PathLike | None = None) -> list[dict]:
-    """One row per run folder of the cache: task, name, recipe, profile, code version, done, size in bytes,
-    and ``stale``: why this code can never use it ("" when it can; ``runs prune`` removes the stale ones). Only the
-    reasoner's task folders hold runs: the looped decoders' records (``runs/looplm/``) and the pilot's scratch runs
-    (``runs/pilot/``) are neither listed nor pruned."""
-    root = runs_root(root)
-    rows = []
-    for d in sorted(p for p in root.glob("*/*") if p.is_dir() and p.parent.name in TASKS
-                    and not p.name.startswith(".")):
-        row = {"task": d.parent.name, "name": d.name, "recipe": "?", "profile": "?", "code_version": "?",
-               "done": (d / DONE).is_file(), "bytes": sum(f.stat().st_size for f in d.rglob("*") if f.is_file()),
-               "path": d}
-        cfg = None
-        try:
-            cfg = cache.read_config(d / "config.json")
-            row.update(recipe=cfg.get("recipe", "?"), profile=cfg.get("profile", "?"),
-                       code_version=cfg.get("code_version", 1))
-        except DataError:
-            row["recipe"] = "(damaged config.json)"
-        except OSError:
-            row["recipe"] = "(no config.json)"
-        row["stale"] = stale_reason(d, cfg)
-        rows.append(row)
-    return rows
-
-
-def prune(root: str | os.PathLike | None = None, dry_run: bool = True) -> list[dict]:
-    """The stale run folders (:func:`stale_reason`); removed unless ``dry_run``. Nothing else is touched."""
-    stale = [r for r in list_runs(root) if r["stale"]]
-    if not dry_run:
-        for r in stale:
-            shutil.rmtree(r["path"])
-    return stale
-
-
-def human_size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n} B"

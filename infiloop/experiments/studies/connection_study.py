@@ -10,7 +10,8 @@ for InfiLoop and, where the variant changes a setting carry-last shares, for car
 that only InfiLoop has leave carry-last's run the same: the variant is compared with the baseline's
 carry-last). Every run goes through the run cache; each model is evaluated at its training depth. The study is
 declared as data (:data:`STUDY`: a row per variant and block, ``<variant>-<block>.json``) and run by the studies'
-one mechanism (``study.py``).
+one mechanism (``study.py``); the variants and blocks are in ``connection_design.py``, the score verdict of
+``--verdict`` in ``score_verdict.py``.
 
     python -m infiloop connection-study --list                     # variants and their settings
     python -m infiloop connection-study baseline history_grad --seeds 0,1 --jobs 2
@@ -31,99 +32,20 @@ import numpy as np
 import torch
 
 from ... import paths
-from ...analysis import intervals
 from ...analysis import trajectories as analysis
 from ...io import atomic_write_text
 from ..notebooks.manifest import Job
-from ..store.runs import get_run
+from . import connection_design as design
 from . import study
+from .connection_design import check_variant, models, overrides
+from .score_verdict import score_verdict
 from .study import Model, Study
 
 DOC = paths.DOCS / "connection-study.md"
 RECORDED = paths.DOCS / "connection-study-results"
-PROFILE = "search"
-TASK = "sudoku"
-CONNECTIONS = ("carry_last", "infiloop")
-SEEDS = (0, 1)  # the training seeds of a row unless named (--seeds)
-
-# The two blocks: TRM's Sudoku block for the search profile's 1,500 steps, and the paper's attention block
-# (that of the gpu and paper profiles) for 800; the training cell accuracy is read at these steps.
-BLOCKS: dict[str, dict] = {
-    "mlp": {"overrides": {"train.steps": 1500}, "read_at": (400, 800, 1200, 1500)},
-    "attention": {"overrides": {"train.steps": 800, "model.mixer": "attention"}, "read_at": (200, 400, 600, 800)},
-}
-
-
-def _both(key: str, value) -> dict:
-    return {f"model.inner.{key}": value, f"model.outer.{key}": value}
-
-
-# The connection as it was built before this study: every variant states all three switches, so that its runs
-# do not change when the recipes' defaults do (the recipes now train the study's choice, `no_z0_history_cand`).
-AS_BUILT = {**_both("z0_candidate", True), **_both("history_grad", False), "train.candidate_loss": 0.0}
-
-# Each variant: a label, the overrides over the profile (over AS_BUILT), and whether carry-last has the setting
-# too ("shared": its own carry-last runs are trained) or not (compared with the baseline's carry-last).
-VARIANTS: dict[str, dict] = {
-    "baseline": {"label": "as built (hard clip at 8, z_0 a candidate, history detached, loss on h_t)",
-                 "overrides": {}, "shared": True},
-    "history_grad": {"label": "gradient of log D_{t-1} through the history's scores and ages",
-                     "overrides": _both("history_grad", True), "shared": False},
-    "soft_cap": {"label": "soft cap 8 tanh(s / 8) instead of the hard clip",
-                 "overrides": _both("clip_mode", "soft"), "shared": False},
-    "no_clip": {"label": "no clip", "overrides": _both("score_clip", None), "shared": False},
-    "no_z0": {"label": "the initial state is not a candidate (gamma_1 = 1)",
-              "overrides": _both("z0_candidate", False), "shared": False},
-    "no_decay_conn": {"label": "no weight decay on q and rho", "overrides": {"train.decay": "no_connections"},
-                      "shared": False},
-    "candidate_loss": {"label": "loss on the candidate z_t as well (weight 0.5)",
-                       "overrides": {"train.candidate_loss": 0.5}, "shared": False},
-    "grad_outer_2": {"label": "gradients through both outer updates of a segment (grad_outer = H = 2)",
-                     "overrides": {"model.grad_outer": 2}, "shared": True},
-    # where the block's learning stalls: InfiLoop on one axis only (the paper's axis ablation), and a fixed
-    # step size equal to InfiLoop's at initialisation (q = 0: gamma -> 1 - beta_0 = 0.45) on both axes
-    "outer_only": {"label": "InfiLoop on the outer axis only (inner: carry-last)",
-                   "overrides": {"model.inner.name": "carry_last"}, "shared": False},
-    "inner_only": {"label": "InfiLoop on the inner axis only (outer: carry-last)",
-                   "overrides": {"model.outer.name": "carry_last"}, "shared": False},
-    "fixed_step": {"label": "a fixed step size 0.45 on both axes (InfiLoop at initialisation, no learning)",
-                   "overrides": {**_both("name", "ema"), **_both("gamma", 0.45)}, "shared": False},
-    # combinations of the single changes
-    "no_z0_history": {"label": "z_0 not a candidate + history gradient",
-                      "overrides": {**_both("z0_candidate", False), **_both("history_grad", True)}, "shared": False},
-    "no_z0_cand": {"label": "z_0 not a candidate + candidate loss",
-                   "overrides": {**_both("z0_candidate", False), "train.candidate_loss": 0.5}, "shared": False},
-    "no_z0_history_cand": {"label": "z_0 not a candidate + history gradient + candidate loss",
-                           "overrides": {**_both("z0_candidate", False), **_both("history_grad", True),
-                                         "train.candidate_loss": 0.5}, "shared": False},
-    "history_grad_soft": {"label": "history gradient and soft cap",
-                          "overrides": {**_both("history_grad", True), **_both("clip_mode", "soft")},
-                          "shared": False},
-}
-# carry-last has no content score, clip, initial-state weight or history gradient, and its candidate is its
-# state (the candidate loss is the same loss): such variants reuse the baseline's carry-last runs.
-
 
 # The outer connection's statistics kept per logged step in a record (for the figure of --figure).
 LOGGED = ("q_norm", "beta", "score_mean", "score_sd_cells", "at_clip", "gamma", "score_wrong_corr")
-
-
-def check_variant(name: str) -> dict:
-    if name not in VARIANTS:
-        raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
-    return VARIANTS[name]
-
-
-def overrides(variant: str, block: str, seed: int) -> dict:
-    """The run-cache overrides of one model of the study: the block's, the as-built switches, the variant's."""
-    return {**BLOCKS[block]["overrides"], **AS_BUILT, **check_variant(variant)["overrides"], "train.seed": seed}
-
-
-def models(variant: str, block: str, seed: int) -> list[tuple[str, str]]:
-    """(recipe, variant whose run it is) for the two connections of a variant: carry-last of a variant
-    that carry-last does not share is the baseline's."""
-    own = "carry_last" if check_variant(variant)["shared"] else None
-    return [("carry_last", variant if own else "baseline"), ("infiloop", variant)]
 
 
 # ------------------------------------------------------------------------------------------ one model
@@ -151,54 +73,12 @@ def model_record(model: Model, job: Job) -> dict:
     conn = {k: v for k, v in final.items() if k.startswith(("inner_", "outer_"))}
     corr = score_wrong_correlation(traj) if recipe == "infiloop" else float("nan")
     return {"variant": variant, "block": block, "recipe": recipe, "seed": model.seed, "run": run.dir.name,
-            "cell_acc": {str(s): by_step[s]["cell_acc"] for s in BLOCKS[block]["read_at"] if s in by_step},
+            "cell_acc": {str(s): by_step[s]["cell_acc"] for s in design.BLOCKS[block]["read_at"] if s in by_step},
             "log": [{k: r[k] for k in ("step", "cell_acc", *(f"outer_{c}" for c in LOGGED)) if r.get(k) is not None}
                     for r in log],
             "exact_at_depth": analysis.accuracy_at(traj, depth), "training_depth": depth,
             "eval_score_wrong_corr": None if np.isnan(corr) else corr, "connection": conn,
             "train_seconds": run.summary().get("train_seconds"), "seconds": round(time.time() - t0, 1)}
-
-
-def score_quantities(traj: dict, bins: np.ndarray, clip: float | None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per-puzzle terms (numerator, denominator) of one seed's score verdict, from a per-token trajectory:
-    the mean outer score at each wrong-cell count of the candidate (notebook 03's claim
-    ``gamma.score_tracks_correctness``), then the share of the candidates' cell scores at the clip on wrong
-    boards and on right ones."""
-    _, sums, counts = analysis.score_terms(traj, "outer", of="candidate", bins=bins)
-    tok = traj["score_outer_tok"].astype(np.float64)  # [K, P, cells]
-    wrong = traj["wrong_cells_candidate"] > 0  # [K, P]
-    at = (tok >= clip - 1e-3).mean(-1) if clip is not None else np.zeros(wrong.shape)
-    return [(sums, counts), ((at * wrong).sum(0), wrong.sum(0).astype(np.float64)),
-            ((at * ~wrong).sum(0), (~wrong).sum(0).astype(np.float64))]
-
-
-def score_verdict(variant: str, block: str, seeds: list[int], root: Path | None = None,
-                  updates: int | None = None) -> dict:
-    """Does the outer content score tell right boards from wrong ones, over these seeds' trained InfiLoop
-    models (trained first if need be), each evaluated per token at every update to ``updates`` (default the
-    profile's evaluation depth, 960 at `search`, as notebook 03 pools them)? The rank correlation of the mean
-    score with the candidate's wrong cells and the share of scores at the clip on wrong and on right boards,
-    each with its 95 % interval over seeds and puzzles (``infiloop/analysis/intervals.py``)."""
-    trajs, clip = [], None
-    for seed in seeds:
-        run = get_run(TASK, "infiloop", PROFILE, overrides(variant, block, seed), root=root, progress=False)
-        n = run.config["eval"]["updates"] if updates is None else updates
-        traj, _ = run.evaluate(updates=n, every=1, per_token=True, progress=False)
-        trajs.append(traj)
-        clip = run.model_config().outer.score_clip
-    bins = np.unique(np.concatenate([analysis.score_terms(t, "outer", of="candidate")[0] for t in trajs]))
-    per_seed = [score_quantities(t, bins, clip) for t in trajs]
-    corr = intervals.bootstrap(per_seed, combine=lambda q: analysis.rank_correlation(bins.astype(float), q[0]))
-    at_wrong = intervals.bootstrap(per_seed, combine=lambda q: q[1])
-    at_right = intervals.bootstrap(per_seed, combine=lambda q: q[2])
-
-    def iv(x):
-        return {"value": x.value, "lo": x.lo, "hi": x.hi}
-
-    return {"variant": variant, "block": block, "seeds": seeds, "profile": PROFILE, "method": corr.method,
-            "updates": int(trajs[0]["updates"][-1]),
-            "rank_correlation": iv(corr), "at_clip_wrong": iv(at_wrong), "at_clip_right": iv(at_right),
-            "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -220,16 +100,16 @@ def check_rows(names: list[str], progress: bool = False) -> None:
     for name in names:
         variant, block = split_row(name)
         check_variant(variant)
-        if block not in BLOCKS:
-            raise ValueError(f"unknown block {block!r}; known: {', '.join(BLOCKS)}")
+        if block not in design.BLOCKS:
+            raise ValueError(f"unknown block {block!r}; known: {', '.join(design.BLOCKS)}")
 
 
 def row_models(names: list[str], seeds: list[int] | None) -> list[Model]:
     """The models of the rows, block by block in the order named, then seed by seed (default :data:`SEEDS`): each
     variant's two connections, carry-last recorded in the baseline's row where it lacks the variant's setting."""
     rows = [split_row(n) for n in names]
-    return [Model(row_name(owner, block), TASK, recipe, PROFILE, overrides(owner, block, seed), seed)
-            for block in dict.fromkeys(b for _, b in rows) for seed in (SEEDS if seeds is None else seeds)
+    return [Model(row_name(owner, block), design.TASK, recipe, design.PROFILE, overrides(owner, block, seed), seed)
+            for block in dict.fromkeys(b for _, b in rows) for seed in (design.SEEDS if seeds is None else seeds)
             for variant in (v for v, b in rows if b == block) for recipe, owner in models(variant, block, seed)]
 
 
@@ -238,13 +118,14 @@ def merge_record(row: str, old: dict, record: dict) -> dict:
     variant, block = record["variant"], record["block"]
     keep = [r for r in old.get("records", []) if (r["recipe"], r["seed"]) != (record["recipe"], record["seed"])]
     return {"variant": variant, "block": block,
-            "settings": {**BLOCKS[block]["overrides"], **AS_BUILT, **VARIANTS[variant]["overrides"]},
-            "profile": PROFILE, "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+            "settings": {**design.BLOCKS[block]["overrides"], **design.AS_BUILT,
+                         **design.VARIANTS[variant]["overrides"]},
+            "profile": design.PROFILE, "updated": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
             "records": sorted(keep + [record], key=lambda r: (r["recipe"], r["seed"]))}
 
 
 def run_variants(names: list[str], blocks: list[str], seeds: list[int], jobs: int = 1, results: Path | None = None,
-                 root: Path | None = None, connections: tuple[str, ...] = CONNECTIONS,
+                 root: Path | None = None, connections: tuple[str, ...] = design.CONNECTIONS,
                  progress: bool = True) -> list[dict]:
     """Train and evaluate every model of these variants (cached runs are reused), block by block in the
     order given, through the study mechanism (``study.run``); ``connections``: only these recipes' models.
@@ -313,7 +194,7 @@ def render_verdicts(results: Path | None = None) -> str:
 
 
 def _records(res: dict, variant: str, block: str, recipe: str) -> list[dict]:
-    owner = variant if recipe == "infiloop" or VARIANTS.get(variant, {}).get("shared") else "baseline"
+    owner = variant if recipe == "infiloop" or design.VARIANTS.get(variant, {}).get("shared") else "baseline"
     d = res.get((owner, block))
     return [r for r in d["records"] if r["recipe"] == recipe] if d else []
 
@@ -324,10 +205,10 @@ def render_table(results: Path | None = None) -> str:
     InfiLoop's outer connection learned by the last step."""
     res = load_results(results)
     lines = []
-    for block, spec in BLOCKS.items():
+    for block, spec in design.BLOCKS.items():
         steps = spec["read_at"]
-        lines += [f"**{block}** ({BLOCKS[block]['overrides']['train.steps']:,} steps). Training cell accuracy at "
-                  f"steps {' / '.join(f'{s:,}' for s in steps)} (one group per seed, groups "
+        lines += [f"**{block}** ({design.BLOCKS[block]['overrides']['train.steps']:,} steps). Training cell accuracy "
+                  f"at steps {' / '.join(f'{s:,}' for s in steps)} (one group per seed, groups "
                   "separated by `;`), exact accuracy (%) at the training depth, and InfiLoop's outer connection "
                   "at the last step: |q|, β, raw score mean, its spread "
                   "across cells and across boards, share of raw scores at or above the clip, mean γ, and the rank "
@@ -336,7 +217,7 @@ def render_table(results: Path | None = None) -> str:
                   "| variant | carry-last cell acc | InfiLoop cell acc | exact @ depth carry-last | exact @ depth "
                   "InfiLoop | \\|q\\| | β | score mean | sd cells | sd boards | at clip | γ | corr train | "
                   "corr eval |", "|" + "---|" * 14]
-        for name in VARIANTS:
+        for name in design.VARIANTS:
             inf = _records(res, name, block, "infiloop")
             if not inf:
                 continue
@@ -349,7 +230,7 @@ def render_table(results: Path | None = None) -> str:
                 return _mean([r["connection"].get(f"outer_{key}") for r in inf])
 
             lines.append("| " + " | ".join([
-                f"`{name}`: {VARIANTS[name]['label']}", acc(cl), acc(inf),
+                f"`{name}`: {design.VARIANTS[name]['label']}", acc(cl), acc(inf),
                 _mean([100 * r["exact_at_depth"] for r in cl]), _mean([100 * r["exact_at_depth"] for r in inf]),
                 conn("q_norm"), conn("beta"), conn("score_mean"), conn("score_sd_cells"), conn("score_sd_boards"),
                 conn("at_clip"), conn("gamma"), conn("score_wrong_corr"),
@@ -378,9 +259,10 @@ def plot_dynamics(variants: list[str], results: Path | None = None, path: Path |
 
     use_style()
     res = load_results(results)
-    fig, axes = plt.subplots(len(BLOCKS), len(FIGURE_PANELS), figsize=(15, 3.6 * len(BLOCKS)), squeeze=False)
+    fig, axes = plt.subplots(len(design.BLOCKS), len(FIGURE_PANELS), figsize=(15, 3.6 * len(design.BLOCKS)),
+                             squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for row, block in zip(axes, BLOCKS):
+    for row, block in zip(axes, design.BLOCKS):
         for ax, (key, title) in zip(row, FIGURE_PANELS):
             for i, name in enumerate(variants):
                 for j, rec in enumerate(_records(res, name, block, "infiloop")):
@@ -394,7 +276,7 @@ def plot_dynamics(variants: list[str], results: Path | None = None, path: Path |
                             alpha=1.0 if j == 0 else 0.6, label="carry-last" if j == 0 else None)
             ax.set(title=f"{block}: {title}", xlabel="training step")
         row[0].legend(fontsize=7)
-    profile_note(fig, PROFILE)
+    profile_note(fig, design.PROFILE)
     fig.tight_layout()
     path = Path(paths.DOCS / "connection-study-dynamics.png" if path is None else path)
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
@@ -418,7 +300,7 @@ def render(results: Path | None = None, doc: Path = DOC) -> Path:
 
 def list_variants() -> str:
     lines = ["| variant | what changes | settings | carry-last |", "|---|---|---|---|"]
-    for name, v in VARIANTS.items():
+    for name, v in design.VARIANTS.items():
         sets = ", ".join(f"{k}={v2}" for k, v2 in v["overrides"].items()) or "–"
         lines.append(f"| `{name}` | {v['label']} | {sets} | {'own runs' if v['shared'] else 'the baseline'} |")
     return "\n".join(lines)
@@ -429,31 +311,32 @@ def _checked(a: argparse.Namespace) -> tuple[list[str], list[int], tuple[str, ..
     the option and the unknown name)."""
     blocks = [b for b in a.blocks.split(",") if b]
     for b in blocks:
-        if b not in BLOCKS:
-            raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(BLOCKS)}")
+        if b not in design.BLOCKS:
+            raise ValueError(f"--blocks: unknown block {b!r}; known: {', '.join(design.BLOCKS)}")
     seeds = [int(s) for s in a.seeds.split(",") if s]
     connections = tuple(c for c in a.connections.split(",") if c)
     for c in connections:
-        if c not in CONNECTIONS:
-            raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(CONNECTIONS)}")
+        if c not in design.CONNECTIONS:
+            raise ValueError(f"--connections: unknown recipe {c!r}; known: {', '.join(design.CONNECTIONS)}")
     for v in [*a.variants, *(v for v in a.figure.split(",") if v)]:
         check_variant(v)
     verdicts = []
     for item in a.verdict:
         name, _, block = item.partition(":")
         check_variant(name)
-        if block not in BLOCKS:
-            raise ValueError(f"--verdict {item!r}: expected VARIANT:BLOCK with a block among {', '.join(BLOCKS)}")
+        if block not in design.BLOCKS:
+            raise ValueError(f"--verdict {item!r}: expected VARIANT:BLOCK with a block among "
+                             f"{', '.join(design.BLOCKS)}")
         verdicts.append((name, block))
     return blocks, seeds, connections, verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infiloop connection-study", description=__doc__.split("\n\n")[0])
-    ap.add_argument("variants", nargs="*", help=f"variants to run (known: {', '.join(VARIANTS)})")
+    ap.add_argument("variants", nargs="*", help=f"variants to run (known: {', '.join(design.VARIANTS)})")
     ap.add_argument("--blocks", default="attention,mlp", help="comma-separated: attention, mlp")
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="comma-separated training seeds")
-    ap.add_argument("--connections", default=",".join(CONNECTIONS),
+    ap.add_argument("--seeds", default=",".join(map(str, design.SEEDS)), help="comma-separated training seeds")
+    ap.add_argument("--connections", default=",".join(design.CONNECTIONS),
                     help="comma-separated recipes to train (default both: carry_last,infiloop)")
     ap.add_argument("--jobs", type=int, default=1, help="models trained at a time (one thread each)")
     ap.add_argument("--results", type=Path, default=None, help="results folder (default results/connection-study)")

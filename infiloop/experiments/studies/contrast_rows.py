@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import copy
 
+from ... import paths
 from ...tasks.registry import REGISTRY
 from ..settings.recipes import resolve_config
 
 CONNECTIONS = ("carry_last", "infiloop")
+RECORDED = paths.DOCS / "calibration-results"  # the rows run so far, kept with the code (docs/calibration.md)
 MULTIPLES = (0.5, 1, 4, 60)  # depths recorded, as multiples of the training depth
 
 # A row's settings, each optional (the base profile's value otherwise):
@@ -178,3 +180,13 @@ def estimated_seconds(row: dict) -> tuple[float, float]:
     timer = FlopTimer(CPU_THREAD_TFLOPS)
     return (timer.seconds(train_flops(model, train["steps"], train["batch_size"])),
             timer.seconds(eval_flops(model, updates, puzzles)))
+
+
+# The connection study changed InfiLoop (and FPRM) on this day (docs/connection-study.md); carry-last's runs kept
+# their names. A row recorded before it holds InfiLoop as built, which the study still trains (variant `baseline`).
+CONNECTION_STUDY_DATE = "2026-12-01"
+
+
+def as_built(record: dict) -> bool:
+    """Whether a row's InfiLoop models are the connection as built before the connection study."""
+    return str(record.get("updated", "")) < CONNECTION_STUDY_DATE

@@ -1,0 +1,55 @@
+"""The report's inputs: the checkout and results folder they are read from (``--root``), and the notebooks'
+summary files in notebook order, with the problems found reading them (``build.py``'s module docstring gives
+their format)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ... import paths
+from ...analysis import paper
+from ..settings import profiles
+
+
+def folders(root: str | Path | None) -> tuple[Path, Path]:
+    """(checkout, results folder): ``paths.ROOT`` and ``paths.RESULTS``, or, for another checkout ``root``
+    (``--root``), ``root`` and ``root/results``. Relative figure paths are read from the checkout."""
+    if root is None:
+        return paths.ROOT, paths.RESULTS
+    return Path(root), Path(root) / "results"
+
+
+def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], list[str]]:
+    """Summaries in notebook order (the paper's five first, then any others); plus problems found."""
+    folder = folders(root)[1] / profile / "summaries"
+    files = {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+    order = [n for n in paper.NOTEBOOKS if n in files] + sorted(set(files) - set(paper.NOTEBOOKS))
+    summaries, problems = [], []
+    for name in order:
+        try:
+            s = json.loads(files[name].read_text(encoding="utf-8"))
+            if not isinstance(s, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            problems.append(f"{name}: summary unreadable ({e})")
+            continue
+        s.setdefault("notebook", name)
+        if s.get("profile") not in (None, profile):
+            problems.append(f"{name}: summary says profile {s.get('profile')!r}, not {profile!r}")
+        summaries.append(s)
+    own = _profile_notebooks(profile)  # a profile with its own list does not run the others: not a problem
+    problems += [f"{n}: no summary (notebook missing or not run)" for n in paper.NOTEBOOKS
+                 if n not in files and n in own]
+    return summaries, problems
+
+
+def _profile_notebooks(profile: str) -> set[str]:
+    """The notebooks ``profile`` runs (every one for a profile without its own list, or an unknown one)."""
+    from ...errors import UsageError
+    from ..notebooks.declarations import profile_notebooks
+
+    try:
+        return set(profile_notebooks(profiles.check(profile)))
+    except UsageError:  # a list naming a notebook that does not exist: report every missing notebook
+        return set(paper.NOTEBOOKS)
