@@ -57,9 +57,10 @@ def register(executor: Executor) -> Executor:
 
 
 def registered() -> dict[str, Executor]:
+    """Every executor, the default first and the others by name (whichever module was imported first)."""
     for module in MODULES:
         importlib.import_module(module)
-    return EXECUTORS
+    return dict(sorted(EXECUTORS.items(), key=lambda item: (item[0] != DEFAULT, item[0])))
 
 
 def executor(name: str) -> Executor:
