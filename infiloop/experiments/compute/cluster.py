@@ -49,8 +49,10 @@ and always waits.
 Settings come from a YAML file (``--slurm-config``; ``slurm.yaml`` at the repository root when it exists) with
 the keys of :class:`ClusterConfig`; ``--partition`` and ``--account`` win over the file.
 
-This module holds the command line's side and the passes over the queue; ``cluster_jobs.py`` what one job is
-(settings, resources, limits, what it runs, one submission); ``cluster_states.py`` where the jobs stand.
+This module holds the passes over the queue; ``slurm.py`` the executor (its options, its checks before anything is
+built, the plan's table); ``cluster_jobs.py`` what one submission is (settings, resources, limits); ``job.py`` what
+a job runs on its node (``PlanJob``); ``cluster_states.py`` where the jobs stand; ``cluster_nodes.py`` what the
+partition's nodes have.
 """
 
 from __future__ import annotations
