@@ -57,10 +57,10 @@ def root(tmp_path, monkeypatch):
     return tmp_path / "runs"
 
 
-def _plan(timer, calibrate=False, jobs=2, params=(), fresh_process=False):
+def _plan(timer, calibrate=False, jobs=2, params=(), executor="local"):
     out = io.StringIO()
     args = argparse.Namespace(profile="smoke", device="cpu", calibrate=calibrate, jobs=jobs, p=list(params),
-                              fresh_process=fresh_process)
+                              executor=executor)
     assert command.main(args, timer=timer, stream=out) == 0
     return out.getvalue()
 
@@ -279,7 +279,7 @@ def test_warm_workers_pay_the_process_start_once_per_slot_and_fresh_processes_ev
             in warm and f"then each job {JOB_S - PROCESS_S:.1f} s before its work" in warm)
     assert f"a new process per job (--executor process) would pay {JOB_S:.1f} s each" in warm
     assert f"{steps} x  {STEP_S:.4f} +  3 x  {check:.4f} +   {START_S + JOB_S - PROCESS_S:.1f} s" in warm
-    fresh = _plan(StartingTimer(), fresh_process=True)
+    fresh = _plan(StartingTimer(), executor="process")
     assert f"# a new process per job (--executor process): each job pays {JOB_S:.1f} s before its work" in fresh
     assert f"{steps} x  {STEP_S:.4f} +  3 x  {check:.4f} +   {START_S + JOB_S:.1f} s" in fresh
     cal = calibration.Calibration("cpu", StartingTimer(), path=root / "c.json")

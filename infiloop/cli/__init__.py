@@ -186,7 +186,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.jobs_per_gpu is not None and args.jobs_per_gpu < 1:
         raise UsageError(f"--jobs-per-gpu: expected 1 or more, got {args.jobs_per_gpu}")
     executor = executors.executor(args.executor)
-    args.fresh_process = not executor.warm  # the plan prices each job's process start
     if not executor.here:  # the jobs' device is the nodes', not this machine's
         args.device = args.device or profiles.device(args.profile)
         return plan_main(args, cluster_cfg=executor.check(args, submitting=False))

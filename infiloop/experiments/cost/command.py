@@ -220,7 +220,10 @@ def main(args: argparse.Namespace, timer: Timer | None = None, stream=None, clus
         calibration = Calibration(args.device, timer, fresh=args.calibrate)
         if any(not i.cached for i in (*plan.runs, *plan.evals, *plan.models)):
             print("# calibrating (a few timed steps of each model shape) ...", file=sys.stderr, flush=True)
-    plan.warm = not getattr(args, "fresh_process", False)
+    from ..compute import executors
+
+    # the executor reproduce would use: warm workers pay the process start once a slot, a new process every job
+    plan.warm = executors.executor(getattr(args, "executor", None) or executors.DEFAULT).warm
     estimate(plan, calibration)
     if calibration.measured:
         calibration.save()
