@@ -278,12 +278,14 @@ def test_claims_and_tables_come_from_one_helper_that_checks_them():
 @pytest.mark.slow  # 52 s: trains a second seed of the main models
 def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path):
     """Notebooks 03 and 04 with ``seeds="0,1"``: the plan trains the second seed, and every interval and claim
-    is over seeds and puzzles. (Replaces the smoke run's 03 and 04 summaries.)"""
+    is over seeds and puzzles. Then seed 1 alone, its runs exported and imported again as from another machine,
+    merges with seed 0's record into the record of seeds 0 and 1. (Replaces the smoke run's 03 and 04 summaries.)"""
     import papermill as pm
 
     from infiloop.experiments.compute import scheduler
     from infiloop.experiments.notebooks import manifest
     from infiloop.experiments.report import records
+    from infiloop.experiments.store import archives
 
     first = json.loads((paths.RESULTS / "smoke" / "summaries" / "04_perturbation.json").read_text())  # seed 0
     params = {nb: {**SMOKE[nb], "seeds": "0,1"} for nb in ("03_gamma_dynamics", "04_perturbation")}
@@ -311,7 +313,13 @@ def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path)
     assert all(len(r[1].split(" / ")) == 2 for r in table["rows"])
     gap = next(c for c in pert["claims"] if c["id"] == "perturb.carry_last_loses")
     assert "2 seed(s)" in gap["note"] or "undefined" in gap["note"]
-    # seed 1 alone, merged with the smoke run's seed 0: the record of one run of seeds 0 and 1 (issue 61)
+    # seed 1 alone, merged with the smoke run's seed 0: the record of one run of seeds 0 and 1 (issue 61). Seed 1's
+    # runs travel first, as from another machine: exported, taken out of the run cache and imported into it again
+    travelled = sorted({j.spec.run.dir for j in jobs.values() if j.kind == "train" and j.spec.seed == 1})
+    archive, _ = archives.export_runs(travelled, tmp_path / "seed1.tar")
+    for d in travelled:
+        shutil.move(d, tmp_path / "elsewhere" / d.parent.name / d.name)
+    assert [status for _, status in archives.import_runs(archive, paths.RUNS)] == ["imported"] * len(travelled)
     pm.execute_notebook(str(ROOT / "notebooks" / "04_perturbation.ipynb"), str(tmp_path / "04-seed1.ipynb"),
                         kernel_name="python3", parameters={"profile": "smoke", **SMOKE["04_perturbation"],
                                                            "seeds": "1"}, cwd=str(ROOT), progress_bar=False)
