@@ -128,8 +128,9 @@ def test_notebooks_execute_at_smoke_profile(executed):
 
 
 def test_every_claim_keeps_the_data_that_decide_it(executed):
-    """Results as data (issue 61): every claim decided by an effect keeps its per-seed inputs, its runs are named
-    by hash, and deciding it again from the record gives the recorded effect and verdict to the last digit."""
+    """Results as data (issue 61): every claim decided by an effect keeps its per-seed inputs, one entry per
+    training seed (notebook 08's decoders are not runs), its runs are named by hash, and deciding it again from the
+    record gives the recorded effect and verdict to the last digit."""
     from infiloop.analysis import claims
 
     assert not executed[1]
@@ -140,6 +141,9 @@ def test_every_claim_keeps_the_data_that_decide_it(executed):
             if "effect" not in c:
                 continue
             assert c.get("data"), f"{py.stem}: {c['id']} keeps no data"
+            # one entry per training seed, so that seeds recorded apart merge (a setting passed where a per-seed
+            # list goes, such as a tuple of bounds, was once read as entries and left the claim unmergeable)
+            assert py.stem == "08_looped_lm" or c["data"]["seeds"] == [0], (py.stem, c["id"])
             again = claims.redecide(c)
             assert {k: again.get(k) for k in ("agrees", "effect", "untestable", "seeds")} == \
                 {k: c.get(k) for k in ("agrees", "effect", "untestable", "seeds")}, c["id"]

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_paper import _other_side  # noqa: E402  (planted data for every builder)
 
-from infiloop.analysis import claim_data, claims, paper  # noqa: E402
+from infiloop.analysis import claim_data, claims, paper, power  # noqa: E402
 from infiloop.errors import DataError  # noqa: E402
 from infiloop.experiments.report import records  # noqa: E402
 
@@ -143,7 +143,9 @@ def test_summaries_merge_seed_by_seed_and_refuse_other_settings():
     assert [p["seeds"] for p in merged["parts"]] == [[0, 1], [2]]
     whole = _summary([0, 1, 2])["claims"][0]
     assert merged["claims"][0]["effect"] == whole["effect"] and merged["claims"][0]["seeds"] == 3
-    assert "3 seeds (0, 1, 2)" in merged["claims"][0]["ours"]
+    by_seed = ", ".join(f"{s}: {e:+.1f}" for s, e in zip([0, 1, 2], power.per_seed_effects(whole)))
+    assert merged["claims"][0]["ours"].startswith(f"3 seeds, merged from records made apart; the effect by seed "
+                                                  f"({by_seed} points)"), merged["claims"][0]["ours"]
     other = {"code_version": 8, "task": "sudoku", "recipe": "infiloop", "train": {"seed": 0, "lr": 1e-3}, "eval": {}}
     with pytest.raises(DataError, match=r"run 'infiloop' was trained with other settings .*code_version 7 vs 8"):
         records.merge(_summary([0]), _summary([2], other))

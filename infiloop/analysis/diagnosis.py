@@ -107,7 +107,8 @@ def _effects(pairs: list[tuple[dict, dict]], to_fill, labels, window: int) -> di
         "diagnosis.carry_last_changes_more": diff([(changed_terms(cl), changed_terms(il)) for cl, il in pairs]),
         "diagnosis.carry_last_wrong_cells_grow": diff([wrong_change_terms(cl) for cl, _ in pairs]),
         "diagnosis.infiloop_wrong_cells_fall": diff([wrong_change_terms(il)[::-1] for _, il in pairs]),
-        "diagnosis.carry_last_flips_right_cells": diff([flip_terms(p, to_fill, labels) for p in pairs], (-1.0, 1.0)),
+        "diagnosis.carry_last_flips_right_cells": diff([flip_terms(p, to_fill, labels) for p in pairs],
+                                                    bounds=(-1.0, 1.0)),  # a keyword: not one entry per seed
         "diagnosis.carry_last_state_moves_after_solve": diff(moved),
         "diagnosis.carry_last_loses_after_solve": effects.proportion([c["lost"] for c, _ in rooms],
                                                                      [c["room"] for c, _ in rooms]),

@@ -15,7 +15,7 @@ import copy
 import os
 import platform
 
-from ...analysis import claim_data, claims
+from ...analysis import claim_data, claims, power
 from ...errors import DataError
 
 
@@ -118,10 +118,23 @@ def _merge_claim(old: dict, new: dict, keep: list[int]) -> tuple[dict, str]:
         return old, f"{old['id']}: decided on part of its seeds, kept as first recorded (it does not merge)"
     data = claim_data.merge(a, claim_data.subset(b, keep))
     merged = claims.redecide(old, data)
-    seeds = data["seeds"]
-    merged["ours"] = (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), merged from records made apart: "
-                      "the effect is over all of them; each part's own numbers are in the record's parts")
+    merged["ours"] = merged_ours(merged)
     return merged, ""
+
+
+def merged_ours(claim: dict) -> str:
+    """A merged claim's "ours", from its data: the seeds, each seed's effect alone (``power.per_seed_effects``) and
+    where each part's own numbers are (a notebook's "ours" reads numbers no record keeps, such as each model's
+    accuracy, so it is not written again for the seeds together)."""
+    seeds, effect = claim["data"]["seeds"], claim.get("effect") or {}
+    if effect.get("value") is None:
+        by_seed = "undefined"
+    else:
+        digits, unit = effect.get("digits", 1), effect.get("unit", "")
+        by_seed = ", ".join(f"{s}: {e:+.{digits}f}" if e == e else f"{s}: undefined"
+                            for s, e in zip(seeds, power.per_seed_effects(claim))) + unit
+    return (f"{len(seeds)} seeds, merged from records made apart; the effect by seed ({by_seed}); each part's own "
+            "numbers are in the record's parts")
 
 
 def merge(recorded: dict, new: dict) -> tuple[dict, list[str]]:
