@@ -5,7 +5,8 @@ ones behind the README's numbers are recorded under ``docs/results/<profile>/`` 
 table between the README's ``results`` markers is rendered from those (``--render``). A test renders it again and
 fails when the README is stale, so a number in the table is always one a recorded run measured.
 
-The README shows the headline profile (``HEADLINE``: three seeds on puzzles that need search); every recorded
+The README shows the headline profile (``HEADLINE``: the seeds recorded on puzzles that need search) and, under its
+table, the headline in words (``headline.py``, which also fills docs/results.md's table by seed); every recorded
 profile's own table is kept in ``docs/results.md`` between the markers ``<!-- results PROFILE: start -->`` and
 ``<!-- results PROFILE: end -->``. One command refreshes every block:
 
@@ -29,7 +30,7 @@ from ...analysis import claims, paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
-from . import compare, records
+from . import compare, headline, records
 from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
@@ -201,12 +202,15 @@ def render_power(recorded: Path | None = None) -> str:
 
 def render_blocks(text: str, recorded: Path | None = None) -> str:
     """``text`` with each block it holds filled: the README's (``markers()``: the headline profiles), every
-    per-profile block (``markers(profile)``: that profile's table) and the power table (:data:`POWER`)."""
+    per-profile block (``markers(profile)``: that profile's table), the power table (:data:`POWER`) and the
+    headline's words and table by seed (``headline.py``)."""
     for name, only in ((None, HEADLINE), *((n, (n,)) for n in profiles.PROFILES)):
         start, end = markers(name)
         text = fill_block(text, start, end, f"{start}\n{render_table(recorded, only)}\n{end}") or text
     if POWER[0] in text:
         text = fill_block(text, *POWER, f"{POWER[0]}\n{render_power(recorded)}\n{POWER[1]}") or text
+    if "<!-- headline " in text or "<!-- by-seed " in text:
+        text = headline.fill(text, recorded_claims(recorded), fill_block)
     return text
 
 

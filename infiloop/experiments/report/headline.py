@@ -1,0 +1,173 @@
+"""The headline in words and each seed's own numbers, rendered from a profile's record (``docs/results/<profile>``).
+
+The README's paragraph under its results table (``<!-- headline PROFILE: start -->``) and docs/results.md's table by
+seed (``<!-- by-seed PROFILE: start -->``) are filled by ``python -m infiloop results`` as the verdict tables are
+(``results.render_blocks``), so no number in them is typed by hand and none goes stale when seeds are added. Every
+number is computed from the data a claim keeps (``analysis/claim_data.py``): the per-seed, per-puzzle flags of
+Table 1's claim give each model's accuracy, the claims' intervals and verdicts are the recorded ones, each seed's
+effect is ``power.per_seed_effects``. FPRM's accuracy is in no claim's data, so it is not here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...analysis import claim_data, paper, power
+from ...analysis.claims import _show
+from ...analysis.quantiles import beta_quantile
+from .verdicts import verdict
+
+LEAD = "main.infiloop_beats_carry_last_sudoku"  # InfiLoop − carry-last at the training depth (Table 1)
+DEPTH = "depth.infiloop_improves_with_depth"  # InfiLoop at the deepest evaluation − at the training depth
+FALL = "depth.carry_last_degrades"
+KEPT_UNPERTURBED = "perturb.carry_last_loses"  # carry-last's solved puzzles lost without a perturbation (ε = 0)
+LOST_AFTER_SOLVE = "diagnosis.carry_last_loses_after_solve"
+SCORE = "gamma.score_tracks_correctness"  # the content score's AUROC − ½
+HALF_WIDTH = 6.0  # points: the half-width issue 61 asks of the headline's interval
+
+
+def markers(kind: str, profile: str) -> tuple[str, str]:
+    """The markers of a block of ``kind`` ("headline" or "by-seed") for ``profile``."""
+    return f"<!-- {kind} {profile}: start -->", f"<!-- {kind} {profile}: end -->"
+
+
+def _args(claim: dict) -> list:
+    return claim_data.decode(claim["data"]["effect"])["args"]
+
+
+def _mean_pct(flags) -> float:
+    return 100.0 * float(np.mean([np.mean(np.asarray(f, np.float64)) for f in flags]))
+
+
+def _iv(claim: dict, offset: float = 0.0) -> str:
+    """The claim's effect and interval in display units as the results table prints them (``claims._show``: more
+    digits where fewer would print a value equal to one the rule compares it with), e.g. ``+9.2 [+2.4, +16.1]``;
+    ``offset`` is added for display (the AUROC's ½)."""
+    e = claim["effect"]
+    d, s = e.get("digits", 1), e["scale"]
+    marks = [0.0] + ([] if e.get("paper_effect") is None else [e["threshold"]])
+    if offset:
+        show = (lambda x: f"{s * x + offset:.{d}f}")
+    else:
+        show = (lambda x: _show(s * x, d, e.get("signed", True), marks))
+    return f"{show(e['value'])} [{show(e['lo'])}, {show(e['hi'])}]"
+
+
+def _counts(claim: dict) -> tuple[int, int]:
+    """A ``proportion`` claim's pooled events and trials over its seeds."""
+    events, trials = _args(claim)
+    return (int(sum(np.asarray(x, bool).sum() for x in events)), int(sum(np.asarray(x, bool).sum() for x in trials)))
+
+
+def runs_beyond(claim: dict) -> tuple[int, int, float]:
+    """Training runs whose own effect reaches the rule's threshold (half the paper's: for carry-last's loss after the
+    solve, a run losing as the paper's TRM does), of all seeds, and the one-sided 95 % exact upper bound of the share of
+    runs that do (Clopper–Pearson; with none of S runs, 1 − 0.05^(1/S))."""
+    effects = [e for e in power.per_seed_effects(claim) if e == e]
+    k, s = sum(e >= claim["effect"]["threshold"] for e in effects), len(effects)
+    return k, s, 1.0 if k >= s else beta_quantile(0.95, k + 1, s - k)
+
+
+def by_seed(found: dict[str, dict]) -> list[dict]:
+    """Each recorded seed's own numbers: InfiLoop's and carry-last's accuracy at the training depth and the lead,
+    InfiLoop's gain to the deepest evaluation, carry-last's solved puzzles lost after the solve, the content score's
+    AUROC (each None where its claim is not recorded)."""
+    lead = found[LEAD]
+    seeds = lead["data"]["seeds"]
+    rows = [{"seed": s, "infiloop": _mean_pct([a]), "carry_last": _mean_pct([b])}
+            for s, (a, b) in zip(seeds, _args(lead)[0])]
+    extra = {"lead": power.per_seed_effects(lead)}
+    if DEPTH in found:
+        extra["gain"] = dict(zip(found[DEPTH]["data"]["seeds"], power.per_seed_effects(found[DEPTH])))
+    if LOST_AFTER_SOLVE in found:
+        c = found[LOST_AFTER_SOLVE]
+        events, trials = _args(c)
+        extra["lost"] = {s: (int(np.sum(e)), int(np.sum(t))) for s, e, t in zip(c["data"]["seeds"], events, trials)}
+    if SCORE in found:
+        score = found[SCORE]
+        extra["auroc"] = {s: 0.5 + e for s, e in zip(score["data"]["seeds"], power.per_seed_effects(score))}
+    for i, row in enumerate(rows):
+        row["lead"] = extra["lead"][i]
+        for key in ("gain", "lost", "auroc"):
+            row[key] = extra.get(key, {}).get(row["seed"])
+    return rows
+
+
+def render_by_seed(found: dict[str, dict], profile: str) -> str:
+    """The table by seed (markdown), or why there is none."""
+    if LEAD not in found or not (found[LEAD].get("data") or {}).get("seeds"):
+        return f"(`{profile}` records no per-seed data of Table 1's claim)"
+    lines = ["| seed | InfiLoop | carry-last | lead (points) | InfiLoop past the training depth (points) | "
+             "carry-last's solved puzzles lost after the solve | content score's AUROC |",
+             "|---|---|---|---|---|---|---|"]
+    rows = by_seed(found)
+    for r in rows:
+        lost = "–" if r["lost"] is None else f"{r['lost'][0]} of {r['lost'][1]}"
+        lines.append(f"| {r['seed']} | {r['infiloop']:.1f} % | {r['carry_last']:.1f} % | {r['lead']:+.1f} | "
+                     + ("–" if r["gain"] is None else f"{r['gain']:+.1f}") + f" | {lost} | "
+                     + ("–" if r["auroc"] is None else f"{r['auroc']:.2f}") + " |")
+    lines += ["", f"Means over the {len(rows)} seeds: InfiLoop {np.mean([r['infiloop'] for r in rows]):.1f} %, "
+              f"carry-last {np.mean([r['carry_last'] for r in rows]):.1f} %; the lead is positive on "
+              f"{sum(r['lead'] > 0 for r in rows)} of {len(rows)} seeds. Rendered from the record by "
+              "`python -m infiloop results`; FPRM's accuracy is in no claim's data."]
+    return "\n".join(lines)
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    return f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
+
+
+def render_headline(found: dict[str, dict], profile: str) -> str:
+    """The headline paragraph (markdown, one line), or why there is none."""
+    if LEAD not in found or not (found[LEAD].get("data") or {}).get("seeds"):
+        return f"(`{profile}` records no per-seed data of Table 1's claim)"
+    lead = found[LEAD]
+    seeds, e = lead["data"]["seeds"], lead["effect"]
+    infiloop, carry = zip(*_args(lead)[0])
+    row = power.power_row(lead, HALF_WIDTH)
+    five = power.seeds_needed(row["sd"], power.TARGET) or "more than 200"
+    under = verdict(lead) == "agrees" and e["scale"] * e["hi"] < e["paper_effect"]
+    side = ", in direction, under the paper's " if under else "; the paper "
+    needed = "more than 200" if row["needed"] is None else row["needed"]
+    out = [f"At `{profile}` ({len(seeds)} seeds, {_seeds_text(seeds)}) InfiLoop's lead over carry-last at the "
+           f"training depth, {_iv(lead)} points, **{verdict(lead)}**{side}{e['paper_effect']:+g} (InfiLoop "
+           f"{_mean_pct(infiloop):.1f} % against carry-last {_mean_pct(carry):.1f} %, means over the seeds; "
+           f"positive on {sum(x > 0 for x in power.per_seed_effects(lead))} of {len(seeds)} seeds). Its half-width, "
+           f"{row['half_width']:.1f} points, {'meets' if row['half_width'] <= HALF_WIDTH else 'misses'} the "
+           f"{HALF_WIDTH:g} asked: the seeds' spread ({row['sd']:.1f} points) asks for about {needed} seeds "
+           f"for {HALF_WIDTH:g} and {five} for {power.TARGET:g} (`docs/statistics.md`, power table)."]
+    if DEPTH in found:
+        depth = found[DEPTH]
+        deepest, trained = zip(*_args(depth)[0])
+        gains = power.per_seed_effects(depth)
+        out.append(f"InfiLoop's gain past the training depth: {_iv(depth)} points, **{verdict(depth)}** "
+                   f"({_mean_pct(trained):.1f} → {_mean_pct(deepest):.1f} % at the deepest evaluation; positive on "
+                   f"{sum(g > 0 for g in gains)} of {len(gains)} seeds).")
+    if KEPT_UNPERTURBED in found and LOST_AFTER_SOLVE in found:
+        lost, solved = _counts(found[KEPT_UNPERTURBED])
+        after = found[LOST_AFTER_SOLVE]
+        k, s, bound = runs_beyond(after)
+        kept = found[KEPT_UNPERTURBED]
+        out.append(f"Carry-last loses {lost:,} of its {solved:,} solved puzzles without a perturbation (ε = 0) and "
+                   f"{_iv(after)} % in {paper.claim_depth(LOST_AFTER_SOLVE)} (the paper's TRM: {kept['paper']}; "
+                   f"{after['paper']}; verdicts: {verdict(kept)} and {verdict(after)}); {k} of {s} runs lose as the "
+                   f"paper's TRM does (at least {after['effect']['threshold']:g} %), which bounds that share at ≤ "
+                   f"{100 * bound:.0f} % (one-sided 95 %).")
+    if FALL in found:
+        out.append(f"Carry-last's fall after a peak chosen on held-out puzzles: {_iv(found[FALL])} points, "
+                   f"**{verdict(found[FALL])}**.")
+    if SCORE in found:
+        out.append(f"InfiLoop's content score, right against wrong boards: AUROC "
+                   f"{_iv(found[SCORE], offset=0.5)}, **{verdict(found[SCORE])}** (½ is chance).")
+    return " ".join(out)
+
+
+def fill(text: str, claims: list[dict], fill_block) -> str:
+    """``text`` with every headline and by-seed block it holds filled from ``claims`` (``results.recorded_claims``)."""
+    for profile in sorted({c["profile"] for c in claims}):
+        found = {c["id"]: c for c in claims if c["profile"] == profile}
+        for kind, render in (("headline", render_headline), ("by-seed", render_by_seed)):
+            start, end = markers(kind, profile)
+            if start in text:
+                text = fill_block(text, start, end, f"{start}\n{render(found, profile)}\n{end}") or text
+    return text
