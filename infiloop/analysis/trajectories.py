@@ -249,6 +249,32 @@ def separation_terms(traj: dict, axis: str = "outer", of: str = "candidate") -> 
             (np.where(right, 0.0, above).sum(0), (~right).sum(0).astype(np.float64)), (auroc * ones, ones)]
 
 
+def _auroc(right: np.ndarray, wrong: np.ndarray) -> float:
+    """The chance that a right candidate's score exceeds a wrong one's (ties half)."""
+    x = np.sort(wrong)
+    return float(((np.searchsorted(x, right, "left") + np.searchsorted(x, right, "right")) / (2.0 * x.size)).mean())
+
+
+def separation_held(traj: dict, axis: str = "outer") -> dict:
+    """Where the content score's separation of right from wrong candidates (:func:`separation_terms`, over every
+    update) comes from. A right candidate is also a late one (a board is right after its solve), so a score that only
+    drifts with the update would separate them too: ``within_update`` is the AUROC at each update (right against
+    wrong candidates of that update), averaged over the ``updates`` holding both kinds; ``higher_when_right`` the
+    share of the ``puzzles`` with right and wrong candidates whose mean score is higher when right (NaN where none)."""
+    s, w = _score_pairs(traj, axis, "candidate")
+    right = w == 0
+    per_update = [_auroc(s[k][right[k]], s[k][~right[k]]) for k in range(s.shape[0])
+                  if right[k].any() and (~right[k]).any()]
+    both = right.any(0) & (~right).any(0)
+    mean_right = np.where(right, s, 0.0).sum(0) / np.maximum(right.sum(0), 1)
+    mean_wrong = np.where(right, 0.0, s).sum(0) / np.maximum((~right).sum(0), 1)
+    higher = mean_right[both] > mean_wrong[both]
+    nan = float("nan")
+    return {"every_update": _auroc(s[right], s[~right]) if right.any() and (~right).any() else nan,
+            "within_update": float(np.mean(per_update)) if per_update else nan, "updates": len(per_update),
+            "higher_when_right": float(higher.mean()) if higher.size else nan, "puzzles": int(higher.size)}
+
+
 def rank_correlation(x: np.ndarray, y: np.ndarray) -> float | np.ndarray:
     """Spearman's rank correlation of x and y over the entries where both are finite (NaN with fewer than 3, or
     when either is constant there; ties share their mean rank). ``y`` may carry a last axis of resamples ([B, R]
