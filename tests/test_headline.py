@@ -59,7 +59,7 @@ def test_the_table_by_seed_gives_each_seeds_planted_numbers():
         assert r["lost"] == (planted["lost"][s], 100)
         assert r["auroc"] is None  # not recorded: a dash, not a number
     table = headline.render_by_seed(found, "search")
-    assert "| 5 | 70.0 % | 40.0 % | +30.0 |" in table and "| 30 of 100 |" in table
+    assert "| 5 | 70.0 % | 40.0 % | +30.0 |" in table and "| 30 of 100 | – | – |" in table
     assert "InfiLoop 65.0 %, carry-last 56.2 %; the lead is positive on 2 of 4 seeds" in table
 
 
@@ -105,3 +105,26 @@ def test_a_profile_without_per_seed_data_says_so_and_the_pages_are_current():
         assert results.render_blocks(text) == text, f"{page.name} is stale: run `python -m infiloop results`"
         block = text[text.index(start):text.index(end)]
         assert re.search(r"\(\d+ seeds, ", block), "the headline names its seeds"
+
+
+def test_the_lead_by_cpu_and_its_welch_interval():
+    """Seeds recorded on two CPUs: each CPU's mean lead and the difference with Welch's t interval (against an
+    independent computation); one CPU: no such sentence."""
+    found, planted = _planted()
+    cpu = {3: "Intel", 4: "Intel", 5: "AMD", 6: "AMD"}
+    leads = {s: 100 * (planted["infiloop"][s] - planted["carry"][s]) for s in SEEDS}
+    groups = headline.by_machine(found, cpu)
+    assert [(n, k) for n, k, _ in groups] == [("AMD", 2), ("Intel", 2)]  # most seeds first, ties by name
+    first = groups[0][0]
+    a = np.array([leads[s] for s in SEEDS if cpu[s] == first])
+    b = np.array([leads[s] for s in SEEDS if cpu[s] != first])
+    d, lo, hi = headline.machine_difference(found, cpu)
+    se2 = a.var(ddof=1) / 2 + b.var(ddof=1) / 2
+    df = se2 ** 2 / ((a.var(ddof=1) / 2) ** 2 + (b.var(ddof=1) / 2) ** 2)
+    assert math.isclose(d, a.mean() - b.mean(), abs_tol=1e-9)
+    assert math.isclose(hi - d, t_quantile(0.975, df) * math.sqrt(se2), rel_tol=1e-9)
+    text = headline.render_headline(found, "search", cpu)
+    assert "The seeds were trained on 2 kinds of CPU" in text and f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" in text
+    assert "kinds of CPU" not in headline.render_headline(found, "search", {s: "AMD" for s in SEEDS})
+    assert "| 5 | 70.0 % | 40.0 % | +30.0 |" in headline.render_by_seed(found, "search", cpu)
+    assert headline.render_by_seed(found, "search", cpu).splitlines()[2].endswith(f"| {cpu[3]} |")

@@ -10,11 +10,13 @@ effect is ``power.per_seed_effects``. FPRM's accuracy is in no claim's data, so 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...analysis import claim_data, paper, power
 from ...analysis.claims import _show
-from ...analysis.quantiles import beta_quantile
+from ...analysis.quantiles import beta_quantile, t_quantile
 from .verdicts import verdict
 
 LEAD = "main.infiloop_beats_carry_last_sudoku"  # InfiLoop − carry-last at the training depth (Table 1)
@@ -93,19 +95,20 @@ def by_seed(found: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def render_by_seed(found: dict[str, dict], profile: str) -> str:
-    """The table by seed (markdown), or why there is none."""
+def render_by_seed(found: dict[str, dict], profile: str, cpu: dict[int, str] | None = None) -> str:
+    """The table by seed (markdown), each seed with the CPU of the sitting that recorded it (``cpu``), or why there
+    is none."""
     if LEAD not in found or not (found[LEAD].get("data") or {}).get("seeds"):
         return f"(`{profile}` records no per-seed data of Table 1's claim)"
     lines = ["| seed | InfiLoop | carry-last | lead (points) | InfiLoop past the training depth (points) | "
-             "carry-last's solved puzzles lost after the solve | content score's AUROC |",
-             "|---|---|---|---|---|---|---|"]
+             "carry-last's solved puzzles lost after the solve | content score's AUROC | CPU |",
+             "|---|---|---|---|---|---|---|---|"]
     rows = by_seed(found)
     for r in rows:
         lost = "–" if r["lost"] is None else f"{r['lost'][0]} of {r['lost'][1]}"
         lines.append(f"| {r['seed']} | {r['infiloop']:.1f} % | {r['carry_last']:.1f} % | {r['lead']:+.1f} | "
                      + ("–" if r["gain"] is None else f"{r['gain']:+.1f}") + f" | {lost} | "
-                     + ("–" if r["auroc"] is None else f"{r['auroc']:.2f}") + " |")
+                     + ("–" if r["auroc"] is None else f"{r['auroc']:.2f}") + f" | {(cpu or {}).get(r['seed'], '–')} |")
     lines += ["", f"Means over the {len(rows)} seeds: InfiLoop {np.mean([r['infiloop'] for r in rows]):.1f} %, "
               f"carry-last {np.mean([r['carry_last'] for r in rows]):.1f} %; the lead is positive on "
               f"{sum(r['lead'] > 0 for r in rows)} of {len(rows)} seeds. Rendered from the record by "
@@ -117,8 +120,36 @@ def _seeds_text(seeds: list[int]) -> str:
     return f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
 
 
-def render_headline(found: dict[str, dict], profile: str) -> str:
-    """The headline paragraph (markdown, one line), or why there is none."""
+def by_machine(found: dict[str, dict], cpu: dict[int, str]) -> list[tuple[str, int, float]]:
+    """Each CPU the seeds were recorded on: its name, its seeds and their mean lead (points), most seeds first (ties
+    by name)."""
+    leads = dict(zip(found[LEAD]["data"]["seeds"], power.per_seed_effects(found[LEAD])))
+    groups: dict[str, list[float]] = {}
+    for s, e in leads.items():
+        groups.setdefault(cpu.get(s, "unknown"), []).append(e)
+    return sorted(((n, len(x), float(np.mean(x))) for n, x in groups.items()), key=lambda g: (-g[1], g[0]))
+
+
+def machine_difference(found: dict[str, dict], cpu: dict[int, str]) -> tuple[float, float, float] | None:
+    """The mean lead on the CPU with the most seeds − on the other, with its 95 % Welch t interval over the seeds
+    (Welch–Satterthwaite degrees of freedom); None unless the seeds were recorded on exactly two CPUs with at least
+    two seeds each."""
+    leads = dict(zip(found[LEAD]["data"]["seeds"], power.per_seed_effects(found[LEAD])))
+    names = [n for n, _, _ in by_machine(found, cpu)]
+    if len(names) != 2:
+        return None
+    a, b = (np.array([e for s, e in leads.items() if cpu.get(s, "unknown") == n]) for n in names)
+    if min(a.size, b.size) < 2:
+        return None
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    d, h = float(a.mean() - b.mean()), t_quantile(0.975, df) * math.sqrt(va + vb)
+    return d, d - h, d + h
+
+
+def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | None = None) -> str:
+    """The headline paragraph (markdown, one line), or why there is none; with the lead by CPU where the seeds were
+    recorded on more than one (``cpu``: each seed's)."""
     if LEAD not in found or not (found[LEAD].get("data") or {}).get("seeds"):
         return f"(`{profile}` records no per-seed data of Table 1's claim)"
     lead = found[LEAD]
@@ -136,6 +167,14 @@ def render_headline(found: dict[str, dict], profile: str) -> str:
            f"{row['half_width']:.1f} points, {'meets' if row['half_width'] <= HALF_WIDTH else 'misses'} the "
            f"{HALF_WIDTH:g} asked: the seeds' spread ({row['sd']:.1f} points) asks for about {needed} seeds "
            f"for {HALF_WIDTH:g} and {five} for {power.TARGET:g} (`docs/statistics.md`, power table)."]
+    machines = by_machine(found, cpu or {})
+    if len(machines) > 1:
+        out.append(f"The seeds were trained on {len(machines)} kinds of CPU, on which one seed trains to different "
+                   "models (`docs/results.md`); the lead by CPU: "
+                   + "; ".join(f"{n}, {k} seeds, {x:+.1f}" for n, k, x in machines)
+                   + ("" if (diff := machine_difference(found, cpu or {})) is None else
+                      f" (the first − the second: {diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}] points, Welch's t "
+                      "over the seeds)") + ".")
     if DEPTH in found:
         depth = found[DEPTH]
         deepest, trained = zip(*_args(depth)[0])
@@ -162,12 +201,14 @@ def render_headline(found: dict[str, dict], profile: str) -> str:
     return " ".join(out)
 
 
-def fill(text: str, claims: list[dict], fill_block) -> str:
-    """``text`` with every headline and by-seed block it holds filled from ``claims`` (``results.recorded_claims``)."""
+def fill(text: str, claims: list[dict], fill_block, machines: dict[str, dict[int, str]] | None = None) -> str:
+    """``text`` with every headline and by-seed block it holds filled from ``claims`` (``results.recorded_claims``)
+    and each seed's machine (``results.recorded_machines``)."""
     for profile in sorted({c["profile"] for c in claims}):
         found = {c["id"]: c for c in claims if c["profile"] == profile}
+        cpu = (machines or {}).get(profile, {})
         for kind, render in (("headline", render_headline), ("by-seed", render_by_seed)):
             start, end = markers(kind, profile)
             if start in text:
-                text = fill_block(text, start, end, f"{start}\n{render(found, profile)}\n{end}") or text
+                text = fill_block(text, start, end, f"{start}\n{render(found, profile, cpu)}\n{end}") or text
     return text

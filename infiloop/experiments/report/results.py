@@ -117,6 +117,18 @@ def recorded_claims(recorded: Path | None = None) -> list[dict]:
     return claims
 
 
+def recorded_machines(recorded: Path | None = None) -> dict[str, dict[int, str]]:
+    """For each recorded profile, each seed's machine: the CPU of the sitting that recorded it (``parts`` of its
+    Table 1 summary, or the summary's own environment when it was recorded in one sitting)."""
+    root = RECORDED if recorded is None else Path(recorded)
+    out = {}
+    for path in sorted(root.glob(f"*/{paper.NOTEBOOKS[0]}.json")):
+        s = _read(path)
+        out[path.parent.name] = {int(seed): str(part.get("environment", {}).get("cpu", "unknown"))
+                                 for part in records.parts(s) for seed in part.get("seeds", [])}
+    return out
+
+
 EARLIER = "†"
 EARLIER_NOTE = (f"{EARLIER} decided by the earlier rule (a two-level percentile bootstrap, the verdict by the side of "
                 "zero; with three seeds spread as search's it covered 84–89 % in the simulation of "
@@ -210,7 +222,7 @@ def render_blocks(text: str, recorded: Path | None = None) -> str:
     if POWER[0] in text:
         text = fill_block(text, *POWER, f"{POWER[0]}\n{render_power(recorded)}\n{POWER[1]}") or text
     if "<!-- headline " in text or "<!-- by-seed " in text:
-        text = headline.fill(text, recorded_claims(recorded), fill_block)
+        text = headline.fill(text, recorded_claims(recorded), fill_block, recorded_machines(recorded))
     return text
 
 
