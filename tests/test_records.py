@@ -146,6 +146,10 @@ def test_summaries_merge_seed_by_seed_and_refuse_other_settings():
     by_seed = ", ".join(f"{s}: {e:+.1f}" for s, e in zip([0, 1, 2], power.per_seed_effects(whole)))
     assert merged["claims"][0]["ours"].startswith(f"3 seeds, merged from records made apart; the effect by seed "
                                                   f"({by_seed} points)"), merged["claims"][0]["ours"]
+    assert not any("kinds of CPU" in line for line in said)
+    amd = {**_summary([3]), "environment": {"cpu": "AMD EPYC × 2"}}
+    _, said = records.merge({**merged, "parts": [{**p, "environment": {"cpu": "Intel"}} for p in merged["parts"]]}, amd)
+    assert any("recorded on 2 kinds of CPU (AMD EPYC × 2, Intel)" in line for line in said), said
     other = {"code_version": 8, "task": "sudoku", "recipe": "infiloop", "train": {"seed": 0, "lr": 1e-3}, "eval": {}}
     with pytest.raises(DataError, match=r"run 'infiloop' was trained with other settings .*code_version 7 vs 8"):
         records.merge(_summary([0]), _summary([2], other))

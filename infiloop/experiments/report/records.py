@@ -158,6 +158,11 @@ def merge(recorded: dict, new: dict) -> tuple[dict, list[str]]:
                                                          if int(s) in keep}}}
                    for rid, r in recorded["runs"].items()}
     out["parts"] = [*parts(recorded), *parts(new, keep)]
+    cpus = {p.get("environment", {}).get("cpu") for p in out["parts"]} - {None}
+    if len(cpus) > 1:  # a seed is one model only on one kind of CPU (docs/results.md, "The same seed on another CPU")
+        said.append(f"{new['notebook']}: its seeds were recorded on {len(cpus)} kinds of CPU "
+                    f"({', '.join(sorted(cpus))}): a seed trains to another model on another CPU, so compare the parts "
+                    "before reading them as one")
     return out, said
 
 
