@@ -11,7 +11,7 @@ import numpy as np
 from infiloop import paths
 from infiloop.analysis import claims
 from infiloop.analysis.quantiles import t_quantile
-from infiloop.experiments.report import headline, results
+from infiloop.experiments.report import by_cpu, headline, results
 
 SEEDS = [3, 4, 5, 6]
 P = 200
@@ -109,22 +109,27 @@ def test_a_profile_without_per_seed_data_says_so_and_the_pages_are_current():
 
 def test_the_lead_by_cpu_and_its_welch_interval():
     """Seeds recorded on two CPUs: each CPU's mean lead and the difference with Welch's t interval (against an
-    independent computation); one CPU: no such sentence."""
+    independent computation); one CPU: no such sentence; the table by CPU lists every claim with per-seed data."""
     found, planted = _planted()
     cpu = {3: "Intel", 4: "Intel", 5: "AMD", 6: "AMD"}
     leads = {s: 100 * (planted["infiloop"][s] - planted["carry"][s]) for s in SEEDS}
-    groups = headline.by_machine(found, cpu)
-    assert [(n, k) for n, k, _ in groups] == [("AMD", 2), ("Intel", 2)]  # most seeds first, ties by name
-    first = groups[0][0]
-    a = np.array([leads[s] for s in SEEDS if cpu[s] == first])
-    b = np.array([leads[s] for s in SEEDS if cpu[s] != first])
-    d, lo, hi = headline.machine_difference(found, cpu)
+    groups = by_cpu.groups(found[headline.LEAD], cpu)
+    assert [(n, x.size) for n, x in groups] == [("AMD", 2), ("Intel", 2)]  # most seeds first, ties by name
+    a = np.array([leads[s] for s in SEEDS if cpu[s] == "AMD"])
+    b = np.array([leads[s] for s in SEEDS if cpu[s] == "Intel"])
+    d, lo, hi = by_cpu.difference(found[headline.LEAD], cpu)
     se2 = a.var(ddof=1) / 2 + b.var(ddof=1) / 2
     df = se2 ** 2 / ((a.var(ddof=1) / 2) ** 2 + (b.var(ddof=1) / 2) ** 2)
     assert math.isclose(d, a.mean() - b.mean(), abs_tol=1e-9)
-    assert math.isclose(hi - d, t_quantile(0.975, df) * math.sqrt(se2), rel_tol=1e-9)
+    assert math.isclose(hi - d, t_quantile(0.975, df) * math.sqrt(se2), rel_tol=1e-9) and math.isclose(d - lo, hi - d)
     text = headline.render_headline(found, "search", cpu)
     assert "The seeds were trained on 2 kinds of CPU" in text and f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" in text
     assert "kinds of CPU" not in headline.render_headline(found, "search", {s: "AMD" for s in SEEDS})
     assert "| 5 | 70.0 % | 40.0 % | +30.0 |" in headline.render_by_seed(found, "search", cpu)
     assert headline.render_by_seed(found, "search", cpu).splitlines()[2].endswith(f"| {cpu[3]} |")
+    table = by_cpu.render_table(list(found.values()), cpu, "search")
+    assert f"| {headline.LEAD} | 2, {a.mean():+.2f} | 2, {b.mean():+.2f} | {d:+.2f} [{lo:+.2f}, {hi:+.2f}] points |" \
+        in table  # the CPUs in the order of the headline's difference
+    assert len(table.splitlines()) == 2 + len(found)
+    assert "one kind of CPU" in by_cpu.render_table(list(found.values()), {s: "AMD" for s in SEEDS}, "search")
+    assert by_cpu.welch(np.array([1.0, 1.0]), np.array([2.0, 2.0])) is None  # no spread: no interval

@@ -10,13 +10,12 @@ effect is ``power.per_seed_effects``. FPRM's accuracy is in no claim's data, so 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...analysis import claim_data, paper, power
 from ...analysis.claims import _show
-from ...analysis.quantiles import beta_quantile, t_quantile
+from ...analysis.quantiles import beta_quantile
+from . import by_cpu
 from .verdicts import verdict
 
 LEAD = "main.infiloop_beats_carry_last_sudoku"  # InfiLoop − carry-last at the training depth (Table 1)
@@ -120,33 +119,6 @@ def _seeds_text(seeds: list[int]) -> str:
     return f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
 
 
-def by_machine(found: dict[str, dict], cpu: dict[int, str]) -> list[tuple[str, int, float]]:
-    """Each CPU the seeds were recorded on: its name, its seeds and their mean lead (points), most seeds first (ties
-    by name)."""
-    leads = dict(zip(found[LEAD]["data"]["seeds"], power.per_seed_effects(found[LEAD])))
-    groups: dict[str, list[float]] = {}
-    for s, e in leads.items():
-        groups.setdefault(cpu.get(s, "unknown"), []).append(e)
-    return sorted(((n, len(x), float(np.mean(x))) for n, x in groups.items()), key=lambda g: (-g[1], g[0]))
-
-
-def machine_difference(found: dict[str, dict], cpu: dict[int, str]) -> tuple[float, float, float] | None:
-    """The mean lead on the CPU with the most seeds − on the other, with its 95 % Welch t interval over the seeds
-    (Welch–Satterthwaite degrees of freedom); None unless the seeds were recorded on exactly two CPUs with at least
-    two seeds each."""
-    leads = dict(zip(found[LEAD]["data"]["seeds"], power.per_seed_effects(found[LEAD])))
-    names = [n for n, _, _ in by_machine(found, cpu)]
-    if len(names) != 2:
-        return None
-    a, b = (np.array([e for s, e in leads.items() if cpu.get(s, "unknown") == n]) for n in names)
-    if min(a.size, b.size) < 2:
-        return None
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-    d, h = float(a.mean() - b.mean()), t_quantile(0.975, df) * math.sqrt(va + vb)
-    return d, d - h, d + h
-
-
 def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | None = None) -> str:
     """The headline paragraph (markdown, one line), or why there is none; with the lead by CPU where the seeds were
     recorded on more than one (``cpu``: each seed's)."""
@@ -167,12 +139,12 @@ def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | 
            f"{row['half_width']:.1f} points, {'meets' if row['half_width'] <= HALF_WIDTH else 'misses'} the "
            f"{HALF_WIDTH:g} asked: the seeds' spread ({row['sd']:.1f} points) asks for about {needed} seeds "
            f"for {HALF_WIDTH:g} and {five} for {power.TARGET:g} (`docs/statistics.md`, power table)."]
-    machines = by_machine(found, cpu or {})
+    machines = by_cpu.groups(lead, cpu or {})
     if len(machines) > 1:
         out.append(f"The seeds were trained on {len(machines)} kinds of CPU, on which one seed trains to different "
                    "models (`docs/results.md`); the lead by CPU: "
-                   + "; ".join(f"{n}, {k} seeds, {x:+.1f}" for n, k, x in machines)
-                   + ("" if (diff := machine_difference(found, cpu or {})) is None else
+                   + "; ".join(f"{n}, {x.size} seeds, {x.mean():+.1f}" for n, x in machines)
+                   + ("" if (diff := by_cpu.difference(lead, cpu or {})) is None else
                       f" (the first − the second: {diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}] points, Welch's t "
                       "over the seeds)") + ".")
     if DEPTH in found:
@@ -202,12 +174,14 @@ def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | 
 
 
 def fill(text: str, claims: list[dict], fill_block, machines: dict[str, dict[int, str]] | None = None) -> str:
-    """``text`` with every headline and by-seed block it holds filled from ``claims`` (``results.recorded_claims``)
-    and each seed's machine (``results.recorded_machines``)."""
+    """``text`` with every headline, by-seed and by-cpu block it holds filled from ``claims``
+    (``results.recorded_claims``) and each seed's machine (``results.recorded_machines``)."""
     for profile in sorted({c["profile"] for c in claims}):
         found = {c["id"]: c for c in claims if c["profile"] == profile}
         cpu = (machines or {}).get(profile, {})
-        for kind, render in (("headline", render_headline), ("by-seed", render_by_seed)):
+        renders = (("headline", render_headline), ("by-seed", render_by_seed),
+                   ("by-cpu", lambda f, p, m: by_cpu.render_table(list(f.values()), m, p)))
+        for kind, render in renders:
             start, end = markers(kind, profile)
             if start in text:
                 text = fill_block(text, start, end, f"{start}\n{render(found, profile, cpu)}\n{end}") or text

@@ -221,7 +221,7 @@ def render_blocks(text: str, recorded: Path | None = None) -> str:
         text = fill_block(text, start, end, f"{start}\n{render_table(recorded, only)}\n{end}") or text
     if POWER[0] in text:
         text = fill_block(text, *POWER, f"{POWER[0]}\n{render_power(recorded)}\n{POWER[1]}") or text
-    if "<!-- headline " in text or "<!-- by-seed " in text:
+    if any(f"<!-- {kind} " in text for kind in ("headline", "by-seed", "by-cpu")):
         text = headline.fill(text, recorded_claims(recorded), fill_block, recorded_machines(recorded))
     return text
 
