@@ -156,8 +156,10 @@ auroc = f"{0.5 + separation.value:.2f} [{0.5 + separation.lo:.2f}, {0.5 + separa
 held = {s: analysis.separation_held(t, "outer") for s, t in by_seed.items()}
 held_cols = ["seed", "AUROC, every update", "AUROC within an update (updates with both)",
              "puzzles scored higher when right"]
-held_rows = [[str(s), f"{h['every_update']:.2f}", f"{h['within_update']:.2f} ({h['updates']})",
-              f"{100 * h['higher_when_right']:.0f} % of {h['puzzles']}"] for s, h in held.items()]
+held_rows = [[str(s), "–" if h["every_update"] != h["every_update"] else f"{h['every_update']:.2f}",
+              "–" if not h["updates"] else f"{h['within_update']:.2f} ({h['updates']})",
+              "–" if not h["puzzles"] else f"{100 * h['higher_when_right']:.0f} % of {h['puzzles']}"]
+             for s, h in held.items()]  # –: no right (or no wrong) candidate to compare
 for row in held_rows:
     print(" · ".join(f"{c}: {v}" for c, v in zip(held_cols, row)))
 
