@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from infiloop import paths
-from infiloop.analysis import claims
+from infiloop.analysis import claim_data, claims
 from infiloop.analysis.quantiles import t_quantile
 from infiloop.experiments.report import by_cpu, headline, results
 
@@ -97,6 +97,11 @@ def test_the_bound_on_runs_is_the_exact_one_sided_binomial_bound():
 
 def test_a_profile_without_per_seed_data_says_so_and_the_pages_are_current():
     assert "records no per-seed data" in headline.render_headline({}, "quick")
+    found, _ = _planted()
+    one = {cid: claims.redecide({**c, "ours": "seed 3"}, claim_data.subset(c["data"], [3])) for cid, c in found.items()}
+    text = headline.render_headline(one, "quick")
+    assert text.startswith("At `quick` (1 seed, 3) InfiLoop's lead over carry-last at the training depth, +10.0 [")
+    assert "half-width" not in text and "0 of 1 runs lose" in text  # one seed: no spread, no seeds needed
     assert "records no per-seed data" in headline.render_by_seed({}, "quick")
     for page in (paths.ROOT / "README.md", paths.DOCS / "results.md"):
         text = page.read_text(encoding="utf-8")

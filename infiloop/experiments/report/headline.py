@@ -1,7 +1,8 @@
 """The headline in words and each seed's own numbers, rendered from a profile's record (``docs/results/<profile>``).
 
-The README's paragraph under its results table (``<!-- headline PROFILE: start -->``) and docs/results.md's table by
-seed (``<!-- by-seed PROFILE: start -->``) are filled by ``python -m infiloop results`` as the verdict tables are
+The README's paragraph under its results table (``<!-- headline PROFILE: start -->``), docs/results.md's table by
+seed (``<!-- by-seed PROFILE: start -->``) and its table of every claim by CPU (``<!-- by-cpu PROFILE: start -->``,
+``by_cpu.py``) are filled by ``python -m infiloop results`` as the verdict tables are
 (``results.render_blocks``), so no number in them is typed by hand and none goes stale when seeds are added. Every
 number is computed from the data a claim keeps (``analysis/claim_data.py``): the per-seed, per-puzzle flags of
 Table 1's claim give each model's accuracy, the claims' intervals and verdicts are the recorded ones, each seed's
@@ -28,7 +29,7 @@ HALF_WIDTH = 6.0  # points: the half-width issue 61 asks of the headline's inter
 
 
 def markers(kind: str, profile: str) -> tuple[str, str]:
-    """The markers of a block of ``kind`` ("headline" or "by-seed") for ``profile``."""
+    """The markers of a block of ``kind`` ("headline", "by-seed" or "by-cpu") for ``profile``."""
     return f"<!-- {kind} {profile}: start -->", f"<!-- {kind} {profile}: end -->"
 
 
@@ -116,7 +117,10 @@ def render_by_seed(found: dict[str, dict], profile: str, cpu: dict[int, str] | N
 
 
 def _seeds_text(seeds: list[int]) -> str:
-    return f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
+    """``17 seeds, 0–16``, ``2 seeds, 3, 7`` or ``1 seed, 3``."""
+    which = (f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1))
+             else ", ".join(map(str, seeds)))
+    return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}, {which}"
 
 
 def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | None = None) -> str:
@@ -127,18 +131,20 @@ def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | 
     lead = found[LEAD]
     seeds, e = lead["data"]["seeds"], lead["effect"]
     infiloop, carry = zip(*_args(lead)[0])
-    row = power.power_row(lead, HALF_WIDTH)
-    five = power.seeds_needed(row["sd"], power.TARGET) or "more than 200"
     under = verdict(lead) == "agrees" and e["scale"] * e["hi"] < e["paper_effect"]
     side = ", in direction, under the paper's " if under else "; the paper "
-    needed = "more than 200" if row["needed"] is None else row["needed"]
-    out = [f"At `{profile}` ({len(seeds)} seeds, {_seeds_text(seeds)}) InfiLoop's lead over carry-last at the "
+    out = [f"At `{profile}` ({_seeds_text(seeds)}) InfiLoop's lead over carry-last at the "
            f"training depth, {_iv(lead)} points, **{verdict(lead)}**{side}{e['paper_effect']:+g} (InfiLoop "
            f"{_mean_pct(infiloop):.1f} % against carry-last {_mean_pct(carry):.1f} %, means over the seeds; "
-           f"positive on {sum(x > 0 for x in power.per_seed_effects(lead))} of {len(seeds)} seeds). Its half-width, "
-           f"{row['half_width']:.1f} points, {'meets' if row['half_width'] <= HALF_WIDTH else 'misses'} the "
-           f"{HALF_WIDTH:g} asked: the seeds' spread ({row['sd']:.1f} points) asks for about {needed} seeds "
-           f"for {HALF_WIDTH:g} and {five} for {power.TARGET:g} (`docs/statistics.md`, power table)."]
+           f"positive on {sum(x > 0 for x in power.per_seed_effects(lead))} of {len(seeds)} seeds)."]
+    row = power.power_row(lead, HALF_WIDTH)  # None with one seed: no spread to read
+    if row is not None:
+        five = power.seeds_needed(row["sd"], power.TARGET) or "more than 200"
+        needed = "more than 200" if row["needed"] is None else row["needed"]
+        out.append(f"Its half-width, {row['half_width']:.1f} points, "
+                   f"{'meets' if row['half_width'] <= HALF_WIDTH else 'misses'} the {HALF_WIDTH:g} asked: the seeds' "
+                   f"spread ({row['sd']:.1f} points) asks for about {needed} seeds for {HALF_WIDTH:g} and {five} for "
+                   f"{power.TARGET:g} (`docs/statistics.md`, power table).")
     machines = by_cpu.groups(lead, cpu or {})
     if len(machines) > 1:
         out.append(f"The seeds were trained on {len(machines)} kinds of CPU, on which one seed trains to different "
