@@ -55,6 +55,9 @@ SLOW = {
                        ("infiloop", " --set model.inner.content_score=false --set model.outer.content_score=false"),
                        ("infiloop", " --set model.inner.beta=0.1 --set model.outer.beta=0.1"),
                        ("carry_last", " --set model.inner.name=ema --set model.outer.name=ema"))},
+    "python -m infiloop train --profile search --recipe carry_last --set train.seed=0":
+        "trains seed 0's carry-last at search, 1,500 steps: about 9 minutes on one core (docs/results.md, \"The same "
+        "seed on another CPU\")",
     "python -m infiloop plan --profile paper": "resolves the paper profile's 25 trainings (building its ARC data) and "
                                                "measures the memory of about 25 model configurations: minutes "
                                                "(tests/test_memory.py plans the gpu profile's memory in the suite and "
