@@ -138,3 +138,20 @@ def test_the_lead_by_cpu_and_its_welch_interval():
     assert len(table.splitlines()) == 2 + len(found)
     assert "one kind of CPU" in by_cpu.render_table(list(found.values()), {s: "AMD" for s in SEEDS}, "search")
     assert by_cpu.welch(np.array([1.0, 1.0]), np.array([2.0, 2.0])) is None  # no spread: no interval
+
+
+def test_each_models_accuracy_by_cpu():
+    """The table by CPU also splits InfiLoop's and carry-last's own accuracy (which model moves a lead that differs
+    between CPUs), each against the planted accuracies."""
+    found, planted = _planted()
+    cpu = {3: "Intel", 4: "AMD", 5: "Intel", 6: "AMD"}
+    table = by_cpu.render_table(list(found.values()), cpu, "search", headline.accuracies(found))
+    assert len(table.splitlines()) == 2 + len(found) + 2
+    for model, key in (("InfiLoop", "infiloop"), ("carry-last", "carry")):
+        amd = np.array([100 * planted[key][s] for s in (4, 6)])
+        intel = np.array([100 * planted[key][s] for s in (3, 5)])
+        d, lo, hi = by_cpu.welch(amd, intel)
+        row = (f"| {model}'s accuracy at the training depth (not a claim) | 2, {amd.mean():+.2f} | 2, "
+               f"{intel.mean():+.2f} | {d:+.2f} [{lo:+.2f}, {hi:+.2f}] points |")
+        assert row in table, (row, table)
+    assert headline.accuracies({}) == {}  # no Table-1 data: no rows

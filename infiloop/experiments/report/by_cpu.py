@@ -17,13 +17,18 @@ from ...analysis import power
 from ...analysis.quantiles import t_quantile
 
 
-def groups(claim: dict, cpu: dict[int, str]) -> list[tuple[str, np.ndarray]]:
-    """The claim's defined per-seed effects (display units) by CPU: most seeds first, ties by name."""
+def split(values: dict[int, float], cpu: dict[int, str]) -> list[tuple[str, np.ndarray]]:
+    """Defined per-seed ``values`` grouped by each seed's CPU: most seeds first, ties by name."""
     by: dict[str, list[float]] = {}
-    for s, e in zip(claim["data"]["seeds"], power.per_seed_effects(claim)):
-        if e == e:
-            by.setdefault(cpu.get(s, "unknown"), []).append(e)
+    for s, v in values.items():
+        if v == v:
+            by.setdefault(cpu.get(s, "unknown"), []).append(v)
     return sorted(((n, np.array(x)) for n, x in by.items()), key=lambda g: (-g[1].size, g[0]))
+
+
+def groups(claim: dict, cpu: dict[int, str]) -> list[tuple[str, np.ndarray]]:
+    """The claim's defined per-seed effects (display units) by CPU (:func:`split`)."""
+    return split(dict(zip(claim["data"]["seeds"], power.per_seed_effects(claim))), cpu)
 
 
 def welch(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> tuple[float, float, float] | None:
@@ -46,8 +51,18 @@ def difference(claim: dict, cpu: dict[int, str]) -> tuple[float, float, float] |
     return welch(g[0][1], g[1][1]) if len(g) == 2 else None
 
 
-def render_table(claims: list[dict], cpu: dict[int, str], profile: str) -> str:
-    """Markdown: for each claim kept with per-seed data, its mean effect on each CPU and the difference between two."""
+def _row(label: str, g: dict[str, np.ndarray], names: list[str], unit: str) -> str:
+    cells = [f"{g[n].size}, {g[n].mean():+.2f}" if n in g else "–" for n in names]
+    d = welch(g[names[0]], g[names[1]]) if len(names) == 2 and all(n in g for n in names) else None
+    diff = "–" if d is None else f"{d[0]:+.2f} [{d[1]:+.2f}, {d[2]:+.2f}] {unit}".strip()
+    return f"| {label} | " + " | ".join(cells) + f" | {diff} |"
+
+
+def render_table(claims: list[dict], cpu: dict[int, str], profile: str,
+                 measures: dict[str, tuple[dict[int, float], str]] | None = None) -> str:
+    """Markdown: for each claim kept with per-seed data, its mean effect on each CPU and the difference between two;
+    then each of ``measures`` (a label: per-seed values and their unit, e.g. one model's accuracy, which no claim
+    decides alone) the same way."""
     rows = [c for c in claims if (c.get("data") or {}).get("seeds") and (c.get("effect") or {}).get("lo") is not None]
     seeds = {s for c in rows for s in c["data"]["seeds"]}
     count = {n: sum(cpu.get(s, "unknown") == n for s in seeds) for n in {cpu.get(s, "unknown") for s in seeds}}
@@ -57,11 +72,6 @@ def render_table(claims: list[dict], cpu: dict[int, str], profile: str) -> str:
     head = [f"{n}: seeds, mean" for n in names]
     lines = ["| claim | " + " | ".join(head) + " | difference, the first − the second [95 % Welch interval] |",
              "|---|" + "---|" * (len(names) + 1)]
-    for c in rows:
-        g = dict(groups(c, cpu))
-        unit = c["effect"]["unit"].strip()
-        cells = [f"{g[n].size}, {g[n].mean():+.2f}" if n in g else "–" for n in names]
-        d = welch(g[names[0]], g[names[1]]) if len(names) == 2 and all(n in g for n in names) else None
-        diff = "–" if d is None else f"{d[0]:+.2f} [{d[1]:+.2f}, {d[2]:+.2f}] {unit}".strip()
-        lines.append(f"| {c['id']} | " + " | ".join(cells) + f" | {diff} |")
+    lines += [_row(c["id"], dict(groups(c, cpu)), names, c["effect"]["unit"].strip()) for c in rows]
+    lines += [_row(label, dict(split(values, cpu)), names, unit) for label, (values, unit) in (measures or {}).items()]
     return "\n".join(lines)

@@ -95,6 +95,16 @@ def by_seed(found: dict[str, dict]) -> list[dict]:
     return rows
 
 
+def accuracies(found: dict[str, dict]) -> dict[str, tuple[dict[int, float], str]]:
+    """InfiLoop's and carry-last's accuracy at the training depth by seed (:func:`by_seed`), for the table by CPU: a
+    lead that differs between CPUs may come from either model."""
+    if LEAD not in found or not (found[LEAD].get("data") or {}).get("seeds"):
+        return {}
+    rows = by_seed(found)
+    return {f"{name}'s accuracy at the training depth (not a claim)": ({r["seed"]: r[key] for r in rows}, "points")
+            for key, name in (("infiloop", "InfiLoop"), ("carry_last", "carry-last"))}
+
+
 def render_by_seed(found: dict[str, dict], profile: str, cpu: dict[int, str] | None = None) -> str:
     """The table by seed (markdown), each seed with the CPU of the sitting that recorded it (``cpu``), or why there
     is none."""
@@ -186,7 +196,7 @@ def fill(text: str, claims: list[dict], fill_block, machines: dict[str, dict[int
         found = {c["id"]: c for c in claims if c["profile"] == profile}
         cpu = (machines or {}).get(profile, {})
         renders = (("headline", render_headline), ("by-seed", render_by_seed),
-                   ("by-cpu", lambda f, p, m: by_cpu.render_table(list(f.values()), m, p)))
+                   ("by-cpu", lambda f, p, m: by_cpu.render_table(list(f.values()), m, p, accuracies(f))))
         for kind, render in renders:
             start, end = markers(kind, profile)
             if start in text:
