@@ -3,5 +3,6 @@ from .machine import tune_allocator
 tune_allocator()  # before the first tensor (machine.py)
 
 from .cli import main  # noqa: E402
+from .machine import end_process  # noqa: E402
 
-raise SystemExit(main())
+end_process(main())

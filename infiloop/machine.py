@@ -9,6 +9,7 @@ jobs call first.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -144,6 +145,56 @@ def init_distributed(device: str) -> str:
     torch.cuda.set_device(index)
     dist.init_process_group("nccl")
     return f"cuda:{index}"
+
+
+def leave_process_group() -> None:
+    """Leave the process group of a multi-process training (:func:`init_distributed`) after it succeeded: a barrier
+    (no process leaves while another still trains), ``destroy_process_group``, and an end without interpreter
+    finalization once this process exits.
+
+    Why the last: after a DDP training, gloo's worker threads outlive ``destroy_process_group`` (DDP's reducer keeps
+    the process group alive in C++, where no garbage collection reaches it; torch 2.13) and live until the process
+    ends. A worker still releasing the last collective's tensors at interpreter finalization needs the GIL; Python
+    ends that thread inside C++ code that cannot unwind, and the process aborts ("terminate called without an active
+    exception", SIGABRT: one two-process training in fifty under load; core dump and loop in docs/testing.md). So the
+    process ends by ``os._exit`` after its output is flushed: everything it wrote is already closed (atomic writes).
+
+    Not after a failure: the barrier would wait for a process that failed until the collective timed out; the exit
+    ends the group then, and the launcher the others. The end without finalization is :func:`end_process` (the
+    entry points call it with their exit status) or, in a Slurm task, whose exit submitit owns, an exit handler."""
+    import torch.distributed as dist
+
+    global _left_group
+    if not dist.is_initialized():
+        return
+    dist.barrier()
+    dist.destroy_process_group()
+    _left_group = True
+
+
+_left_group = False  # this process left a training's process group (leave_process_group)
+
+
+def end_process(status: int, at_exit: bool = False) -> None:
+    """End this process with ``status``: after :func:`leave_process_group`, at once, without interpreter finalization
+    (its output flushed first); otherwise as usual. ``at_exit``: register that end as the last exit handler instead
+    (status 0: a Slurm task's function returned, and submitit has written its result)."""
+    if not _left_group:
+        if not at_exit:
+            sys.exit(status)
+        return
+    if at_exit:
+        atexit.register(end_process, 0)
+        return
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe, a closed file
+            pass
+    os._exit(status)
 
 
 # --- The exact environment ------------------------------------------------------------------------------------

@@ -41,10 +41,44 @@ BEFORE = _snapshot()
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from infiloop.machine import usable_cpus  # noqa: E402
+from infiloop.machine import threads_per_job, usable_cpus  # noqa: E402
 
-# Two threads is what CI machines have; more only adds contention.
-torch.set_num_threads(min(2, usable_cpus()))
+# The suite runs in parallel (pytest-xdist, one worker per usable CPU: pyproject's addopts and
+# pytest_xdist_auto_num_workers below), so each worker's torch gets its share of the CPUs; alone, two threads
+# (what CI machines have; more only adds contention).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(min(2, threads_per_job(WORKERS)))
+
+# Tests that cannot share the machine with each other run one after the other on one worker (xdist's loadgroup):
+# the real cluster (one node, one queue), the multi-process trainings (torchrun, gloo, Slurm tasks) and the tests
+# that measure time. Every other test keeps its file's tests together on one worker, so that a module-scoped
+# fixture (a trained run, an executed pipeline) is built once, not once per worker.
+SERIAL = "serial"
+# Files whose tests take longest, started first so that no long file is left alone at the end (docs/testing.md).
+FIRST = ("test_notebooks.py", "test_gpu_check.py", "test_documented_commands.py", "test_training.py",
+         "test_storage.py", "test_animation.py")
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per CPU this process may use (its affinity, not every CPU of the machine)."""
+    return usable_cpus()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Give every test its xdist group (its file, or ``serial``) and put the long files and the serial group first."""
+    for item in items:
+        if not any(item.iter_markers("xdist_group")):
+            serial = any(item.iter_markers("serial")) or any(item.iter_markers("slurm"))
+            group = SERIAL if serial else item.path.name
+            item.add_marker(pytest.mark.xdist_group(group))
+
+    def rank(item) -> int:
+        if any(m.args and m.args[0] == SERIAL for m in item.iter_markers("xdist_group")):
+            return 0
+        return 1 + FIRST.index(item.path.name) if item.path.name in FIRST else 1 + len(FIRST)
+
+    items.sort(key=rank)  # stable: each file's tests keep their order
 
 
 def pytest_sessionfinish(session, exitstatus):

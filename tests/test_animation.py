@@ -144,6 +144,7 @@ def test_race_animation(sudoku, tmp_path):
     assert not np.array_equal(decoded[0], decoded[-1])
 
 
+@pytest.mark.slow  # trains the smoke ARC model: about 35 s
 def test_arc_animation_shows_the_recorded_grids(tmp_path_factory, tmp_path):
     root = tmp_path_factory.mktemp("arc_runs")
     assert find_arc_runs("smoke", 0, "auto", root=root)[0] == ""  # trains nothing

@@ -65,6 +65,9 @@ SLOW = {
     "python -m infiloop plan --profile gpu --gpu-memory 141": "prices the gpu profile's 60-odd jobs by their FLOPs and "
                                                               "measures their memory: about three minutes "
                                                               "(tests/test_memory.py renders its memory section)",
+    "python -m infiloop plan --profile smoke --executor slurm":
+        "calibrates smoke's shapes (times them here): about 100 s on 2 CPU cores (tests/test_plan.py plans with an "
+        "injected timer by default)",
     "python -m infiloop manifest --profile tiny": "builds the tiny data to resolve the runs (`manifest --profile "
                                                   "smoke 02 ...` runs the same form in the suite)",
 }

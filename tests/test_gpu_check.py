@@ -79,6 +79,7 @@ def _check_figures(parts: dict) -> None:
     _check_training(parts)
 
 
+@pytest.mark.slow  # about 75 s: every part in its own process, each compiling its Triton kernels
 @needs_triton
 def test_gpu_check_dry_run_exercises_every_section(tmp_path):
     """``gpu_check.py --dry-run``: the device run's parts in its order, each in its own process and all ok; the
@@ -111,6 +112,8 @@ def test_gpu_check_dry_run_exercises_every_section(tmp_path):
     assert "Dry run: the timings below mean nothing" in md and "loss and cell accuracy by step" in md
 
 
+@pytest.mark.slow  # about 20 s, and timed: a part cut at its 20 s limit
+@pytest.mark.serial
 @needs_triton
 def test_the_report_is_written_after_every_section_and_a_part_cut_short_keeps_them(tmp_path):
     """While a part runs, gpu_check.json already holds the sections it finished (status running); a part killed by

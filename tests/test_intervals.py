@@ -1,7 +1,6 @@
 """Intervals over seeds and puzzles (infiloop/analysis/intervals.py), the rule that turns them into verdicts, the
 coverage simulation that chose the method (infiloop/analysis/coverage.py), and the per-puzzle terms they resample."""
 
-import time
 
 import numpy as np
 import pytest
@@ -154,12 +153,10 @@ def test_coverage_at_three_seeds_in_a_small_simulation():
     47.7–78.9 % over its seeds): the issue's target, at least 93 % and at most 3.5 % false verdicts each way. The
     earlier two-level percentile bootstrap covered 84 % here (docs/statistics.md); a t interval without the
     puzzles' variance, or a normal one, would fall short as well. About 3 s."""
-    t0 = time.time()
     null = coverage.simulate(coverage.project_interval, 3, 256, 0.0, "search", n=800, replicates=200, seed=1)
     real = coverage.simulate(coverage.project_interval, 3, 256, 0.05, "search", n=800, replicates=200, seed=2)
     assert null.covers >= 0.93 and null.above <= 0.035 and null.below <= 0.035, null
     assert real.covers >= 0.93 and real.below <= 0.035 and real.above > 0.08, real  # and it finds the effect at times
-    assert time.time() - t0 < 30
 
 
 def test_monte_carlo_error_of_the_bounds_is_small_and_reported():

@@ -16,8 +16,14 @@ from infiloop.experiments.settings import profiles, recipes
 
 
 @pytest.fixture(scope="module")
-def smoke_jobs():
-    return manifest.jobs(list(declarations.DECLARATIONS), "smoke")
+def smoke_jobs(tmp_path_factory):
+    """Every notebook's jobs at smoke, planned over an empty run cache of their own (the session's may hold runs and
+    records that other files' tests computed: nothing would be left to do)."""
+    with pytest.MonkeyPatch.context() as mp:
+        from infiloop import paths
+
+        mp.setattr(paths, "RUNS", tmp_path_factory.mktemp("empty-runs"))
+        yield manifest.jobs(list(declarations.DECLARATIONS), "smoke")
 
 
 def test_every_notebook_is_declared_with_stable_ids():

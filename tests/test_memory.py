@@ -54,6 +54,7 @@ def test_the_fitting_micro_batch_is_the_largest_that_fits():
     assert mem.fitting_micro_batch(100, headroom=1.0) is None
 
 
+@pytest.mark.slow  # resolves the paper's Maze run (its data): about 30 s
 def test_the_paper_profiles_largest_training_fits_80_gb_at_its_micro_batch():
     """Maze's and ARC's 916 positions: the whole batch of 768 would not fit an H100 (about 320 GB); the profile's
     micro-batch does (InfiLoop: its carried states are the largest)."""

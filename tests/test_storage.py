@@ -64,6 +64,7 @@ def _mount_tmpfs(where, size: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+@pytest.mark.slow  # two command-line trainings, about 50 s (the injected faults of this file run by default)
 def test_training_into_a_full_filesystem_stops_cleanly_and_resumes(tmp_path):
     """On a real 300 kB filesystem (root only; skipped elsewhere): one line, no partial file, and the same
     command finishes the run once the filesystem has room."""

@@ -214,6 +214,7 @@ def _cli(*args, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+@pytest.mark.slow  # three command-line trainings, about 50 s (test_distributed.py kills and resumes by default)
 def test_sigkill_then_restart_finishes_like_an_uninterrupted_run(tmp_path):
     args = ["train", "--profile", "smoke", "--recipe", "infiloop", "--quiet", "--set", "train.steps=40",
             "--set", "train.checkpoint_every=5"]
@@ -259,6 +260,7 @@ save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, os.path.
 """
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("micro_batch", [0, pytest.param(3, marks=pytest.mark.slow)])
 def test_ddp_two_gloo_processes_match_one_process(tmp_path, micro_batch):
     """Two processes of 16 slots each give one process's update; with micro_batch=3 each process accumulates

@@ -7,6 +7,7 @@ import io
 import json
 import sys
 import types
+import weakref
 
 import pytest
 import torch
@@ -275,3 +276,62 @@ def test_tensorboard_is_optional_and_never_fails_a_run(smoke, tmp_path, monkeypa
     assert done["complete"]
     warnings = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("warning:")]
     assert len(warnings) == 1 and "could not write TensorBoard events (OSError: No space left on device)" in warnings[0]
+
+
+class _Remembered:
+    """Weak references to a large tensor that each failing attempt allocated, and whether it was still alive when the
+    next attempt began."""
+
+    def __init__(self):
+        self.refs, self.alive_at_retry = [], []
+
+    def attempt(self):
+        self.alive_at_retry.extend(ref() is not None for ref in self.refs)
+        activations = torch.ones(256, 1024)  # what a failed chunk holds: its activations (1 MB here)
+        self.refs.append(weakref.ref(activations))
+        return activations
+
+
+def test_an_out_of_memory_retry_frees_the_failed_attempt_first(smoke, tmp_path, monkeypatch):
+    """The retry at half the micro-batch starts after the failed attempt's tensors are gone: a retry inside the
+    ``except`` block keeps them alive through the traceback, and then ``empty_cache`` frees nothing."""
+    seen, forward = _Remembered(), training.LoopedReasoner.forward
+
+    def small_only(self, carry, inputs, *a, **kw):
+        held = seen.attempt()
+        if inputs.shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        del held
+        return forward(self, carry, inputs, *a, **kw)
+
+    monkeypatch.setattr(training.LoopedReasoner, "forward", small_only)
+    summary, _ = _train(smoke, tmp_path / "run", steps=1)
+    assert summary["complete"] and len(seen.refs) >= 4  # 8 slots fail, 4 fail, then chunks of 2
+    assert not any(seen.alive_at_retry), "a failed attempt's tensors were alive when the next attempt began"
+
+
+def test_a_compile_fallback_frees_the_failed_attempt_first(smoke, tmp_path, monkeypatch):
+    """The same for the step redone in eager mode after a compile failure."""
+    seen = _Remembered()
+
+    class Failing(nn.Module):
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, *args):
+            held = seen.attempt()  # noqa: F841 - alive in this frame when the compile fails
+            from torch._dynamo.exc import BackendCompilerFailed
+
+            raise BackendCompilerFailed(lambda: None, RuntimeError("no working triton"), None)
+
+    forward = training.LoopedReasoner.forward
+
+    def eager(self, *a, **kw):
+        seen.attempt()
+        return forward(self, *a, **kw)
+
+    monkeypatch.setattr(torch, "compile", Failing)
+    monkeypatch.setattr(training.LoopedReasoner, "forward", eager)
+    summary, _ = _train(smoke, tmp_path / "run", compile="on", steps=1)
+    assert summary["compiled"] is False and seen.alive_at_retry[:1] == [False]

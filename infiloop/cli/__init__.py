@@ -30,7 +30,7 @@ import sys
 
 from ..config import CONNECTION_REGISTRY
 from ..errors import Parser, UsageError, run_command
-from ..machine import cuda_problem, init_distributed
+from ..machine import cuda_problem, init_distributed, leave_process_group
 from . import args as cli_args
 from . import evaluate as cli_eval
 
@@ -74,14 +74,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # launched by torchrun: one process per device
     if distributed:
         args.device = init_distributed(args.device)
-    try:
-        run = get_run(args.task, args.recipe, args.profile, args.set, run_dir=args.run_dir, device=args.device,
-                      max_steps=args.max_steps, progress=not args.quiet)
-    finally:
-        if distributed:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
+    run = get_run(args.task, args.recipe, args.profile, args.set, run_dir=args.run_dir, device=args.device,
+                  max_steps=args.max_steps, progress=not args.quiet)
+    if distributed:
+        leave_process_group()
     if distributed and int(os.environ.get("RANK", "0")) != 0:
         return 0  # the first process reports the run
     if run.done:

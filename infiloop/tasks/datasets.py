@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .. import paths
 from ..io import atomic_write_text, locked
 from .audit import AuditResult
@@ -173,16 +175,17 @@ def info(task: str, data: DataProfile, root: Path | None = None, overrides: dict
 
 
 def load(task: str, data: DataProfile, split: str, root: Path | None = None, overrides: dict | None = None,
-         verbose: bool = False) -> TaskData:
+         verbose: bool = False, compact: bool = False) -> TaskData:
     """The ``train`` or ``test`` split of a profile, or one of its named test sets at another size (``test_<size>``,
-    ``extrapolation.py``), as :class:`TaskData` (built on first use)."""
+    ``extrapolation.py``), as :class:`TaskData` (built on first use); its tokens as int32, or with ``compact`` in the
+    integer type they are stored in (uint8 for a vocabulary of at most 256: a quarter of the memory; the trainer's)."""
     if split not in ("train", "test") and not split.startswith("test_"):
         raise ValueError(f"split must be 'train', 'test' or a named test set 'test_<size>', not {split!r}")
     files = build(task, data, root, overrides, verbose=verbose)
     if split not in files:
         raise DataError(f"{task}/{data.name}: no test set {split!r}; its named test sets: "
                         f"{', '.join(k for k in files if k.startswith('test_') and k != 'test_csv') or 'none'}")
-    return TaskData.load(files[split])
+    return TaskData.load(files[split], dtype=None if compact else np.int32)
 
 
 def folder_task(folder: Path) -> str:

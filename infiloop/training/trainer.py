@@ -3,8 +3,10 @@ module docstring of ``infiloop/training/__init__.py`` describes the protocol."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -23,6 +25,7 @@ from ..model.reasoner import Carry, LoopedReasoner, ModelConfig
 from ..optim import WeightEMA, lr_at, make_optimizer, make_puzzle_emb_optimizer
 from ..tasks.base import IGNORE_LABEL_ID, TaskData
 from ..tasks.scoring import count_wrong
+from . import interrupt
 from .batching import (
     PuzzleStream,
     cat_carry,
@@ -101,9 +104,10 @@ class _Trainer:
         self.explore = torch.Generator().manual_seed(train_cfg.seed + 17)
         self.progressive_rng = torch.Generator().manual_seed(train_cfg.seed + 29)  # train.progressive's (n, k)
         self.progressive: tuple[int, int] | None = None  # this step's (n, k); None without the progressive loss
-        self.inputs_all = torch.from_numpy(data.inputs.astype(np.int64))
-        self.labels_all = torch.from_numpy(data.labels.astype(np.int64))
-        self.pids_all = torch.from_numpy(data.puzzle_ids.astype(np.int64))
+        # the whole training set stays in its stored integer type on the host (uint8 tokens: an eighth of int64; paper
+        # ARC about 2.8 GB a copy instead of 22 GB, in every process); each batch is widened on its device
+        self.inputs_all, self.labels_all, self.pids_all = (torch.from_numpy(np.ascontiguousarray(a))
+                                                           for a in (data.inputs, data.labels, data.puzzle_ids))
         self.slot_idx = torch.zeros(self.B, dtype=torch.long)
         self.slot_seg = torch.zeros(self.B, dtype=torch.long)
         self.halted = torch.ones(self.B, dtype=torch.bool)
@@ -174,8 +178,8 @@ class _Trainer:
         exact accuracy)."""
         cfg, dev = self.cfg, self.device
         idx = self.slot_idx[self.mine]
-        inputs, labels = self.inputs_all[idx].to(dev), self.labels_all[idx].to(dev)
-        pids = self.pids_all[idx].to(dev)
+        inputs, labels = self.inputs_all[idx].to(dev).long(), self.labels_all[idx].to(dev).long()
+        pids = self.pids_all[idx].to(dev).long()
         for g in self.opt.param_groups:
             g["lr"] = lr_at(self.step_, cfg)
         if self.opt_emb is not None:  # the same schedule from its own peak (TRM); it keeps no state to checkpoint
@@ -188,7 +192,8 @@ class _Trainer:
             nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.opt.step()
         if self.opt_emb is not None:
-            self.opt_emb.step(self.pids_all[self.slot_idx])  # the global batch's puzzles: the same rows everywhere
+            # the global batch's puzzles: the same rows everywhere
+            self.opt_emb.step(self.pids_all[self.slot_idx].long())
         if self.ema is not None:
             self.ema.update(self.model)
         self.step_ += 1
@@ -211,37 +216,48 @@ class _Trainer:
         same state (the random state too); out of device memory halves the micro-batch and redoes the step (twice at
         most, one line each; one process only: the processes of a DDP training would wait for each other), then is
         one line naming the setting to change."""
-        state = rng_state(self.device)
         first = self.compiled and self.compile_seconds is None
-        t0 = time.perf_counter()
-        try:
-            out = self._accumulate(inputs, labels, pids, keep_diag)
-        except Exception as e:
-            if caused_by_oom(e):
-                per = self.B // self.world
-                now = min(self.cfg.micro_batch or per, per)
-                if self.world > 1 or now == 1 or self.oom_halvings == 2:
-                    raise out_of_memory(self.run_dir.name, self.B, self.world, now, self.device) from e
-                self.oom_halvings += 1
-                self.cfg.micro_batch = now // 2
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()
-                print(f"warning: {self.run_dir.name}: out of memory at micro-batch {now} (step {self.step_ + 1}): "
-                      f"going on at train.micro_batch={now // 2} (the same update, in smaller pieces)",
-                      file=sys.stderr, flush=True)
-            elif self.compiled and is_compile_error(e):
-                self.compiled, self.net, self.compile_error = False, self.eager_net, first_line(e)
-                print(f"warning: torch.compile failed ({self.compile_error}); training "
-                      f"{self.run_dir.name} in eager mode", file=sys.stderr, flush=True)
-            else:
-                raise
+        while True:
+            state = rng_state(self.device)
+            t0 = time.perf_counter()
+            retry = ""
+            try:
+                out = self._accumulate(inputs, labels, pids, keep_diag)
+            except Exception as e:
+                retry = self._recover(e)
+            if not retry:
+                break
+            # Out of the except block: the failed attempt's exception, its traceback and so the frames that hold its
+            # activations and partial gradients are gone before the retry (inside it, empty_cache frees nothing).
+            self.opt.zero_grad(set_to_none=True)
+            gc.collect()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            print(retry, file=sys.stderr, flush=True)
             set_rng_state(state, self.device)
-            return self._gradients(inputs, labels, pids, keep_diag)
-        if first:
+        if first and self.compiled:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             self.compile_seconds = round(time.perf_counter() - t0, 2)
         return out
+
+    def _recover(self, e: Exception) -> str:
+        """What to do after the step failed with ``e``: the warning line of a retry (the micro-batch halved after
+        running out of memory; eager mode after a compile failure), or raise (the one-line error when no smaller
+        micro-batch is left, or ``e`` itself)."""
+        if caused_by_oom(e):
+            per = self.B // self.world
+            now = min(self.cfg.micro_batch or per, per)
+            if self.world > 1 or now == 1 or self.oom_halvings == 2:
+                raise out_of_memory(self.run_dir.name, self.B, self.world, now, self.device) from e
+            self.oom_halvings += 1
+            self.cfg.micro_batch = now // 2
+            return (f"warning: {self.run_dir.name}: out of memory at micro-batch {now} (step {self.step_ + 1}): "
+                    f"going on at train.micro_batch={now // 2} (the same update, in smaller pieces)")
+        if self.compiled and is_compile_error(e):
+            self.compiled, self.net, self.compile_error = False, self.eager_net, first_line(e)
+            return f"warning: torch.compile failed ({self.compile_error}); training {self.run_dir.name} in eager mode"
+        raise e
 
     def _accumulate(self, inputs: Tensor, labels: Tensor, pids: Tensor, keep_diag: bool
                     ) -> tuple[Carry, Tensor, Tensor, dict[str, Tensor]]:
@@ -454,22 +470,33 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, data: TaskData, run_di
     lines = Progress(t.run_dir.name, t.step_, end, progress_every_s, write=write) if t.rank == 0 else None
     t.net.train()
     session_start = time.time()
+    stopped = 0  # a signal that asked the training to stop (interrupt.py)
     try:
-        while t.step_ < end and (time_limit_s is None or time.time() - session_start < time_limit_s):
-            t.refill()
-            q_halt, metrics = t.step()
-            t.halt(q_halt)
-            rec = t.record(metrics)
-            if rec is not None:
-                bar.set_postfix(loss=f"{rec['loss']:.3f}", cell=f"{rec['cell_acc']:.3f}",
-                                exact=f"{rec['exact_acc']:.3f}")
-            bar.update(1)
-            if lines is not None:
-                lines.add(t.step_, t.last)
-            if t.step_ % train_cfg.checkpoint_every == 0 and t.step_ < train_cfg.steps:
-                t.checkpoint()
+        with interrupt.steps():
+            while t.step_ < end and (time_limit_s is None or time.time() - session_start < time_limit_s):
+                t.refill()
+                q_halt, metrics = t.step()
+                t.halt(q_halt)
+                rec = t.record(metrics)
+                if rec is not None:
+                    bar.set_postfix(loss=f"{rec['loss']:.3f}", cell=f"{rec['cell_acc']:.3f}",
+                                    exact=f"{rec['exact_acc']:.3f}")
+                bar.update(1)
+                if lines is not None:
+                    lines.add(t.step_, t.last)
+                if t.step_ % train_cfg.checkpoint_every == 0 and t.step_ < train_cfg.steps:
+                    t.checkpoint()
+                stopped = interrupt.asked(t.world, t.device)
+                if stopped:
+                    break
     finally:
         bar.close()
         t.close()
     summary = t.finish()
+    if stopped and not summary["complete"]:
+        if t.rank == 0:
+            name = signal.Signals(stopped).name
+            print(f"# stopping {t.run_dir.name} at step {t.step_} of {train_cfg.steps} ({name}): its checkpoint is "
+                  "written, it resumes from there", file=sys.stderr, flush=True)
+        raise interrupt.Stopped(t.run_dir.name, t.step_, stopped)
     return (summary, t.model) if return_model else summary

@@ -56,6 +56,8 @@ class ClusterConfig:
     # most a node's (cluster_nodes.fit)
     mem_gb: float = 0.0  # memory per node (0: the partition's default)
     gpus_per_node: int = 8  # the most GPUs one node has: --gpus-per-run may not ask for more
+    cpu_tasks_per_training: int = 1  # on the CPU, each training as this many processes of one DDP training (gloo),
+    # one Slurm task each, as a multi-GPU training runs one per GPU (the real-cluster tests run that path without GPUs)
     time_margin: float = 2.0  # time limit = estimate x margin + TIME_SLACK_MIN
     time_min: int = 0  # a fixed time limit in minutes for every job (0: from the estimate)
     max_time_min: int = 0  # the partition's longest limit (0: scontrol's, where it tells)
@@ -77,7 +79,8 @@ class ClusterConfig:
                                                   "dict": dict}[f.type]
             if isinstance(value, bool) or not isinstance(value, kind):
                 raise UsageError(f"{where}: {f.name}={value!r}: expected a {f.type}")
-        for name in ("gpus_per_node", "time_margin", "tflops", "decoders_per_job", "stuck_min"):
+        for name in ("gpus_per_node", "cpu_tasks_per_training", "time_margin", "tflops", "decoders_per_job",
+                     "stuck_min"):
             if getattr(self, name) <= 0:
                 raise UsageError(f"{where}: {name}={getattr(self, name)!r}: expected a number > 0")
         for name in ("cpus_per_task", "mem_gb", "time_min", "max_time_min", "max_requeue", "resubmit", "max_queued"):
@@ -256,7 +259,7 @@ def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int
     out = []
     for j in todo:
         gpus = (gpus_per_run if j.kind == "train" else 1) if cuda else 0
-        tasks = max(1, gpus) if j.kind == "train" else 1
+        tasks = (max(1, gpus) if cuda else cfg.cpu_tasks_per_training) if j.kind == "train" else 1
         limit = time_limit(seconds[j.id], cfg, cap)
         out.append(Submission([j], _parameters(f"infiloop-{job_name(j)}-{j.home}", limit, gpus, tasks, cfg),
                               seconds[j.id], gpus, tasks))

@@ -65,7 +65,7 @@ def fit(cfg, device: str, gpus_per_run: int, cluster: str = "slurm", submitting:
     cluster (see the module docstring); when ``submitting`` to Slurm, a :class:`UsageError` for a job that no node
     of the partition can run."""
     cuda = device.startswith("cuda")
-    tasks = max(1, gpus_per_run) if cuda else 1  # the largest job: a training, a task per GPU
+    tasks = max(1, gpus_per_run) if cuda else cfg.cpu_tasks_per_training  # the largest job: a training, a task per GPU
     nodes, names = read_nodes(cfg.partition) if cluster == "slurm" else (None, [])
     able = [n for n in nodes or () if not cuda or n.gpus >= gpus_per_run] or nodes
     if not cfg.cpus_per_task:

@@ -20,9 +20,7 @@ import json
 import os
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 KINDS = ("train", "eval", "looplm")
 MODULE = "infiloop.experiments.compute.job"  # python -m MODULE JSON runs one job in a new process
@@ -104,18 +102,16 @@ class JobRun:
     def _train(self) -> None:
         import torch.distributed as dist
 
-        from ...machine import init_distributed
+        from ...machine import init_distributed, leave_process_group
         from ..store.runs import get_run
 
         device, joined = self.device, False
         if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():  # torchrun's processes
             device, joined = init_distributed(self.device), True
-        try:
-            run = get_run(self.task, self.recipe, self.profile, self.overrides, run_dir=self.run_dir or None,
-                          device=device, progress=False)
-        finally:
-            if joined:
-                dist.destroy_process_group()
+        run = get_run(self.task, self.recipe, self.profile, self.overrides, run_dir=self.run_dir or None,
+                      device=device, progress=False)
+        if joined:
+            leave_process_group()
         if int(os.environ.get("RANK", "0")) == 0:
             s = run.summary()
             final = s.get("final", {})
@@ -145,23 +141,37 @@ class PlanJob:
         from .cluster_states import leave_time_limit_to_slurm
 
         leave_time_limit_to_slurm()  # first: the signal before a short limit may come seconds after the start
+        import signal
+
         import submitit
         import torch
 
-        from ...machine import init_distributed
+        from ...machine import end_process, init_distributed, leave_process_group
+        from ...training import interrupt
 
         try:
-            tasks = submitit.JobEnvironment().num_tasks
+            tasks, in_job = submitit.JobEnvironment().num_tasks, True
         except RuntimeError:  # the debug cluster's jobs run in the submitting process, outside any job environment
-            tasks = 1
+            tasks, in_job = 1, False
         if tasks > 1:  # one task per GPU of a multi-GPU training: DDP from Slurm's variables
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
             device = init_distributed(device)
         old = torch.get_num_threads()
+        training = in_job and not isinstance(spec, list) and spec.get("kind") == "train"
+        if training:  # pre-empted, requeued or at its limit: a checkpoint at the next step, then the signal's end
+            interrupt.catch(_preempt_signal(), signal.SIGTERM)
         try:
-            failed = _run_specs(spec if isinstance(spec, list) else [spec], device, threads, tasks)
+            failed = _run_specs(spec if isinstance(spec, list) else [spec], device, threads)
+        except interrupt.Stopped as stop:
+            _after_stop(stop)
+            raise
         finally:
             torch.set_num_threads(old)  # the debug cluster runs jobs in the submitting process
+            if training:
+                interrupt.release()
+        if tasks > 1:
+            leave_process_group()
+            end_process(0, at_exit=True)
         if failed:
             raise RuntimeError(f"{len(failed)} of {len(spec)} looped decoders of this job failed: {'; '.join(failed)}")
         first = spec[0] if isinstance(spec, list) else spec
@@ -173,51 +183,44 @@ class PlanJob:
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
-def _run_specs(specs: list[dict], device: str, threads: int, tasks: int) -> list[str]:
+def _preempt_signal() -> int:
+    """The signal submitit's jobs get before their time limit and when pre-empted (``SUBMITIT_PREEMPT_SIGNAL``)."""
+    import signal
+
+    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2").removeprefix("SIG"))
+
+
+def _after_stop(stop) -> None:
+    """What the signal that stopped the training asked, now that its checkpoint is written: before the time limit or
+    pre-empted, submitit's own handling (its first task requeues the job, which resumes from the checkpoint, and ends);
+    then, and after ``SIGTERM`` (a requeue, a cancel, the limit itself), nothing but waiting for Slurm's kill, which
+    follows within ``KillWait`` seconds: the process writes nothing more (no result, no error)."""
+    import signal
+
+    from ...training import interrupt
+
+    before = interrupt.previous(stop.signum)
+    interrupt.release()
+    if stop.signum != signal.SIGTERM and callable(before):
+        before(stop.signum, None)  # submitit: the first task requeues and exits (or raises: no requeue left)
+    while True:  # the other tasks, or the job going on to its limit: Slurm ends them
+        signal.pause()
+
+
+def _run_specs(specs: list[dict], device: str, threads: int) -> list[str]:
     """Run each job description; a single one raises its error, several say theirs and go on (returned)."""
     import traceback
 
     failed = []
     for spec in specs:
         try:
-            with _run_lock(spec, tasks):
-                JobRun.from_spec(spec, device, threads).run()
+            JobRun.from_spec(spec, device, threads).run()  # a DDP training's processes share its lock (get_run)
         except Exception as e:
             if len(specs) == 1:
                 raise
             traceback.print_exc()
             failed.append(f"{spec.get('root', spec.get('run_dir'))}: {type(e).__name__}: {e}")
     return failed
-
-
-@contextmanager
-def _run_lock(spec: dict, tasks: int):
-    """A multi-GPU training holds its run folder's lock (rank 0, without waiting): the trainer of one process
-    takes it itself, but the processes of a DDP training cannot wait for each other's. Held elsewhere, every rank
-    stops: another job is training the run."""
-    if tasks <= 1 or spec["kind"] != "train":
-        yield
-        return
-    import torch.distributed as dist
-    from filelock import Timeout
-
-    from ...io import locked
-
-    lock, got = locked(Path(spec["run_dir"]) / ".lock"), [True]
-    if dist.get_rank() == 0:
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            got[0] = False
-    dist.broadcast_object_list(got, src=0)
-    if not got[0]:
-        raise RuntimeError(f"{spec['run_dir']}: another process is training this run (it holds its .lock); this "
-                           "job stops, and the run is done when that one is")
-    try:
-        yield
-    finally:
-        if dist.get_rank() == 0:
-            lock.release()
 
 
 # ------------------------------------------------------------------------------------------ as a new process
@@ -241,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ...machine import tune_allocator
+    from ...machine import end_process, tune_allocator
 
     tune_allocator()  # as python -m infiloop does (machine.py)
-    sys.exit(main())
+    end_process(main())
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from filelock import Timeout
 
 from ... import paths, tasks
 from ...errors import UsageError
@@ -63,9 +64,10 @@ class Run(EvalCache):
     def train_config(self) -> TrainConfig:
         return TrainConfig.from_dict(self.config["train"])
 
-    def train_data(self) -> TaskData:
+    def train_data(self, compact: bool = False) -> TaskData:
+        """The training split; ``compact``: its tokens in their stored integer type (``tasks.load``)."""
         return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), "train",
-                          overrides=self.config["data_overrides"] or None)
+                          overrides=self.config["data_overrides"] or None, compact=compact)
 
     def test_data(self, test_set: str = "test") -> TaskData:
         """The test set, one of the named test sets at another size (``test_<size>``, ``tasks/extrapolation.py``), or
@@ -214,8 +216,8 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
     if run.done:
         return run
     rank, world = rank_and_world()
-    first = rank == 0  # under torchrun: holds the lock and prepares the folder; the others wait for its answer
-    with locked(run.dir / ".lock") if first else nullcontext():
+    first = rank == 0  # under torchrun or Slurm tasks: holds the lock and prepares the folder; the others wait
+    with _training_lock(run.dir, first, world):
         if first:
             _check_same_config(run)  # another process may have started this folder with another configuration
             done = run.done  # another process finished it while we waited
@@ -231,13 +233,41 @@ def get_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: 
             return run
         old_threads = torch.get_num_threads()
         valid, why = run.selection_data()
-        train(run.model_config(), run.train_config(), run.train_data(), run.dir, device, max_steps, progress,
-              valid=valid, valid_why=why)
+        train(run.model_config(), run.train_config(), run.train_data(compact=True), run.dir, device, max_steps,
+              progress, valid=valid, valid_why=why)
         if world > 1:
             torch.distributed.barrier()  # the first process writes the weights and DONE.json before any reads them
         run.trained_here = True
         torch.set_num_threads(old_threads)
     return run
+
+
+@contextmanager
+def _training_lock(folder: Path, first: bool, world: int):
+    """The run folder's lock while it trains. One process waits for it (another process training the same run
+    finishes it, and this one then finds it done). The processes of a DDP training cannot wait: the others would
+    sit in a collective until it times out. So the first process tries once and tells the others; held elsewhere,
+    every process stops with the same error."""
+    lock = locked(folder / ".lock") if first else nullcontext()
+    if world == 1:
+        with lock:
+            yield
+        return
+    got = [True]
+    if first:
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            got[0] = False
+    torch.distributed.broadcast_object_list(got, src=0)
+    if not got[0]:
+        raise RuntimeError(f"{folder}: another process is training this run (it holds its .lock); this training "
+                           "stops, and the run is done when that one is")
+    try:
+        yield
+    finally:
+        if first:
+            lock.release()
 
 
 def trained_run(task: str, recipe: str, profile: str = profiles.DEFAULT, overrides: dict | list | None = None,

@@ -1,0 +1,44 @@
+"""Loops that once found an intermittent failure, kept so that anyone can run them again (docs/testing.md, "Flakes").
+
+Each repeats one path many times and counts the failures; run them beside the default suite to load the machine as
+CI does:
+
+    INFILOOP_FLAKE_ROUNDS=50 .venv/bin/python -m pytest -n 0 -m slow tests/test_flake_loops.py -k torchrun &
+    .venv/bin/python -m pytest -n 1
+
+- ``torchrun``: the two-process gloo training of ``tests/test_distributed.py`` (30 smoke steps) must exit 0 every
+  time. Once in about fifty suites rank 1 aborted at exit ("terminate called without an active exception"): the
+  process group was destroyed by each process on its own, and a process still in gloo's teardown saw its peer's
+  connections close (``machine.leave_process_group``: a barrier, then the destroy, on success only).
+- ``requeue`` (with the test cluster, ``-m "slow and slurm"``): the requeued training of ``tests/test_slurm_real.py``
+  must resume from its checkpoint every time.
+
+The number of rounds is ``INFILOOP_FLAKE_ROUNDS`` (default 3, what CI's slow step runs).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import test_distributed as torchrun_case
+
+ROUNDS = int(os.environ.get("INFILOOP_FLAKE_ROUNDS", "3"))
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_torchrun_training_exits_cleanly_every_round(tmp_path):
+    """Every round: torchrun returns 0, each checkpoint agrees between the processes, and no process aborts."""
+    failures = []
+    for i in range(ROUNDS):
+        job = torchrun_case._no_content_score_job(tmp_path / f"round{i}")
+        cmd, env = torchrun_case._command(job, 2)
+        import subprocess
+
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        agree = done.stderr.count("the 2 processes hold the same weights")
+        if done.returncode or "terminate called" in done.stderr or agree != 3:
+            failures.append(f"round {i}: rc {done.returncode}, {agree} agreeing checkpoints\n{done.stderr[-1500:]}")
+        print(f"round {i + 1}/{ROUNDS}: rc {done.returncode}", flush=True)
+    assert not failures, f"{len(failures)} of {ROUNDS} rounds failed:\n" + "\n".join(failures)
