@@ -147,6 +147,21 @@ def init_distributed(device: str) -> str:
     return f"cuda:{index}"
 
 
+def rendezvous_port(job_id: str, ports: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    """The port of a Slurm job's DDP rendezvous (the first task's TCPStore), the same in every task: chosen by the job
+    id among the ports below the system's ephemeral range. submitit's own choice (20000-60000) lies mostly inside that
+    range, where the many short connections of ``squeue``/``sacct`` polling leave ports in TIME_WAIT: the store then
+    failed to listen (EADDRINUSE) and the other tasks waited for it (seen on the test cluster)."""
+    import random
+
+    try:
+        low = int(ports.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    first = 10000 if low > 12000 else 1024
+    return random.Random(str(job_id)).randint(first, max(first, low - 1))
+
+
 def leave_process_group() -> None:
     """Leave the process group of a multi-process training (:func:`init_distributed`) after it succeeded: a barrier
     (no process leaves while another still trains), ``destroy_process_group``, and an end without interpreter

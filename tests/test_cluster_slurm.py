@@ -781,41 +781,38 @@ def test_nfs_without_its_lock_daemon_cannot_lock(tmp_path, monkeypatch):
     assert kind == "none" and why.endswith(f"a file lock cannot be taken there ({os.strerror(errno.ENOLCK)})")
 
 
-def test_a_multi_gpu_training_holds_its_runs_lock_and_stops_when_another_holds_it(tmp_path, monkeypatch):
+def test_a_multi_gpu_training_holds_its_runs_lock_once_and_stops_when_another_holds_it(tmp_path, monkeypatch):
+    """The first process of a DDP training takes the run's lock once (in ``get_run``), trains holding it, and tells
+    the others; held by another process, every process stops in one error at once instead of waiting in a
+    collective. Before, the Slurm job took the lock and ``get_run`` took it again in the same thread: filelock
+    refused ("Deadlock ... already held by a different FileLock instance") and every multi-GPU job failed."""
     import fcntl
-    import socket
 
-    import torch.distributed as dist
+    from infiloop.experiments.store import runs
 
-    from infiloop.experiments.compute.job import JobRun
+    held = []
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for k, v in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "1"}.items():
-        monkeypatch.setenv(k, v)
-    ran = []
-
-    def run(job):  # is the run's lock held while it trains?
-        with open(Path(job.run_dir) / ".lock", "a") as f:
+    def train(*args, **kwargs):  # is the run's lock held while it trains?
+        with open(tmp_path / "run" / ".lock", "a") as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                ran.append(False)
+                held.append(False)
             except BlockingIOError:
-                ran.append(True)
+                held.append(True)
+        raise RuntimeError("trained")
 
-    monkeypatch.setattr(JobRun, "run", run)
-    spec = {"kind": "train", "run_dir": str(tmp_path / "run")}
-    dist.init_process_group("gloo")
-    try:
-        assert job._run_specs([spec], "cpu", 1, tasks=2) == [] and ran == [True]
-        with open(tmp_path / "run" / ".lock", "a") as other:  # another process training it
-            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            with pytest.raises(RuntimeError, match="another process is training this run"):
-                job._run_specs([spec], "cpu", 1, tasks=2)
-        assert len(ran) == 1
-    finally:
-        dist.destroy_process_group()
+    told = []
+    monkeypatch.setattr(runs, "rank_and_world", lambda: (0, 2))  # the first of two processes
+    monkeypatch.setattr(runs.torch.distributed, "broadcast_object_list", lambda obj, src: told.append(list(obj)))
+    monkeypatch.setattr(runs, "train", train)
+    with pytest.raises(RuntimeError, match="trained"):
+        runs.get_run("sudoku", "infiloop", "smoke", run_dir=tmp_path / "run")
+    assert held == [True] and told[0] == [True]  # it took the lock, said so, and trained holding it
+    with open(tmp_path / "run" / ".lock", "a") as other:  # another process training it
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(RuntimeError, match="another process is training this run"):
+            runs.get_run("sudoku", "infiloop", "smoke", run_dir=tmp_path / "run")
+    assert held == [True] and told[-1] == [False]  # told the others, trained nothing
 
 
 # ------------------------------------------------------------------------------ 10. the GPU of each task
@@ -881,3 +878,17 @@ def test_the_smoke_profile_through_the_fake_slurm_submits_waits_and_reports(fake
     assert len(fake_slurm.submitted()) == 12 and all(fake_slurm.state(s["id"]) == "COMPLETED"
                                                     for s in fake_slurm.submitted())
     assert (tmp_path / "results" / "smoke" / "report.html").is_file()
+
+
+def test_the_rendezvous_port_lies_below_the_ephemeral_ports_and_is_the_same_in_every_task(tmp_path):
+    """submitit's port (20000-60000) lies mostly among the ports the system hands to client connections, where the
+    cluster's own polling leaves some in TIME_WAIT: the first task's store failed to listen (EADDRINUSE)."""
+    from infiloop.machine import rendezvous_port
+
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    ports = {rendezvous_port(str(j), ranges) for j in range(200)}
+    assert all(10000 <= p < 32768 for p in ports) and len(ports) > 150  # spread over the range by job id
+    assert rendezvous_port("4242", ranges) == rendezvous_port("4242", ranges)
+    ranges.write_text("15000 60999\n")
+    assert all(10000 <= rendezvous_port(str(j), ranges) < 15000 for j in range(50))

@@ -32,8 +32,6 @@ from infiloop.io import load_weights
 # (a gradient not reduced moves weights by about the learning rate, 1e-3, at the first step).
 ATOL = 1e-5
 
-pytestmark = pytest.mark.serial  # two training processes each: not beside the other multi-process tests
-
 
 def _no_content_score_job(root: Path) -> manifest.Job:
     """Notebook 05's no-content-score training at smoke, in a run folder under ``root``, with micro-batches."""

@@ -27,7 +27,6 @@ ROUNDS = int(os.environ.get("INFILOOP_FLAKE_ROUNDS", "3"))
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_torchrun_training_exits_cleanly_every_round(tmp_path):
     """Every round: torchrun returns 0, each checkpoint agrees between the processes, and no process aborts."""
     failures = []
@@ -41,4 +40,33 @@ def test_torchrun_training_exits_cleanly_every_round(tmp_path):
         if done.returncode or "terminate called" in done.stderr or agree != 3:
             failures.append(f"round {i}: rc {done.returncode}, {agree} agreeing checkpoints\n{done.stderr[-1500:]}")
         print(f"round {i + 1}/{ROUNDS}: rc {done.returncode}", flush=True)
+    assert not failures, f"{len(failures)} of {ROUNDS} rounds failed:\n" + "\n".join(failures)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_requeued_training_resumes_every_round(tmp_path, monkeypatch):
+    """Every round: tests/test_slurm_real.py's requeued training resumes from the step the signal stopped it at and
+    ends with the uninterrupted run's weights (with the test cluster of tests/slurm/start.sh; skipped without it)."""
+    import test_slurm_real as case
+
+    if case.PROBLEM:
+        pytest.skip(case.PROBLEM)
+    failures = []
+    for i in range(ROUNDS):
+        folder = tmp_path / f"round{i}"
+        folder.mkdir()
+        with pytest.MonkeyPatch.context() as mp:
+            fixture = case.real.__wrapped__(folder, mp)  # the test's own fixture, a fresh one each round
+            said = next(fixture)
+            try:
+                case.test_a_training_requeued_while_it_runs_resumes_to_the_weights_of_an_uninterrupted_run(
+                    said, folder, mp)
+                outcome = "ok"
+            except AssertionError as e:
+                outcome = f"failed: {str(e)[:1500]}"
+                failures.append(f"round {i}: {outcome}")
+            finally:
+                next(fixture, None)
+        print(f"round {i + 1}/{ROUNDS}: {outcome[:200]}", flush=True)
     assert not failures, f"{len(failures)} of {ROUNDS} rounds failed:\n" + "\n".join(failures)

@@ -113,7 +113,6 @@ def test_gpu_check_dry_run_exercises_every_section(tmp_path):
 
 
 @pytest.mark.slow  # about 20 s, and timed: a part cut at its 20 s limit
-@pytest.mark.serial
 @needs_triton
 def test_the_report_is_written_after_every_section_and_a_part_cut_short_keeps_them(tmp_path):
     """While a part runs, gpu_check.json already holds the sections it finished (status running); a part killed by

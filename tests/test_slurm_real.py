@@ -464,7 +464,8 @@ def test_a_training_of_two_tasks_is_one_ddp_training_and_resumes_when_requeued(r
     JobRun.of(one, "smoke", "cpu", 1).run()
     out = Waiting([two], _config(cpu_tasks_per_training=2)).result(timeout=300)
     job_id = out.submitted[two.id]
-    assert out.done == [two.id] and _sacct(job_id) == "COMPLETED", out
+    assert out.done == [two.id], out
+    _until(f"Slurm job {job_id} COMPLETED", lambda: _sacct(job_id) == "COMPLETED", timeout=30)
     log = (two.spec.run.dir / "logs" / "slurm" / f"{job_id}_0_log.err").read_text()
     steps = [int(s) for s in re.findall(r"# step (\d+): the 2 processes hold the same weights", log)]
     assert steps == [10, 20, 30], log[-3000:]
@@ -485,7 +486,8 @@ def test_a_training_of_two_tasks_is_one_ddp_training_and_resumes_when_requeued(r
     _run("scontrol", "release", job_id)
     _run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
     out = waiting.result(timeout=300)
-    assert out.done == [again.id] and _sacct(job_id) == "COMPLETED", out
+    assert out.done == [again.id], out
+    _until(f"Slurm job {job_id} COMPLETED", lambda: _sacct(job_id) == "COMPLETED", timeout=30)
     log = (again.spec.run.dir / "logs" / "slurm" / f"{job_id}_0_log.err").read_text()
     assert f"resuming {again.spec.run.dir.name} from its checkpoint at step {stopped} " in log, log[-3000:]
     w3 = load_file(again.spec.run.dir / "model.safetensors")

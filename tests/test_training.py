@@ -260,7 +260,6 @@ save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, os.path.
 """
 
 
-@pytest.mark.serial
 @pytest.mark.parametrize("micro_batch", [0, pytest.param(3, marks=pytest.mark.slow)])
 def test_ddp_two_gloo_processes_match_one_process(tmp_path, micro_batch):
     """Two processes of 16 slots each give one process's update; with micro_batch=3 each process accumulates

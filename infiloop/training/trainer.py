@@ -104,8 +104,8 @@ class _Trainer:
         self.explore = torch.Generator().manual_seed(train_cfg.seed + 17)
         self.progressive_rng = torch.Generator().manual_seed(train_cfg.seed + 29)  # train.progressive's (n, k)
         self.progressive: tuple[int, int] | None = None  # this step's (n, k); None without the progressive loss
-        # the whole training set stays in its stored integer type on the host (uint8 tokens: an eighth of int64; paper
-        # ARC about 2.8 GB a copy instead of 22 GB, in every process); each batch is widened on its device
+        # the training set stays in its stored integer type on the host (uint8 tokens: an eighth of int64, in every
+        # process); each batch is widened on its device
         self.inputs_all, self.labels_all, self.pids_all = (torch.from_numpy(np.ascontiguousarray(a))
                                                            for a in (data.inputs, data.labels, data.puzzle_ids))
         self.slot_idx = torch.zeros(self.B, dtype=torch.long)
@@ -192,8 +192,7 @@ class _Trainer:
             nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.opt.step()
         if self.opt_emb is not None:
-            # the global batch's puzzles: the same rows everywhere
-            self.opt_emb.step(self.pids_all[self.slot_idx].long())
+            self.opt_emb.step(self.pids_all[self.slot_idx].long())  # the global batch's puzzles, on every process
         if self.ema is not None:
             self.ema.update(self.model)
         self.step_ += 1
@@ -220,13 +219,11 @@ class _Trainer:
         while True:
             state = rng_state(self.device)
             t0 = time.perf_counter()
-            retry = ""
             try:
                 out = self._accumulate(inputs, labels, pids, keep_diag)
+                break
             except Exception as e:
                 retry = self._recover(e)
-            if not retry:
-                break
             # Out of the except block: the failed attempt's exception, its traceback and so the frames that hold its
             # activations and partial gradients are gone before the retry (inside it, empty_cache frees nothing).
             self.opt.zero_grad(set_to_none=True)

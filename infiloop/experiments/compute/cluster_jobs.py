@@ -215,7 +215,9 @@ def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConf
     params = {"name": name[:120], "timeout_min": minutes, "nodes": 1, "tasks_per_node": tasks,
               "cpus_per_task": cfg.cpus_per_task,
               "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", "requeue": True, **cfg.sbatch},
-              "slurm_setup": list(cfg.setup), "slurm_srun_args": [f"--cpus-per-task={cfg.cpus_per_task}"]}
+              "slurm_setup": list(cfg.setup),
+              # a task that fails ends the others (as torchrun does): they would wait in a collective for ever
+              "slurm_srun_args": [f"--cpus-per-task={cfg.cpus_per_task}", "--kill-on-bad-exit=1"]}
     if cfg.wckey:
         params["slurm_wckey"] = cfg.wckey
     if gpus:

@@ -146,7 +146,7 @@ class PlanJob:
         import submitit
         import torch
 
-        from ...machine import end_process, init_distributed, leave_process_group
+        from ...machine import end_process, init_distributed, leave_process_group, rendezvous_port
         from ...training import interrupt
 
         try:
@@ -154,6 +154,7 @@ class PlanJob:
         except RuntimeError:  # the debug cluster's jobs run in the submitting process, outside any job environment
             tasks, in_job = 1, False
         if tasks > 1:  # one task per GPU of a multi-GPU training: DDP from Slurm's variables
+            os.environ.setdefault("MASTER_PORT", str(rendezvous_port(submitit.JobEnvironment().job_id)))
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
             device = init_distributed(device)
         old = torch.get_num_threads()
