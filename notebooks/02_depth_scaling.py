@@ -153,7 +153,7 @@ fig_depth = plotting.save_figure(fig, "depth_scaling" + suffix, profile)[0]
 row_of = {int(u): i for i, u in enumerate(ups)}
 peak = {r: int(ups[np.nanargmax(c.value)]) for r, c in curves.items()}
 drop = {r: effects.held_out_fall([t["correct"] for t in by_seed[r].values()]) for r in curves}
-held_peaks = {r: " / ".join(str(int(ups[k])) for k in drop[r].extra["peaks"]) for r in curves}
+held_peaks = {r: effects.peaks_text(drop[r], ups) for r in curves}
 lost = {r: effects.proportion(*zip(*map(analysis.lost_terms, by_seed[r].values()))) for r in MAIN_RECIPES}
 change = {r: intervals.over_seeds(by_seed[r].values(), analysis.state_change_terms, bounds=intervals.NONNEGATIVE)
           for r in MAIN_RECIPES}

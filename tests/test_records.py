@@ -118,9 +118,10 @@ def test_redecide_replaces_the_verdict_by_todays_rule(monkeypatch):
     from infiloop.analysis import intervals
 
     monkeypatch.setattr(intervals, "FRACTION", 0.99)
-    monkeypatch.setattr(intervals, "verdict", partial(intervals.verdict, fraction=0.99))
+    monkeypatch.setattr(intervals, "outcome", partial(intervals.outcome, fraction=0.99))
     again = claims.redecide(json.loads(json.dumps(claim)))
-    assert again["agrees"] is False and again["effect"]["threshold"] == pytest.approx(0.99 * 23.2)
+    assert again["agrees"] is False and again["verdict"] == "differs"
+    assert again["effect"]["threshold"] == pytest.approx(0.99 * 23.2)
     assert again["ours"] == "ours" and again["data"] == json.loads(json.dumps(claim["data"]))
 
 
@@ -185,7 +186,7 @@ def test_compare_lists_the_verdicts_cells_and_machine_that_differ(tmp_path):
                                     "verdicts: 1 of 1 recorded claims decided alike"]
     run = json.loads(json.dumps(rec))
     assert rec["claims"][0]["agrees"] is not False
-    run["claims"][0]["agrees"] = False
+    run["claims"][0]["agrees"], run["claims"][0]["verdict"] = False, "differs"
     run["tables"][0]["rows"][1][1] = "70.1"
     run["environment"]["torch threads"] = 2
     (tmp_path / "run" / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(run))

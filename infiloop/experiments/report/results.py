@@ -31,7 +31,7 @@ from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
 from . import compare, headline, records
-from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
+from .verdicts import MARK, MEASURED, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"
@@ -95,7 +95,7 @@ def redecide(recorded: Path | None = None) -> list[Path]:
     changed = []
     for path in sorted(root.glob("*/*.json")):
         s = _read(path)
-        again = [claims.redecide(c) for c in s.get("claims", [])]
+        again = claims.with_contrasts([claims.redecide(c) for c in s.get("claims", [])], s)
         if again != s.get("claims", []):
             changed.append(_write(path, {**s, "claims": again}))
     return changed
@@ -144,7 +144,7 @@ def verdict_cell(c: dict) -> str:
     """The verdict as the table shows it: marked ¹ when it rests on one trained model, † when decided by the
     earlier rule."""
     v = verdict(c)
-    if "rule" not in c and v in ("agrees", "differs", "undecided"):
+    if "rule" not in c and v in MEASURED:
         return f"{v}{ONE_MODEL if one_model(c) else ''} (earlier rule{EARLIER})"
     return v + (ONE_MODEL if one_model(c) else "")
 
@@ -166,7 +166,7 @@ def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = No
                      f"| {_cell(c.get('paper'))} "
                      f"| {_cell(c.get('ours'))} | {_cell(c.get('seeds'))} | {_cell(effect)} | {verdict_cell(c)} |")
     runs = sorted({(c["profile"], c["created"]) for c in claims})
-    current = [c for c in claims if "rule" in c or verdict(c) not in ("agrees", "differs", "undecided")]
+    current = [c for c in claims if "rule" in c or verdict(c) not in MEASURED]
     earlier = [c for c in claims if c not in current]
     counts = ", ".join(f"{sum(verdict(c) == v for c in current)} {v}" for v in MARK)
     lines += ["", "Measured at " + ", ".join(f"`{p}` ({d})" for p, d in runs) + f"; by the rule below: {counts}"
