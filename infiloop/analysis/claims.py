@@ -452,6 +452,8 @@ def redecide(claim: dict, data: dict | None = None) -> dict:
     rec = record(claim["id"], effect, untestable, data["digits"])
     drop = ("untestable", "agrees", "verdict", "own_verdict", "contrast", "effect", "seeds", "rule", "note")
     out = {k: v for k, v in claim.items() if k not in drop}
+    c = paper.CLAIMS_BY_ID[claim["id"]]
+    out.update(claim=c.claim, paper=c.paper)  # the paper's words are the code's, not the run's
     out.update(rec)
     out["note"] = _note(paper.CLAIMS_BY_ID[claim["id"]], rec, untestable)
     out["data"] = data
