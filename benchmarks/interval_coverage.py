@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = verdict_rates(n)
         head = [f"Measured by `python benchmarks/interval_coverage.py --verdicts{' --quick' if args.quick else ''}` "
                 f"({datetime.date.today().isoformat()}, {platform.machine()}, numpy {np.__version__}; "
-                f"{time.time() - t0:.0f} s): {n:,} simulated experiments per row, the paper's effect +23.2 points (half: "
-                "+11.6), 400 puzzle resamples per interval; the binomial standard error of a 5 % share is "
+                f"{time.time() - t0:.0f} s): {n:,} simulated experiments per row, the paper's effect +23.2 points "
+                "(half: +11.6), 400 puzzle resamples per interval; the binomial standard error of a 5 % share is "
                 f"{100 * np.sqrt(0.05 * 0.95 / n):.1f} points."]
         if args.write:
             text = DOC.read_text(encoding="utf-8")

@@ -207,7 +207,8 @@ def short_ours(c: dict) -> str:
     con = c.get("contrast")
     if isinstance(con, dict):
         if paper.CLAIMS_BY_ID[c["id"]].absence:
-            return f"InfiLoop loses {_short(e)}; carry-last − InfiLoop {_short(con['effect'])} ({con['verdict']}){seeds}"
+            return (f"InfiLoop loses {_short(e)}; carry-last − InfiLoop {_short(con['effect'])} ({con['verdict']})"
+                    f"{seeds}")
         return (f"InfiLoop − carry-last {_short(con['effect'])}; InfiLoop alone {_short(e)} ({c.get('own_verdict')})"
                 f"{seeds}")
     return _short(e) + seeds
