@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from infiloop.analysis import claim_data, claims, intervals, paper
+from infiloop.analysis import claim_data, claims, contrasts, intervals, paper
 from infiloop.analysis.intervals import Interval
 
 P = 256
@@ -92,13 +92,13 @@ def test_the_wrong_cells_claim_leads_with_infiloop_against_carry_last(fall_inf, 
     inf, cl = _snapshots(np.random.default_rng(0), fall_inf, fall_cl)
     own = _diag("diagnosis.infiloop_wrong_cells_fall", claims.ratio_difference(inf))
     other = _diag("diagnosis.carry_last_wrong_cells_grow", claims.ratio_difference(cl))
-    out = {c["id"]: c for c in claims.with_contrasts([own, other], {})}
+    out = {c["id"]: c for c in contrasts.with_contrasts([own, other], {})}
     c = out["diagnosis.infiloop_wrong_cells_fall"]
     assert c["contrast"]["effect"]["value"] == pytest.approx(fall_inf - fall_cl, abs=1e-9)
     assert c["verdict"] == lead == c["contrast"]["verdict"]
     assert c["own_verdict"] == own["verdict"] and c["agrees"] is {"agrees": True, "differs": False}.get(lead)
     assert c["note"].startswith(paper.CLAIMS_BY_ID[c["id"]].contrast) and " InfiLoop alone: " in c["note"]
-    assert claims.with_contrasts([c, other], {})[0]["note"] == c["note"]  # applying it again changes nothing
+    assert contrasts.with_contrasts([c, other], {})[0]["note"] == c["note"]  # applying it again changes nothing
     assert "contrast" not in out["diagnosis.carry_last_wrong_cells_grow"]
 
 
@@ -118,11 +118,11 @@ def test_the_depth_contrast_reads_carry_last_at_the_training_depth_from_its_curv
     own = _diag("depth.infiloop_improves_with_depth", claims.difference(inf))
     fall = _diag("depth.carry_last_degrades", claims.held_out_fall(curves))
     table = {"tables": [{"columns": ["model", f"@ training depth ({depth})", "peak", f"@ {deepest} updates"]}]}
-    assert claims.depth_rows(table) == (depth, deepest)
-    c = claims.with_contrasts([own, fall], table)[0]
+    assert contrasts.depth_rows(table) == (depth, deepest)
+    c = contrasts.with_contrasts([own, fall], table)[0]
     want = np.mean([a.mean() - b.mean() for a, b in inf]) - 20 / P
     assert c["contrast"]["effect"]["value"] == pytest.approx(want, abs=1e-12)
-    assert claims.with_contrasts([own, fall], {})[0] == own  # no table to read the depth from: no contrast
+    assert contrasts.with_contrasts([own, fall], {})[0] == own  # no table to read the depth from: no contrast
 
 
 def test_the_overthinking_keep_claim_is_an_absence_claim_decided_from_its_earlier_data():
@@ -137,7 +137,7 @@ def test_the_overthinking_keep_claim_is_an_absence_claim_decided_from_its_earlie
     old = claims.claim_dict("overthink.carry_last_overthinks", "x", effect=claims.ratio_difference(pairs),
                             seeds=[0, 1, 2])
     old = json.loads(json.dumps({**old, "id": "overthink.infiloop_keeps"}))
-    again = claims.with_contrasts([claims.redecide(old)], {})[0]
+    again = contrasts.with_contrasts([claims.redecide(old)], {})[0]
     assert claim_data.decode(again["data"]["effect"])["builder"] == "share"
     assert again["effect"]["value"] == pytest.approx(1.0) and again["effect"]["absence"]
     assert not again.get("untestable") and again["verdict"] == "differs" == again["own_verdict"]

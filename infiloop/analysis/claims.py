@@ -329,7 +329,7 @@ def effect_text(e: dict) -> str:
     return f"{ours}; the paper {e['paper_effect']:+g} (half: {e['threshold']:+g})"
 
 
-def _effect_record(effect: Interval, what: str, paper_effect: float | None, basis: str, unit: str, scale: float,
+def record_effect(effect: Interval, what: str, paper_effect: float | None, basis: str, unit: str, scale: float,
                    digits: int, absence: bool, signed: bool) -> dict:
     undefined = effect.value != effect.value
     threshold = round(intervals.FRACTION * paper_effect, 4) if paper_effect is not None else 0.0
@@ -352,7 +352,7 @@ def _effect_record(effect: Interval, what: str, paper_effect: float | None, basi
     return e
 
 
-def _outcome(effect: Interval, paper_effect: float | None, scale: float, absence: bool) -> str:
+def outcome_of(effect: Interval, paper_effect: float | None, scale: float, absence: bool) -> str:
     if effect.value != effect.value:
         return intervals.UNDECIDED
     return intervals.outcome(effect, None if paper_effect is None else paper_effect / scale, absence=absence)
@@ -364,12 +364,12 @@ def record(cid: str, effect: Interval | None, untestable: str = "", digits: int 
     agrees, False for differs, None otherwise), and ``effect``: the effect in words, its value and interval (the
     statistic's units; ``scale`` and ``unit`` to show it), the paper's value and the rule's threshold (display units),
     the seeds and items, what was undefined and how the interval was computed. A claim with a contrast
-    (``paper.Claim.contrast``) gains it from the summary's other claims (:func:`with_contrasts`)."""
+    (``paper.Claim.contrast``) gains it from the summary's other claims (``contrasts.with_contrasts``)."""
     c = paper.CLAIMS_BY_ID[cid]
     if effect is None:
         return {"agrees": None}
-    v = intervals.UNTESTABLE if untestable else _outcome(effect, c.paper_effect, c.scale, c.absence)
-    e = _effect_record(effect, c.effect, c.paper_effect, c.basis, c.unit, c.scale, digits, c.absence,
+    v = intervals.UNTESTABLE if untestable else outcome_of(effect, c.paper_effect, c.scale, c.absence)
+    e = record_effect(effect, c.effect, c.paper_effect, c.basis, c.unit, c.scale, digits, c.absence,
                        BUILDERS.get(cid) not in (proportion, share))
     out = {"agrees": {intervals.AGREES: True, intervals.DIFFERS: False}.get(v), "verdict": v, "effect": e,
            "seeds": effect.seeds, "rule": RULE_VERSION}
@@ -442,8 +442,8 @@ def _migrated(cid: str, data: dict) -> dict:
 def redecide(claim: dict, data: dict | None = None) -> dict:
     """``claim`` (a summary's) decided again from ``data`` (default its own recorded data: ``claim_data``) by
     today's builders and rule: its verdict, effect, seeds, untestability and note replaced; ``ours`` and the rest kept
-    (a contrast is added again by :func:`with_contrasts`, which needs the summary's other claims). A claim recorded
-    without data is returned as it is."""
+    (a contrast is added again by ``contrasts.with_contrasts``, which needs the summary's other claims). A claim
+    recorded without data is returned as it is."""
     data = claim.get("data") if data is None else data
     if not data:
         return claim
@@ -457,113 +457,6 @@ def redecide(claim: dict, data: dict | None = None) -> dict:
     out.update(rec)
     out["note"] = _note(paper.CLAIMS_BY_ID[claim["id"]], rec, untestable)
     out["data"] = data
-    return out
-
-
-# --- contrasts: where the paper's claim sets InfiLoop against TRM (paper.Claim.contrast) ---------------------------
-
-def _args(claim: dict) -> list:
-    return decode(claim["data"]["effect"])["args"]
-
-
-def depth_rows(summary: dict) -> tuple[int, int] | None:
-    """(training depth, updates per recorded row) of notebook 02's summary, read from its accuracy table's columns
-    ("@ training depth (16)", "@ 960 updates") and the rows of carry-last's recorded curve; None where it has none."""
-    import re
-
-    for t in summary.get("tables", []):
-        cols = " ".join(map(str, t.get("columns", [])))
-        m, n = re.search(r"@ training depth \((\d+)\)", cols), re.search(r"@ (\d+) updates", cols)
-        if m and n:
-            return int(m.group(1)), int(n.group(1))
-    return None
-
-
-def _depth_contrast(found: dict, summary: dict) -> Interval | None:
-    """InfiLoop's gain from the training depth to the deepest evaluation − carry-last's, on the same puzzles of each
-    seed: InfiLoop's flags from its depth claim, carry-last's from the curves of ``depth.carry_last_degrades``."""
-    own, fall, rows = found.get("depth.infiloop_improves_with_depth"), found.get("depth.carry_last_degrades"), \
-        depth_rows(summary)
-    if not own or not fall or rows is None or own["data"].get("seeds") != fall["data"].get("seeds"):
-        return None
-    depth, deepest = rows
-    curves = _args(fall)[0]
-    every = deepest // curves[0].shape[0]
-    if every * curves[0].shape[0] != deepest or depth % every:
-        return None
-    at = depth // every - 1
-    return difference_of_changes([(a, b, c[-1], c[at]) for (a, b), c in zip(_args(own)[0], curves)], items="puzzles")
-
-
-def _wrong_cells_contrast(found: dict, summary: dict) -> Interval | None:
-    """InfiLoop's fall of wrong cells per puzzle between the snapshots − carry-last's: InfiLoop's (first, second)
-    ratios from its claim, carry-last's (second, first) from ``diagnosis.carry_last_wrong_cells_grow``."""
-    own, other = found.get("diagnosis.infiloop_wrong_cells_fall"), found.get("diagnosis.carry_last_wrong_cells_grow")
-    if not own or not other or own["data"].get("seeds") != other["data"].get("seeds"):
-        return None
-    return ratio_changes([(i[0], i[1], c[1], c[0]) for i, c in zip(_args(own)[0], _args(other)[0])])
-
-
-def _as_ratios(inputs: dict) -> list[intervals.Ratio]:
-    """A loss's per-seed (numerator, denominator) from its builder's inputs (``proportion``: events and trials as
-    flags; ``share``: the ratios)."""
-    if inputs["builder"] == "proportion":
-        events, trials = inputs["args"][:2]
-        return [(np.asarray(e, np.float64), np.asarray(t, np.float64)) for e, t in zip(events, trials)]
-    return [tuple(q) for q in inputs["args"][0]]
-
-
-def _loss_contrast(found: dict, summary: dict, cid: str) -> Interval | None:
-    """The comparison model's (carry-last's) loss − InfiLoop's, paired on the same puzzles of each seed, from the
-    absence claim's own guard data (each model's loss)."""
-    c = found.get(cid)
-    guard = decode(c["data"]["guard"]) if c and c.get("data") and c["data"].get("guard") else None
-    if guard is None or set(guard["losses"]) != {"carry-last", "InfiLoop"}:
-        return None
-    cl, inf = (_as_ratios(guard["losses"][k]) for k in ("carry-last", "InfiLoop"))
-    return ratio_difference([(a, b) for a, b in zip(cl, inf)], bounds=(-1.0, 1.0))
-
-
-CONTRASTS = {  # claim id -> its contrast from the summary's claims (paper.Claim.contrast says what it measures)
-    "depth.infiloop_improves_with_depth": _depth_contrast,
-    "diagnosis.infiloop_wrong_cells_fall": _wrong_cells_contrast,
-    "diagnosis.infiloop_keeps_after_solve": lambda f, s: _loss_contrast(f, s, "diagnosis.infiloop_keeps_after_solve"),
-    "overthink.infiloop_keeps": lambda f, s: _loss_contrast(f, s, "overthink.infiloop_keeps"),
-}
-
-
-def contrast_record(cid: str, effect: Interval, digits: int = 1) -> dict:
-    """What a claim keeps of its contrast: the effect record (as :func:`record`'s, against ``contrast_effect``) and
-    its verdict by the rule."""
-    c = paper.CLAIMS_BY_ID[cid]
-    e = _effect_record(effect, c.contrast, c.contrast_effect, c.contrast_basis, c.unit, c.scale, digits, False, True)
-    return {"effect": e, "verdict": _outcome(effect, c.contrast_effect, c.scale, False)}
-
-
-def with_contrasts(claims: list[dict], summary: dict) -> list[dict]:
-    """``claims`` (one summary's) with each claim that has a contrast (:data:`CONTRASTS`) decided on it as well, its
-    record under ``contrast``. The verdict that answers the paper's sentence leads (``verdict``, ``agrees``): the
-    contrast's, where the claim is InfiLoop's behaviour set against TRM's (the depth gain, the wrong cells), the claim's
-    own verdict kept as ``own_verdict``; an absence claim's own verdict, whose guard already asks that the comparison
-    model lose as the paper's TRM does (``untestable_unless_lost``), with the contrast shown beside it. A contrast that
-    the summary's data cannot give (a claim missing, seeds that differ) leaves the claim as it is."""
-    found = {c["id"]: c for c in claims if c.get("data")}
-    out = []
-    for c in claims:
-        make = CONTRASTS.get(c["id"])
-        iv = make(found, summary) if make and c.get("data") else None
-        if iv is None:
-            out.append(c)
-            continue
-        p = paper.CLAIMS_BY_ID[c["id"]]
-        own = c.get("own_verdict") or label(c)
-        own_note = c.get("note", "").split(" InfiLoop alone: ", 1)[-1].split(" Beside it, ", 1)[0]
-        rec = contrast_record(c["id"], iv, c["data"]["digits"])
-        words = f"{p.contrast}: {effect_text(rec['effect'])} ({rec['verdict']}; {rec['effect']['method']})"
-        lead = own if p.absence else rec["verdict"]
-        note = f"{own_note} Beside it, {words}" if p.absence else f"{words}. InfiLoop alone: {own_note}"
-        out.append({**c, "contrast": rec, "own_verdict": own, "verdict": lead,
-                    "agrees": {intervals.AGREES: True, intervals.DIFFERS: False}.get(lead), "note": note})
     return out
 
 

@@ -124,7 +124,7 @@ def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarr
     puzzles; ``to_fill``, ``labels``: [P, S] the cells to fill and the solutions. InfiLoop's "loses none" is untestable
     unless some model's loss after the solve lies above half the paper's TRM's (``claims.untestable_unless_lost``).
     The contrasts of two claims (InfiLoop against carry-last: ``paper.Claim.contrast``) are added from these claims'
-    data when the summary is written (``claims.with_contrasts``)."""
+    data when the summary is written (``contrasts.with_contrasts``)."""
     a, b = snapshots(pairs[0][0])
     iv = _effects(pairs, to_fill, labels, window)
     own = {k: {"changed": intervals.over_seeds([p[k] for p in pairs], changed_terms,

@@ -83,7 +83,7 @@ def infiloop_keeps(trajs_cl: list[dict], trajs_inf: list[dict]) -> tuple[Interva
     it solved at some update that are wrong at the deepest (``claims.share``), and why it is untestable ("" when it is
     not): unless some model's share lies above the claim's margin (half the paper's TRM's 19.7 %), keeping them says
     nothing (``claims.untestable_unless_lost``, carry-last's and InfiLoop's shares). Its contrast, carry-last's share −
-    InfiLoop's (:func:`lost_contrast`), is added from the guard's data (``claims.with_contrasts``)."""
+    InfiLoop's (:func:`lost_contrast`), is added from the guard's data (``contrasts.with_contrasts``)."""
     def terms(t: dict) -> tuple[np.ndarray, np.ndarray]:
         lost, solved = analysis.lost_terms(t)
         return lost.astype(np.float64), solved.astype(np.float64)

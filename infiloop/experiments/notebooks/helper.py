@@ -162,7 +162,7 @@ class Notebook:
 
     def finish(self, text: str, figures: list, tables: list, claims: list) -> None:
         from ...analysis.claim_data import with_seeds
-        from ...analysis.claims import with_contrasts
+        from ...analysis.contrasts import with_contrasts
 
         for c in claims:
             c.setdefault("profile", self.profile)

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ... import paths
-from ...analysis import claims, paper
+from ...analysis import claims, contrasts, paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
@@ -95,7 +95,7 @@ def redecide(recorded: Path | None = None) -> list[Path]:
     changed = []
     for path in sorted(root.glob("*/*.json")):
         s = _read(path)
-        again = claims.with_contrasts([claims.redecide(c) for c in s.get("claims", [])], s)
+        again = contrasts.with_contrasts([claims.redecide(c) for c in s.get("claims", [])], s)
         if again != s.get("claims", []):
             changed.append(_write(path, {**s, "claims": again}))
     return changed
