@@ -215,14 +215,30 @@ def test_pipeline_continues_past_a_failing_notebook(executed):
 
 def test_depths_are_compared_with_the_paper_in_outer_updates():
     """The paper's layer counts (26 per update) and ours ((L + 1) x n_layers) are different units: no
-    notebook puts the paper's points on a layers axis, and notebook 02 draws Fig. 1a's TRM points and the
-    depth table's TRM point as separate series (different figures, probably different TRM runs)."""
+    notebook puts the paper's points on a layers axis, and notebook 02 draws the paper's published curves (Figure 3's
+    InfiLoop, FPRM and TRM, and Figure 1(a)'s TRM, another run) beside ours against updates relative to each one's
+    training depth (``paper_curves.draw``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from infiloop.analysis import paper_curves, plotting
+
     for py in sorted((ROOT / "notebooks").glob("0*.py")):
         src = py.read_text(encoding="utf-8")
         assert not re.search(r"""xlabel\s*=\s*["']layers""", src), py.name
         assert not re.search(r"\bp\.layers\b", src), py.name  # a paper point placed by its layer count
     src = (ROOT / "notebooks" / "02_depth_scaling.py").read_text(encoding="utf-8")
-    assert '"TRM (Fig. 1a)"' in src and '"TRM (depth table)"' in src
+    assert "paper_curves.draw(axp" in src and "ups / depth" in src
+    fig, ax = plt.subplots()
+    paper_curves.draw(ax, plotting.COLORS)
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {"InfiLoop, the paper's Figure 3", "FPRM, the paper's Figure 3", "TRM, the paper's Figure 3",
+                          "TRM, the paper's Figure 1(a)"}
+    x, y = lines["TRM, the paper's Figure 3"].get_data()
+    assert x[-1] == 960 / 36 and round(y[-1], 2) == 83.65  # the training depth at 1, the deepest at 26.7
+    plt.close(fig)
 
 
 def test_unknown_parameter_is_refused(tmp_path):

@@ -389,3 +389,31 @@ def test_the_identity_ablation_table_pairs_own_and_blank_ids():
     traj = {"correct": np.array([[True, False, True]]), "updates": np.array([4])}
     assert main_table.item_scores(traj, None, 4, voted=False).tolist() == [1.0, 0.0, 1.0]
     assert main_table.identity_rows({("sudoku", "infiloop", "own"): [ones]}, {})[1] == []
+
+
+def test_the_papers_published_curves_are_shipped_and_read():
+    """The authors' figure data ship with the package (infiloop/analysis/paper_data, source and commits beside them)
+    and one function reads them: three values checked against the published data, and what they show."""
+    import numpy as np
+
+    from infiloop.analysis import paper_curves
+
+    assert (paper_curves.DATA / "README.md").read_text(encoding="utf-8").count("pixeli99/InfiLoop") >= 1
+    assert "36d1418dce4c541fb9a07761e315c18bb7dd89a3" in (paper_curves.DATA / "README.md").read_text(encoding="utf-8")
+    f3, f1 = paper_curves.curve("fig3", "TRM"), paper_curves.curve("fig1a", "TRM")
+    assert round(f3.at(960), 2) == 83.65 and f3.layers[-1] == 24_960  # TRM 83.65 % at 24,960 layers (Figure 3)
+    assert f1.peak() == (18, pytest.approx(62.23, abs=5e-3)) and round(f1.at(72), 2) == 58.10  # Figure 1(a)
+    assert round(f3.at(18), 2) == 73.41 and round(f3.largest_drop(), 2) == 0.32  # the two runs at 468 layers
+    assert [len(paper_curves.curve("fig3", m).updates) for m in ("TRM", "InfiLoop", "FPRM")] == [160] * 3
+    assert np.all(f3.layers == 26 * f3.updates) and np.all(np.diff(f3.updates) == 6)
+    maxima = [paper_curves.curve("fig3", m).peak()[1] for m in ("InfiLoop", "FPRM", "TRM")]
+    assert [round(m, 2) for m in maxima] == [92.74, 91.57, 83.66]
+    assert maxima[0] < paper.TABLE1_BY_CONNECTION["infiloop"].sudoku and maxima[1] < paper.TABLE1_BY_CONNECTION[
+        "fprm"].sudoku  # Table 1's numbers are not reached by its curves
+    text = paper_curves.statement()
+    assert "83.65 % at 24,960" in text and "62.23 % at update 18" in text and "update 24 on" in text
+    assert paper_curves.relative(f1)[f1.updates == 36] == 1.0
+    with pytest.raises(KeyError, match="no published figure"):
+        paper_curves.curve("fig9", "TRM")
+    with pytest.raises(KeyError, match="has no 'FPRM' curve"):
+        paper_curves.curve("fig1a", "FPRM")

@@ -98,6 +98,7 @@ def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
 def claims_html(claims: list[dict]) -> str:
     """The aggregated claims table, with a count of each verdict, the rule that decides them (stated once, here),
     the mark of a verdict from one trained model and a sentence on multiplicity."""
+    from ...analysis import paper_curves
     from ...analysis.intervals import MULTIPLICITY, RULE
 
     rows = []
@@ -120,6 +121,7 @@ def claims_html(claims: list[dict]) -> str:
             f"this profile –, {n_unreported} not reported by any notebook; {n_one} verdict(s) from one trained model "
             f"{ONE_MODEL}.</p>"
             f'<p class="rule">The rule: {inline(RULE)}</p>'
+            f'<p class="note">{esc(paper_curves.statement())}</p>'
             f'<p class="note">{esc(ONE_MODEL_NOTE)} {esc(MULTIPLICITY)}</p>'
             f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
