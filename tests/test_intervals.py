@@ -497,3 +497,23 @@ def test_score_medians_stand_where_the_papers_stand_on_its_board():
     assert text.endswith("at 0 / 9 / 14 wrong cells of 36 (the paper: 7.25 / 2.75 / -0.58 at 0 / 20 / 33 of 81)")
     none_right = gamma_figures.score_medians({0: {**by_seed[0], "wrong_cells_candidate": wrong + 1}}, 36)
     assert none_right[0][0] == 0 and np.isnan(none_right[0][2])  # no right board: no median at 0
+
+
+def test_the_verdict_rates_of_the_coverage_benchmark_run_as_documented(capsys):
+    """`python benchmarks/interval_coverage.py --verdicts` (docs/statistics.md) runs as written, on a few simulated
+    experiments: a row per true effect (zero, a third and all of the paper's +23.2), its verdict shares adding to
+    100 %, and the paper's full effect never read as smaller."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "interval_coverage.py"
+    spec = importlib.util.spec_from_file_location("interval_coverage", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--verdicts", "--n", "20"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| 21 |")]
+    assert [r.split(" | ")[3] for r in rows] == ["+0.00 points", "+7.73 points", "+23.20 points"]
+    for r in rows:
+        shares = [float(x.rstrip(" %")) for x in r.split(" | ")[4:8]]
+        assert sum(shares) == pytest.approx(100.0)
+    assert float(rows[2].split(" | ")[5].rstrip(" %")) == 0.0  # the paper's full effect: never smaller
