@@ -92,12 +92,59 @@ def monte_carlo(runs: int = 20) -> list[str]:
             f"{100 * reported:.3f} points)."]
 
 
+VERDICTS = ("<!-- verdict-rates: start -->", "<!-- verdict-rates: end -->")
+PAPER_LEAD = 0.232  # the paper's lead of InfiLoop over TRM (Table 1: 97.9 − 74.7), the headline claim's effect
+
+
+def verdict_rates(n: int, seeds: int = 21, puzzles: int = 256, spread: str = "search",
+                  replicates: int = 400) -> list[str]:
+    """How often each verdict of the rule (``intervals.outcome``) comes out at ``seeds`` seeds, with the paper's
+    effect +23.2 points, when the true effect is zero, a third of the paper's or the paper's: the error rates of
+    "smaller" (it should read smaller at a third, never at the paper's value) and of the other outcomes."""
+    rows = ["| seeds | puzzles | seed spread | true effect | agrees | smaller | differs | undecided | covers |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for effect in (0.0, PAPER_LEAD / 3, PAPER_LEAD):
+        rng = np.random.default_rng(seeds * 1000 + puzzles + int(1000 * effect))
+        counts = dict.fromkeys(("agrees", "smaller", "differs", "undecided"), 0)
+        covers = 0
+        for i in range(n):
+            flags = coverage.draw(rng, seeds, puzzles, effect, spread)
+            ones = np.ones(puzzles)
+            iv = intervals.interval([[(flags[1, s], ones), (flags[0, s], ones)] for s in range(seeds)],
+                                    lambda q: q[0] - q[1], replicates=replicates, seed=i, vectorized=True)
+            counts[intervals.outcome(iv, PAPER_LEAD)] += 1
+            covers += iv.lo <= effect <= iv.hi
+        rows.append(f"| {seeds} | {puzzles} | {spread} | {100 * effect:+.2f} points | "
+                    + " | ".join(f"{100 * counts[k] / n:.1f} %" for k in counts) + f" | {100 * covers / n:.1f} % |")
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="simulated experiments per cell (default 2000)")
     ap.add_argument("--quick", action="store_true", help="n = 300, for a look")
     ap.add_argument("--write", action="store_true", help=f"fill the table in {DOC.relative_to(ROOT)}")
+    ap.add_argument("--verdicts", action="store_true", help="only the rates of each verdict at 21 seeds (the rule's "
+                    "'smaller', issue 74), with --write into its own block")
     args = ap.parse_args(argv)
+    if args.verdicts:
+        n = 300 if args.quick else args.n
+        t0 = time.time()
+        rows = verdict_rates(n)
+        head = [f"Measured by `python benchmarks/interval_coverage.py --verdicts{' --quick' if args.quick else ''}` "
+                f"({datetime.date.today().isoformat()}, {platform.machine()}, numpy {np.__version__}; "
+                f"{time.time() - t0:.0f} s): {n:,} simulated experiments per row, the paper's effect +23.2 points "
+                "(half: +11.6), 400 puzzle resamples per interval; the binomial standard error of a 5 % share is "
+                f"{100 * np.sqrt(0.05 * 0.95 / n):.1f} points."]
+        if args.write:
+            text = DOC.read_text(encoding="utf-8")
+            filled = fill_block(text, *VERDICTS, "\n".join([VERDICTS[0], *head, "", *rows, VERDICTS[1]]))
+            if filled is None:
+                raise SystemExit(f"{DOC}: no {VERDICTS[0]} ... {VERDICTS[1]} block")
+            atomic_write_text(DOC, filled)
+            print(f"wrote {DOC}")
+        return 0
     n = 300 if args.quick else args.n
     t0 = time.time()
     head = [f"Measured by `python benchmarks/interval_coverage.py{' --quick' if args.quick else ''}` "

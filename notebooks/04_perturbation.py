@@ -128,7 +128,7 @@ text = (f"At profile **{profile}** ({n_puzzles} puzzles, {seed_note}; perturbati
         f"{pct(max(retention['carry_last'].values()))}. The paper: InfiLoop 100 % at every ε, TRM loses 15–20 % "
         "even at ε = 0. " + " ".join(f"{c['claim'][0].upper() + c['claim'][1:]}: {c['ours']} ("
                                      + (f"untestable: {c['untestable']}" if c.get("untestable") else
-                                        {True: "agrees", False: "differs", None: "undecided"}[c["agrees"]])
+                                        effects.label(c))
                                      + ")." for c in claims))
 print(text)
 nb.finish(text, figures=[{"path": fig_pert, "caption": "Retention of solved puzzles against ε (mean over seeds, 95 % "

@@ -107,9 +107,11 @@ def test_the_claims_follow_the_models_behaviour(drift):
     assert ids == [c.id for c in paper.CLAIMS if c.id.startswith("diagnosis.")]
     verdict = {c["id"]: c["agrees"] for c in out}
     keeps = next(c for c in out if c["id"] == "diagnosis.infiloop_keeps_after_solve")
-    # the stable InfiLoop loses nothing: that agrees only where carry-last lost something, else it says nothing
+    # the stable InfiLoop loses nothing: that agrees only where carry-last lost more than the margin (9.85 %: the
+    # drifting one loses about 32 %), else it says nothing
     assert keeps["agrees"] is (True if drift else None) and bool(keeps.get("untestable")) is not drift
-    assert verdict["diagnosis.infiloop_wrong_cells_fall"] is True
+    # InfiLoop's wrong cells fall by about 0.4 a puzzle: the paper's direction, under half its 1.25
+    assert next(c for c in out if c["id"] == "diagnosis.infiloop_wrong_cells_fall")["verdict"] == "smaller"
     for cid in ("carry_last_changes_more", "carry_last_flips_right_cells", "carry_last_state_moves_after_solve",
                 "carry_last_loses_after_solve", "carry_last_wrong_cells_grow"):
         assert verdict[f"diagnosis.{cid}"] is drift, (cid, out)
@@ -147,6 +149,17 @@ def _absence_claims_where_nothing_moved() -> dict[str, dict]:
     terms = {r: [[(s, s)] * 3 for s in solved] for r in ("carry_last", "infiloop")}  # kept = solved at every ε
     out |= {c["id"]: c for c in claims.perturbation_claims(terms, (0.0, 1e-3, 0.3),
                                                             {"carry_last": "carry-last", "infiloop": "InfiLoop"})}
+    # notebook 09's: two models that keep every instance from its first solve on
+    from infiloop.analysis import overthinking
+
+    def kept(seed: int) -> dict:
+        r = np.random.default_rng(seed)
+        solve, ups = r.integers(1, 10, 80), np.arange(1, 21)
+        return {"updates": ups, "correct": ups[:, None] >= solve[None, :], "first_solve": solve}
+
+    own, why = overthinking.infiloop_keeps([kept(s) for s in range(3)], [kept(10 + s) for s in range(3)])
+    out["overthink.infiloop_keeps"] = claims.claim_dict("overthink.infiloop_keeps", "ours", effect=own,
+                                                        untestable=why)
     return out
 
 
@@ -158,6 +171,6 @@ def test_no_claim_reads_agrees_where_neither_model_moved():
     assert set(absence) <= set(built), "an absence claim without a case here: add its notebook's code"
     for cid in absence:
         c = built[cid]
-        assert c["agrees"] is None and "cost no model a solved puzzle" in c["untestable"], (cid, c)
+        assert c["agrees"] is None and "cost no model more than" in c["untestable"], (cid, c)
         # the loss itself lies below half the contrast: on the rule's interval alone it would read "agrees"
         assert c["effect"]["hi"] < 0.5 * c["effect"]["paper_effect"] / c["effect"]["scale"], cid

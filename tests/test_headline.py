@@ -7,6 +7,7 @@ import math
 import re
 
 import numpy as np
+import pytest
 
 from infiloop import paths
 from infiloop.analysis import claim_data, claims
@@ -67,7 +68,10 @@ def test_the_headline_says_what_the_data_decide():
     found, planted = _planted()
     text = headline.render_headline(found, "search")
     assert text.startswith("At `search` (4 seeds, 3–6) InfiLoop's lead over carry-last at the training depth, ")
-    assert "(InfiLoop 65.0 % against carry-last 56.2 %, means over the seeds; positive on 2 of 4 seeds)" in text
+    assert "InfiLoop 65.0 % against carry-last 56.2 %, means over the seeds; positive on 2 of 4 seeds)" in text
+    e = found[headline.LEAD]["effect"]
+    inside = "lies inside" if 100 * e["lo"] <= 11.6 else "lies below"
+    assert f"(the paper's +23.2; half of it, +11.6, {inside} the interval;" in text
     leads = 100 * np.array([planted["infiloop"][s] - planted["carry"][s] for s in SEEDS])
     sd = float(np.std(leads, ddof=1))
     need = next(n for n in range(2, 201) if t_quantile(0.975, n - 1) * sd / math.sqrt(n) <= headline.HALF_WIDTH)
@@ -155,3 +159,30 @@ def test_each_models_accuracy_by_cpu():
                f"{intel.mean():+.2f} | {d:+.2f} [{lo:+.2f}, {hi:+.2f}] points |")
         assert row in table, (row, table)
     assert headline.accuracies({}) == {}  # no Table-1 data: no rows
+
+
+def test_permutation_p_and_holm_against_hand_counts():
+    """The permutation p enumerates every split (two groups of 2 from [0, 0, 1, 1]: 2 of 6 splits are as far apart as
+    the observed one), and Holm's adjustment multiplies the k-th smallest by (m − k + 1), never decreasing."""
+    assert by_cpu.permutation_p(np.array([0.0, 0.0]), np.array([1.0, 1.0])) == pytest.approx(2 / 6)
+    assert by_cpu.permutation_p(np.array([0.0, 1.0]), np.array([0.0, 1.0])) == pytest.approx(1.0)
+    assert by_cpu.holm({"a": 0.01, "b": 0.04, "c": 0.03}) == pytest.approx({"a": 0.03, "b": 0.06, "c": 0.06})
+    assert by_cpu.holm({"a": 0.5, "b": 0.6}) == {"a": 1.0, "b": 1.0}
+
+
+def test_the_cpu_paragraph_leads_with_the_confirmatory_comparison(monkeypatch):
+    """Where seeds were trained after the comparison by CPU was first made (``by_cpu.CONFIRMATORY``), the headline
+    gives that comparison and the multiplicity-adjusted value first, labels the one over every seed post hoc, and reads
+    the lead by CPU where the CPUs' verdicts differ."""
+    found, _ = _planted()
+    cpu = {3: "Intel", 4: "Intel", 5: "AMD", 6: "AMD"}
+    monkeypatch.setitem(by_cpu.CONFIRMATORY, "search", (6,))
+    text = headline.render_headline(found, "search", cpu)
+    first, holm, post = (text.index(k) for k in ("Confirmatory:", "adjusted by Holm", "Post hoc"))
+    assert first < holm < post
+    cmp = by_cpu.comparison(found[headline.LEAD], list(found.values()), cpu, "search")
+    (iv1, v1), _ = cmp["verdicts"]["AMD"]
+    (iv2, v2), _ = cmp["verdicts"]["Intel"]
+    assert ("Read by CPU alone" in text) is (v1 != v2)
+    monkeypatch.setitem(by_cpu.CONFIRMATORY, "search", ())
+    assert "Confirmatory" not in headline.render_headline(found, "search", cpu)

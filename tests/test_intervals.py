@@ -7,7 +7,7 @@ import pytest
 
 from infiloop.analysis import coverage, intervals, paper
 from infiloop.analysis import trajectories as analysis
-from infiloop.analysis.intervals import Interval, bootstrap, interval, verdict, verdict_note
+from infiloop.analysis.intervals import Interval, bootstrap, interval, outcome, verdict, verdict_note
 from infiloop.analysis.quantiles import binomial_interval, t_quantile
 
 
@@ -120,31 +120,49 @@ def test_curves_get_an_interval_per_update():
 
 
 def test_verdict_rule_on_planted_intervals():
-    """intervals.RULE, case by case (the effect in its own units; the paper's effect +0.2 unless said)."""
+    """intervals.RULE, case by case: planted intervals on each side of each boundary (zero and half the paper's effect;
+    the effect in its own units; the paper's effect +0.2 unless said, so its half is 0.1)."""
     iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, 3, 100)  # noqa: E731
-    assert verdict(iv(0.01, 0.05), 0.2) is True  # above zero: agrees (even though below half the paper's effect)
-    assert verdict(iv(-0.05, 0.09), 0.2) is False  # contains zero, below half the paper's 0.2: differs
-    assert verdict(iv(0.0, 0.0), 0.2) is False  # at zero, ruling the paper's effect out
-    assert verdict(iv(-0.05, -0.01), 0.2) is False  # the other side
-    assert verdict(iv(-0.05, 0.15), 0.2) is None  # contains zero and half the paper's effect: undecided
-    assert verdict(iv(-0.05, 0.1), 0.2) is None  # exactly at the threshold is not below it
-    assert verdict(iv(-0.05, -0.01)) is False and verdict(iv(-0.01, 0.05)) is None  # no paper number: zero
-    assert verdict(iv(0.01, 0.05)) is True
-    # a paper effect that is a fall (negative): oriented so that the fall is positive
-    assert verdict(iv(-0.05, -0.01), -0.1) is True
-    assert verdict(iv(-0.04, 0.02), -0.1) is False  # the fall is at most 0.04 < 0.05
-    assert verdict(iv(-0.06, 0.02), -0.1) is None
-    assert verdict(iv(-0.05, -0.01), side=-1) is True and verdict(iv(0.01, 0.05), side=-1) is False
+    eps = 1e-9
+    # the lower bound against zero, the upper bound against half the paper's effect: four cells and their edges
+    assert outcome(iv(0.01, 0.15), 0.2) == "agrees"  # above zero, reaching half the paper's effect
+    assert outcome(iv(0.01, 0.1), 0.2) == "agrees"  # exactly at half is not below it
+    assert outcome(iv(0.01, 0.1 - eps), 0.2) == "smaller"  # above zero, wholly under half: the paper's direction
+    assert outcome(iv(0.01, 0.05), 0.2) == "smaller"
+    assert outcome(iv(eps, 0.05), 0.2) == "smaller" and outcome(iv(0.0, 0.05), 0.2) == "differs"  # zero is not above
+    assert outcome(iv(-0.05, 0.09), 0.2) == "differs"  # holds zero, below half the paper's 0.2
+    assert outcome(iv(0.0, 0.0), 0.2) == "differs"  # at zero, ruling the paper's effect out
+    assert outcome(iv(-0.05, -0.01), 0.2) == "differs"  # the other side
+    assert outcome(iv(-0.05, 0.15), 0.2) == "undecided"  # holds zero and half the paper's effect
+    assert outcome(iv(-0.05, 0.1), 0.2) == "undecided"  # exactly at the threshold is not below it
+    assert outcome(iv(-eps, 0.15), 0.2) == "undecided" and outcome(iv(eps, 0.15), 0.2) == "agrees"
+    # verdict(): True only for agrees, False only for differs
+    assert verdict(iv(0.01, 0.15), 0.2) is True and verdict(iv(0.01, 0.05), 0.2) is None
+    assert verdict(iv(-0.05, 0.09), 0.2) is False and verdict(iv(-0.05, 0.15), 0.2) is None
+    # no paper number: zero is the only boundary, and nothing reads smaller
+    assert outcome(iv(-0.05, -0.01)) == "differs" and outcome(iv(-0.01, 0.05)) == "undecided"
+    assert outcome(iv(0.01, 0.05)) == "agrees" and outcome(iv(eps, eps)) == "agrees"
+    assert outcome(iv(-0.05, -eps)) == "differs" and outcome(iv(-0.05, 0.0)) == "undecided"
+    # a paper effect that is a fall (negative): oriented so that the fall is positive (half of it: 0.05)
+    assert outcome(iv(-0.09, -0.01), -0.1) == "agrees"
+    assert outcome(iv(-0.04, -0.01), -0.1) == "smaller"  # falls, by at most 0.04 < 0.05
+    assert outcome(iv(-0.04, 0.02), -0.1) == "differs"  # the fall is at most 0.04 < 0.05 and may be none
+    assert outcome(iv(-0.06, 0.02), -0.1) == "undecided"
+    assert outcome(iv(-0.05, -0.01), side=-1) == "agrees" and outcome(iv(0.01, 0.05), side=-1) == "differs"
     # a claim that something does not happen: the loss against half the paper's contrast (0.15 -> 0.075)
-    assert verdict(iv(0.0, 0.007), 0.15, absence=True) is True
-    assert verdict(iv(0.08, 0.2), 0.15, absence=True) is False
-    assert verdict(iv(0.05, 0.1), 0.15, absence=True) is None
-    assert verdict(iv(float("nan"), float("nan")), 0.2) is None
+    assert outcome(iv(0.0, 0.007), 0.15, absence=True) == "agrees"
+    assert outcome(iv(0.0, 0.075 - eps), 0.15, absence=True) == "agrees"
+    assert outcome(iv(0.0, 0.075), 0.15, absence=True) == "undecided"
+    assert outcome(iv(0.075 + eps, 0.2), 0.15, absence=True) == "differs"
+    assert outcome(iv(0.075, 0.2), 0.15, absence=True) == "undecided"
+    assert outcome(iv(0.05, 0.1), 0.15, absence=True) == "undecided"
+    assert outcome(iv(float("nan"), float("nan")), 0.2) == "undecided"
     assert verdict_note(iv(0.01, 0.05), "gain").startswith("gain: +3.0 points [+1.0, +5.0] (agrees; 95 % t interval "
                                                            "over seeds and test puzzles; 3 seed(s), 100 puzzles each")
+    assert "(smaller; " in verdict_note(iv(0.01, 0.05), "gain", paper=20.0)
     assert verdict_note(iv(float("nan"), float("nan")), "gain").endswith("undefined (no puzzle to measure it on, "
                                                                          "e.g. none solved); undecided")
-    assert "A claim that something does not happen" in intervals.RULE
+    assert "A claim that something does not happen" in intervals.RULE and "**smaller**" in intervals.RULE
     assert f"{len(paper.CLAIMS)} claims" in intervals.MULTIPLICITY
 
 
@@ -361,6 +379,8 @@ def _unmoved(builder, seeds: int, rng):
         return builder([((x * 1.0, x * 1.0), (y * 1.0, y * 1.0)) for x, y in zip(flags, other)], bounds=(-1.0, 1.0))
     if builder is claims.proportion:  # nothing lost
         return builder([np.zeros(p, bool)] * seeds, flags)
+    if builder is claims.share:  # every instance solved is lost, on every seed (notebook 09's InfiLoop)
+        return builder([(x * 1.0, x * 1.0) for x in flags])
     if builder is claims.phase_contrast:  # the same γ in every phase, puzzle and seed
         ones = np.ones(p)
         return builder([[(0.7 * ones, ones), (0.7 * ones, ones), (0.7 * ones, ones), (0.7 * ones, ones),
@@ -474,3 +494,23 @@ def test_score_medians_stand_where_the_papers_stand_on_its_board():
     assert text.endswith("at 0 / 9 / 14 wrong cells of 36 (the paper: 7.25 / 2.75 / -0.58 at 0 / 20 / 33 of 81)")
     none_right = gamma_figures.score_medians({0: {**by_seed[0], "wrong_cells_candidate": wrong + 1}}, 36)
     assert none_right[0][0] == 0 and np.isnan(none_right[0][2])  # no right board: no median at 0
+
+
+def test_the_verdict_rates_of_the_coverage_benchmark_run_as_documented(capsys):
+    """`python benchmarks/interval_coverage.py --verdicts` (docs/statistics.md) runs as written, on a few simulated
+    experiments: a row per true effect (zero, a third and all of the paper's +23.2), its verdict shares adding to
+    100 %, and the paper's full effect never read as smaller."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "interval_coverage.py"
+    spec = importlib.util.spec_from_file_location("interval_coverage", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--verdicts", "--n", "20"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| 21 |")]
+    assert [r.split(" | ")[3] for r in rows] == ["+0.00 points", "+7.73 points", "+23.20 points"]
+    for r in rows:
+        shares = [float(x.rstrip(" %")) for x in r.split(" | ")[4:8]]
+        assert sum(shares) == pytest.approx(100.0)
+    assert float(rows[2].split(" | ")[5].rstrip(" %")) == 0.0  # the paper's full effect: never smaller

@@ -122,6 +122,11 @@ def test_a_grid_without_the_roles_marks_their_claims_not_run():
     assert all(c["ours"] == "not run at this profile" and "needs" in c["note"] for c in claims[3:])
     assert looplm_grid.first_finding({"agrees": True, "note": ""}, {"agrees": True, "note": ""}).startswith(
         "Past the horizon, reasoning rose")
+    smaller = {"agrees": None, "verdict": "smaller", "note": ""}  # the study's direction, under half its size: it moved
+    assert looplm_grid.first_finding(smaller, {"agrees": True, "note": ""}).startswith(
+        "Past the horizon, reasoning rose")
+    assert "reasoning did not rise measurably" in looplm_grid.first_finding({"agrees": None, "verdict": "undecided",
+                                                                             "note": ""}, smaller)
 
 
 def test_the_knowledge_level_is_read_from_its_interval():

@@ -131,12 +131,15 @@ def test_every_claim_keeps_the_data_that_decide_it(executed):
     """Results as data (issue 61): every claim decided by an effect keeps its per-seed inputs, one entry per
     training seed (notebook 08's decoders are not runs), its runs are named by hash, and deciding it again from the
     record gives the recorded effect and verdict to the last digit."""
-    from infiloop.analysis import claims
+    from infiloop.analysis import claims, contrasts
 
     assert not executed[1]
     decided = 0
     for py in NOTEBOOKS:
         summary = json.loads((paths.RESULTS / "smoke" / "summaries" / f"{py.stem}.json").read_text())
+        # a contrast (InfiLoop − carry-last) is decided from the summary's other claims, so the summary is decided again
+        redone = {c["id"]: c for c in contrasts.with_contrasts([claims.redecide(c) for c in summary["claims"]],
+                                                               summary)}
         for c in summary["claims"]:
             if "effect" not in c:
                 continue
@@ -144,9 +147,9 @@ def test_every_claim_keeps_the_data_that_decide_it(executed):
             # one entry per training seed, so that seeds recorded apart merge (a setting passed where a per-seed
             # list goes, such as a tuple of bounds, was once read as entries and left the claim unmergeable)
             assert py.stem == "08_looped_lm" or c["data"]["seeds"] == [0], (py.stem, c["id"])
-            again = claims.redecide(c)
-            assert {k: again.get(k) for k in ("agrees", "effect", "untestable", "seeds")} == \
-                {k: c.get(k) for k in ("agrees", "effect", "untestable", "seeds")}, c["id"]
+            again = redone[c["id"]]
+            keys = ("agrees", "verdict", "effect", "contrast", "own_verdict", "untestable", "seeds")
+            assert {k: again.get(k) for k in keys} == {k: c.get(k) for k in keys}, c["id"]
             decided += 1
         if py.stem != "08_looped_lm":
             assert summary["runs"] and all(r["settings"] and r["seeds"] for r in summary["runs"].values()), py.stem
@@ -215,14 +218,30 @@ def test_pipeline_continues_past_a_failing_notebook(executed):
 
 def test_depths_are_compared_with_the_paper_in_outer_updates():
     """The paper's layer counts (26 per update) and ours ((L + 1) x n_layers) are different units: no
-    notebook puts the paper's points on a layers axis, and notebook 02 draws Fig. 1a's TRM points and the
-    depth table's TRM point as separate series (different figures, probably different TRM runs)."""
+    notebook puts the paper's points on a layers axis, and notebook 02 draws the paper's published curves (Figure 3's
+    InfiLoop, FPRM and TRM, and Figure 1(a)'s TRM, another run) beside ours against updates relative to each one's
+    training depth (``paper_curves.draw``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from infiloop.analysis import paper_curves, plotting
+
     for py in sorted((ROOT / "notebooks").glob("0*.py")):
         src = py.read_text(encoding="utf-8")
         assert not re.search(r"""xlabel\s*=\s*["']layers""", src), py.name
         assert not re.search(r"\bp\.layers\b", src), py.name  # a paper point placed by its layer count
     src = (ROOT / "notebooks" / "02_depth_scaling.py").read_text(encoding="utf-8")
-    assert '"TRM (Fig. 1a)"' in src and '"TRM (depth table)"' in src
+    assert "paper_curves.draw(axp" in src and "ups / depth" in src
+    fig, ax = plt.subplots()
+    paper_curves.draw(ax, plotting.COLORS)
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {"InfiLoop, the paper's Figure 3", "FPRM, the paper's Figure 3", "TRM, the paper's Figure 3",
+                          "TRM, the paper's Figure 1(a)"}
+    x, y = lines["TRM, the paper's Figure 3"].get_data()
+    assert x[-1] == 960 / 36 and round(y[-1], 2) == 83.65  # the training depth at 1, the deepest at 26.7
+    plt.close(fig)
 
 
 def test_unknown_parameter_is_refused(tmp_path):

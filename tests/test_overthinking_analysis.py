@@ -113,3 +113,24 @@ def test_the_read_after_the_solve_tells_apart_models_that_both_end_at_zero():
     assert rows[0][2].endswith("of 60 / 60 / 60")  # every instance solved by update 10 has 4 updates left
     # instances solved after update 8 have no 32 updates left: the counts per seed say how many were read
     assert all(int(n) < 60 for n in rows[1][2].split(" of ")[1].split(" / "))
+
+
+@pytest.mark.parametrize("infiloop, carry_last, verdict", [("keeps", "overthinks", "agrees"),
+                                                           ("solves_less_loses_all", "overthinks", "differs"),
+                                                           ("overthinks", "keeps", "differs")])
+def test_the_keep_claim_is_infiloops_own_loss_against_the_margin(infiloop, carry_last, verdict):
+    """overthink.infiloop_keeps since 2026-12-07 (notebook 09): InfiLoop's own share of what it solved lost by the
+    deepest update, against half the paper's 19.7 %; testable because some model (here carry-last or InfiLoop itself)
+    loses more than that margin. A model that keeps everything agrees; one that loses what it solved differs."""
+    from infiloop.analysis import claims
+
+    own, why = overthinking.infiloop_keeps(_trajs(carry_last), _trajs(infiloop))
+    assert why == "" and intervals.outcome(own, 0.197, absence=True) == verdict
+    c = claims.claim_dict("overthink.infiloop_keeps", "ours", effect=own, untestable=why, seeds=[0, 1, 2])
+    assert c["verdict"] == verdict and c["data"]["guard"] is not None
+    text = overthinking.statement(overthinking.measures(_trajs(carry_last)), overthinking.measures(_trajs(infiloop)),
+                                  overthinking.lost_contrast(_trajs(carry_last), _trajs(infiloop)),
+                                  overthinking.fall_contrast(_trajs(carry_last), _trajs(infiloop)), 40, own, why)
+    assert text.endswith(f"{verdict}.") and "9.85 %" in text
+    calm, why = overthinking.infiloop_keeps(_trajs("keeps"), _trajs("keeps"))  # nobody loses: nothing to keep against
+    assert "cost no model more than 9.85 %" in why

@@ -6,6 +6,7 @@ apart merge into the record one run of all of them makes (``analysis/claim_data.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -118,9 +119,10 @@ def test_redecide_replaces_the_verdict_by_todays_rule(monkeypatch):
     from infiloop.analysis import intervals
 
     monkeypatch.setattr(intervals, "FRACTION", 0.99)
-    monkeypatch.setattr(intervals, "verdict", partial(intervals.verdict, fraction=0.99))
+    monkeypatch.setattr(intervals, "outcome", partial(intervals.outcome, fraction=0.99))
     again = claims.redecide(json.loads(json.dumps(claim)))
-    assert again["agrees"] is False and again["effect"]["threshold"] == pytest.approx(0.99 * 23.2)
+    assert again["agrees"] is False and again["verdict"] == "differs"
+    assert again["effect"]["threshold"] == pytest.approx(0.99 * 23.2)
     assert again["ours"] == "ours" and again["data"] == json.loads(json.dumps(claim["data"]))
 
 
@@ -185,7 +187,7 @@ def test_compare_lists_the_verdicts_cells_and_machine_that_differ(tmp_path):
                                     "verdicts: 1 of 1 recorded claims decided alike"]
     run = json.loads(json.dumps(rec))
     assert rec["claims"][0]["agrees"] is not False
-    run["claims"][0]["agrees"] = False
+    run["claims"][0]["agrees"], run["claims"][0]["verdict"] = False, "differs"
     run["tables"][0]["rows"][1][1] = "70.1"
     run["environment"]["torch threads"] = 2
     (tmp_path / "run" / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(run))
@@ -225,3 +227,25 @@ def test_power_reads_each_seeds_effect_and_the_seeds_a_half_width_needs():
     row = power.power_row(claim)
     assert row["seeds"] == 3 and row["sd"] == pytest.approx(np.std(by_hand, ddof=1))
     assert power.seeds_needed(6.6) == 10 and power.seeds_needed(0.0) == 2 and power.seeds_needed(1e3) is None
+    assert row["target"] == pytest.approx(23.2 / 4) and row["asked"] == "a half-width of 5.8"  # its own units
+
+
+def test_power_is_asked_in_each_claims_units_and_to_clear_zero_without_a_paper_number():
+    """A quarter of the paper's effect for a claim with one (an AUROC claim asks no 5 points of it); for one without,
+    the simulated power of a t interval to clear zero matches the normal approximation where it is close, grows with
+    the seeds, and the seeds for 80 % are the first that reach it."""
+    from infiloop.analysis import power
+    from infiloop.analysis.quantiles import t_quantile
+
+    assert power.target("diagnosis.infiloop_wrong_cells_fall") == pytest.approx(1.25 / 4)
+    assert power.target("gamma.score_tracks_correctness") is None and power.target("overthink.infiloop_keeps") == \
+        pytest.approx(19.7 / 4)
+    # with many seeds the t test's power is the normal one: Φ(δ − 1.96), δ = mean / (sd / √S)
+    p = power.power_to_clear_zero(1.0, 5.0, 100)
+    z = 1.0 / (5.0 / 10) - t_quantile(0.975, 99)
+    assert p == pytest.approx(0.5 * (1 + math.erf(z / math.sqrt(2))), abs=0.02)
+    ps = [power.power_to_clear_zero(14.0, 30.0, s) for s in (10, 40, 60)]
+    assert ps[0] < ps[1] < ps[2] and power.power_to_clear_zero(-14.0, 30.0, 40) == ps[1]  # the side of the mean
+    need = power.seeds_to_clear_zero(14.0, 30.0)
+    assert power.power_to_clear_zero(14.0, 30.0, need) >= 0.8 > power.power_to_clear_zero(14.0, 30.0, need - 1)
+    assert power.seeds_to_clear_zero(0.0, 1.0) is None

@@ -160,9 +160,10 @@ def test_claims_table(built):
     assert '<td class="undecided">?</td>' in claims  # measured, neither agrees nor differs
     assert '<td class="na">⊘</td>' in claims and "untestable: the perturbation moved no model" in claims
     assert '<td class="no">✗¹</td>' in claims  # differs, from one trained model: marked
-    assert (f"2 agree ✓, 2 differ ✗, 1 undecided ?, 1 untestable ⊘, 1 not measured at this profile –, {unreported} "
+    assert (f"2 agree ✓, 0 smaller than the paper's ↓, 2 differ ✗, 1 undecided ?, 1 untestable ⊘, 1 not measured "
+            f"at this profile –, {unreported} "
             "not reported by any notebook; 1 verdict(s) from one trained model ¹") in claims
-    assert "0.0 [0.0, 6.0] points; the paper +15 (differs below +7.5)" in claims  # the effect beside the paper's
+    assert "0.0 [0.0, 6.0] points; the paper +15 (half: +7.5)" in claims  # the effect beside the paper's
     assert "<th>seeds</th>" in claims and "kept all</td><td>3</td>" in claims  # each claim's seeds
     # the rule is stated once in the report, with the multiplicity sentence and the one-model mark explained
     assert text.count("The rule: ") == 1 and markup.inline(RULE) in claims

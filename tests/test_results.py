@@ -20,8 +20,11 @@ def test_the_readme_table_is_the_rendering_of_the_recorded_summaries():
     """A summary recorded without re-rendering (``python -m infiloop results``) fails here."""
     text = (paths.ROOT / "README.md").read_text(encoding="utf-8")
     block = text[text.index(results.START):text.index(results.END) + len(results.END)]
-    assert block == f"{results.START}\n{results.render_table(only=results.HEADLINE)}\n{results.END}"
+    assert block == f"{results.START}\n{results.render_compact(only=results.HEADLINE)}\n{results.END}"
     assert len(text.splitlines()) <= 200, "the README is the front door: at most 200 lines"
+    rows = [ln for ln in block.splitlines() if ln.startswith("| ")]
+    too_long = [cell for ln in rows for cell in ln.strip("|").split(" | ") if len(cell.strip()) > results.CELL]
+    assert len(rows) > 2 and not too_long, too_long  # one short row per claim, taken in at a glance
     from infiloop.analysis.intervals import RULE
 
     assert text.count(RULE) == 1 and text.count("The rule: ") == 1  # the rule, stated once
@@ -56,7 +59,7 @@ def test_recorded_search_claims_are_decided_by_the_rule():
     by_seed = re.search(r"the effect by seed \(([^)]*)\)", loses["ours"])  # a record merged from parts
     assert solved or by_seed, loses["ours"]
     assert len(solved[1].split(" / ") if solved else by_seed[1].split(", ")) == loses["seeds"], loses["ours"]
-    assert keeps["agrees"] is None and "cost no model a solved puzzle" in keeps["untestable"]
+    assert keeps["agrees"] is None and "cost no model more than 7.5 %" in keeps["untestable"]
     assert results.verdict_cell(loses) == "differs" and results.verdict_cell(keeps) == "untestable"
 
 
@@ -125,7 +128,7 @@ def test_record_and_render(tmp_path, monkeypatch):
     page = tmp_path / "results.md"
     page.write_text(f"# runs\n{start}\nold\n{end}\n")
     assert results.render([readme, page], rec) == [readme, page]
-    assert readme.read_text() == f"intro\n{results.START}\n{table}\n{results.END}\nrest\n"
+    assert readme.read_text() == f"intro\n{results.START}\n{results.render_compact(rec)}\n{results.END}\nrest\n"
     assert page.read_text() == f"# runs\n{start}\n{table}\n{end}\n"
     assert results.render([readme, page], rec) == []  # current: nothing written
     (folder / "02_depth_scaling.json").unlink()  # a notebook the new run dropped does not linger (--replace)

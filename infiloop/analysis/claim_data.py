@@ -114,10 +114,10 @@ def with_seeds(data: dict, seeds: list[int] | None, inputs: dict | None = None) 
     return data
 
 
-def decide(data: dict, builders: dict, guard):
+def decide(data: dict, builders: dict, guard, margin: float = 0.0):
     """The claim's effect (an ``Interval``) and why it is untestable ("" when it is not), computed again from the
     data :func:`pack` kept by today's ``builders`` (by name: ``claims.BUILDERS_BY_NAME``) and ``guard``
-    (``claims.untestable_unless_lost``)."""
+    (``claims.untestable_unless_lost``, with the claim's ``margin``)."""
     if data.get("format") != FORMAT:
         raise DataError(f"a claim's data of format {data.get('format')!r}: this code reads format {FORMAT}")
     inputs = decode(data["effect"])
@@ -126,7 +126,7 @@ def decide(data: dict, builders: dict, guard):
     untestable = ""
     if kept is not None:
         losses = {k: builders[v["builder"]](*v["args"], **v["kwargs"]) for k, v in kept["losses"].items()}
-        untestable = guard(losses, kept["what"], kept["beyond"])
+        untestable = guard(losses, kept["what"], kept["beyond"], margin)
     return effect, str(untestable)
 
 

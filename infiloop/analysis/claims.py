@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import intervals, paper
-from .claim_data import Untestable, captured, decide, pack
+from .claim_data import Untestable, captured, decide, decode, encode, pack
 from .intervals import Interval
 from .quantiles import binomial_interval
 
@@ -113,35 +113,61 @@ def gain_by_subset(pairs: list[tuple[Flags, Flags]], subsets: list[np.ndarray], 
                               bounds=(-2.0, 2.0))
 
 
-def _held_out_peaks(curves: list[np.ndarray]) -> tuple[list[int], list[Flags]]:
-    """Each half's peak row (chosen on the other half's mean curve over seeds, :func:`held_out_fall`) and, per seed,
-    every puzzle's solved flag at the peak chosen for it."""
+def _held_out_peaks(curves: list[np.ndarray], per_seed: bool = True) -> tuple[list, list[Flags]]:
+    """Each half's peak row and, per seed, every puzzle's solved flag at the peak chosen for it (:func:`held_out_fall`).
+    ``per_seed``: each seed's peaks chosen on that seed's own curve of the other half (since 2026-12-07; the peaks are
+    then one pair per seed); else on the other half's mean curve over the seeds (one pair for all: the earlier
+    analysis, which serves seeds whose peaks differ with one update)."""
     half = np.arange(curves[0].shape[1]) % 2  # 0 or 1
-    chosen = []
-    for h in (0, 1):  # the peak of half h, chosen on half h's mean curve, is used for the other half's puzzles
-        mean = np.mean([c[:, half == h].mean(1) for c in curves], axis=0)
-        chosen.append(int(np.argmax(mean)))
-    return chosen, [np.where(half == 0, c[chosen[1]], c[chosen[0]]) for c in curves]
+
+    def peaks(group: list[np.ndarray]) -> list[int]:  # the peak of half h, chosen on half h, serves the other half
+        return [int(np.argmax(np.mean([c[:, half == h].mean(1) for c in group], axis=0))) for h in (0, 1)]
+
+    chosen = [peaks([c]) for c in curves] if per_seed else [peaks(curves)] * len(curves)
+    at_peak = [np.where(half == 0, c[k[1]], c[k[0]]) for c, k in zip(curves, chosen)]
+    return (chosen if per_seed else chosen[0]), at_peak
+
+
+def _pooled(iv: Interval) -> dict:
+    return {"value": float(iv.value), "lo": float(iv.lo), "hi": float(iv.hi)}
 
 
 @captured
 def held_out_fall(curves: list[np.ndarray]) -> Interval:
     """The fall after the peak with the peak chosen on held-out puzzles: ``curves[s]`` [K, P] is seed s's solved
     flags at each recorded update (the last row the deepest). The puzzles are split by index parity (generated in
-    random order: a random split); each half's peak is the first update where the other half's mean curve over
-    seeds is highest; the effect is the mean over seeds and puzzles of solved-at-its-peak − solved-at-the-end.
-    The peaks (row indices, for half 0 and half 1) are in ``extra["peaks"]``."""
+    random order: a random split); for each seed, each half's peak is the first update where that seed's curve of
+    the other half is highest; the effect is the mean over seeds and puzzles of solved-at-its-peak − solved-at-the-end.
+    The peaks (row indices for half 0 and half 1, one pair per seed) are in ``extra["peaks"]``; the earlier analysis,
+    one pair of peaks chosen on the mean curve over the seeds (until 2026-12-07), in ``extra["pooled_peak"]``
+    (value and interval) with its peaks in ``extra["pooled_peaks"]``."""
     chosen, at_peak = _held_out_peaks(curves)
     iv = difference([(a, c[-1]) for a, c in zip(at_peak, curves)])
-    iv.extra = {"peaks": chosen}
+    pooled_peaks, pooled_at = _held_out_peaks(curves, per_seed=False)
+    iv.extra = {"peaks": chosen, "pooled_peaks": pooled_peaks,
+                "pooled_peak": _pooled(difference([(a, c[-1]) for a, c in zip(pooled_at, curves)]))}
     return iv
+
+
+def peaks_text(fall: Interval, updates) -> str:
+    """The held-out peaks of :func:`held_out_fall` in words, as updates: ``"12 / 14"`` for one seed, else the range
+    over the seeds and halves (``"per seed, updates 12–40"``)."""
+    ups = np.asarray(updates)
+    peaks = fall.extra["peaks"]
+    if peaks and not isinstance(peaks[0], (list, tuple)):
+        peaks = [peaks]
+    if len(peaks) == 1:
+        return " / ".join(str(int(ups[k])) for k in peaks[0])
+    flat = [int(ups[k]) for pair in peaks for k in pair]
+    return f"per seed, updates {min(flat)}–{max(flat)}"
 
 
 @captured
 def fall_contrast(curves_a: list[np.ndarray], curves_b: list[np.ndarray]) -> Interval:
     """How much more model a falls after its held-out peak than model b does, on the same puzzles of each seed: the
     mean over seeds of (a at its peak − a at the end) − (b at its peak − b at the end), each model's peaks chosen as
-    :func:`held_out_fall` chooses them (positive: a overthinks more than b). Peaks in ``extra["peaks"]`` (a, b)."""
+    :func:`held_out_fall` chooses them, per seed (positive: a overthinks more than b). Peaks in ``extra["peaks"]``
+    (a's per seed, b's per seed)."""
     (pa, a_peak), (pb, b_peak) = _held_out_peaks(curves_a), _held_out_peaks(curves_b)
     iv = difference_of_changes([(ap, a[-1], bp, b[-1]) for ap, a, bp, b in zip(a_peak, curves_a, b_peak, curves_b)],
                                items="puzzles")
@@ -151,14 +177,34 @@ def fall_contrast(curves_a: list[np.ndarray], curves_b: list[np.ndarray]) -> Int
 
 @captured
 def proportion(events: list[Flags], trials: list[Flags], level: float = 0.95) -> Interval:
-    """Mean over seeds of events / trials (``events[s]``, ``trials[s]``: seed s's [P] flags, events among trials),
-    containing the exact (Clopper–Pearson) interval of the pooled counts."""
+    """Mean over seeds of events / trials (``events[s]``, ``trials[s]``: seed s's [P] flags, events among trials): the
+    point and the interval are for the same estimand, the mean of the per-seed shares (until 2026-12-07 the interval
+    was widened to contain the exact interval of the pooled counts, another estimand). Where nothing moves it (no
+    seed lost anything) ``intervals.interval`` widens it by the exact bound on the pooled pairs. The pooled counts and
+    their exact (Clopper–Pearson) interval are kept beside it, in ``extra["pooled"]`` (x, n, lo, hi), for the words."""
     x = int(sum(np.asarray(e, bool).sum() for e in events))
     n = int(sum(np.asarray(t, bool).sum() for t in trials))
-    lo, hi = binomial_interval(x, n, level)
     per_seed = [[(np.asarray(e, np.float64), np.asarray(t, np.float64))] for e, t in zip(events, trials)]
-    exact = (lo, hi, f"the exact binomial interval of the pooled {x:,} of {n:,}") if n else None
-    return intervals.interval(per_seed, intervals._first, vectorized=True, bounds=(0.0, 1.0), exact=exact)
+    iv = intervals.interval(per_seed, intervals._first, vectorized=True, bounds=(0.0, 1.0), level=level)
+    iv.extra = {"pooled": (x, n, *binomial_interval(x, n, level))} if n else {}
+    return iv
+
+
+@captured
+def share(per_seed: list[intervals.Ratio]) -> Interval:
+    """Mean over seeds of one ratio (numerator / denominator summed over the seed's puzzles), e.g. the share of the
+    instances a model solved at some update that it has wrong at the deepest: ``per_seed[s]`` = (numerator,
+    denominator) over seed s's puzzles. The estimand of :func:`proportion`, from ratios instead of flags."""
+    return intervals.interval([[(np.asarray(n, np.float64), np.asarray(d, np.float64))] for n, d in per_seed],
+                              intervals._first, vectorized=True, bounds=(0.0, 1.0))
+
+
+@captured
+def ratio_changes(per_seed: list[tuple[intervals.Ratio, ...]], bounds: tuple[float, float] | None = None) -> Interval:
+    """Mean over seeds of (ratio a₀ − ratio a₁) − (ratio b₀ − ratio b₁) on the same puzzles: ``per_seed[s]`` = (a₀, a₁,
+    b₀, b₁), each a (numerator, denominator) pair over seed s's puzzles (e.g. InfiLoop's fall of wrong cells between
+    two snapshots against carry-last's)."""
+    return intervals.interval([list(q) for q in per_seed], _changes, vectorized=True, bounds=bounds)
 
 
 @captured
@@ -171,24 +217,34 @@ def perturbation_cost(kept_control: list[Flags], kept: list[Flags], solved: list
     return intervals.interval(per_seed, _diff, vectorized=True, bounds=(-1.0, 1.0))
 
 
-def untestable_unless_lost(losses: dict[str, Interval], what: str, beyond: str = "") -> str:
-    """"" when some model's loss of solved puzzles (``losses``: each model's interval of it) lies above zero, so that a
-    claim that one model keeps them can be tested; else why it cannot, in words. An absence claim (InfiLoop keeps its
-    solved puzzles) would otherwise read "agrees" where no model lost anything either: the perturbation's claim and
-    the diagnosis after the solve both ask this first."""
+def untestable_unless_lost(losses: dict[str, Interval], what: str, beyond: str = "", margin: float = 0.0) -> str:
+    """"" when some model's loss of solved puzzles (``losses``: each model's interval of it) lies wholly above
+    ``margin`` (half the loss the paper's TRM shows, as a share: the absence claim's threshold), so that a claim that
+    one model keeps them can be tested against a model that loses as the paper's TRM does; else why it cannot, in
+    words. Until 2026-12-07 the guard asked only for a loss above zero, which passes an empty "agrees" whenever the
+    comparison model loses a little (and read an interval clipped at zero as none)."""
     inputs = [getattr(iv, "inputs", None) for iv in losses.values()]
     data = None if None in inputs else {"what": what, "beyond": beyond, "losses": dict(zip(losses, inputs))}
-    if any(float(iv.lo) > 0 for iv in losses.values()):
+    if any(float(iv.lo) > margin for iv in losses.values()):
         return Untestable("", data)
-    return Untestable(f"{what} cost no model a solved puzzle{beyond} (no interval of a loss above zero: "
+    bar = f"{100 * margin:g} %, half the paper's TRM's loss" if margin > 0 else "zero"
+    return Untestable(f"{what} cost no model more than {bar}{beyond} (no interval of a loss lies above it: "
                       + ", ".join(f"{k} {iv.points()}" for k, iv in losses.items())
                       + "), so keeping them says nothing at this scale", data)
 
 
-def perturbation_moved(costs: dict[str, Interval], eps: float) -> str:
-    """"" when some model's cost of the strongest perturbation lies above zero (the perturbation moves a solved
-    answer, so that a claim of keeping them can be tested), else why the claim is untestable, in words."""
-    return untestable_unless_lost(costs, f"the strongest perturbation (ε = {eps:g})", " beyond its unperturbed run")
+def margin(cid: str) -> float:
+    """The threshold of claim ``cid``'s rule as a fraction (half the paper's effect; 0 where it gives no number)."""
+    c = paper.CLAIMS_BY_ID[cid]
+    return 0.0 if c.paper_effect is None else intervals.FRACTION * abs(c.paper_effect) / c.scale
+
+
+def perturbation_moved(costs: dict[str, Interval], eps: float, margin: float = 0.0) -> str:
+    """"" when some model's cost of the strongest perturbation lies above ``margin`` (the perturbation moves solved
+    answers as the paper's TRM loses them, so that a claim of keeping them can be tested), else why the claim is
+    untestable, in words."""
+    return untestable_unless_lost(costs, f"the strongest perturbation (ε = {eps:g})", " beyond its unperturbed run",
+                                  margin)
 
 
 def _below(q):
@@ -238,10 +294,11 @@ BUILDERS = {
                                                     "infiloop_wrong_cells_fall", "carry_last_flips_right_cells",
                                                     "carry_last_state_moves_after_solve")},
     "diagnosis.carry_last_loses_after_solve": proportion, "diagnosis.infiloop_keeps_after_solve": proportion,
-    "overthink.carry_last_overthinks": held_out_fall, "overthink.infiloop_keeps": ratio_difference,
+    "overthink.carry_last_overthinks": held_out_fall, "overthink.infiloop_keeps": share,
 }
 # The builders by name, for a claim decided again from its recorded data (``claim_data.decide``).
-BUILDERS_BY_NAME = {f.__name__: f for f in (*BUILDERS.values(), fall_contrast, perturbation_cost)}
+BUILDERS_BY_NAME = {f.__name__: f for f in (*BUILDERS.values(), fall_contrast, perturbation_cost, ratio_difference,
+                                            ratio_changes, difference_of_changes)}
 
 
 def _show(x: float, digits: int, signed: bool, marks: list[float]) -> str:
@@ -256,7 +313,8 @@ def _show(x: float, digits: int, signed: bool, marks: list[float]) -> str:
 
 def effect_text(e: dict) -> str:
     """One effect record (:func:`record`) in words: ours with its interval, the paper's beside it and the threshold
-    of the rule, e.g. ``+8.2 [+3.0, +13.4] points; the paper +23.2 (differs below +11.6)``."""
+    of the rule (half the paper's effect: below it, an interval above zero reads smaller and one that holds zero
+    differs), e.g. ``+8.2 [+3.0, +13.4] points; the paper +23.2 (half: +11.6)``."""
     if e.get("value") is None:
         return "undefined (nothing to measure it on)"
     d, s = e.get("digits", 1), e["scale"]
@@ -268,38 +326,59 @@ def effect_text(e: dict) -> str:
                 f"{e['threshold']:g}, differs above)")
     if e.get("paper_effect") is None:
         return f"{ours}; the paper gives no number (differs below 0)"
-    side = "below" if e["paper_effect"] > 0 else "above"
-    return f"{ours}; the paper {e['paper_effect']:+g} (differs {side} {e['threshold']:+g})"
+    return f"{ours}; the paper {e['paper_effect']:+g} (half: {e['threshold']:+g})"
+
+
+def record_effect(effect: Interval, what: str, paper_effect: float | None, basis: str, unit: str, scale: float,
+                   digits: int, absence: bool, signed: bool) -> dict:
+    undefined = effect.value != effect.value
+    threshold = round(intervals.FRACTION * paper_effect, 4) if paper_effect is not None else 0.0
+    e = {"what": what, "value": None if undefined else float(effect.value),
+         "lo": None if undefined else float(effect.lo), "hi": None if undefined else float(effect.hi),
+         "scale": scale, "unit": unit, "digits": digits if scale != 1 else 2,
+         "paper_effect": paper_effect, "paper_basis": basis, "threshold": abs(threshold) if absence else threshold,
+         "absence": absence, "signed": signed, "seeds": effect.seeds, "items": effect.puzzles,
+         "undefined_seeds": effect.undefined_seeds,
+         "undefined_replicates": effect.undefined_replicates, "replicates": effect.replicates,
+         "mc_error": effect.mc_error, "method": effect.describe(scale, unit)}
+    pooled = (getattr(effect, "extra", None) or {}).get("pooled")
+    if pooled and len(pooled) == 4 and pooled[1]:
+        e["pooled"] = {"events": pooled[0], "trials": pooled[1], "lo": pooled[2], "hi": pooled[3]}
+    earlier = (getattr(effect, "extra", None) or {}).get("pooled_peak")
+    if earlier:
+        e["pooled_peak"] = {**earlier, "verdict": intervals.outcome(
+            Interval(earlier["value"], earlier["lo"], earlier["hi"], effect.seeds, effect.puzzles),
+            None if paper_effect is None else paper_effect / scale, absence=absence)}
+    return e
+
+
+def outcome_of(effect: Interval, paper_effect: float | None, scale: float, absence: bool) -> str:
+    if effect.value != effect.value:
+        return intervals.UNDECIDED
+    return intervals.outcome(effect, None if paper_effect is None else paper_effect / scale, absence=absence)
 
 
 def record(cid: str, effect: Interval | None, untestable: str = "", digits: int = 1) -> dict:
-    """What a summary keeps of a claim's effect: its verdict (``agrees``: True, False or None, by
-    ``intervals.verdict``; None when ``untestable`` says why it cannot be tested here), and ``effect``: the effect in
-    words, its value and interval (the statistic's units; ``scale`` and ``unit`` to show it), the paper's value and the
-    rule's threshold (display units), the seeds and items, what was undefined and how the interval was computed."""
+    """What a summary keeps of a claim's effect: its verdict (``verdict``: agrees, smaller, differs, undecided, by
+    ``intervals.outcome``, or untestable when ``untestable`` says why it cannot be tested here; ``agrees``: True for
+    agrees, False for differs, None otherwise), and ``effect``: the effect in words, its value and interval (the
+    statistic's units; ``scale`` and ``unit`` to show it), the paper's value and the rule's threshold (display units),
+    the seeds and items, what was undefined and how the interval was computed. A claim with a contrast
+    (``paper.Claim.contrast``) gains it from the summary's other claims (``contrasts.with_contrasts``)."""
     c = paper.CLAIMS_BY_ID[cid]
     if effect is None:
         return {"agrees": None}
-    undefined = effect.value != effect.value
-    paper_stat = None if c.paper_effect is None else c.paper_effect / c.scale
-    agrees = None if untestable or undefined else intervals.verdict(effect, paper_stat, absence=c.absence)
-    threshold = round(intervals.FRACTION * c.paper_effect, 4) if c.paper_effect is not None else 0.0
-    e = {"what": c.effect, "value": None if undefined else float(effect.value),
-         "lo": None if undefined else float(effect.lo), "hi": None if undefined else float(effect.hi),
-         "scale": c.scale, "unit": c.unit, "digits": digits if c.scale != 1 else 2,
-         "paper_effect": c.paper_effect,
-         "paper_basis": c.basis, "threshold": abs(threshold) if c.absence else threshold, "absence": c.absence,
-         "signed": BUILDERS.get(cid) is not proportion, "seeds": effect.seeds, "items": effect.puzzles,
-         "undefined_seeds": effect.undefined_seeds,
-         "undefined_replicates": effect.undefined_replicates, "replicates": effect.replicates,
-         "mc_error": effect.mc_error, "method": effect.describe(c.scale, c.unit)}
-    out = {"agrees": agrees, "effect": e, "seeds": effect.seeds, "rule": RULE_VERSION}
+    v = intervals.UNTESTABLE if untestable else outcome_of(effect, c.paper_effect, c.scale, c.absence)
+    e = record_effect(effect, c.effect, c.paper_effect, c.basis, c.unit, c.scale, digits, c.absence,
+                       BUILDERS.get(cid) not in (proportion, share))
+    out = {"agrees": {intervals.AGREES: True, intervals.DIFFERS: False}.get(v), "verdict": v, "effect": e,
+           "seeds": effect.seeds, "rule": RULE_VERSION}
     if untestable:
         out["untestable"] = str(untestable)
     return out
 
 
-RULE_VERSION = 2  # 1: a two-level percentile bootstrap, verdict by the side of zero (until issue 49)
+RULE_VERSION = 3  # 1: a two-level percentile bootstrap, verdict by the side of zero (until issue 49); 2: no smaller
 
 
 def claim_dict(cid: str, ours: str, agrees=None, note: str | None = None, *, effect: Interval | None = None,
@@ -324,27 +403,57 @@ def claim_dict(cid: str, ours: str, agrees=None, note: str | None = None, *, eff
     return out
 
 
+def label(claim: dict) -> str:
+    """A summary's claim's verdict in one word (the lead: its contrast's where it has one): agrees, smaller, differs,
+    undecided or untestable."""
+    if claim.get("untestable") and "verdict" not in claim:
+        return intervals.UNTESTABLE
+    if claim.get("verdict") in intervals.OUTCOMES:
+        return claim["verdict"]
+    return intervals.LABELS[claim.get("agrees")]
+
+
 def _note(c: paper.Claim, rec: dict, untestable: str) -> str:
-    label = "untestable" if untestable else intervals.LABELS[rec["agrees"]]
-    return (f"{c.effect}: {effect_text(rec['effect'])} ({label}; {rec['effect']['method']})"
+    return (f"{c.effect}: {effect_text(rec['effect'])} ({rec.get('verdict', 'undecided')}; {rec['effect']['method']})"
             + (f". Untestable: {untestable}" if untestable else ""))
 
 
-def decide_again(data: dict) -> tuple[Interval, str]:
-    """A claim's effect and why it is untestable ("" if not), from its recorded data (``claim_data.decide``)."""
-    return decide(data, BUILDERS_BY_NAME, untestable_unless_lost)
+def decide_again(data: dict, cid: str | None = None) -> tuple[Interval, str]:
+    """A claim's effect and why it is untestable ("" if not), from its recorded data (``claim_data.decide``); the
+    guard's margin is claim ``cid``'s (:func:`margin`; 0 without ``cid``)."""
+    return decide(data, BUILDERS_BY_NAME, untestable_unless_lost, 0.0 if cid is None else margin(cid))
+
+
+def _migrated(cid: str, data: dict) -> dict:
+    """``data`` recorded by an earlier definition of claim ``cid``, in today's: ``overthink.infiloop_keeps`` was
+    carry-last's share lost − InfiLoop's (``ratio_difference``) until 2026-12-07 and is now InfiLoop's own share
+    (``share``), guarded by both models' shares (:func:`untestable_unless_lost`); the same per-seed ratios."""
+    inputs = decode(data["effect"])
+    if cid != "overthink.infiloop_keeps" or inputs["builder"] != "ratio_difference":
+        return data
+    pairs = inputs["args"][0]
+    guard = {"what": "iterating to the deepest update", "beyond": "",
+             "losses": {"carry-last": {"builder": "share", "args": [[q[0] for q in pairs]], "kwargs": {}},
+                        "InfiLoop": {"builder": "share", "args": [[q[1] for q in pairs]], "kwargs": {}}}}
+    return {**data, "effect": encode({"builder": "share", "args": [[q[1] for q in pairs]], "kwargs": {}}),
+            "guard": encode(guard)}
 
 
 def redecide(claim: dict, data: dict | None = None) -> dict:
     """``claim`` (a summary's) decided again from ``data`` (default its own recorded data: ``claim_data``) by
-    today's builders and rule: its verdict, effect, seeds, untestability and note replaced; ``ours`` and the rest kept.
-    A claim recorded without data is returned as it is."""
+    today's builders and rule: its verdict, effect, seeds, untestability and note replaced; ``ours`` and the rest kept
+    (a contrast is added again by ``contrasts.with_contrasts``, which needs the summary's other claims). A claim
+    recorded without data is returned as it is."""
     data = claim.get("data") if data is None else data
     if not data:
         return claim
-    effect, untestable = decide_again(data)
+    data = _migrated(claim["id"], data)
+    effect, untestable = decide_again(data, claim["id"])
     rec = record(claim["id"], effect, untestable, data["digits"])
-    out = {k: v for k, v in claim.items() if k not in ("untestable", "agrees", "effect", "seeds", "rule", "note")}
+    drop = ("untestable", "agrees", "verdict", "own_verdict", "contrast", "effect", "seeds", "rule", "note")
+    out = {k: v for k, v in claim.items() if k not in drop}
+    c = paper.CLAIMS_BY_ID[claim["id"]]
+    out.update(claim=c.claim, paper=c.paper)  # the paper's words are the code's, not the run's
     out.update(rec)
     out["note"] = _note(paper.CLAIMS_BY_ID[claim["id"]], rec, untestable)
     out["data"] = data
@@ -371,7 +480,7 @@ def perturbation_claims(terms: dict[str, list[list[tuple[Flags, Flags]]]], eps: 
     else:
         costs = {labels[r]: perturbation_cost([q[control][0] for q in t], [q[strongest][0] for q in t],
                                               [q[strongest][1] for q in t]) for r, t in terms.items()}
-        untestable = perturbation_moved(costs, eps[strongest])
+        untestable = perturbation_moved(costs, eps[strongest], margin("perturb.infiloop_retains"))
     out = [claim_dict("perturb.infiloop_retains", f"InfiLoop's retention at ε = {eps[strongest]:g}: {retention.pct()}",
                       effect=inf_loss, untestable=untestable)]
     if control is None:

@@ -122,7 +122,9 @@ def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarr
     """The seven ``diagnosis.*`` claims, each decided by the interval of its effect (``claims.claim_dict``, or a
     notebook's ``claim``): ``pairs[s]`` = (carry-last's, InfiLoop's) depth trajectory of seed s on the same test
     puzzles; ``to_fill``, ``labels``: [P, S] the cells to fill and the solutions. InfiLoop's "loses none" is untestable
-    unless some model's loss after the solve lies above zero (``claims.untestable_unless_lost``)."""
+    unless some model's loss after the solve lies above half the paper's TRM's (``claims.untestable_unless_lost``).
+    The contrasts of two claims (InfiLoop against carry-last: ``paper.Claim.contrast``) are added from these claims'
+    data when the summary is written (``contrasts.with_contrasts``)."""
     a, b = snapshots(pairs[0][0])
     iv = _effects(pairs, to_fill, labels, window)
     own = {k: {"changed": intervals.over_seeds([p[k] for p in pairs], changed_terms,
@@ -150,10 +152,11 @@ def claims(pairs: list[tuple[dict, dict]], to_fill: np.ndarray, labels: np.ndarr
         f"updates: {iv['diagnosis.infiloop_keeps_after_solve'].pct()}",
     }
     digits = {"diagnosis.carry_last_state_moves_after_solve": 2}
-    # InfiLoop keeping its solved puzzles says nothing where no model lost any (as for the perturbation, notebook 04)
+    # InfiLoop keeping its solved puzzles says nothing where no model lost them as the paper's TRM does (notebook 04)
     untestable = {"diagnosis.infiloop_keeps_after_solve": effects.untestable_unless_lost(
         {"carry-last": iv["diagnosis.carry_last_loses_after_solve"],
-         "InfiLoop": iv["diagnosis.infiloop_keeps_after_solve"]}, f"the {window} updates after the first solve")}
+         "InfiLoop": iv["diagnosis.infiloop_keeps_after_solve"]}, f"the {window} updates after the first solve",
+        margin=effects.margin("diagnosis.infiloop_keeps_after_solve"))}
     return [claim(cid, text[cid], effect=effect, digits=digits.get(cid, 1), untestable=untestable.get(cid, ""))
             for cid, effect in iv.items()]
 
@@ -181,6 +184,6 @@ def summary_lines(decided: list[dict]) -> list[str]:
     """One line per decided claim (:func:`claims`): the claim, its verdict, what was measured and the paper's."""
     out = []
     for c in decided:
-        label = "untestable" if c.get("untestable") else intervals.LABELS[c["agrees"]]
+        label = effects.label(c)
         out.append(f"{c['claim'][0].upper()}{c['claim'][1:]} ({label}): {c['ours']} (the paper: {c['paper']}).")
     return out

@@ -59,13 +59,16 @@ SHARE = (0.0, 1.0)  # the range of a share (accuracy, puzzles lost, γ): an inte
 NONNEGATIVE = (0.0, math.inf)  # the range of a count or a size (predictions changed, state change)
 
 RULE = ("Each claim's effect is oriented so that the paper's effect is positive. **agrees**: its 95 % interval lies "
-        "above zero (on the paper's side); **differs**: otherwise, when the interval lies below half the paper's "
-        "effect (below zero where the paper gives no number), so the data rule the paper's effect out; "
-        "**undecided**: neither. A claim that something does not happen (InfiLoop keeps its solved puzzles) agrees "
-        "when the interval of what would happen (its loss) lies below half the contrast the paper draws (TRM's 15 % "
-        "loss: 7.5 %), differs when it lies above, and is **untestable** when no model lost a solved puzzle that its "
-        "interval can tell from none (the perturbation, or the updates after the solve, moved no model). Where the "
-        "paper gives no number, a true null reads undecided, never differs: differs then says the opposite direction.")
+        "above zero and reaches half the paper's effect or more (or, where the paper gives no number, lies above "
+        "zero); **smaller**: it lies above zero and wholly below half the paper's effect: the paper's direction, "
+        "under half its size; **differs**: it holds zero or lies below it, and lies below half the paper's effect "
+        "(below zero where the paper gives no number), so the data rule the paper's effect out; **undecided**: none "
+        "of these. A claim that something does not happen (InfiLoop keeps its solved puzzles) agrees when the "
+        "interval of what would happen (its loss) lies below half the contrast the paper draws (TRM's 15 % loss: "
+        "7.5 %), differs when it lies above, and is **untestable** unless some model's loss lies wholly above that "
+        "margin (no model here lost as the paper's TRM does). Where the paper's claim sets InfiLoop against TRM, "
+        "InfiLoop − carry-last is decided too and its verdict leads. Where the paper gives no number, a true null "
+        "reads undecided, never differs: differs then says the opposite direction.")
 MULTIPLICITY = (f"The {len(CLAIMS)} claims of this companion are decided at once, each by its own 95 % interval "
                 "with no adjustment for multiplicity: even with every interval covering as it should, one verdict in "
                 "twenty may be wrong by chance, so a single agrees or differs among many is weaker evidence than it "
@@ -383,30 +386,39 @@ def over_seeds(trajectories, terms: Callable[[dict], Ratio], replicates: int | N
 bootstrap = interval  # the earlier name (a two-level percentile bootstrap until issue 49), kept for its callers
 
 
-def verdict(effect: Interval, paper: float | None = None, side: int | None = None, absence: bool = False,
-            fraction: float = FRACTION) -> bool | None:
-    """:data:`RULE`, the one place a verdict is decided: True (agrees), False (differs), None (undecided).
+AGREES, SMALLER, DIFFERS, UNDECIDED, UNTESTABLE = "agrees", "smaller", "differs", "undecided", "untestable"
+OUTCOMES = (AGREES, SMALLER, DIFFERS, UNDECIDED, UNTESTABLE)  # every verdict a measured claim can read
+
+
+def outcome(effect: Interval, paper: float | None = None, side: int | None = None, absence: bool = False,
+            fraction: float = FRACTION) -> str:
+    """:data:`RULE`, the one place a verdict is decided: ``agrees``, ``smaller``, ``differs`` or ``undecided``.
 
     ``paper``: the paper's effect in the effect's own units (signed; None when the paper gives no number);
-    ``side``: the paper's direction (+1 or -1; default: the sign of ``paper``, else +1). ``absence``: a claim that
-    something does not happen; ``paper`` is then the contrast the paper draws (TRM's loss), the effect what would
-    happen (InfiLoop's loss): agrees when the interval lies below ``fraction`` of the contrast, differs above."""
+    ``side``: the paper's direction (+1 or -1; default: the sign of ``paper``, else +1). With the effect oriented so
+    that the paper's is positive and m = ``fraction`` × |paper|: agrees when lo > 0 and hi ≥ m; smaller when lo > 0 and
+    hi < m (the paper's direction, under half its size); differs when lo ≤ 0 and hi < m (with no paper number, m = 0);
+    undecided otherwise. ``absence``: a claim that something does not happen; ``paper`` is then the contrast the paper
+    draws (TRM's loss), the effect what would happen (InfiLoop's loss): agrees when hi < m, differs when lo > m."""
     lo, hi = float(np.asarray(effect.lo)), float(np.asarray(effect.hi))
     if not (lo == lo and hi == hi):
-        return None
+        return UNDECIDED
     if absence:
         margin = fraction * abs(paper)
-        return True if hi < margin else False if lo > margin else None
+        return AGREES if hi < margin else DIFFERS if lo > margin else UNDECIDED
     s = side if side is not None else (-1 if paper is not None and paper < 0 else +1)
     lo, hi = (lo, hi) if s > 0 else (-hi, -lo)
+    margin = fraction * abs(paper) if paper is not None else 0.0
     if lo > 0:
-        return True
-    if hi < (fraction * abs(paper) if paper is not None else 0.0):
-        return False
-    return None
+        return SMALLER if paper is not None and hi < margin else AGREES
+    return DIFFERS if hi < margin else UNDECIDED
 
 
-LABELS = {True: "agrees", False: "differs", None: "undecided"}
+def verdict(effect: Interval, paper: float | None = None, side: int | None = None, absence: bool = False,
+            fraction: float = FRACTION) -> bool | None:
+    """:func:`outcome` as True (agrees), False (differs) or None (smaller, undecided): for a caller that needs only
+    whether the data agree with the paper in full (``smaller`` is neither)."""
+    return {AGREES: True, DIFFERS: False}.get(outcome(effect, paper, side, absence, fraction))
 
 
 def verdict_note(effect: Interval, what: str, scale: float = 100.0, unit: str = " points", digits: int = 1,
@@ -415,7 +427,7 @@ def verdict_note(effect: Interval, what: str, scale: float = 100.0, unit: str = 
     verdict (:func:`verdict`; ``paper`` in display units) and how the interval was computed."""
     if effect.value != effect.value:
         return f"{what}: undefined (no puzzle to measure it on, e.g. none solved); undecided"
-    v = LABELS[verdict(effect, None if paper is None else paper / scale, side)]
+    v = outcome(effect, None if paper is None else paper / scale, side)
     f = f"+.{digits}f"
     return (f"{what}: {scale * effect.value:{f}}{unit} [{scale * effect.lo:{f}}, {scale * effect.hi:{f}}] "
             f"({v}; {effect.describe(scale, unit)})")

@@ -155,12 +155,15 @@ def study_claims(verdicts: dict[str, tuple[str, Interval]], claim) -> list[dict]
 def first_finding(reasoning: dict, knowledge: dict) -> str:
     """The study's first finding (past the horizon reasoning rises and knowledge falls) in words, from the two
     decided claims."""
-    if reasoning["agrees"] is True and knowledge["agrees"] is True:
+    def moved(c: dict) -> bool:  # the paper's direction, measurably: agrees, or smaller than the study's size
+        return c.get("agrees") is True or c.get("verdict") == "smaller"
+
+    if moved(reasoning) and moved(knowledge):
         return "Past the horizon, reasoning rose and knowledge fell (L(r) = 2 L(K) against L(K)), the study's first " \
                "finding. "
     return ("Past the horizon the study's first finding does not appear here: reasoning "
-            + ("rose" if reasoning["agrees"] is True else "did not rise measurably") + f" ({reasoning['note']}), "
-            "while knowledge " + ("fell" if knowledge["agrees"] is True else "did not fall measurably")
+            + ("rose" if moved(reasoning) else "did not rise measurably") + f" ({reasoning['note']}), "
+            "while knowledge " + ("fell" if moved(knowledge) else "did not fall measurably")
             + f" ({knowledge['note']}). ")
 
 

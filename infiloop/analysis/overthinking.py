@@ -31,7 +31,7 @@ class Measures:
     curve: Interval  # exact accuracy at each update: mean over seeds, 95 % band
     peak: int  # the update where the mean curve is highest (first of equals)
     fall: Interval  # accuracy at the held-out peak − at the deepest update
-    held_out_peaks: tuple[int, int]  # the updates chosen as each half's peak (on the other half)
+    held_out_peaks: str  # the updates chosen as each half's peak, per seed (``claims.peaks_text``)
     lost: Interval  # solved at some update, wrong at the end, among the solved
 
     def at(self, update: int) -> Interval:
@@ -44,8 +44,7 @@ def measures(trajs: list[dict], replicates: int = 1000) -> Measures:
     curve = intervals.over_seeds(trajs, analysis.accuracy_terms, replicates, bounds=intervals.SHARE)
     fall = claims.held_out_fall([t["correct"] for t in trajs])
     lost = claims.proportion(*zip(*map(analysis.lost_terms, trajs)))
-    peaks = tuple(int(ups[k]) for k in fall.extra["peaks"])
-    return Measures(ups, curve, int(ups[int(np.nanargmax(curve.value))]), fall, peaks, lost)
+    return Measures(ups, curve, int(ups[int(np.nanargmax(curve.value))]), fall, claims.peaks_text(fall, ups), lost)
 
 
 def table(ms: dict[str, Measures], labels: dict[str, str], depth: int) -> tuple[list[str], list[list]]:
@@ -58,7 +57,7 @@ def table(ms: dict[str, Measures], labels: dict[str, str], depth: int) -> tuple[
     for r, m in ms.items():
         at_depth = m.at(depth).pct() if depth <= last else "–"
         rows.append([labels[r], at_depth, f"{m.at(m.peak).pct()} @ {m.peak}", m.at(last).pct(),
-                     f"{m.fall.points()} ({m.held_out_peaks[0]} / {m.held_out_peaks[1]})", m.lost.pct()])
+                     f"{m.fall.points()} ({m.held_out_peaks})", m.lost.pct()])
     return cols, rows
 
 
@@ -77,6 +76,22 @@ def lost_contrast(trajs_a: list[dict], trajs_b: list[dict]) -> Interval:
         return lost.astype(np.float64), solved.astype(np.float64)
 
     return claims.ratio_difference([(terms(a), terms(b)) for a, b in zip(trajs_a, trajs_b)], bounds=(-1.0, 1.0))
+
+
+def infiloop_keeps(trajs_cl: list[dict], trajs_inf: list[dict]) -> tuple[Interval, str]:
+    """The claim ``overthink.infiloop_keeps`` as an absence claim (since 2026-12-07): InfiLoop's share of the instances
+    it solved at some update that are wrong at the deepest (``claims.share``), and why it is untestable ("" when it is
+    not): unless some model's share lies above the claim's margin (half the paper's TRM's 19.7 %), keeping them says
+    nothing (``claims.untestable_unless_lost``, carry-last's and InfiLoop's shares). Its contrast, carry-last's share −
+    InfiLoop's (:func:`lost_contrast`), is added from the guard's data (``contrasts.with_contrasts``)."""
+    def terms(t: dict) -> tuple[np.ndarray, np.ndarray]:
+        lost, solved = analysis.lost_terms(t)
+        return lost.astype(np.float64), solved.astype(np.float64)
+
+    own = claims.share([terms(t) for t in trajs_inf])
+    losses = {"carry-last": claims.share([terms(t) for t in trajs_cl]), "InfiLoop": own}
+    return own, claims.untestable_unless_lost(losses, "iterating to the deepest update",
+                                              margin=claims.margin("overthink.infiloop_keeps"))
 
 
 # Updates after each instance's first solve at which "solved, then wrong" is read again (:func:`window_table`): at
@@ -172,10 +187,13 @@ def label(recipe: str, labels: dict[str, str]) -> str:
     return f"{labels[base]}, {'recall' if recall else 'no recall'}"
 
 
-def statement(cl: Measures, inf: Measures, kept: Interval, falls: Interval, size: int) -> str:
-    """The two claims in one paragraph, as the intervals decide them (``intervals.verdict``, no published number:
-    the side of zero): carry-last's fall after its held-out peak, and ``kept`` (:func:`lost_contrast`, carry-last's
-    share of solved instances lost − InfiLoop's); ``falls`` (:func:`fall_contrast`) is shown beside it."""
+def statement(cl: Measures, inf: Measures, kept: Interval, falls: Interval, size: int, own: Interval | None = None,
+              untestable: str = "") -> str:
+    """The two claims in one paragraph, as the intervals decide them (``intervals.verdict``): carry-last's fall after
+    its held-out peak (no published number: the side of zero), InfiLoop's own loss ``own`` against the absence claim's
+    margin (:func:`infiloop_keeps`; ``untestable`` says why it cannot be tested, if so), and beside it ``kept``
+    (:func:`lost_contrast`, carry-last's share of solved instances lost − InfiLoop's) and ``falls``
+    (:func:`fall_contrast`)."""
     said = {True: "does", False: "does not", None: "cannot be said to"}
     v1, v2 = intervals.verdict(cl.fall), intervals.verdict(kept)
     first = (f"At the largest test size ({size}), carry-last without recall {said[v1]} overthink: its accuracy "
@@ -186,7 +204,14 @@ def statement(cl: Measures, inf: Measures, kept: Interval, falls: Interval, size
               f"{kept.points()}, so InfiLoop {said[v2]} keep more of what it solved than carry-last. (InfiLoop's fall "
               f"from its held-out peak is {inf.fall.points()}; carry-last's fall minus InfiLoop's, {falls.points()}, "
               f"also counts what a model never solved.)")
-    return f"{first} {second}"
+    if own is None:
+        return f"{first} {second}"
+    m = claims.margin("overthink.infiloop_keeps")
+    third = (f"As the paper's claim is one of absence (InfiLoop keeps what it solves), InfiLoop's own loss, "
+             f"{own.pct()}, is set against half the paper's TRM's loss after the solve ({100 * m:g} %): "
+             + (f"untestable ({untestable})." if untestable else
+                f"{intervals.outcome(own, 2 * m, absence=True)}."))
+    return f"{first} {second} {third}"
 
 
 SEPARATION_COLUMNS = ["model", "test size", "AUROC of the content score, right against wrong strings [95 % interval]",

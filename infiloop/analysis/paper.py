@@ -1,8 +1,9 @@
 """The paper's reported numbers (its tables and figures), typed in for side-by-side tables and overlays.
 
 Every number here is the paper's ("Scaling to Tens of Thousands of Test-Time Iterations with
-Loop-Native Attention Residuals", arXiv 2610.11570); cite them with ``SOURCE``. Nothing is derived
-except outer-update counts, which use the paper's own depth unit ``PAPER_LAYERS_PER_UPDATE`` (26
+Loop-Native Attention Residuals", arXiv 2610.11570); cite them with ``SOURCE``. The contrasts of three claims
+(``Claim.contrast_effect``) are read from the authors' published figure data (``paper_curves.py``). Nothing is derived
+except those and outer-update counts, which use the paper's own depth unit ``PAPER_LAYERS_PER_UPDATE`` (26
 executed layers per outer update in its evaluation configuration: 72 updates = 1,872 layers). The 26 does
 not follow from the configuration the paper states (H = 3, L = 6, 2 layers gives TRM's 14), so the
 companion compares depths with the paper in outer updates only, never in layers.
@@ -16,6 +17,9 @@ in this harness; their "paper" column quotes that study, marked ``STUDY``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from . import paper_curves
+from .paper_claim import Claim  # noqa: F401  (a claim of the paper, and what decides it)
 
 SOURCE = "paper"
 PAPER_LAYERS_PER_UPDATE = 26
@@ -219,52 +223,40 @@ STUDY_NUMBERS = {
 }
 
 
-@dataclass(frozen=True)
-class Claim:
-    """A qualitative claim of the paper, its number as the paper gives it, who checks it, and the effect that
-    decides it (``infiloop/analysis/intervals.py``, ``RULE``).
-
-    ``effect``: what the notebook measures, in words; ``paper_effect``: the paper's value of that effect in the same
-    units (``unit``; accuracies in points, i.e. the fraction × ``scale`` = 100), signed (negative: the paper's effect
-    is a fall), None where the paper gives no number; ``basis``: how it follows from the paper's numbers. An
-    ``absence`` claim says that something does not happen: its effect is what would happen (a loss) and
-    ``paper_effect`` the contrast the paper draws (TRM's loss). ``source``: for the looped-LM study's claims of
-    notebook 08, the study summary's words that the claim's quantity, direction and depths were checked against, and
-    how the depths map onto this grid's."""
-
-    id: str
-    claim: str
-    paper: str
-    notebook: str
-    effect: str = ""
-    paper_effect: float | None = None
-    basis: str = ""
-    unit: str = " points"
-    scale: float = 100.0
-    absence: bool = False
-    source: str = ""
-
-
 _TRM, _INF = TABLE1_BY_CONNECTION["carry_last"], TABLE1_BY_CONNECTION["infiloop"]
 _DECAY = {(d["decay"], d["beta"]): d for d in ABLATION_DECAY}
 _INF_DEPTH = {p.updates: p.accuracy for p in DEPTH_SCALING if p.model == "InfiLoop"}
 _DIAG = CARRY_LAST_DIAGNOSTICS
 _TRM_LOSS = PERTURBATION["trm_loss_pct"][0]  # the lower end of 15–20 %: the smaller effect, the stricter differs
+_F1 = {m: paper_curves.curve("fig1a", m) for m in ("TRM", "InfiLoop")}  # the authors' published Fig. 1(a) data
+_F3 = {m: paper_curves.curve("fig3", m) for m in ("TRM", "InfiLoop")}  # and Fig. 3's
+_GAIN_F1 = {m: c.at(72) - c.at(36) for m, c in _F1.items()}  # updates 36 -> 72 (the figure's deepest)
+_GAIN_F3 = {m: c.at(960) - c.at(36) for m, c in _F3.items()}  # updates 36 -> 960
 
 
 CLAIMS: list[Claim] = [
     Claim("main.infiloop_beats_carry_last_sudoku", "InfiLoop beats carry-last (TRM) on Sudoku-Extreme",
           "97.9 vs 74.7 %", "01_main_table", "InfiLoop − carry-last, exact accuracy at the training depth",
           round(_INF.sudoku - _TRM.sudoku, 2), "Table 1: 97.9 − 74.7"),
-    Claim("depth.infiloop_improves_with_depth", "InfiLoop's accuracy keeps rising with test-time depth",
-          "86.5 % @ 936 → 92.74 % @ 24,960 layers", "02_depth_scaling",
-          "InfiLoop's exact accuracy at the deepest evaluation − at the training depth",
-          round(_INF_DEPTH[960] - _INF_DEPTH[36], 2), "depth table: 92.74 % @ 960 − 86.5 % @ 36 updates"),
+    Claim("depth.infiloop_improves_with_depth",
+          "InfiLoop's accuracy keeps rising with test-time depth, where carry-last's (TRM's) does not",
+          "86.5 % @ 936 → 92.74 % @ 24,960 layers; TRM 58.07 → 58.10 % over updates 36 → 72 (Fig. 1a)",
+          "02_depth_scaling", "InfiLoop's exact accuracy at the deepest evaluation − at the training depth",
+          round(_INF_DEPTH[960] - _INF_DEPTH[36], 2), "depth table: 92.74 % @ 960 − 86.5 % @ 36 updates",
+          contrast=("InfiLoop's gain from the training depth to the deepest evaluation − carry-last's, on the same "
+                    "puzzles"),
+          contrast_effect=round(_GAIN_F1["InfiLoop"] - _GAIN_F1["TRM"], 2),
+          contrast_basis=(f"Fig. 1(a), updates 36 → 72 (the authors' published data): InfiLoop "
+                          f"{_GAIN_F1['InfiLoop']:+.2f}, TRM {_GAIN_F1['TRM']:+.2f}; Figure 3's curves over 36 → 960 "
+                          f"give {_GAIN_F3['InfiLoop'] - _GAIN_F3['TRM']:+.2f} (InfiLoop {_GAIN_F3['InfiLoop']:+.2f}, "
+                          f"TRM {_GAIN_F3['TRM']:+.2f}): the paper's two TRM runs disagree")),
     Claim("depth.carry_last_degrades", "carry-last peaks early and then loses accuracy with more updates",
-          "62.2 % @ 468 → 58.1 % @ 1,872 layers", "02_depth_scaling",
+          "Fig. 1a: 62.2 % @ 468 → 58.1 % @ 1,872 layers; Fig. 3's TRM never falls 0.32 points below its best",
+          "02_depth_scaling",
           "carry-last's fall after its peak: accuracy at the peak − at the deepest evaluation, the peak chosen on the "
           "other half of the test puzzles", round(FIG1A[0].accuracy - FIG1A[1].accuracy, 2),
-          "Fig. 1a: 62.2 % @ 18 − 58.1 % @ 72 updates"),
+          "decided against Fig. 1a: 62.2 % @ 18 − 58.1 % @ 72 updates; the paper's Fig. 3 TRM (another run) rises "
+          "to 83.65 % @ 960 and never falls more than 0.32 points below its running maximum"),
     # the carry-last diagnosis (infiloop/analysis/diagnosis.py): snapshots at the training depth and twice it
     Claim("diagnosis.carry_last_changes_more",
           "between two snapshots past the training depth carry-last changes more predictions than InfiLoop",
@@ -276,10 +268,15 @@ CLAIMS: list[Claim] = [
           "+0.21 per puzzle (36 → 72)", "02_depth_scaling",
           "carry-last's wrong cells per puzzle at the second snapshot − at the first",
           _DIAG["wrong_cells_change"]["TRM"], "+0.21", " cells", 1.0),
-    Claim("diagnosis.infiloop_wrong_cells_fall", "InfiLoop's wrong cells fall between the snapshots",
-          "−1.25 per puzzle (36 → 72)", "02_depth_scaling",
+    Claim("diagnosis.infiloop_wrong_cells_fall",
+          "InfiLoop's wrong cells fall between the snapshots, where carry-last's grow",
+          "−1.25 per puzzle (36 → 72); TRM +0.21", "02_depth_scaling",
           "InfiLoop's wrong cells per puzzle at the first snapshot − at the second (positive: they fall)",
-          -_DIAG["wrong_cells_change"]["InfiLoop"], "a fall of 1.25", " cells", 1.0),
+          -_DIAG["wrong_cells_change"]["InfiLoop"], "a fall of 1.25", " cells", 1.0,
+          contrast=("InfiLoop's fall of wrong cells per puzzle between the snapshots − carry-last's, on the same "
+                    "puzzles"),
+          contrast_effect=round(-_DIAG["wrong_cells_change"]["InfiLoop"] + _DIAG["wrong_cells_change"]["TRM"], 2),
+          contrast_basis="1.25 − (−0.21): InfiLoop's fall against TRM's growth"),
     Claim("diagnosis.carry_last_flips_right_cells",
           "carry-last turns more of the cells both models had right wrong at least once",
           "20.9 vs 2.4 % of the blank cells right at 36", "02_depth_scaling",
@@ -298,10 +295,14 @@ CLAIMS: list[Claim] = [
           "19.7 % of its solved puzzles", "02_depth_scaling",
           "carry-last's share of its solved puzzles wrong at least once in the 36 updates after the first solve",
           _DIAG["lost_after_36_pct"]["TRM"], "19.7 %"),
-    Claim("diagnosis.infiloop_keeps_after_solve", "InfiLoop loses none of its solved puzzles within 36 updates",
+    Claim("diagnosis.infiloop_keeps_after_solve",
+          "InfiLoop loses none of its solved puzzles within 36 updates, where carry-last (TRM) loses some",
           "0 % (TRM 19.7 %)", "02_depth_scaling",
           "InfiLoop's share of its solved puzzles wrong at least once in the 36 updates after the first solve",
-          _DIAG["lost_after_36_pct"]["TRM"], "InfiLoop loses none where TRM loses 19.7 %: the contrast", absence=True),
+          _DIAG["lost_after_36_pct"]["TRM"], "InfiLoop loses none where TRM loses 19.7 %: the contrast", absence=True,
+          contrast="carry-last's share of its solved puzzles lost in the 36 updates after the solve − InfiLoop's",
+          contrast_effect=_DIAG["lost_after_36_pct"]["TRM"] - _DIAG["lost_after_36_pct"]["InfiLoop"],
+          contrast_basis="19.7 − 0"),
     Claim("gamma.search_below_baseline", "before the solve, γ stays below the equal-weight baseline 1 − β",
           "≈0.40 vs 0.56", "03_gamma_dynamics", "1 − β − mean γ in the updates before the first solve",
           round(GAMMA["equal_weight_baseline"] - GAMMA["search_mean"], 2), "0.56 − 0.40", "", 1.0),
@@ -444,13 +445,16 @@ CLAIMS += [
           "peak chosen on the other half of the test puzzles", None,
           "no published number read (the abstract, read, gives none; the tables were not read)"),
     Claim("overthink.infiloop_keeps", "InfiLoop keeps what it solved where carry-last overthinks",
-          "the paper's thesis carried to this setting: replacing the state by the newest output (carry-last) is what "
-          "makes looped models degrade with more iterations, and InfiLoop keeps improving (Fig. 1a); the paper "
-          "reports no size-extrapolation experiment", "09_overthinking",
-          "of the instances each model solved at some update, the share wrong at the deepest one: carry-last's − "
-          "InfiLoop's, both without recall, at the largest test size, on the same instances (positive: InfiLoop "
-          "loses less of what it solved)", None,
-          "no number: the paper has no overthinking experiment"),
+          "the paper's thesis carried to this setting: InfiLoop loses none of what it solved where TRM loses 19.7 % "
+          "(Fig. 1); the paper reports no size-extrapolation experiment", "09_overthinking",
+          "InfiLoop without recall, at the largest test size: of the instances it solved at some update, the share "
+          "wrong at the deepest one", _DIAG["lost_after_36_pct"]["TRM"],
+          "no overthinking number in the paper: its contrast after the solve, InfiLoop none where TRM loses 19.7 % "
+          "(Fig. 1), margin 9.85", absence=True,
+          contrast="carry-last's share of what it solved lost by the deepest update − InfiLoop's, both without recall, "
+                   "on the same instances (this claim's effect until 2026-12-07)",
+          contrast_effect=_DIAG["lost_after_36_pct"]["TRM"] - _DIAG["lost_after_36_pct"]["InfiLoop"],
+          contrast_basis="19.7 − 0, the paper's contrast after the solve (Fig. 1)"),
 ]
 
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}

@@ -162,11 +162,14 @@ class Notebook:
 
     def finish(self, text: str, figures: list, tables: list, claims: list) -> None:
         from ...analysis.claim_data import with_seeds
+        from ...analysis.contrasts import with_contrasts
 
         for c in claims:
             c.setdefault("profile", self.profile)
             if c.get("data") and c["data"]["seeds"] is None and self.need is not None and self.need.runs:
                 c["data"] = with_seeds(c["data"], self.need.seeds)  # a claim built outside :meth:`claim`
+        summary = {"tables": tables}
+        claims = with_contrasts(claims, summary)  # InfiLoop against carry-last where the paper's claim draws it
         write_summary({"notebook": self.name, "title": self.title, "profile": self.profile,
                        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "wall_time_s": round(time.time() - self.t0, 2), "text": text, "figures": figures,

@@ -98,6 +98,7 @@ def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
 def claims_html(claims: list[dict]) -> str:
     """The aggregated claims table, with a count of each verdict, the rule that decides them (stated once, here),
     the mark of a verdict from one trained model and a sentence on multiplicity."""
+    from ...analysis import paper_curves
     from ...analysis.intervals import MULTIPLICITY, RULE
 
     rows = []
@@ -115,10 +116,12 @@ def claims_html(claims: list[dict]) -> str:
     n_one = sum(one_model(c) for c in claims)
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "seeds", "effect: ours; the paper's",
                                              "verdict", "profile", "note"))
-    return (f"<p>{n['agrees']} agree ✓, {n['differs']} differ ✗, {n['undecided']} undecided ?, {n['untestable']} "
-            f"untestable ⊘, {n['not measured']} not measured at this profile –, {n_unreported} not reported by any "
-            f"notebook; {n_one} verdict(s) from one trained model {ONE_MODEL}.</p>"
+    return (f"<p>{n['agrees']} agree ✓, {n['smaller']} smaller than the paper's ↓, {n['differs']} differ ✗, "
+            f"{n['undecided']} undecided ?, {n['untestable']} untestable ⊘, {n['not measured']} not measured at "
+            f"this profile –, {n_unreported} not reported by any notebook; {n_one} verdict(s) from one trained model "
+            f"{ONE_MODEL}.</p>"
             f'<p class="rule">The rule: {inline(RULE)}</p>'
+            f'<p class="note">{esc(paper_curves.statement())}</p>'
             f'<p class="note">{esc(ONE_MODEL_NOTE)} {esc(MULTIPLICITY)}</p>'
             f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 

@@ -141,12 +141,11 @@ def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | 
     lead = found[LEAD]
     seeds, e = lead["data"]["seeds"], lead["effect"]
     infiloop, carry = zip(*_args(lead)[0])
-    under = verdict(lead) == "agrees" and e["scale"] * e["hi"] < e["paper_effect"]
-    side = ", in direction, under the paper's " if under else "; the paper "
     out = [f"At `{profile}` ({_seeds_text(seeds)}) InfiLoop's lead over carry-last at the "
-           f"training depth, {_iv(lead)} points, **{verdict(lead)}**{side}{e['paper_effect']:+g} (InfiLoop "
-           f"{_mean_pct(infiloop):.1f} % against carry-last {_mean_pct(carry):.1f} %, means over the seeds; "
-           f"positive on {sum(x > 0 for x in power.per_seed_effects(lead))} of {len(seeds)} seeds)."]
+           f"training depth, {_iv(lead)} points, **{verdict(lead)}** (the paper's {e['paper_effect']:+g}; half of "
+           f"it, {e['threshold']:+g}, {'lies inside' if e['lo'] * e['scale'] <= e['threshold'] else 'lies below'} the "
+           f"interval; InfiLoop {_mean_pct(infiloop):.1f} % against carry-last {_mean_pct(carry):.1f} %, means over "
+           f"the seeds; positive on {sum(x > 0 for x in power.per_seed_effects(lead))} of {len(seeds)} seeds)."]
     row = power.power_row(lead, HALF_WIDTH)  # None with one seed: no spread to read
     if row is not None:
         five = power.seeds_needed(row["sd"], power.TARGET) or "more than 200"
@@ -155,21 +154,21 @@ def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | 
                    f"{'meets' if row['half_width'] <= HALF_WIDTH else 'misses'} the {HALF_WIDTH:g} asked: the seeds' "
                    f"spread ({row['sd']:.1f} points) asks for about {needed} seeds for {HALF_WIDTH:g} and {five} for "
                    f"{power.TARGET:g} (`docs/statistics.md`, power table).")
-    machines = by_cpu.groups(lead, cpu or {})
-    if len(machines) > 1:
-        out.append(f"The seeds were trained on {len(machines)} kinds of CPU, on which one seed trains to different "
-                   "models (`docs/results.md`); the lead by CPU: "
-                   + "; ".join(f"{n}, {x.size} seeds, {x.mean():+.1f}" for n, x in machines)
-                   + ("" if (diff := by_cpu.difference(lead, cpu or {})) is None else
-                      f" (the first − the second: {diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}] points, Welch's t "
-                      "over the seeds)") + ".")
+    out += _by_cpu(found, lead, cpu or {}, profile)
     if DEPTH in found:
         depth = found[DEPTH]
         deepest, trained = zip(*_args(depth)[0])
         gains = power.per_seed_effects(depth)
-        out.append(f"InfiLoop's gain past the training depth: {_iv(depth)} points, **{verdict(depth)}** "
-                   f"({_mean_pct(trained):.1f} → {_mean_pct(deepest):.1f} % at the deepest evaluation; positive on "
-                   f"{sum(g > 0 for g in gains)} of {len(gains)} seeds).")
+        own = depth.get("own_verdict", verdict(depth))
+        line = (f"InfiLoop's gain past the training depth: {_iv(depth)} points, **{own}** against the paper's "
+                f"{depth['effect']['paper_effect']:+g} ({_mean_pct(trained):.1f} → {_mean_pct(deepest):.1f} % at the "
+                f"deepest evaluation; positive on {sum(g > 0 for g in gains)} of {len(gains)} seeds)")
+        con = depth.get("contrast")
+        if isinstance(con, dict):
+            ce = con["effect"]
+            line += (f"; carry-last gains too, and InfiLoop's gain − carry-last's, {_iv({'effect': ce})} points, "
+                     f"**{con['verdict']}** against the paper's {ce['paper_effect']:+g} (its Fig. 1a)")
+        out.append(line + ".")
     if KEPT_UNPERTURBED in found and LOST_AFTER_SOLVE in found:
         lost, solved = _counts(found[KEPT_UNPERTURBED])
         after = found[LOST_AFTER_SOLVE]
@@ -187,6 +186,41 @@ def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | 
         out.append(f"InfiLoop's content score, right against wrong boards: AUROC "
                    f"{_iv(found[SCORE], offset=0.5)}, **{verdict(found[SCORE])}** (½ is chance).")
     return " ".join(out)
+
+
+def _by_cpu(found: dict[str, dict], lead: dict, cpu: dict[int, str], profile: str) -> list[str]:
+    """The lead by CPU, in the order to weigh it (``by_cpu.comparison``): the confirmatory comparison and the
+    multiplicity-adjusted value first, the comparison over every seed labelled post hoc, then the lead's verdict on
+    each CPU alone where the two differ."""
+    rows = [c for c in found.values() if (c.get("data") or {}).get("seeds") and (c.get("effect") or {}).get("lo")
+            is not None]
+    cmp = by_cpu.comparison(lead, rows, cpu, profile)
+    if cmp is None:
+        return []
+    first, second = cmp["names"]
+    out = ["The seeds were trained on 2 kinds of CPU, on which one seed trains to different models "
+           "(`docs/results.md`)."]
+    if "confirmatory" in cmp:
+        home, other, late, w, p = cmp["confirmatory"]
+        out.append(f"Confirmatory: the {home} seeds' lead − that of the {other} seeds trained after the by-CPU "
+                   f"comparison was first made ({_seeds_text(late).split(', ', 1)[1]}), "
+                   + ("–" if w is None else f"{w[0]:+.1f} [{w[1]:+.1f}, {w[2]:+.1f}] points") +
+                   f" (Welch's t over the seeds), permutation p = {p:.3f}.")
+    adjusted, m = cmp["holm"]
+    (w, p) = cmp["post_hoc"]
+    if adjusted is not None:
+        out.append(f"Over every seed, adjusted by Holm for the {m} claims the by-CPU table compares: "
+                   f"p = {adjusted:.2f}.")
+    out.append(f"Post hoc (this comparison was formed after the first low seeds came in): every seed, {first} "
+               f"({cmp['verdicts'][first][1]} seeds) − {second} ({cmp['verdicts'][second][1]}), "
+               + ("–" if w is None else f"{w[0]:+.1f} [{w[1]:+.1f}, {w[2]:+.1f}] points") +
+               f", permutation p = {p:.3f}.")
+    (iv1, v1), _ = cmp["verdicts"][first]
+    (iv2, v2), _ = cmp["verdicts"][second]
+    if v1 != v2:
+        out.append(f"Read by CPU alone the lead would be **{v1}** on {first} ({iv1.points()}) and **{v2}** on "
+                   f"{second} ({iv2.points()}).")
+    return out
 
 
 def fill(text: str, claims: list[dict], fill_block, machines: dict[str, dict[int, str]] | None = None) -> str:

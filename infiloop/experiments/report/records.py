@@ -15,7 +15,7 @@ import copy
 import os
 import platform
 
-from ...analysis import claim_data, claims, power
+from ...analysis import claim_data, claims, contrasts, power
 from ...errors import DataError
 
 
@@ -154,6 +154,7 @@ def merge(recorded: dict, new: dict) -> tuple[dict, list[str]]:
         merged, note = _merge_claim(c, new_claims[c["id"]], keep) if c["id"] in new_claims else (c, "")
         out["claims"].append(merged)
         said += [note] if note else []
+    out["claims"] = contrasts.with_contrasts(out["claims"], out)  # a contrast reads the merged claims' data
     out["runs"] = {rid: {**r, "seeds": {**r["seeds"], **{s: d for s, d in new["runs"][rid]["seeds"].items()
                                                          if int(s) in keep}}}
                    for rid, r in recorded["runs"].items()}

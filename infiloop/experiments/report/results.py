@@ -26,12 +26,12 @@ import sys
 from pathlib import Path
 
 from ... import paths
-from ...analysis import claims, paper
+from ...analysis import claims, contrasts, paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
 from . import compare, headline, records
-from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
+from .verdicts import MARK, MEASURED, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"
@@ -95,7 +95,7 @@ def redecide(recorded: Path | None = None) -> list[Path]:
     changed = []
     for path in sorted(root.glob("*/*.json")):
         s = _read(path)
-        again = [claims.redecide(c) for c in s.get("claims", [])]
+        again = contrasts.with_contrasts([claims.redecide(c) for c in s.get("claims", [])], s)
         if again != s.get("claims", []):
             changed.append(_write(path, {**s, "claims": again}))
     return changed
@@ -144,7 +144,7 @@ def verdict_cell(c: dict) -> str:
     """The verdict as the table shows it: marked ¹ when it rests on one trained model, † when decided by the
     earlier rule."""
     v = verdict(c)
-    if "rule" not in c and v in ("agrees", "differs", "undecided"):
+    if "rule" not in c and v in MEASURED:
         return f"{v}{ONE_MODEL if one_model(c) else ''} (earlier rule{EARLIER})"
     return v + (ONE_MODEL if one_model(c) else "")
 
@@ -166,7 +166,7 @@ def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = No
                      f"| {_cell(c.get('paper'))} "
                      f"| {_cell(c.get('ours'))} | {_cell(c.get('seeds'))} | {_cell(effect)} | {verdict_cell(c)} |")
     runs = sorted({(c["profile"], c["created"]) for c in claims})
-    current = [c for c in claims if "rule" in c or verdict(c) not in ("agrees", "differs", "undecided")]
+    current = [c for c in claims if "rule" in c or verdict(c) not in MEASURED]
     earlier = [c for c in claims if c not in current]
     counts = ", ".join(f"{sum(verdict(c) == v for c in current)} {v}" for v in MARK)
     lines += ["", "Measured at " + ", ".join(f"`{p}` ({d})" for p, d in runs) + f"; by the rule below: {counts}"
@@ -180,10 +180,68 @@ def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = No
     return "\n".join(lines)
 
 
+CELL = 160  # the most characters a cell of the README's results table may hold
+
+
+def _short(e: dict) -> str:
+    """An effect record as ``+1.9 [+1.2, +2.6] points (the paper +6.24)``: ours, its interval and the paper's."""
+    from ...analysis.claims import _show
+
+    if e.get("value") is None:
+        return "undefined"
+    marks = [0.0] + ([] if e.get("paper_effect") is None else [e["threshold"]])
+    show = (lambda x: _show(e["scale"] * x, e.get("digits", 1), e.get("signed", True), marks))
+    paper_says = ("no number" if e.get("paper_effect") is None else f"TRM {e['paper_effect']:g}" if e.get("absence")
+                  else f"{e['paper_effect']:+g}")
+    return f"{show(e['value'])} [{show(e['lo'])}, {show(e['hi'])}]{e['unit']} (the paper {paper_says})"
+
+
+def short_ours(c: dict) -> str:
+    """A claim's "ours" for the README's table: the effect with its interval beside the paper's and the seeds; a claim
+    with a contrast, the verdict that leads first and the other beside it with its verdict. The per-seed values are in
+    docs/results.md and the report."""
+    e = c.get("effect")
+    if not isinstance(e, dict):
+        return _cell(c.get("ours"))
+    seeds = f"; {c.get('seeds')} seeds" if c.get("seeds") else ""
+    con = c.get("contrast")
+    if isinstance(con, dict):
+        if paper.CLAIMS_BY_ID[c["id"]].absence:
+            return (f"InfiLoop loses {_short(e)}; carry-last − InfiLoop {_short(con['effect'])} ({con['verdict']})"
+                    f"{seeds}")
+        return (f"InfiLoop − carry-last {_short(con['effect'])}; InfiLoop alone {_short(e)} ({c.get('own_verdict')})"
+                f"{seeds}")
+    return _short(e) + seeds
+
+
+def render_compact(recorded: Path | None = None, only: tuple[str, ...] | None = None) -> str:
+    """The README's results table: one short row per claim (the claim, the paper, ours with its interval and seeds,
+    the verdict), no cell longer than :data:`CELL` characters; then the counts and the rule. Each profile's full table
+    (each seed's effect, the effect beside the paper's, how each interval was computed) is :func:`render_table`'s."""
+    from ...analysis.intervals import MULTIPLICITY, RULE
+
+    claims = [c for c in recorded_claims(recorded) if only is None or c["profile"] in only]
+    if not claims:
+        return "(no recorded results: `python -m infiloop results --record PROFILE`)"
+    lines = ["| notebook | the paper's claim | the paper | ours [95 % interval] | verdict |", "|---|---|---|---|---|"]
+    for c in claims:
+        cells = [c["notebook"][:2], _cell(c.get("claim")), _cell(c.get("paper")), _cell(short_ours(c)),
+                 verdict_cell(c)]
+        lines.append("| " + " | ".join(cells) + " |")
+    runs = sorted({(c["profile"], c["created"]) for c in claims})
+    counts = ", ".join(f"{sum(verdict(c) == v for c in claims)} {v}" for v in MARK)
+    lines += ["", "Measured at " + ", ".join(f"`{p}` ({d})" for p, d in runs) + f"; by the rule below: {counts}. "
+              "Each seed's effect, the depth each claim is decided at and how each interval was computed: "
+              "[docs/results.md](docs/results.md).", "", f"The rule: {RULE}", ""]
+    notes = [ONE_MODEL_NOTE] if any(one_model(c) for c in claims) else []
+    lines += [" ".join([*notes, MULTIPLICITY])]
+    return "\n".join(lines)
+
+
 def render_readme(readme: Path, recorded: Path | None = None) -> Path:
     """Fill the README's results block (the headline profiles) from the recorded summaries."""
     text = Path(readme).read_text(encoding="utf-8")
-    filled = fill_block(text, START, END, f"{START}\n{render_table(recorded, HEADLINE)}\n{END}")
+    filled = fill_block(text, START, END, f"{START}\n{render_compact(recorded, HEADLINE)}\n{END}")
     if filled is None:
         raise UsageError(f"{readme}: no '{START}' ... '{END}' block to fill")
     atomic_write_text(Path(readme), filled)
@@ -195,20 +253,25 @@ POWER = ("<!-- power: start -->", "<!-- power: end -->")  # docs/statistics.md's
 
 def render_power(recorded: Path | None = None) -> str:
     """The power table: for each recorded claim kept with the data of two seeds or more, the spread of its per-seed
-    effects, the seeds a half-width of ``power.TARGET`` points needs (a lower bound: the seeds' part) and the seeds
-    recorded (``analysis/power.py``)."""
+    effects and, in its own units, what the rule asks of it and the seeds that would give it (``analysis/power.py``:
+    a half-width of a quarter of the paper's effect, a lower bound from the seeds' part; for a claim with no paper
+    number, 80 % power to clear zero at the observed effect), and the seeds recorded."""
     from ...analysis import power
 
     rows = [(c["profile"], c["notebook"], r) for c in recorded_claims(recorded) if (r := power.power_row(c))]
     if not rows:
         return "(no claim is recorded with the data of two seeds or more)"
-    lines = [f"| profile | notebook | claim | seeds recorded | per-seed effects: standard deviation | seeds for a "
-             f"half-width of {power.TARGET:g} (at least) | half-width now |", "|---|---|---|---|---|---|---|"]
+    lines = ["| profile | notebook | claim | seeds recorded | per-seed effects: mean, standard deviation | asked (its "
+             "units) | seeds for it (at least) | now |", "|---|---|---|---|---|---|---|---|"]
     for profile, nb, r in rows:
         needed = "more than 200" if r["needed"] is None else str(r["needed"])
         defined = "" if r["defined"] == r["seeds"] else f" ({r['defined']} defined)"
-        lines.append(f"| {profile} | {nb[:2]} | {r['id']} | {r['seeds']}{defined} | {r['sd']:.1f} {r['unit']} | "
-                     f"{needed} | {r['half_width']:.1f} |")
+        if r["target"] is None:
+            now = "; ".join(f"power {100 * v:.0f} % at {s} seeds" for s, v in r["power"].items())
+        else:
+            now = f"half-width {r['half_width']:.3g}"
+        lines.append(f"| {profile} | {nb[:2]} | {r['id']} | {r['seeds']}{defined} | {r['mean']:+.3g}, {r['sd']:.3g} "
+                     f"{r['unit']} | {r['asked']} | {needed} | {now} |")
     return "\n".join(lines)
 
 
@@ -218,7 +281,8 @@ def render_blocks(text: str, recorded: Path | None = None) -> str:
     headline's words and table by seed (``headline.py``)."""
     for name, only in ((None, HEADLINE), *((n, (n,)) for n in profiles.PROFILES)):
         start, end = markers(name)
-        text = fill_block(text, start, end, f"{start}\n{render_table(recorded, only)}\n{end}") or text
+        table = render_compact(recorded, only) if name is None else render_table(recorded, only)
+        text = fill_block(text, start, end, f"{start}\n{table}\n{end}") or text
     if POWER[0] in text:
         text = fill_block(text, *POWER, f"{POWER[0]}\n{render_power(recorded)}\n{POWER[1]}") or text
     if any(f"<!-- {kind} " in text for kind in ("headline", "by-seed", "by-cpu")):
