@@ -293,6 +293,7 @@ def _without_times(table: dict) -> dict:
             "rows": [[row[i] for i in keep] for row in table.get("rows", [])]}
 
 
+@pytest.mark.long  # the whole smoke profile through submitit: about 6 min
 @pytest.mark.slow
 def test_the_whole_smoke_profile_through_submitit_reports_what_the_local_scheduler_does(tmp_path):
     """``./reproduce.sh --profile smoke --executor slurm --cluster local``: every notebook and the report, with the

@@ -862,6 +862,7 @@ def _run_for_real(fake: FakeSlurm, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(cluster, "POLL_S", 0.5)
 
 
+@pytest.mark.long  # the whole smoke profile through the fake Slurm: minutes
 @pytest.mark.slow
 def test_the_smoke_profile_through_the_fake_slurm_submits_waits_and_reports(fake_slurm, tmp_path, monkeypatch):
     """``./reproduce.sh --profile smoke --only 01 --executor slurm --wait``: every job submitted, run by the fake

@@ -41,6 +41,7 @@ def _results(tmp: Path, name: str) -> dict:
     return out
 
 
+@pytest.mark.long  # two smoke pipelines: 200-260 s
 @pytest.mark.slow
 @pytest.mark.parametrize("round_", range(ROUNDS))
 def test_two_pipelines_on_one_run_cache_train_every_run_once(tmp_path, round_):

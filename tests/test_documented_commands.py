@@ -131,9 +131,16 @@ def help_examples() -> list[str]:
     return found
 
 
+# The slow commands that CI's slow step runs (each within about two minutes); the others are `long` (minutes to tens of
+# minutes each), run on purpose with `-m long`.
+IN_CI = ("python -m infiloop plan --profile smoke --executor slurm",
+         "python -m infiloop eval runs/sudoku/infiloop-tiny-<hash> --updates 960 --every 10")
+
+
 def _param(cmd: str):
     if cmd in SLOW:
-        return pytest.param(cmd, marks=pytest.mark.slow, id=cmd)
+        marks = [pytest.mark.slow] if cmd in IN_CI else [pytest.mark.slow, pytest.mark.long]
+        return pytest.param(cmd, marks=marks, id=cmd)
     return pytest.param(cmd, id=cmd)
 
 

@@ -79,6 +79,7 @@ def test_plan_prints_each_gpu_trainings_peak_beside_the_device(tmp_path, monkeyp
     assert all(line.split()[-2] == "yes" for line in lines if line.startswith("sudoku ")), lines
 
 
+@pytest.mark.long  # builds the paper profile's ARC data: minutes
 @pytest.mark.slow
 def test_plan_of_the_paper_profile_fits_every_training_in_80_gb(tmp_path, monkeypatch):
     monkeypatch.setattr(cost_memory, "store_path", lambda: tmp_path / "memory.json")

@@ -431,6 +431,7 @@ def test_plan_of_the_gpu_profile_without_cuda_prices_every_training_in_gpu_hours
                                                                                                  abs=0.11)
 
 
+@pytest.mark.long  # plans the whole gpu profile, measuring its shapes: minutes
 @pytest.mark.slow
 def test_plan_of_the_whole_gpu_profile_without_cuda(no_cuda, capsys):
     """Every job of the gpu profile priced without CUDA or its data (about 10 s on 2 cores: notebook 08's tasks are
