@@ -62,7 +62,7 @@ def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_trainin
         assert sb["requeue"] is True and "wckey" not in sb and sb["signal"] == "USR2@90"
         assert "srun --unbuffered" in texts[slurm_id] and "--cpus-per-task=6" in texts[slurm_id].split("srun ")[1]
         # a training: 2 GPUs and a task per GPU; an evaluation or a looped decoder: one of each
-        assert (sb["gpus-per-node"], sb["ntasks-per-node"]) == (("2", "2") if job.kind == "train" else ("1", "1"))
+        assert (sb["gres"], sb["ntasks-per-node"]) == (("gpu:2", "2") if job.kind == "train" else ("gpu:1", "1"))
         # no GPU here to measure: FLOPs at the stated throughput, times the margin, plus the slack
         minutes = math.ceil(job_flops(job) / 1e6 * cfg.time_margin / 60) + cluster.TIME_SLACK_MIN
         assert int(sb["time"]) == minutes

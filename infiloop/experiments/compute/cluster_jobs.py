@@ -1,6 +1,11 @@
 """What ``cluster.py`` submits to Slurm and how: the settings (:class:`ClusterConfig`), each job's resources and
 time limit (:func:`submissions`; looped decoders bundled, :func:`bundle`), what a job runs (``job.PlanJob``) and
 one submission through submitit (:func:`submit_one`). See ``cluster.py`` for the whole.
+
+A job's GPUs are asked for as ``--gres=gpu:N`` (sbatch's generic resources, which every GPU site's Slurm knows),
+not with submitit's ``gpus_per_node``: that writes ``--gpus-per-node``, which Slurm refuses under the
+``select/cons_res`` plugin (only ``cons_tres`` has it). A ``gres`` in the settings' ``sbatch`` (e.g.
+``gpu:a100:2``, a GPU type) replaces it. A job's steps (``srun``) get the job's GPUs by default.
 """
 
 from __future__ import annotations
@@ -212,14 +217,13 @@ def fixed_limits(todo: list[Job], cfg: ClusterConfig) -> tuple[dict[str, float],
 
 def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConfig) -> dict:
     """submitit's parameters of a job (see the module docstring)."""
+    gres = {"gres": f"gpu:{gpus}"} if gpus else {}  # not submitit's gpus_per_node: see the module docstring
     params = {"name": name[:120], "timeout_min": minutes, "nodes": 1, "tasks_per_node": tasks,
               "cpus_per_task": cfg.cpus_per_task,
-              "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", "requeue": True, **cfg.sbatch},
+              "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", "requeue": True, **gres, **cfg.sbatch},
               "slurm_setup": list(cfg.setup), "slurm_srun_args": [f"--cpus-per-task={cfg.cpus_per_task}"]}
     if cfg.wckey:
         params["slurm_wckey"] = cfg.wckey
-    if gpus:
-        params["gpus_per_node"] = gpus
     if cfg.mem_gb:
         params["mem_gb"] = cfg.mem_gb
     for key in ("partition", "account", "qos", "constraint"):
