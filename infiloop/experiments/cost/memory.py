@@ -62,7 +62,7 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
         mem = memory.train_memory(r.run.model_config(), tc, plan.device.startswith("cuda"), gpus_per_run, store)
         micro = min(tc.micro_batch or mem.batch, mem.batch)
         peak = mem.peak(micro)
-        state = mem.weights + mem.optimizer + mem.ema + mem.extra_grads
+        state = mem.state
         if peak <= budget:
             verdict = "yes"
         else:
@@ -73,7 +73,8 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
         out.append(f"{r.task:7s} {r.recipe:12s} {mem.batch:6d} {micro:6d}  {_gb(state):>8s}  "
                    f"{_gb(2 * mem.carry_per_sample * mem.batch):>10s}  {mem.step.per_sample / 1e6:11.1f}  "
                    f"{_gb(peak):>7s}  {verdict:10s}  {overrides}")
-    out.append("state: weights, optimiser moments, EMA and gradients (float32); carried: the process's slots' states, "
+    out.append("state: weights, optimiser moments, EMA and gradients (float32; DDP's copy of them with several "
+               "GPUs); carried: the process's slots' states, "
                "old and new; per slot: what one slot of a micro-batch adds (activations saved for the backward pass "
                "and its transients, measured on the CPU at the run's precision)")
     seen: dict[tuple, int] = {}
