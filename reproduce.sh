@@ -183,9 +183,14 @@ torch_choice() {
 }
 
 install_cuda_torch() {
-    # The CUDA wheel for the driver (above); a CPU build in place goes first.
+    # The CUDA wheel for the driver (above); a CPU build in place goes first. Without a driver here (a login node):
+    # cu126, which runs on any driver >= DRIVER_MIN_CUDA12. With one: chosen by it, though the jobs run under the
+    # compute nodes' driver, which is said.
     if ! torch_choice cuda; then log "$CHOICE_WHY"; exit 1; fi
     log "$CHOICE_WHY"
+    if [ -z "${INFILOOP_TORCH:-}" ] && [ -n "$(nvidia_facts)" ]; then
+        log "warning: this machine's NVIDIA driver chose torch's CUDA build, but the jobs run under the compute nodes' driver, which decides: where theirs is older, choose the build yourself, INFILOOP_TORCH='$(locked_torch) --index-url $TORCH_INDEX/cu126' (runs on any driver >= $DRIVER_MIN_CUDA12)"
+    fi
     if "$PY" -c "import torch" >/dev/null 2>&1; then
         log "the jobs of --executor slurm run $PY on GPU nodes: replacing its CPU build of torch by the CUDA build (${CHOICE[*]})"
         "$PY" -m pip uninstall --yes torch
@@ -249,12 +254,13 @@ setup_external() {
     log "using $PY from $EXTERNAL (no .venv is built)"
 }
 
-# Why the lock does not apply to this setup ("" when it does): no lock, INFILOOP_UNLOCKED, a CUDA build, a torch of
-# one's own, or a lock made for another Python or platform.
+# Why the lock does not apply to this setup ("" when it does): no lock, INFILOOP_UNLOCKED, a torch of one's own, or a
+# lock made for another Python or platform. A CUDA build of torch takes the lock all the same: torch (not hash-locked)
+# from the CUDA index with its own dependencies (the nvidia-* libraries, triton), then every other package of the
+# lock at its exact version, hashes checked and no dependency of its own (install_locked).
 lock_refusal() {
     if [ ! -f "$LOCK" ]; then echo "no requirements-cpu.lock"; return; fi
     if [ -n "${INFILOOP_UNLOCKED:-}" ]; then echo "INFILOOP_UNLOCKED is set"; return; fi
-    if [ -n "$WANT_CUDA" ] || has_cuda_gpu; then echo "torch's CUDA build is wanted"; return; fi
     if [ -n "${INFILOOP_TORCH:-}" ]; then echo "INFILOOP_TORCH chooses torch"; return; fi
     local made here
     made="$(sed -n 's/^# locked for: python \([0-9.]*\), \([^,]*\), torch==.*$/\1 \2/p' "$LOCK")"
@@ -265,7 +271,11 @@ lock_refusal() {
 install_locked() {
     TORCH_SPEC="torch==$(sed -n 's/^# locked for: .*, torch==\(.*\)$/\1/p' "$LOCK")"
     install_torch
-    log "installing the locked environment (requirements-cpu.lock: exact versions, hashes checked)"
+    if torch_is_cpu_build; then
+        log "installing the locked environment (requirements-cpu.lock: exact versions, hashes checked)"
+    else
+        log "installing the lock's other packages beside torch's CUDA build (requirements-cpu.lock: exact versions, hashes checked, no dependencies of their own)"
+    fi
     "$PY" -m pip install --quiet --require-hashes --no-deps -r "$LOCK"
     "$PY" -m pip install --quiet --no-deps -e .
 }

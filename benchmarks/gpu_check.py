@@ -14,7 +14,7 @@ or crashed part does not hide the others and a slow compile leaves the other fig
   compile, s/step after it and its graph breaks; it gets whatever time the others left.
 
 Every part but the compiled one runs uncompiled, so no budget but the last holds a compile; the last's holds a
-cold Inductor compile of the gpu model (170 s at least, more when the others end early). Each part runs with
+cold Inductor compile of the gpu model (140 s at least, more when the others end early). Each part runs with
 ``TORCH_LOGS=recompiles,graph_breaks``; its log's warnings, recompiles and graph breaks are counted in the report.
 
 Writes ``gpu_check.json`` (everything measured) and ``gpu_check.md`` (a table of check, measured, goal, met?, then
@@ -68,9 +68,10 @@ import torch  # noqa: E402
 
 PARTS = tuple(P.PART_FNS)
 # Per-part timeouts (seconds), the part's process start included: the last gets what is left of the budget.
-TIMEOUTS = {"train_eager": 75, "kernels": 40, "step_speed": 45, "evaluation": 35, "model_overhead": 35,
+# train_eager: 30 s more since it compiles the Triton kernels before its timing (about 45 s cold), not within it.
+TIMEOUTS = {"train_eager": 105, "kernels": 40, "step_speed": 45, "evaluation": 35, "model_overhead": 35,
             "train_compiled": 400}
-DRY_TIMEOUTS = {"train_eager": 40, "kernels": 30, "step_speed": 30, "evaluation": 30, "model_overhead": 30,
+DRY_TIMEOUTS = {"train_eager": 50, "kernels": 30, "step_speed": 30, "evaluation": 30, "model_overhead": 30,
                 "train_compiled": 75}
 BUDGET = 400.0  # the whole run; each part's timeout is cut to what is left of it
 DRY_BUDGET = 150.0

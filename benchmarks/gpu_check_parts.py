@@ -5,6 +5,7 @@ Every section writes the part's JSON again when it ends (``Ctx.section``), so a 
 what it measured; ``gpu_check.py`` folds it into ``gpu_check.json`` as it comes.
 
 - ``train_eager``: the pilot's training path (``experiments.cost.pilot.pilot_run``) **uncompiled**, bf16 autocast,
+  after an untimed warm-up that compiles each connection's Triton kernels (``warm_kernels``),
   at the ``gpu`` profile's batch (768), for carry-last, InfiLoop and FPRM, an equal share of the part's time each:
   s/step after the first logged window, peak memory, loss and cell accuracy by step, and the pilot's criteria. On
   the device the ``gpu`` profile's model on generated 9x9 puzzles (no network there); in a dry run the smoke model
@@ -321,14 +322,48 @@ def _train_data(ctx: Ctx, profile: str, over: list[str]) -> None:
     ctx.result["train_rows"] = len(resolve("sudoku", "infiloop", profile, over, root=ctx.work / "runs").train_data())
 
 
+def warm_kernels(name: str, profile: str, over: list[str], device: str, root: Path) -> float:
+    """One training segment's forward and backward of the connection's model at the pilot's shapes (its micro-batch,
+    bf16 autocast), untimed by the pilot: Triton's kernels are compiled here, before the timing (12-18 s a
+    connection from a cold cache on the H100 of 2026-12-06, which the eager part's s/step once paid). Returns its
+    seconds."""
+    from infiloop.experiments.store.runs import resolve
+    from infiloop.model.connections import choose_kernels
+    from infiloop.model.reasoner import LoopedReasoner
+
+    t0 = time.perf_counter()
+    run = resolve("sudoku", name, profile, over, root=root)
+    cfg, tc, dev = run.model_config(), run.train_config(), torch.device(device)
+    model = LoopedReasoner(cfg).to(dev)
+    choose_kernels(model, dev)
+    b = min(tc.micro_batch or tc.batch_size, tc.batch_size)
+    inputs = torch.randint(1, cfg.vocab_size, (b, cfg.seq_len), device=dev)
+    bf16 = tc.precision == "bf16" or (tc.precision == "auto" and dev.type == "cuda")
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+        _, logits, q_halt, _ = model(model.initial_carry(b, dev), inputs, torch.zeros(b, dtype=torch.long, device=dev))
+    (logits.float().mean() + q_halt.float().mean()).backward()
+    with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):  # evaluation's forward
+        model(model.initial_carry(b, dev), inputs, torch.zeros(b, dtype=torch.long, device=dev))
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return round(time.perf_counter() - t0, 2)
+
+
 def part_train_eager(ctx: Ctx) -> None:
-    """s/step of the three connections uncompiled (bf16, the gpu profile's batch), then the pilot's criteria."""
+    """s/step of the three connections uncompiled (bf16, the gpu profile's batch), then the pilot's criteria; each
+    connection's Triton kernels compiled first, outside the timed runs (:func:`warm_kernels`)."""
     from infiloop.experiments.cost import pilot
 
     res = ctx.result
     profile, over = profile_and_overrides(ctx)
-    res.update(profile=profile, device=ctx.device, overrides=over, data=data_note(ctx), runs={})
+    res.update(profile=profile, device=ctx.device, overrides=over, data=data_note(ctx), runs={}, warmup_s={})
     ctx.section("data", _train_data, ctx, profile, over)
+
+    def warm():
+        for name in PILOT_CONNECTIONS:
+            res["warmup_s"][name] = warm_kernels(name, profile, over, ctx.device, ctx.work / "runs")
+
+    ctx.section("warm-up: the Triton kernels compiled, untimed", warm)
     runs = {}
     for i, name in enumerate(PILOT_CONNECTIONS):
         share = ctx.pilot_seconds or max(10.0, (ctx.left() - RESERVE_S) / (len(PILOT_CONNECTIONS) - i))

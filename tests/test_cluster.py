@@ -29,7 +29,7 @@ import test_cluster_slurm as strict  # noqa: E402  (the stricter fake Slurm and 
 
 from infiloop.experiments.compute import cluster  # noqa: E402
 from infiloop.experiments.cost import estimates  # noqa: E402
-from infiloop.experiments.cost.flops import job_flops  # noqa: E402
+from infiloop.experiments.cost.flops import PRECISION_SHARE, job_flops  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
 from infiloop.experiments.notebooks import specs  # noqa: E402
 
@@ -62,9 +62,11 @@ def test_each_job_asks_for_its_resources_and_an_evaluation_waits_for_its_trainin
         assert sb["requeue"] is True and "wckey" not in sb and sb["signal"] == "USR2@90"
         assert "srun --unbuffered" in texts[slurm_id] and "--cpus-per-task=6" in texts[slurm_id].split("srun ")[1]
         # a training: 2 GPUs and a task per GPU; an evaluation or a looped decoder: one of each
-        assert (sb["gpus-per-node"], sb["ntasks-per-node"]) == (("2", "2") if job.kind == "train" else ("1", "1"))
+        assert (sb["gres"], sb["ntasks-per-node"]) == (("gpu:2", "2") if job.kind == "train" else ("gpu:1", "1"))
         # no GPU here to measure: FLOPs at the stated throughput, times the margin, plus the slack
-        minutes = math.ceil(job_flops(job) / 1e6 * cfg.time_margin / 60) + cluster.TIME_SLACK_MIN
+        # (the looped decoder in float32: at that rate's float32 share)
+        rate = 1e6 * (PRECISION_SHARE["fp32"] if job.kind == "looplm" else 1.0)
+        minutes = math.ceil(job_flops(job) / rate * cfg.time_margin / 60) + cluster.TIME_SLACK_MIN
         assert int(sb["time"]) == minutes
         if job.kind == "eval":
             assert sb["dependency"] == f"afterok:{out.submitted[job.after[0]]}"

@@ -4,7 +4,9 @@ The fake (``FAKE``, one program installed as ``sbatch``, ``sacct``, ``squeue``, 
 and ``sinfo``) keeps a table of jobs in ``$FAKE_SLURM/jobs.json`` and the site's settings in ``site.json``:
 
 - ``sbatch`` reads the ``#SBATCH`` lines as Slurm does: an option it does not know is refused
-  (``unrecognized option``), and so are a bad value (numbers, memory, signal, open mode, ``--requeue`` with a value),
+  (``unrecognized option``), and so are a bad value (numbers, memory, signal, open mode, ``--requeue`` with a value,
+  a ``--gres`` other than ``gpu[:type]:N``), the ``--gpus*`` options where the site's ``select`` is not
+  ``select/cons_tres`` (the fake's site: ``select/cons_res``, where only ``--gres`` asks for GPUs),
   a partition the site lacks, a time limit over the partition's ``MaxTime``, a ``--wckey`` outside the site's list
   where the site enforces wckeys, a submission over the user's ``MaxSubmitJobs`` (jobs still in the queue count),
   and an ``afterok`` dependency on a job that is unknown or ended otherwise than COMPLETED (``Job dependency
@@ -99,7 +101,7 @@ if CMD != "srun" and not RUNNING_JOB:  # one Slurm command at a time reads and w
     site, table = load("site.json", {}), load("jobs.json", {})
 with open(os.path.join(D, "calls.jsonl"), "a") as f:
     f.write(json.dumps([CMD, *ARGS]) + "\n")
-POSITIVE = {"nodes", "ntasks-per-node", "cpus-per-task", "gpus-per-node"}
+POSITIVE = {"nodes", "ntasks-per-node", "cpus-per-task", "gpus-per-node", "gpus", "gpus-per-task"}
 KNOWN = POSITIVE | {"job-name", "output", "error", "open-mode", "signal", "time", "partition", "account", "qos",
                     "constraint", "exclude", "mem", "dependency", "kill-on-invalid-dep", "requeue", "no-requeue",
                     "wckey", "comment", "nodelist", "gres", "exclusive", "mail-type", "mail-user"}
@@ -119,6 +121,11 @@ def sbatch():
     for key in POSITIVE & set(opts):
         if not opts[key].isdigit() or int(opts[key]) < 1:
             fail(f"sbatch: error: Invalid numeric value \"{opts[key]}\" for --{key}.")
+    if site.get("select", "select/cons_tres") != "select/cons_tres" and POSITIVE & set(opts) - {
+            "nodes", "ntasks-per-node", "cpus-per-task"}:  # the --gpus* options are cons_tres's alone
+        refuse("Invalid generic resource (gres) specification")
+    if "gres" in opts and not all(re.fullmatch(r"gpu(:[a-z0-9_]+)?:[1-9]\d*", g) for g in opts["gres"].split(",")):
+        refuse("Invalid generic resource (gres) specification")
     if "mem" in opts and not re.fullmatch(r"\d+[KMGT]?B?", opts["mem"]):
         fail(f"sbatch: error: invalid memory constraint {opts['mem']}")
     if not re.fullmatch(r"(B:)?(SIG)?[A-Z0-9]+(@\d+)?", opts.get("signal", "USR2")):
@@ -284,6 +291,7 @@ else:
     globals()[CMD]()
 '''
 SITE = {"partitions": {"cpu": "UNLIMITED", "gpu": "UNLIMITED", "short": "1:00:00"}, "default_partition": "cpu",
+        "select": "select/cons_res",  # SelectType: --gpus-per-node and the other --gpus* options refused
         "nodes": [{"name": "c1", "partitions": ["cpu", "short"], "cpus": 16, "memory": 64000},
                   {"name": "g1", "partitions": ["gpu"], "cpus": 64, "memory": 512000, "gres": "gpu:h100:8(S:0-1)"}]}
 
@@ -519,6 +527,23 @@ def test_srun_gets_the_cpus_per_task_and_sbatch_asks_for_requeue_without_a_wckey
         assert sb["cpus-per-task"] == "2" and "--cpus-per-task=2" in srun.split()  # Slurm 22.05-23.02 need both
         assert sb["requeue"] is True and sb["signal"] == "USR2@90" and "wckey" not in sb
         assert "gpus-per-node" not in sb  # a CPU job asks for no GPU (not --gpus-per-node=0)
+
+
+def test_gpus_are_asked_for_by_gres_which_a_cons_res_site_accepts_and_a_gres_of_the_settings_wins(fake_slurm,
+                                                                                                  roots):
+    plan = _plan()
+    out = cluster.run_cluster(plan, "smoke", "cuda", cluster.ClusterConfig(**CFG, partition="gpu"), gpus_per_run=2,
+                              progress=False)
+    assert len(out.submitted) == len(plan) == 2 and not out.failed
+    files = {s["id"]: sbatch_options(s["file"]) for s in fake_slurm.submitted()}
+    for j in plan:  # a training: two GPUs and a task each; its evaluation: one GPU
+        sb = files[out.submitted[j.id]]
+        assert not {"gpus-per-node", "gpus", "gpus-per-task"} & set(sb)
+        assert (sb["gres"], sb["ntasks-per-node"]) == (("gpu:2", "2") if j.kind == "train" else ("gpu:1", "1"))
+    cfg = cluster.ClusterConfig(**CFG, partition="gpu", sbatch={"gres": "gpu:h100:1"})  # a site that wants a type
+    sub = cluster_jobs.submissions(plan, "smoke", "cuda", 1, cfg, bundled=False)
+    assert [s.parameters["slurm_additional_parameters"]["gres"] for s in sub] == ["gpu:h100:1"] * 2
+    assert all("gpus_per_node" not in s.parameters for s in sub)
 
 
 def test_submitting_from_inside_an_allocation_passes_none_of_its_variables(fake_slurm, roots, monkeypatch):

@@ -43,6 +43,11 @@ def _check_training(parts: dict) -> None:
     through Inductor (a cold cache in the work folder), on the kernel's custom operator, no graph break."""
     eager = parts["train_eager"]["result"]
     assert set(eager["runs"]) == set(PILOT_CONNECTIONS) and eager["pilot_criteria"]
+    # the kernels compiled before the timed runs, in a section of their own
+    assert set(eager["warmup_s"]) == set(PILOT_CONNECTIONS) and all(s > 0 for s in eager["warmup_s"].values())
+    labels = [s["label"] for s in eager["sections"]]
+    assert labels.index("warm-up: the Triton kernels compiled, untimed") < min(
+        i for i, label in enumerate(labels) if label.startswith("eager "))
     for run in eager["runs"].values():
         assert (run["batch"], run["precision"], run["compiled"]) == (768, "bf16", False)
         assert run["steps"] >= 2 and run["s_per_step"] > 0 and run["planned_s_per_step"] > 0

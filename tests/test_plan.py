@@ -521,3 +521,28 @@ def test_the_declared_plan_agrees_with_the_plan_of_the_data(root):
     key = lambda e: (str(e.run.dir), e.kind, e.puzzles, e.batch, e.updates, e.note)  # noqa: E731
     assert sorted(map(key, built.evals)) == sorted(map(key, unbuilt.evals))
     assert [m.key for m in built.models] == [m.key for m in unbuilt.models]
+
+
+def test_looped_decoders_are_priced_at_the_float32_rate_they_train_in_on_a_gpu_not_here(root, monkeypatch):
+    """A looped decoder trains and evaluates in float32 (no autocast): on a CUDA GPU that is not here its FLOPs go
+    at the float32 share of the assumed bf16 rate (67 of 989 TFLOP/s on an H100), in the plan's timer and in the
+    cluster's estimates; a reasoner's training (bf16 autocast) at the rate itself; on the CPU nothing changes."""
+    from infiloop.experiments import cost
+    from infiloop.experiments.notebooks import manifest as jobs_
+
+    monkeypatch.setattr("infiloop.machine.cuda_problem", lambda: "no CUDA device is visible")
+    decoder = next(j for j in jobs_.jobs(["08"], "smoke", {}) if j.kind == "looplm")
+    train = next(j for j in jobs_.jobs(["01_main_table"], "smoke", {}) if j.kind == "train")
+    share = flops.PRECISION_SHARE["fp32"]
+    assert share == pytest.approx(67 / 989) and flops.job_precision(decoder) == "fp32"
+    assert flops.job_precision(train) == "bf16"
+    seconds, how = cost.estimates([decoder, train], "cuda", tflops=100.0)
+    assert seconds[decoder.id] == pytest.approx(flops.job_flops(decoder) / (100e12 * share))
+    assert seconds[train.id] == pytest.approx(flops.job_flops(train) / 100e12)
+    assert "float32" in how
+    timer, probe = arithmetic.FlopTimer(100.0), decoder.model.probe
+    on_cpu, on_gpu = timer.looplm_step(probe, "cpu"), timer.looplm_step(probe, "cuda")
+    assert on_gpu.seconds == pytest.approx(on_cpu.seconds / share)
+    assert timer.looplm_block(probe, "cuda").seconds == pytest.approx(timer.looplm_block(probe, "cpu").seconds / share)
+    run = train.spec.run
+    assert timer.train_step(run, 8, 1, "cuda").seconds == pytest.approx(timer.train_step(run, 8, 1, "cpu").seconds)

@@ -393,3 +393,37 @@ def test_infiloop_torch_carries_pip_arguments_split_at_blanks_never_globbed(box,
     res, _ = box["run"]("torch-choice", INFILOOP_TORCH=given, INFILOOP_VENV=str(box["repo"] / "v"))
     assert res.stdout == "torch==2.13.0 --index-url https://example.org/whl/cu130 torch*\n"
     assert "INFILOOP_TORCH chooses torch" in res.stderr
+
+
+# --------------------------------------------------------------------- a CUDA build takes the lock all the same
+
+LOCK_STUB = STUB.replace('''  "-m venv"*) exit 1 ;;''', '''  "-m venv"*) exit 1 ;;
+  "-c import platform, sys;"*) echo "3.11 linux-x86_64" ;;''')  # the lock's Python and platform
+
+
+@pytest.mark.parametrize("driver,args,flavour", [("535.104.05", ["setup"], "cu126"),
+                                                 (None, ["--profile", "paper", "--executor", "slurm"], "cu126"),
+                                                 ("580.65.06", ["--profile", "paper", "--executor", "slurm"],
+                                                  "cu130")])
+def test_a_cuda_build_installs_the_locks_other_packages_with_their_hashes(box, tmp_path, driver, args, flavour):
+    """torch's CUDA build from its index (its own dependencies: the nvidia libraries, triton), then the lock's other
+    packages at their exact versions, hashes checked, no dependencies (never `pip install -e .[dev]`'s newest); for
+    Slurm jobs from a login node without a driver the build any supported driver runs (cu126), and where the login
+    node has one, a warning that the compute nodes' driver decides, naming INFILOOP_TORCH."""
+    shutil.copy(ROOT / "requirements-cpu.lock", box["repo"] / "requirements-cpu.lock")
+    _fake_driver(box, driver)
+    stub = _exe(tmp_path / "lockstub" / "python", LOCK_STUB)
+    base = _exe(tmp_path / "base2" / "python3", VENV_BASE)
+    res, calls = box["run"](*args, STUB_TORCH="1", PYTHON=str(base), STUB_FILE=str(stub),
+                            INFILOOP_VENV=str(box["repo"] / "v"))
+    assert res.returncode == 0, res.stderr
+    py = box["repo"] / "v" / "bin" / "python"
+    torch = f"{py} -m pip install torch=={_locked_torch()} --index-url https://download.pytorch.org/whl/{flavour}"
+    locked = f"{py} -m pip install --quiet --require-hashes --no-deps -r {box['repo'] / 'requirements-cpu.lock'}"
+    assert torch in calls and locked in calls and calls.index(torch) < calls.index(locked), calls
+    assert not any("[dev]" in c or "whl/cpu" in c for c in calls), calls
+    warned = "the jobs run under the compute nodes' driver, which decides" in res.stderr
+    assert warned == (driver is not None and "slurm" in args), res.stderr
+    if warned:
+        assert f"INFILOOP_TORCH='torch=={_locked_torch()} --index-url https://download.pytorch.org/whl/cu126'" in \
+            res.stderr

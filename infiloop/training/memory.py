@@ -5,6 +5,8 @@ A training process holds, at the peak of a step (the backward pass of its last m
 
 - **the state**: float32 weights, the main optimiser's two moments (AdamW, Adam-atan2; TRM's sign-SGD of the puzzle
   embedding keeps none), the EMA's copy (without the puzzle embedding when sign-SGD trains it) and the gradients;
+  with several processes, DDP's buckets: a second copy of the gradients it all-reduces, which leave out the puzzle
+  embedding sign-SGD trains (``training/ddp.py`` reduces the rows of the step's puzzles alone);
 - **the carried states** of the process's slots, twice: the step reads the old ones while it writes the new
   (``initial_carry``'s exact bytes per sample);
 - **the step itself**: the activations autograd saves for one micro-batch, and the backward pass's transients.
@@ -60,11 +62,15 @@ class TrainMemory:
     carry_per_sample: int
     step: StepCost
     batch: int  # slots per process
+    buckets: int = 0  # DDP's copy of the gradients it all-reduces (several processes; not the puzzle embedding's)
+
+    @property
+    def state(self) -> int:
+        return self.weights + self.optimizer + self.ema + self.extra_grads + self.buckets
 
     def peak(self, micro_batch: int = 0) -> int:
         m = min(micro_batch or self.batch, self.batch)
-        return (self.weights + self.optimizer + self.ema + self.extra_grads + 2 * self.carry_per_sample * self.batch
-                + self.step.at(m))
+        return self.state + 2 * self.carry_per_sample * self.batch + self.step.at(m)
 
     def fitting_micro_batch(self, device_bytes: float, headroom: float = HEADROOM) -> int | None:
         """The largest micro-batch whose peak fits ``headroom`` of ``device_bytes`` (the whole batch: 0), or None
@@ -212,7 +218,8 @@ def train_memory(model_cfg: ModelConfig, train_cfg: TrainConfig, on_cuda: bool, 
     measured_emb = emb // max(model_cfg.n_puzzles, 1) if emb else 0
     return TrainMemory(weights=total, optimizer=2 * main, ema=main if train_cfg.ema > 0 else 0,
                        extra_grads=emb - measured_emb, carry_per_sample=carry_bytes(model_cfg),
-                       step=_cached("train", model_cfg, bf16, store), batch=train_cfg.batch_size // world)
+                       step=_cached("train", model_cfg, bf16, store), batch=train_cfg.batch_size // world,
+                       buckets=(total - emb if sign_sgd else total) if world > 1 else 0)
 
 
 def eval_memory(model_cfg: ModelConfig, bf16: bool, store=None) -> EvalMemory:

@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,7 @@ from ..model.reasoner import Carry, LoopedReasoner, ModelConfig
 from ..optim import WeightEMA, lr_at, make_optimizer, make_puzzle_emb_optimizer
 from ..tasks.base import IGNORE_LABEL_ID, TaskData
 from ..tasks.scoring import count_wrong
-from . import interrupt
+from . import ddp, interrupt
 from .batching import (
     PuzzleStream,
     cat_carry,
@@ -119,11 +118,8 @@ class _Trainer:
         self.elapsed_before = 0.0  # training seconds of the sessions before a resume, up to their last checkpoint
         self._resume()
 
-        self.net: nn.Module = model
-        if self.world > 1:  # DDP reduces a gradient for every parameter it holds: not those the model never uses
-            for name in model.unused_parameters():
-                model.get_parameter(name).requires_grad_(False)
-            self.net = nn.parallel.DistributedDataParallel(model)
+        # DDP without the unused parameters and the puzzle embedding (its touched rows reduced alone, ddp.py)
+        self.net: nn.Module = ddp.wrap(model, self.opt_emb) if self.world > 1 else model
         self.eager_net = self.net  # what training falls back to when the compiled module fails
         self.compiled = train_cfg.compile == "on" or (train_cfg.compile == "auto" and on_cuda)
         self.compile_seconds: float | None = None  # the first compiled step, compilation included
@@ -188,6 +184,7 @@ class _Trainer:
         logs = (self.step_ + 1) % cfg.log_every == 0 or self.step_ + 1 == cfg.steps
         self.progressive = self._progressive_draw() if cfg.progressive > 0 else None
         self.carry, q_halt, m, diag = self._gradients(inputs, labels, pids, logs)
+        ddp.reduce_rows(self.opt_emb, self.pids_all[self.slot_idx].long(), self.world)  # the global batch's rows
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.opt.step()
@@ -272,11 +269,7 @@ class _Trainer:
         for start in range(0, b, size):
             sl = slice(start, min(start + size, b))
             carry = self.carry if size == b else view_carry(self.carry, sl)
-            # DDP: one all-reduce per step, with the last chunk (a compiled DDP module reduces every chunk: the
-            # same sum of gradients)
-            sync = (self.eager_net.no_sync() if self.world > 1 and not self.compiled and sl.stop < b
-                    else nullcontext())
-            with sync:
+            with ddp.sync(self.eager_net, self.world, last=sl.stop == b):  # one all-reduce, compiled or not
                 parts.append(self._chunk(carry, inputs[sl], labels[sl], pids[sl], (sl.stop - sl.start) / b,
                                          keep_diag))
         carries, q_halts, sums, diags = zip(*parts)

@@ -1,6 +1,15 @@
 """What ``cluster.py`` submits to Slurm and how: the settings (:class:`ClusterConfig`), each job's resources and
 time limit (:func:`submissions`; looped decoders bundled, :func:`bundle`), what a job runs (``job.PlanJob``) and
 one submission through submitit (:func:`submit_one`). See ``cluster.py`` for the whole.
+
+A job's GPUs are asked for as ``--gres=gpu:N`` (sbatch's generic resources, which every GPU site's Slurm knows),
+not with submitit's ``gpus_per_node``: that writes ``--gpus-per-node``, which Slurm refuses under the
+``select/cons_res`` plugin (only ``cons_tres`` has it). A ``gres`` in the settings' ``sbatch`` (e.g.
+``gpu:a100:2``, a GPU type) replaces it. A job's steps (``srun``) get the job's GPUs by default.
+
+A job's memory (``--mem``, per node) is the settings' ``mem_gb`` where it is set, else the job's host-memory
+estimate per node (``cost/host.py``, ``training/host_memory.py``: a training's processes each hold their copy of the
+data) x 1.25 + 2 GB: a partition's default memory per CPU would give a job of few CPUs too little for its data.
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ class ClusterConfig:
     wckey: str = ""  # sbatch --wckey where the site asks for one (none is sent otherwise)
     cpus_per_task: int = 0  # CPUs of each task (one task per GPU; on a CPU profile, its torch threads); 0: 8, at
     # most a node's (cluster_nodes.fit)
-    mem_gb: float = 0.0  # memory per node (0: the partition's default)
+    mem_gb: float = 0.0  # memory per node in GB (0: each job's host-memory estimate x 1.25 + 2 GB, cost/host.py)
     gpus_per_node: int = 8  # the most GPUs one node has: --gpus-per-run may not ask for more
     cpu_tasks_per_training: int = 1  # on the CPU, each training as this many processes of one DDP training (gloo),
     # one Slurm task each, as a multi-GPU training runs one per GPU (the real-cluster tests run that path without GPUs)
@@ -210,20 +219,29 @@ def fixed_limits(todo: list[Job], cfg: ClusterConfig) -> tuple[dict[str, float],
     return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
 
 
-def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConfig) -> dict:
-    """submitit's parameters of a job (see the module docstring)."""
+def mem_gb(job: Job, device: str, tasks: int, cfg: ClusterConfig, store: dict | None = None) -> float:
+    """The memory a job asks for per node (``--mem``): the settings' ``mem_gb``, else the job's host-memory estimate
+    per node (``tasks`` processes of a training) x 1.25 + 2 GB (``cost.host.slurm_mem_gb``)."""
+    if cfg.mem_gb:
+        return cfg.mem_gb
+    from ..cost import host
+
+    return host.slurm_mem_gb(host.job_host(job, device, tasks, store))
+
+
+def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConfig, mem: float = 0.0) -> dict:
+    """submitit's parameters of a job (see the module docstring); ``mem``: its ``--mem`` in GB (0: none)."""
+    gres = {"gres": f"gpu:{gpus}"} if gpus else {}  # not submitit's gpus_per_node: see the module docstring
     params = {"name": name[:120], "timeout_min": minutes, "nodes": 1, "tasks_per_node": tasks,
               "cpus_per_task": cfg.cpus_per_task,
-              "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", "requeue": True, **cfg.sbatch},
+              "slurm_additional_parameters": {"kill-on-invalid-dep": "yes", "requeue": True, **gres, **cfg.sbatch},
               "slurm_setup": list(cfg.setup),
               # a task that fails ends the others (as torchrun does): they would wait in a collective for ever
               "slurm_srun_args": [f"--cpus-per-task={cfg.cpus_per_task}", "--kill-on-bad-exit=1"]}
     if cfg.wckey:
         params["slurm_wckey"] = cfg.wckey
-    if gpus:
-        params["gpus_per_node"] = gpus
-    if cfg.mem_gb:
-        params["mem_gb"] = cfg.mem_gb
+    if mem:
+        params["mem_gb"] = mem
     for key in ("partition", "account", "qos", "constraint"):
         if getattr(cfg, key):
             params[f"slurm_{key}"] = getattr(cfg, key)
@@ -258,14 +276,21 @@ def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int
             raise ValueError("submissions: the jobs' estimated seconds (cost.estimates) are needed without time_min")
         seconds = fixed[0] if fixed else {}
     cap = limit_cap(cfg) if cap is None else cap
-    out = []
+    out, store = [], _memory_store()
     for j in todo:
         gpus = (gpus_per_run if j.kind == "train" else 1) if cuda else 0
         tasks = (max(1, gpus) if cuda else cfg.cpu_tasks_per_training) if j.kind == "train" else 1
         limit = time_limit(seconds[j.id], cfg, cap)
-        out.append(Submission([j], _parameters(f"infiloop-{job_name(j)}-{j.home}", limit, gpus, tasks, cfg),
-                              seconds[j.id], gpus, tasks))
+        out.append(Submission([j], _parameters(f"infiloop-{job_name(j)}-{j.home}", limit, gpus, tasks, cfg,
+                                               mem_gb(j, device, tasks, cfg, store)), seconds[j.id], gpus, tasks))
     return bundle(out, cfg, cap) if bundled else out
+
+
+def _memory_store() -> dict:
+    """The plan's kept memory measurements (``cost.memory``): a CPU job's step is measured once per model."""
+    from ..cost.memory import _read_store
+
+    return _read_store()
 
 
 def bundle(subs: list[Submission], cfg: ClusterConfig, cap: int, limits: dict[str, int] | None = None
@@ -281,8 +306,9 @@ def bundle(subs: list[Submission], cfg: ClusterConfig, cap: int, limits: dict[st
         seconds = sum(s.seconds for s in part)
         minutes = max([time_limit(seconds, cfg, cap)] + [limits.get(s.key, 0) for s in part])
         name = f"infiloop-looplm-{part[0].job.home}" + (f"-and-{len(part) - 1}" if len(part) > 1 else "")
-        bundles.append(Submission([s.job for s in part], _parameters(name, minutes, part[0].gpus, 1, cfg), seconds,
-                                  part[0].gpus, 1))
+        mem = max(s.parameters.get("mem_gb", 0) for s in part)
+        bundles.append(Submission([s.job for s in part], _parameters(name, minutes, part[0].gpus, 1, cfg, mem),
+                                  seconds, part[0].gpus, 1))
     first = _prerequisites_first(rest)
     return [s for s in first if not s.job.after] + bundles + [s for s in first if s.job.after]
 

@@ -21,13 +21,15 @@ order (tests/test_cost_leaf.py holds this). One idea a module:
 def estimates(jobs: list, device: str, slots: int = 1, tflops: float | None = None) -> tuple[dict[str, float], str]:
     """Estimated seconds of each of ``jobs`` (by id, on ``slots`` slots), and how they were made: the plan's
     calibration when this machine has ``device`` (a timing it lacks measured here and kept), else the jobs' FLOPs at
-    ``tflops`` TFLOP/s (default ``flops.ASSUMED_GPU_TFLOPS``)."""
+    ``tflops`` TFLOP/s in bf16 (default ``flops.ASSUMED_GPU_TFLOPS``), at its share at a job's own precision
+    (``flops.gpu_seconds``: the looped decoders in float32)."""
     from ...machine import cuda_problem
-    from .flops import ASSUMED_GPU_TFLOPS, job_flops
+    from .flops import ASSUMED_GPU_TFLOPS, gpu_seconds
     from .plan import job_seconds
 
     if not device.startswith("cuda") or cuda_problem() is None:
         return job_seconds(jobs, device, slots), f"the plan's calibration on this machine's {device}"
     tflops = tflops or ASSUMED_GPU_TFLOPS
-    return ({j.id: job_flops(j) / (tflops * 1e12) for j in jobs},
-            f"FLOPs at {tflops:g} TFLOP/s (no GPU here to measure; set tflops or time_min in the settings)")
+    return ({j.id: gpu_seconds(j, tflops) for j in jobs},
+            f"FLOPs at {tflops:g} TFLOP/s (no GPU here to measure; set tflops or time_min in the settings), the "
+            "float32 jobs (looped decoders) at its float32 share")

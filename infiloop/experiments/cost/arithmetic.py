@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ... import paths
 from .calibration import CALIBRATION, Calibration, _key
-from .flops import ASSUMED_GPU_TFLOPS, flops_per_step, flops_per_update, looplm_counts
+from .flops import ASSUMED_GPU_TFLOPS, PRECISION_SHARE, flops_per_step, flops_per_update, looplm_counts
 from .timer import Timing, test_set_config
 
 # One torch thread's achieved rate on a CPU, in TFLOP/s: the tiny model's training step (1.354e10 FLOPs,
@@ -21,8 +21,10 @@ CPU_THREAD_TFLOPS = 0.027
 
 class FlopTimer:
     """Timings from arithmetic, not measurement: a step's or an update's FLOPs (:func:`flops_per_step`,
-    :func:`flops_per_update`, :func:`looplm_flops`) at ``tflops`` TFLOP/s achieved. What a plan for a CUDA device prices
-    its jobs by where there is none (no job start, no slow-down beside other jobs)."""
+    :func:`flops_per_update`, :func:`looplm_flops`) at ``tflops`` TFLOP/s achieved, on a CUDA device in bf16: a job
+    in float32 (the looped decoders, a training with ``precision: fp32``) at that rate's float32 share
+    (:meth:`rate`). What a plan for a CUDA device prices its jobs by where there is none (no job start, no slow-down
+    beside other jobs)."""
 
     def __init__(self, tflops: float = ASSUMED_GPU_TFLOPS):
         self.flop_per_s = tflops * 1e12
@@ -31,8 +33,15 @@ class FlopTimer:
         """Seconds of ``flops`` FLOPs at this timer's rate (a job's, from ``flops.py``)."""
         return flops / self.flop_per_s
 
+    def rate(self, device, precision: str = "bf16") -> float:
+        """FLOP/s at ``precision`` on ``device``: on a CUDA device the rate's share at that precision
+        (``flops.PRECISION_SHARE``, the rate being bf16's); elsewhere the rate itself (a CPU's is float32's)."""
+        on_cuda = str(device).startswith("cuda")
+        return self.flop_per_s * (PRECISION_SHARE["bf16" if precision == "auto" else precision] if on_cuda else 1.0)
+
     def train_step(self, run, batch, threads, device):
-        return Timing(flops_per_step(run.model_config(), batch) / self.flop_per_s, 0.0, batch)
+        rate = self.rate(device, run.train_config().precision)
+        return Timing(flops_per_step(run.model_config(), batch) / rate, 0.0, batch)
 
     def eval_update(self, run, batch, device, test_set="test"):
         return Timing(flops_per_update(test_set_config(run, test_set), batch) / self.flop_per_s, 0.0, batch)
@@ -44,12 +53,12 @@ class FlopTimer:
         w = looplm_counts(probe)
         return w["step"], w["flops"] / (3 * probe.train.steps * w["step"] + w["eval"])
 
-    def looplm_step(self, probe, device):
+    def looplm_step(self, probe, device):  # a looped decoder computes in float32 (flops.job_precision)
         blocks, per_block = self._looplm(probe)
-        return Timing(3 * blocks * per_block / self.flop_per_s, 0.0, probe.train.batch_size)
+        return Timing(3 * blocks * per_block / self.rate(device, "fp32"), 0.0, probe.train.batch_size)
 
     def looplm_block(self, probe, device):
-        return Timing(self._looplm(probe)[1] / self.flop_per_s, 0.0, probe.train.eval_batch)
+        return Timing(self._looplm(probe)[1] / self.rate(device, "fp32"), 0.0, probe.train.eval_batch)
 
 
 class FlopCalibration(Calibration):

@@ -14,6 +14,11 @@ import json
 # Achieved bf16 throughput assumed by gpu_hours_estimate and the FLOP estimate of a plan without CUDA (about a fifth
 # of an H200's dense bf16 peak).
 ASSUMED_GPU_TFLOPS = 200.0
+# The share of that rate a job reaches at another precision: an H100's (and H200's, the same chip) dense peaks (SXM,
+# NVIDIA's data sheet) are 989 TFLOP/s in bf16 on the tensor cores, 495 in TF32 and 67 in plain float32 (TF32 off:
+# torch's default "highest" matmul precision, which the trainers never change). The looped decoders train and
+# evaluate in float32 (no autocast, ``training/looplm.py``): priced at the bf16 rate they would look 15 x cheaper.
+PRECISION_SHARE = {"bf16": 1.0, "tf32": 495 / 989, "fp32": 67 / 989}
 # ------------------------------------------------------------------------------------------ arithmetic
 
 
@@ -157,6 +162,26 @@ def job_flops(job) -> float:
         return train_flops(run.model_config(), cfg.steps, cfg.batch_size)
     args, data, _ = run.eval_key(job.eval.kind, job.eval.args)
     return eval_flops(run.model_config(), run.eval_updates(job.eval.kind, args), len(data))
+
+
+def job_precision(job) -> str:
+    """The precision a scheduler job computes in on a CUDA GPU (a key of :data:`PRECISION_SHARE`): a looped decoder
+    float32; a training its ``precision`` (``auto``: bf16 autocast); an evaluation its ``precision`` argument
+    (``auto``: bf16, ``evaluation.precision_context``)."""
+    if job.kind == "looplm":
+        return "fp32"
+    run = job.spec.run
+    if job.kind == "train":
+        precision = run.train_config().precision
+    else:
+        precision = run.eval_key(job.eval.kind, job.eval.args)[0].get("precision", "auto")
+    return "bf16" if precision == "auto" else precision
+
+
+def gpu_seconds(job, tflops: float = ASSUMED_GPU_TFLOPS) -> float:
+    """Seconds of one scheduler job on a CUDA GPU that reaches ``tflops`` TFLOP/s in bf16: its FLOPs
+    (:func:`job_flops`) at that rate's share at the job's precision (:func:`job_precision`)."""
+    return job_flops(job) / (tflops * 1e12 * PRECISION_SHARE[job_precision(job)])
 
 
 def gpu_hours_estimate(model_cfg, steps: int, batch_size: int, tflops: float = ASSUMED_GPU_TFLOPS) -> float:

@@ -1,5 +1,6 @@
 """The plan's memory section: each GPU job's estimated peak memory (``training/memory.py``) beside the device's,
-and the ``train.micro_batch`` that fits where the configured one does not.
+and the ``train.micro_batch`` that fits where the configured one does not; beside them each job's host memory
+(``training/host_memory.py``, ``host.py``), which a Slurm job asks for.
 
 The measurements behind the estimates (one per model configuration and precision, a few seconds each on the CPU)
 are kept in ``runs/.plan-memory.json``. It shares its name with ``training/memory.py`` on purpose: that module
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from ... import paths
 from ...io import atomic_write_text
-from ...training import memory
+from ...training import host_memory, memory
+from .host import split_rows
 from .plan import Plan
 
 ASSUMED_GPU_BYTES = 80e9  # an H100's 80 GB, where no CUDA device is here and --gpu-memory does not say
@@ -47,6 +49,13 @@ def _gb(n: float) -> str:
     return f"{n / memory.GB:6.1f}"
 
 
+def _host(run, train_cfg, device: str, processes: int, store: dict) -> str:
+    """A training's host memory for the plan's row: per process, and per node where it runs several processes."""
+    est = host_memory.training_host(run.model_config(), train_cfg, split_rows(run), device,
+                                    processes if device.startswith("cuda") else 1, store)
+    return _gb(est.per_process).strip() + (f" x{est.processes}" if est.processes > 1 else "")
+
+
 def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> list[str]:
     """The memory section's lines: a training's peak per process at its micro-batch (the state, the carried
     states, the step) and whether it fits :data:`memory.HEADROOM` of the device; an evaluation's peak at its batch."""
@@ -56,13 +65,14 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
     before = dict(store)
     out = [f"\n## memory (estimated peak per process: training/memory.py, eager; device {where}; a job fits within "
            f"{memory.HEADROOM:.0%} of it: {_gb(budget).strip()} GB)",
-           "task    recipe        batch  micro  state GB  carried GB  per slot MB  peak GB  fits?       overrides"]
+           "task    recipe        batch  micro  state GB  carried GB  per slot MB  peak GB  fits?       host GB  "
+           "overrides"]
     for r in plan.runs:
         tc = r.run.train_config()
         mem = memory.train_memory(r.run.model_config(), tc, plan.device.startswith("cuda"), gpus_per_run, store)
         micro = min(tc.micro_batch or mem.batch, mem.batch)
         peak = mem.peak(micro)
-        state = mem.weights + mem.optimizer + mem.ema + mem.extra_grads
+        state = mem.state
         if peak <= budget:
             verdict = "yes"
         else:
@@ -72,18 +82,27 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
         overrides = " ".join(f"{k}={v}" for k, v in r.overrides.items() if k != "train.seed") or "-"
         out.append(f"{r.task:7s} {r.recipe:12s} {mem.batch:6d} {micro:6d}  {_gb(state):>8s}  "
                    f"{_gb(2 * mem.carry_per_sample * mem.batch):>10s}  {mem.step.per_sample / 1e6:11.1f}  "
-                   f"{_gb(peak):>7s}  {verdict:10s}  {overrides}")
-    out.append("state: weights, optimiser moments, EMA and gradients (float32); carried: the process's slots' states, "
+                   f"{_gb(peak):>7s}  {verdict:10s}  {_host(r.run, tc, plan.device, gpus_per_run, store):>7s}  "
+                   f"{overrides}")
+    out.append("state: weights, optimiser moments, EMA and gradients (float32; DDP's copy of them with several "
+               "GPUs); carried: the process's slots' states, "
                "old and new; per slot: what one slot of a micro-batch adds (activations saved for the backward pass "
-               "and its transients, measured on the CPU at the run's precision)")
+               "and its transients, measured on the CPU at the run's precision); host: the host memory (RSS) of "
+               "one process, x the processes of a node after it where there are several (training/host_memory.py: "
+               "Python and torch, the training data at its stored size, the CUDA runtime's host side; what a Slurm "
+               "job asks for x 1.25 + 2 GB)")
     seen: dict[tuple, int] = {}
+    hosts: dict[tuple, int] = {}
     for e in plan.evals:
         mem = memory.eval_memory(e.run.model_config(), plan.device.startswith("cuda"), store)
         key = (e.run.config["task"], e.run.config["recipe"], e.batch)
         seen[key] = max(seen.get(key, 0), mem.peak(e.batch))
+        hosts[key] = max(hosts.get(key, 0), host_memory.evaluation_host(
+            e.run.model_config(), split_rows(e.run, "test"), e.batch, plan.device, store).per_process)
     for (task, recipe, batch), peak in sorted(seen.items(), key=lambda kv: -kv[1])[:3]:  # the largest three
         out.append(f"evaluation {task}/{recipe} at {batch} puzzles a batch: {_gb(peak).strip()} GB "
-                   f"({'fits' if peak <= budget else 'does NOT fit: lower the evaluation batch_size'})")
+                   f"({'fits' if peak <= budget else 'does NOT fit: lower the evaluation batch_size'}); host "
+                   f"{_gb(hosts[(task, recipe, batch)]).strip()} GB")
     if store != before:
         atomic_write_text(store_path(), json.dumps(store, indent=1, sort_keys=True))
     return out
