@@ -54,22 +54,34 @@ def test_no_paper_job_asks_slurm_for_less_than_its_host_memory_and_a_setting_win
     jobs = _paper_jobs()
     assert {j.kind for j in jobs} == {"train", "eval", "looplm"}
     cfg = cluster_jobs.ClusterConfig(time_min=60, cpus_per_task=8)
+
+    def memory(todo, gpus):  # what the pipeline hands the Slurm executor (the cost model stays out of compute/)
+        from types import SimpleNamespace
+
+        from infiloop.experiments.pipeline import pricing
+
+        price = pricing(SimpleNamespace(priced_by="seconds"), SimpleNamespace(device="cuda", gpus_per_run=gpus), cfg)
+        return price.memory(todo)
+
     for gpus in (1, 8):
-        subs = cluster_jobs.submissions([j for j in jobs if j.kind != "eval"], "paper", "cuda", gpus, cfg)
+        todo = [j for j in jobs if j.kind != "eval"]
+        subs = cluster_jobs.submissions(todo, "paper", "cuda", gpus, cfg, memory=memory(todo, gpus))
         for s in subs:
             for j in s.jobs:
                 est = host.job_host(j, "cuda", s.tasks)
                 assert s.parameters["mem_gb"] >= est.per_node / 1e9 * 1.25 + 2, (j.id, s.parameters["mem_gb"])
                 if j.kind == "train":
                     assert s.tasks == gpus and est.processes == gpus
-        for j in (j for j in jobs if j.kind == "eval"):
-            assert cluster_jobs.mem_gb(j, "cuda", 1, cfg) >= host.job_host(j, "cuda").per_node / 1e9
+        evals = [j for j in jobs if j.kind == "eval"]
+        for j, gb in zip(evals, memory(evals, gpus).values()):
+            assert gb >= host.job_host(j, "cuda").per_node / 1e9
     train = next(j for j in jobs if j.kind == "train")
-    assert cluster_jobs.mem_gb(train, "cuda", 8, cfg) == math.ceil(
+    assert memory([train], 8)[train.id] == math.ceil(
         8 * (host_memory.BASELINE_BYTES + host.job_host(train, "cuda").data + host_memory.CUDA_HOST_BYTES) / 1e9
         * 1.25 + 2)
     fixed = cluster_jobs.ClusterConfig(time_min=60, cpus_per_task=8, mem_gb=500)
-    assert {s.parameters["mem_gb"] for s in cluster_jobs.submissions([train], "paper", "cuda", 8, fixed)} == {500}
+    assert {s.parameters["mem_gb"] for s in cluster_jobs.submissions([train], "paper", "cuda", 8, fixed,
+                                                                     memory=memory([train], 8))} == {500}
     assert not (tmp_path / "data").exists()
 
 

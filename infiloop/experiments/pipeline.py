@@ -243,7 +243,20 @@ def pricing(executor, args, settings):
 
     if executor.priced_by == "flops":
         return lambda todo: {j.id: job_flops(j) for j in todo}
-    return lambda todo: estimates(todo, args.device, tflops=getattr(settings, "tflops", None))[0]
+
+    def seconds(todo):
+        return estimates(todo, args.device, tflops=getattr(settings, "tflops", None))[0]
+
+    def memory(todo):  # the host memory a job asks for (Slurm's --mem), per node
+        from .cost import host
+
+        tasks = getattr(settings, "cpu_tasks_per_training", 1)
+        per_run = args.gpus_per_run if args.device.startswith("cuda") else tasks
+        return {j.id: host.slurm_mem_gb(host.job_host(j, args.device, per_run if j.kind == "train" else 1))
+                for j in todo}
+
+    seconds.memory = memory
+    return seconds
 
 
 def _compute_stage(stages: Stages, plan, args, executor, settings, selected, params, out_dir: Path) -> int | None:

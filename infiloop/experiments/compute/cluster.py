@@ -105,22 +105,23 @@ class Outcome:
 
 def run_cluster(planned: list[Job], profile: str, device: str, cfg: ClusterConfig, cluster: str = "slurm",
                 gpus_per_run: int = 1, wait: bool = False, poll: float | None = None,
-                progress: bool = True, max_running: int | None = None, seconds: dict[str, float] | None = None
-                ) -> Outcome:
+                progress: bool = True, max_running: int | None = None, seconds: dict[str, float] | None = None,
+                memory: dict[str, float] | None = None) -> Outcome:
     """Submit every job of the plan that is not done nor in the queue; with ``wait`` (always on the local and debug
     clusters) wait until every job has ended. ``max_running``: jobs at a time on the local cluster (default: one
     per CPU); ``seconds``: each job's estimate by id, which sets its time limit (the caller's, from the cost model;
-    none needed with ``time_min``). See the module docstring."""
+    none needed with ``time_min``); ``memory``: each job's ``--mem`` in GB by id (the caller's). See the module
+    docstring."""
     if cluster not in CLUSTERS:
         raise UsageError(f"--cluster {cluster}: expected one of {', '.join(CLUSTERS)}")
     submitit()
     cfg = fit(cfg, device, gpus_per_run, cluster)
     if cluster == "slurm":
         cap = limit_cap(cfg)
-        subs = submissions(planned, profile, device, gpus_per_run, cfg, seconds, bundled=False, cap=cap)
+        subs = submissions(planned, profile, device, gpus_per_run, cfg, seconds, bundled=False, cap=cap, memory=memory)
         run = _SlurmRun(subs, profile, device, cfg, cap, progress)
         return run.until_done(wait, POLL_S if poll is None else poll)
-    subs = submissions(planned, profile, device, gpus_per_run, cfg, seconds)
+    subs = submissions(planned, profile, device, gpus_per_run, cfg, seconds, memory=memory)
     return _run_here(subs, profile, device, cluster, cfg, 0.5 if poll is None else poll, progress,
                      max_running or usable_cpus())
 

@@ -2,14 +2,10 @@
 time limit (:func:`submissions`; looped decoders bundled, :func:`bundle`), what a job runs (``job.PlanJob``) and
 one submission through submitit (:func:`submit_one`). See ``cluster.py`` for the whole.
 
-A job's GPUs are asked for as ``--gres=gpu:N`` (sbatch's generic resources, which every GPU site's Slurm knows),
-not with submitit's ``gpus_per_node``: that writes ``--gpus-per-node``, which Slurm refuses under the
-``select/cons_res`` plugin (only ``cons_tres`` has it). A ``gres`` in the settings' ``sbatch`` (e.g.
-``gpu:a100:2``, a GPU type) replaces it. A job's steps (``srun``) get the job's GPUs by default.
-
-A job's memory (``--mem``, per node) is the settings' ``mem_gb`` where it is set, else the job's host-memory
-estimate per node (``cost/host.py``, ``training/host_memory.py``: a training's processes each hold their copy of the
-data) x 1.25 + 2 GB: a partition's default memory per CPU would give a job of few CPUs too little for its data.
+GPUs are asked for as ``--gres=gpu:N``, not submitit's ``--gpus-per-node``, which Slurm refuses under
+``select/cons_res``; a ``gres`` in the settings' ``sbatch`` (``gpu:a100:2``) replaces it. Memory (``--mem``, per
+node): the settings' ``mem_gb``, else the caller's host-memory estimate per node x 1.25 + 2 GB (``cost/host.py``: a
+training's processes each hold their copy of the data; a partition's default per CPU is too little for it).
 """
 
 from __future__ import annotations
@@ -219,16 +215,6 @@ def fixed_limits(todo: list[Job], cfg: ClusterConfig) -> tuple[dict[str, float],
     return {j.id: 0.0 for j in todo}, f"time_min {cfg.time_min} from the settings"
 
 
-def mem_gb(job: Job, device: str, tasks: int, cfg: ClusterConfig, store: dict | None = None) -> float:
-    """The memory a job asks for per node (``--mem``): the settings' ``mem_gb``, else the job's host-memory estimate
-    per node (``tasks`` processes of a training) x 1.25 + 2 GB (``cost.host.slurm_mem_gb``)."""
-    if cfg.mem_gb:
-        return cfg.mem_gb
-    from ..cost import host
-
-    return host.slurm_mem_gb(host.job_host(job, device, tasks, store))
-
-
 def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConfig, mem: float = 0.0) -> dict:
     """submitit's parameters of a job (see the module docstring); ``mem``: its ``--mem`` in GB (0: none)."""
     gres = {"gres": f"gpu:{gpus}"} if gpus else {}  # not submitit's gpus_per_node: see the module docstring
@@ -249,11 +235,12 @@ def _parameters(name: str, minutes: int, gpus: int, tasks: int, cfg: ClusterConf
 
 
 def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int, cfg: ClusterConfig,
-                seconds: dict[str, float] | None = None, bundled: bool = True,
+                seconds: dict[str, float] | None = None, bundled: bool = True, memory: dict[str, float] | None = None,
                 cap: int | None = None) -> list[Submission]:
     """The cluster jobs of the plan's jobs not yet done, with their resources (see the module docstring) and limits
     from ``seconds``, each job's estimate by id (the caller's; none needed with ``time_min``, :func:`fixed_limits`);
-    with ``bundled``, the looped decoders ``decoders_per_job`` to a job."""
+    with ``bundled``, the looped decoders ``decoders_per_job`` to a job; ``memory``: each job's ``--mem`` in GB by id
+    (the caller's, from the cost model's host-memory estimate; the settings' ``mem_gb`` wins)."""
     from .cluster_nodes import fit
     from .scheduler import job_name
 
@@ -276,21 +263,14 @@ def submissions(planned: list[Job], profile: str, device: str, gpus_per_run: int
             raise ValueError("submissions: the jobs' estimated seconds (cost.estimates) are needed without time_min")
         seconds = fixed[0] if fixed else {}
     cap = limit_cap(cfg) if cap is None else cap
-    out, store = [], _memory_store()
+    out, memory = [], memory or {}
     for j in todo:
         gpus = (gpus_per_run if j.kind == "train" else 1) if cuda else 0
         tasks = (max(1, gpus) if cuda else cfg.cpu_tasks_per_training) if j.kind == "train" else 1
         limit = time_limit(seconds[j.id], cfg, cap)
         out.append(Submission([j], _parameters(f"infiloop-{job_name(j)}-{j.home}", limit, gpus, tasks, cfg,
-                                               mem_gb(j, device, tasks, cfg, store)), seconds[j.id], gpus, tasks))
+                                               cfg.mem_gb or memory.get(j.id, 0)), seconds[j.id], gpus, tasks))
     return bundle(out, cfg, cap) if bundled else out
-
-
-def _memory_store() -> dict:
-    """The plan's kept memory measurements (``cost.memory``): a CPU job's step is measured once per model."""
-    from ..cost.memory import _read_store
-
-    return _read_store()
 
 
 def bundle(subs: list[Submission], cfg: ClusterConfig, cap: int, limits: dict[str, int] | None = None

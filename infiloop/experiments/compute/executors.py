@@ -31,7 +31,8 @@ class Executor(Protocol):
     help: str
     here: bool  # the jobs run on this machine while the command waits (the notebooks follow at once)
     warm: bool  # a job pays its process's start once per slot, not once per job (what ``plan`` prices)
-    priced_by: str  # what ``cost`` gives it: "flops" (enough to order the jobs) or "seconds" (time limits)
+    priced_by: str  # what ``cost`` gives it: "flops" (enough to order the jobs) or "seconds" (time limits; the price
+    # function then also has ``memory(todo)``: each job's host memory to ask for, GB by id)
 
     def add_options(self, ap) -> None:
         """Its own command-line options (``reproduce`` and ``plan``), beside ``--executor``."""

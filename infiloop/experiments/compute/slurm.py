@@ -113,8 +113,9 @@ class Slurm:
         print(f"[reproduce] {len(todo)} of {len(planned)} jobs to run on {args.cluster} ({len(planned) - len(todo)} "
               "cached)", file=sys.stderr, flush=True)
         seconds = None if settings.time_min else cost(todo)
+        memory = None if settings.mem_gb or not hasattr(cost, "memory") else cost.memory(todo)
         out = run_cluster(planned, args.profile, args.device, settings, args.cluster, args.gpus_per_run, args.wait,
-                          max_running=args.jobs, seconds=seconds)
+                          max_running=args.jobs, seconds=seconds, memory=memory)
         if out.failed or out.skipped:
             logs = "; ".join(f"{k}: {v}" for k, v in out.failed.items())
             raise RuntimeError(f"{len(out.failed)} cluster jobs failed ({logs}), {len(out.skipped)} not started; run "
