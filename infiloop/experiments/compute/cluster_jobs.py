@@ -61,8 +61,7 @@ class ClusterConfig:
     # most a node's (cluster_nodes.fit)
     mem_gb: float = 0.0  # memory per node in GB (0: each job's host-memory estimate x 1.25 + 2 GB, cost/host.py)
     gpus_per_node: int = 8  # the most GPUs one node has: --gpus-per-run may not ask for more
-    cpu_tasks_per_training: int = 1  # on the CPU, each training as this many processes of one DDP training (gloo),
-    # one Slurm task each, as a multi-GPU training runs one per GPU (the real-cluster tests run that path without GPUs)
+    cpu_tasks_per_training: int = 1  # on the CPU, a training as this many DDP processes (gloo), one task each
     time_margin: float = 2.0  # time limit = estimate x margin + TIME_SLACK_MIN
     time_min: int = 0  # a fixed time limit in minutes for every job (0: from the estimate)
     max_time_min: int = 0  # the partition's longest limit (0: scontrol's, where it tells)
