@@ -9,6 +9,7 @@ by ``python -m infiloop results`` between ``<!-- by-cpu PROFILE: start -->`` and
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -92,12 +93,21 @@ def permutation_p(a: np.ndarray, b: np.ndarray, seed: int = 0) -> float:
     k, n, total = a.size, x.size, x.sum()
     observed = abs(a.mean() - b.mean()) - 1e-9 * max(1.0, float(np.abs(x).max()))
     if math.comb(n, k) <= EXACT:
-        sums = np.array([x[list(idx)].sum() for idx in itertools.combinations(range(n), k)])
+        sums = x[_splits(n, k)].sum(1)
         return float(np.mean(np.abs(sums / k - (total - sums) / (n - k)) >= observed))
     rng = np.random.default_rng(seed)
     picks = np.argsort(rng.random((200_000, n)), axis=1)[:, :k]
     sums = x[picks].sum(1)
     return float((np.sum(np.abs(sums / k - (total - sums) / (n - k)) >= observed) + 1) / (200_001))
+
+
+@functools.lru_cache(maxsize=4)
+def _splits(n: int, k: int) -> np.ndarray:
+    """Every choice of ``k`` of ``n`` indices, one row each (the enumeration of :func:`permutation_p`)."""
+    count = math.comb(n, k)
+    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), k)), dtype=np.int16,
+                       count=count * k)
+    return flat.reshape(count, k)
 
 
 def holm(ps: dict[str, float]) -> dict[str, float]:
