@@ -71,10 +71,12 @@ PARTS = tuple(P.PART_FNS)
 # train_eager: 30 s more since it compiles the Triton kernels before its timing (about 45 s cold), not within it.
 TIMEOUTS = {"train_eager": 105, "kernels": 40, "step_speed": 45, "evaluation": 35, "model_overhead": 35,
             "train_compiled": 400}
+# A dry run checks the plumbing on the CPU, where Inductor's cold compile of the whole model takes 60 s on an idle
+# 2-core machine and over 100 s beside other work (CI's slow step: timed out at 75 s): its timings mean nothing.
 DRY_TIMEOUTS = {"train_eager": 50, "kernels": 30, "step_speed": 30, "evaluation": 30, "model_overhead": 30,
-                "train_compiled": 75}
+                "train_compiled": 240}
 BUDGET = 400.0  # the whole run; each part's timeout is cut to what is left of it
-DRY_BUDGET = 150.0
+DRY_BUDGET = 420.0
 POLL_S = 1.0  # how often a running part's JSON is folded into gpu_check.json
 LOGS = "recompiles,graph_breaks"
 

@@ -92,7 +92,7 @@ def test_gpu_check_dry_run_exercises_every_section(tmp_path):
     out = tmp_path / "out"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)], cwd=ROOT,
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=300)
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - t0
     assert proc.returncode == 0, f"gpu_check.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "all parts ok" in proc.stdout
@@ -100,7 +100,7 @@ def test_gpu_check_dry_run_exercises_every_section(tmp_path):
     assert not (tmp_path / "elsewhere").exists()
     report = json.loads((out / "gpu_check.json").read_text())
     assert report["ok"] and list(report["parts"]) == PARTS and "running" not in report
-    assert report["seconds"] <= report["budget_s"] and wall < 300
+    assert report["seconds"] <= report["budget_s"] and wall < 600
     for name, part in report["parts"].items():
         assert part["status"] == "ok" and part["result"]["complete"] and not part["result"].get("errors"), name
         assert part["seconds"] <= part["timeout_s"] and part["result"]["sections"]
