@@ -312,32 +312,30 @@ def test_a_training_requeued_while_it_runs_resumes_to_the_weights_of_an_uninterr
     released, it resumes from that step (no step lost since the signal), and its weights equal, bit for bit, those
     of the same training run without a break (one thread).
 
-    The job is suspended (``scontrol suspend``) at its first checkpoint, before the requeue. A requeued job gets
-    SIGCONT and SIGTERM, and SIGKILL ``KillWait`` (5 s) later; before the training stopped at SIGTERM, submitit
-    passed it over and the training went on for those seconds: a 400-step smoke training sometimes reached its end
-    and finished instead of resuming (the log then lacked the resume line, once in about fifty suites)."""
+    The requeue comes right after the first of the checkpoints every 100 steps, so the step it resumes from is not one
+    of them: the checkpoint the signal asked for. A requeued job gets SIGTERM, and SIGKILL ``KillWait`` (5 s) later;
+    before the training stopped at SIGTERM, submitit passed it over and the training went on for those seconds: it
+    lost the steps since its last checkpoint, or reached its end and finished instead of resuming (the log then
+    lacked the resume line, once in about fifty suites)."""
     from safetensors.torch import load_file
 
     from infiloop import paths
     from infiloop.experiments.compute.job import JobRun
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "uninterrupted")
-    reference = _long_training(400, 20)
+    reference = _long_training(400, 100)
     JobRun.of(reference, "smoke", "cpu", 1).run()
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
-    train = _long_training(400, 20)
+    train = _long_training(400, 100)
     assert train.spec.run.dir != reference.spec.run.dir and train.spec.run.dir.name == reference.spec.run.dir.name
     waiting = Waiting([train], _config())
     job_id = _job_of(train)
-    _until("a checkpoint of the job's own", lambda: _checkpoint_step(train.spec.run.dir), every=0.05)
-    _run("scontrol", "suspend", job_id)
-    step = _checkpoint_step(train.spec.run.dir)
-    assert 0 < step < 400 and not (train.spec.run.dir / "model.safetensors").exists(), step
+    step = _until("a checkpoint of the job's own", lambda: _checkpoint_step(train.spec.run.dir), every=0.02)
     _run("scontrol", "requeue", job_id)
     _until(f"Slurm job {job_id} pending again", lambda: _run("squeue", "-h", "-j", job_id, "-o", "%T",
                                                              check=False).stdout.strip() == "PENDING")
-    stopped = _checkpoint_step(train.spec.run.dir)  # the step boundary after the signal
-    assert step <= stopped < 400 and not (train.spec.run.dir / "model.safetensors").exists(), (step, stopped)
+    stopped = _checkpoint_step(train.spec.run.dir)  # written at the step boundary after the signal
+    assert step == 100 and 100 < stopped < 200 and not (train.spec.run.dir / "model.safetensors").exists(), stopped
     _run("scontrol", "release", job_id)
     _run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
     out = waiting.result(timeout=120)
@@ -452,9 +450,10 @@ def test_a_training_of_two_tasks_is_one_ddp_training_and_resumes_when_requeued(r
     ``cpu_tasks_per_training: 2`` submits tests/test_distributed.py's training (notebook 05's no-content-score
     ablation at smoke, micro-batches of 6) as one job of two tasks (srun; gloo): it finishes COMPLETED, both tasks hold
     the same weights at every checkpoint, and they equal the one-process training of the same global batch within
-    test_distributed.py's tolerance. The same job requeued after its first checkpoint (suspended there, then
-    ``scontrol requeue``) resumes where the signal stopped it and ends with the uninterrupted job's weights, bit for
-    bit. Both tasks take the run's lock through one process (rank 0): two locks in one process failed every such job."""
+    test_distributed.py's tolerance. The same job requeued right after its first checkpoint (step 10) stops both
+    tasks at one step boundary after the signal, with a checkpoint there, resumes from it and ends with the
+    uninterrupted job's weights, bit for bit. Both tasks take the run's lock through one process (rank 0): two locks
+    in one process failed every such job."""
     import test_distributed as ddp
     from safetensors.torch import load_file
 
@@ -476,13 +475,12 @@ def test_a_training_of_two_tasks_is_one_ddp_training_and_resumes_when_requeued(r
 
     waiting = Waiting([again], _config(cpu_tasks_per_training=2))
     job_id = _job_of(again)
-    _until("the job's first checkpoint", lambda: _checkpoint_step(again.spec.run.dir), every=0.05)
-    _run("scontrol", "suspend", job_id)
+    first = _until("the job's first checkpoint", lambda: _checkpoint_step(again.spec.run.dir), every=0.02)
     _run("scontrol", "requeue", job_id)
     _until(f"Slurm job {job_id} pending again", lambda: _run("squeue", "-h", "-j", job_id, "-o", "%T",
                                                              check=False).stdout.strip() == "PENDING")
     stopped = _checkpoint_step(again.spec.run.dir)  # written at the step boundary after the requeue's SIGTERM
-    assert 0 < stopped < 30 and not (again.spec.run.dir / "model.safetensors").exists(), stopped
+    assert first == 10 and 10 < stopped < 30 and not (again.spec.run.dir / "model.safetensors").exists(), stopped
     _run("scontrol", "release", job_id)
     _run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
     out = waiting.result(timeout=300)
