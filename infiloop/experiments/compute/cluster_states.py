@@ -249,17 +249,25 @@ def partition_max_minutes(partition: str) -> int:
     return 0
 
 
+def preempt_signal():
+    """The signal submitit's jobs get before their time limit and when pre-empted (``SUBMITIT_PREEMPT_SIGNAL``), or
+    None where this system has no such signal."""
+    import os
+    import signal
+
+    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2").removeprefix("SIG"), None)
+
+
 def leave_time_limit_to_slurm() -> None:
     """In a job, once submitit has set its signal handlers: where no requeue is left (``max_requeue`` of them done,
     or 0), submitit's handler of the signal before the time limit would end the job FAILED at once ("timed-out too
     many times"), so that ``--wait`` would never give it a longer limit. Then the job goes on instead, and Slurm ends
     it TIMEOUT at its limit (submitted again with a longer one; a training resumes from its checkpoint). A
     pre-emption's signal is submitit's as before (requeued, not counted)."""
-    import os
     import signal
     import sys
 
-    sig = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2").removeprefix("SIG"), None)
+    sig = preempt_signal()
     handler = signal.getsignal(sig) if sig is not None else None
     owner = getattr(handler, "__self__", None)
     delayed = getattr(owner, "_delayed", None)

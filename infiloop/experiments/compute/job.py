@@ -138,7 +138,7 @@ class PlanJob:
     already recorded is not run again."""
 
     def __call__(self, spec: dict | list, device: str, threads: int) -> str:
-        from .cluster_states import leave_time_limit_to_slurm
+        from .cluster_states import leave_time_limit_to_slurm, preempt_signal
 
         leave_time_limit_to_slurm()  # first: the signal before a short limit may come seconds after the start
         import signal
@@ -160,7 +160,7 @@ class PlanJob:
         old = torch.get_num_threads()
         training = in_job and not isinstance(spec, list) and spec.get("kind") == "train"
         if training:  # pre-empted, requeued or at its limit: a checkpoint at the next step, then the signal's end
-            interrupt.catch(_preempt_signal(), signal.SIGTERM)
+            interrupt.catch(preempt_signal(), signal.SIGTERM)
         try:
             failed = _run_specs(spec if isinstance(spec, list) else [spec], device, threads)
         except interrupt.Stopped as stop:
@@ -182,13 +182,6 @@ class PlanJob:
         import submitit
 
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
-
-
-def _preempt_signal() -> int:
-    """The signal submitit's jobs get before their time limit and when pre-empted (``SUBMITIT_PREEMPT_SIGNAL``)."""
-    import signal
-
-    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2").removeprefix("SIG"))
 
 
 def _after_stop(stop) -> None:
