@@ -183,8 +183,7 @@ def test_compare_lists_the_verdicts_cells_and_machine_that_differ(tmp_path):
         (tmp_path / folder / "search" / "01_main_table.json").write_text(json.dumps(rec))
         (tmp_path / folder / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(rec))
     lines, alike = compare.compare("search", tmp_path / "run", tmp_path / "rec")
-    assert alike and lines[-2:] == ["the environment (CPU, flags, torch, threads, BLAS, lock) is the record's",
-                                    "verdicts: 1 of 1 recorded claims decided alike"]
+    assert alike and lines[-2:] == [compare.NOTHING_DIFFERS, "verdicts: 1 of 1 recorded claims decided alike"]
     run = json.loads(json.dumps(rec))
     assert rec["claims"][0]["agrees"] is not False
     run["claims"][0]["agrees"], run["claims"][0]["verdict"] = False, "differs"
@@ -197,6 +196,22 @@ def test_compare_lists_the_verdicts_cells_and_machine_that_differ(tmp_path):
                for ln in lines)
     assert "01_main_table: table 'Table 1' row 2, acc: '66.0' recorded, '70.1' here" in lines
     assert "01_main_table: torch threads: 1 recorded, 2 here" in lines
+    # a run in the reproducible mode against a record made before the mode existed: the mode is the first reason
+    run["environment"]["numeric"] = {"mode": "reproducible", "aten capability": "AVX2", "mkl branch": "AVX2"}
+    (tmp_path / "run" / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(run))
+    lines, _ = compare.compare("search", tmp_path / "run", tmp_path / "rec")
+    mode = [i for i, ln in enumerate(lines) if ln.startswith("01_main_table: numeric mode: 'native' recorded, "
+                                                             "'reproducible' here")]
+    assert mode and mode[0] < lines.index("01_main_table: torch threads: 1 recorded, 2 here")
+    # both in the mode: another CPU and thread count move no sum, another MKL branch does
+    rec["environment"] = {**run["environment"], "cpu": "y", "torch threads": 1}
+    (tmp_path / "rec" / "search" / "01_main_table.json").write_text(json.dumps(rec))
+    lines, _ = compare.compare("search", tmp_path / "run", tmp_path / "rec")
+    assert lines[-2] == compare.NOTHING_DIFFERS
+    rec["environment"]["numeric"] = {**run["environment"]["numeric"], "mkl branch": "AUTO"}
+    (tmp_path / "rec" / "search" / "01_main_table.json").write_text(json.dumps(rec))
+    lines, _ = compare.compare("search", tmp_path / "run", tmp_path / "rec")
+    assert "01_main_table: numeric mkl branch: 'AUTO' recorded, 'AVX2' here" in lines
     del run["environment"]
     (tmp_path / "run" / "search" / "summaries" / "01_main_table.json").write_text(json.dumps(run))
     assert "01_main_table: this run keeps no environment (made by code older than the record's)" in \

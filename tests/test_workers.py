@@ -142,6 +142,36 @@ def test_warm_workers_record_what_new_processes_record(both_ways):
         assert "(in warm worker pid" not in scheduler.log_path(fj).read_text()
 
 
+def test_the_numeric_mode_gives_one_set_of_bytes_in_every_process_path_and_others_without_it(both_ways, tmp_path):
+    """The smoke training of InfiLoop, seed 0, in the reproducible numeric mode (infiloop/numeric.py): in a warm
+    worker, in a new process per job, in this process and through ``python -m infiloop train`` the same weights byte
+    for byte; the same command with ``INFILOOP_NUMERIC=native`` trains other weights into another run folder (the
+    mode is part of the run's identity)."""
+    import subprocess
+    import sys
+
+    from infiloop.experiments.report.fingerprints import weights_sha256
+    from infiloop.experiments.store.runs import get_run
+
+    def trained(root: Path) -> Path:
+        (done,) = root.glob("sudoku/infiloop-smoke-*/model.safetensors")
+        return done.parent
+
+    here = get_run("sudoku", "infiloop", "smoke", root=tmp_path / "here", progress=False).dir
+    cli = {}
+    for mode in ("reproducible", "native"):
+        done = subprocess.run([sys.executable, "-m", "infiloop", "train", "--profile", "smoke", "--recipe", "infiloop",
+                               "--quiet"], env={**os.environ, "INFILOOP_NUMERIC": mode,
+                                                "INFILOOP_RUNS": str(tmp_path / mode)},
+                              capture_output=True, text=True, timeout=300, cwd=paths.ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        cli[mode] = trained(tmp_path / mode)
+    paths_ = [trained(both_ways["warm"][0]), trained(both_ways["fresh"][0]), here, cli["reproducible"]]
+    assert len({p.name for p in paths_}) == 1, [p.name for p in paths_]  # one run identity
+    assert len({weights_sha256(p) for p in paths_}) == 1
+    assert cli["native"].name != here.name and weights_sha256(cli["native"]) != weights_sha256(here)
+
+
 class KillingPool(worker.Pool):
     """A pool whose worker is killed (SIGKILL) right after it is given the job logged at ``victim``."""
 

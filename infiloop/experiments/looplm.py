@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from .. import numeric
 from ..config import CONNECTION_REGISTRY
 from ..errors import UsageError
 from ..machine import progress_bar
@@ -112,8 +113,11 @@ def probe_for(alloc: str, connection: str, seed: int, settings: dict, depths: li
 
 
 def key(probe: Probe) -> str:
-    """The probe's cache key: a hash of its whole configuration and of ``CODE_VERSION``."""
-    text = json.dumps({"probe": asdict(probe), "code": CODE_VERSION}, sort_keys=True)
+    """The probe's cache key: a hash of its whole configuration, of ``CODE_VERSION`` and of the process's numeric mode
+    (``infiloop/numeric.py``; left out when native, the mode of the records cached before it existed)."""
+    mode = numeric.current().name
+    text = json.dumps({"probe": asdict(probe), "code": CODE_VERSION, **({"numeric": mode} if mode != "native" else {})},
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .. import numeric as numeric_mode
 from ..config import from_dict, hash_rule
 
 OPTIMIZERS = ("adamw", "adam_atan2")
@@ -74,6 +75,11 @@ class TrainConfig:
     # the whole batch (up to rounding) in the memory of n slots. What to set when a step runs out of memory. Not in a
     # run's hash: a run restarted with a smaller micro-batch after an OOM stays the run.
     micro_batch: int = field(default=0, metadata=hash_rule(hashed=False))
+    # The CPU numeric mode the run trains in (infiloop/numeric.py): "reproducible" (the same bytes on every x86-64 CPU
+    # with AVX2, one thread) or "native" (the libraries' own kernels and threads). The process's mode
+    # (INFILOOP_NUMERIC) by default, so a cached run trained in another mode is another run; "native" is out of the
+    # hash: the runs cached before the mode existed were trained so.
+    numeric: str = field(default_factory=lambda: numeric_mode.current().name, metadata=hash_rule(neutral="native"))
 
     def validate(self) -> None:
         def bad(f, msg):
@@ -117,6 +123,8 @@ class TrainConfig:
             bad("halt_exploration", f"must be in [0, 1], got {self.halt_exploration}")
         if self.precision not in ("auto", "fp32", "bf16"):
             bad("precision", f"valid choices: auto, fp32, bf16; got {self.precision!r}")
+        if self.numeric not in numeric_mode.MODES:
+            bad("numeric", f"unknown numeric mode {self.numeric!r}; valid choices: {', '.join(numeric_mode.MODES)}")
         if self.compile not in ("auto", "on", "off"):
             bad("compile", f"valid choices: auto, on, off; got {self.compile!r}")
 

@@ -17,6 +17,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import numeric
 from ..io import atomic_write, atomic_write_text, save_weights
 from ..machine import progress_bar
 from ..model.connections import choose_kernels
@@ -83,11 +84,14 @@ class _Trainer:
         if train_cfg.batch_size % self.world:
             raise ValueError(f"train.batch_size={train_cfg.batch_size} must be divisible by the number of "
                              f"processes ({self.world})")
-        if train_cfg.threads:
-            torch.set_num_threads(train_cfg.threads)
+        self.device = torch.device(device)
+        numeric.check(train_cfg.numeric, self.device.type)  # refused in a process of another numeric mode
+        threads = (numeric.training_threads(train_cfg.numeric, train_cfg.threads) if self.device.type == "cpu"
+                   else train_cfg.threads)
+        if threads:
+            torch.set_num_threads(threads)
         self.B, b = train_cfg.batch_size, train_cfg.batch_size // self.world
         self.mine = slice(self.rank * b, (self.rank + 1) * b)
-        self.device = torch.device(device)
         on_cuda = self.device.type == "cuda"
         self.autocast = train_cfg.precision == "bf16" or (train_cfg.precision == "auto" and on_cuda)
 

@@ -1,9 +1,11 @@
 """A finished run against a profile's record (``python -m infiloop results --compare PROFILE``): claim by claim,
 verdict by verdict and table cell by table cell, and the machine and software of each (``records.environment``).
 
-A run reproduces its record to the digit only on a like machine: the same torch and BLAS build, CPU kind and thread
-count give the same floating-point sums; another machine trains other weights within the same distribution, so its
-numbers agree with the record within their intervals, not to the digit (``docs/results.md``).
+In the reproducible numeric mode (``infiloop/numeric.py``) a run reproduces its record to the digit on any x86-64 CPU
+with AVX2 and the same torch, BLAS and lock; in the native mode only on a like machine (the same CPU kind and thread
+count give the same floating-point sums), and another machine trains other weights within the same distribution, so
+its numbers agree with the record within their intervals, not to the digit (``docs/results.md``, "Across machines").
+A difference of mode is named first: it alone makes every trained weight differ.
 """
 
 from __future__ import annotations
@@ -15,6 +17,16 @@ from ...errors import UsageError
 from .verdicts import verdict
 
 ENVIRONMENT_KEYS = ("cpu", "cpu flags", "torch", "torch threads", "blas", "python", "lock")  # what moves the sums
+REPRODUCIBLE_KEYS = ("torch", "blas", "python", "lock")  # what still moves them in the reproducible mode
+MODE_KEYS = ("aten capability", "mkl branch")  # what the libraries reported in the mode (numeric.state)
+NOTHING_DIFFERS = ("nothing that moves the sums differs from the record's environment (numeric mode, torch, BLAS, "
+                   "lock; in the native mode also CPU, flags, threads)")
+
+
+def numeric_mode(environment: dict) -> str:
+    """The numeric mode a summary was computed in; a summary made before the mode existed was "native"."""
+    state = environment.get("numeric")
+    return state.get("mode", "native") if isinstance(state, dict) else "native"
 
 
 def _claims(summary: dict) -> dict:
@@ -68,8 +80,18 @@ def compare_environment(recorded: dict, run: dict) -> list[str]:
                 "whether this machine is like the record's is unknown"]
     if not b:
         return [f"{recorded.get('notebook')}: this run keeps no environment (made by code older than the record's)"]
-    return [f"{recorded.get('notebook')}: {k}: {a.get(k)!r} recorded, {b.get(k)!r} here"
-            for k in ENVIRONMENT_KEYS if a.get(k) != b.get(k)]
+    name, ma, mb = recorded.get("notebook"), numeric_mode(a), numeric_mode(b)
+    if ma != mb:  # first: another mode trains other weights from the same seed, on any machine
+        return [f"{name}: numeric mode: {ma!r} recorded, {mb!r} here (another mode trains other weights from the "
+                "same seed: run with INFILOOP_NUMERIC=" + ma + " to reproduce the record; docs/results.md)"] + [
+            f"{name}: {k}: {a.get(k)!r} recorded, {b.get(k)!r} here" for k in ENVIRONMENT_KEYS if a.get(k) != b.get(k)]
+    if ma == "reproducible":
+        sa, sb = a.get("numeric", {}), b.get("numeric", {})
+        return ([f"{name}: numeric {k}: {sa.get(k)!r} recorded, {sb.get(k)!r} here" for k in MODE_KEYS
+                 if sa.get(k) != sb.get(k)]
+                + [f"{name}: {k}: {a.get(k)!r} recorded, {b.get(k)!r} here" for k in REPRODUCIBLE_KEYS
+                   if a.get(k) != b.get(k)])
+    return [f"{name}: {k}: {a.get(k)!r} recorded, {b.get(k)!r} here" for k in ENVIRONMENT_KEYS if a.get(k) != b.get(k)]
 
 
 def compare(profile: str, results: Path, recorded: Path) -> tuple[list[str], bool]:
@@ -91,6 +113,6 @@ def compare(profile: str, results: Path, recorded: Path) -> tuple[list[str], boo
         lines += diff
         same, total = same + s, total + n
         env += [e for e in compare_environment(a, b) if e.split(": ", 1)[1] not in {x.split(": ", 1)[1] for x in env}]
-    lines += env or ["the environment (CPU, flags, torch, threads, BLAS, lock) is the record's"]
+    lines += env or [NOTHING_DIFFERS]
     lines.append(f"verdicts: {same} of {total} recorded claims decided alike")
     return lines, same == total

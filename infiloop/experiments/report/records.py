@@ -41,6 +41,7 @@ def environment() -> dict:
     commit (what ``results --compare`` holds beside a record's)."""
     import torch
 
+    from ... import numeric
     from ...machine import cpu_name, lock_status
     from .provenance import provenance
 
@@ -54,7 +55,8 @@ def environment() -> dict:
     return {"cpu": cpu_name(), "cpu flags": flags, "torch": torch.__version__,
             "torch threads": torch.get_num_threads(), "blas": _blas(torch),
             "python": platform.python_version(), "lock": lock_status(),
-            "commit": provenance().get("git commit", "unknown"), "omp threads": os.environ.get("OMP_NUM_THREADS", "")}
+            "commit": provenance().get("git commit", "unknown"), "omp threads": os.environ.get("OMP_NUM_THREADS", ""),
+            "numeric": numeric.state()}
 
 
 def _blas(torch) -> str:

@@ -13,6 +13,7 @@ profile's own table is kept in ``docs/results.md`` between the markers ``<!-- re
     python -m infiloop results --record search   # record search's summaries, then render README.md and docs/results.md
     python -m infiloop results                   # only render from the recorded ones
     python -m infiloop results --compare quick   # a finished quick run against its record
+    python -m infiloop results --fingerprints    # add this machine's CPU family to docs/results/fingerprints.json
 
 ``--record`` adds a run's seeds to the record (``records.merge``); ``--redecide`` decides every recorded claim again
 from its data by today's rule; ``--compare`` prints what differs from the record (``compare.py``).
@@ -30,7 +31,7 @@ from ...analysis import claims, contrasts, paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
-from . import compare, headline, records
+from . import compare, fingerprints, headline, records
 from .verdicts import MARK, MEASURED, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
@@ -312,7 +313,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", metavar="PROFILE", default=None,
                     help="only compare results/PROFILE/summaries with the record docs/results/PROFILE, claim by claim "
                          "and cell by cell, and the machines (exit status 1 when a verdict differs)")
+    ap.add_argument("--fingerprints", nargs="?", const="all", choices=("all", "smoke"), default=None,
+                    help="only add this machine's CPU family to docs/results/fingerprints.json: the weights' sha256 of "
+                         "the smoke trainings and (all) quick's three Table-1 models, trained where the run cache "
+                         "lacks them, in the reproducible numeric mode; exit status 1 when two families disagree")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.fingerprints:
+        lines = fingerprints.main(quick=args.fingerprints == "all")
+        print("\n".join(lines))
+        return 1 if fingerprints.disagreements(fingerprints.load()) else 0
     if args.compare:
         profiles.check(args.compare)
         lines, alike = compare.compare(args.compare, paths.RESULTS, RECORDED)

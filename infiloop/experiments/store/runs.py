@@ -62,7 +62,8 @@ class Run(EvalCache):
         return ModelConfig.from_dict(self.config["model"])
 
     def train_config(self) -> TrainConfig:
-        return TrainConfig.from_dict(self.config["train"])
+        """The training settings; a configuration written before the numeric mode existed was trained "native"."""
+        return TrainConfig.from_dict({"numeric": "native", **self.config["train"]})
 
     def train_data(self, compact: bool = False) -> TaskData:
         """The training split; ``compact``: its tokens in their stored integer type (``tasks.load``)."""
