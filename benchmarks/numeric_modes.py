@@ -40,7 +40,7 @@ SETTINGS = {  # name -> environment of the training process (INFILOOP_NUMERIC=na
     "native, 2 threads": {"OMP_NUM_THREADS": "2"},
     "native, MKL_CBWR=AVX2, 1 thread": {"OMP_NUM_THREADS": "1", "MKL_CBWR": "AVX2"},
     "native, ATen capped at AVX2, 1 thread": {"OMP_NUM_THREADS": "1", "ATEN_CPU_CAPABILITY": "avx2"},
-    "native, MKL_CBWR=COMPATIBLE, AVX2, 1 thread": {"OMP_NUM_THREADS": "1", "MKL_CBWR": "COMPATIBLE",
+    "native, MKL_CBWR=COMPATIBLE, ATen at AVX2, 1 thread": {"OMP_NUM_THREADS": "1", "MKL_CBWR": "COMPATIBLE",
                                                     "ATEN_CPU_CAPABILITY": "avx2"},
     "mode's variables, 2 threads": {"OMP_NUM_THREADS": "2", "MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
                                     "ONEDNN_MAX_CPU_ISA": "AVX2"},

@@ -119,6 +119,15 @@ def gen():
     return torch.Generator().manual_seed(1234)
 
 
+@pytest.fixture
+def native_mode(monkeypatch):
+    """Runs resolved natively (``INFILOOP_NUMERIC=native``): the run folders and records pinned by the tests were made
+    before the numeric mode existed, and keep their names in the native mode (infiloop/numeric.py)."""
+    from infiloop import numeric
+
+    monkeypatch.setenv(numeric.ENV, "native")
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """One trained smoke run (4x4 Sudoku, InfiLoop) for the whole session, in a temporary run root.

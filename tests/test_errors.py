@@ -119,6 +119,16 @@ def test_a_subprocess_prints_one_line_and_the_status(tmp_path):
     assert res.returncode == 2 and one_error_line(res.stderr).startswith("error: python -m infiloop eval: argument")
 
 
+def test_outside_its_environment_the_command_line_says_how_to_enter_it():
+    """``python -m infiloop`` with a Python that lacks torch (here: this one without site-packages, ``-S``) prints one
+    line naming the missing package and how to activate the environment, not a ModuleNotFoundError's traceback."""
+    res = subprocess.run([sys.executable, "-S", "-m", "infiloop", "train"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=60)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    line = one_error_line(res.stderr)
+    assert line.startswith("error: torch is not installed for ") and "source .venv/bin/activate" in line
+
+
 # ----------------------------------------------------------------------------------- --set values
 
 @pytest.mark.parametrize("text,key,expected", [

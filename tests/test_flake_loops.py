@@ -7,11 +7,16 @@ CI does:
     .venv/bin/python -m pytest -n 1
 
 - ``torchrun``: the two-process gloo training of ``tests/test_distributed.py`` (30 smoke steps) must exit 0 every
-  time. Once in about fifty suites rank 1 aborted at exit ("terminate called without an active exception"): the
-  process group was destroyed by each process on its own, and a process still in gloo's teardown saw its peer's
-  connections close (``machine.leave_process_group``: a barrier, then the destroy, on success only).
+  time. Once in about fifty runs rank 1 aborted at exit ("terminate called without an active exception"): DDP's
+  reducer keeps the gloo process group, and so its worker thread, alive past ``destroy_process_group``; at
+  interpreter exit that thread asked for the GIL during ``Py_FinalizeEx`` and was unwound through a ``noexcept``
+  frame (gdb, docs/testing.md). Fixed by ``machine.leave_process_group`` (a barrier, then the destroy) and
+  ``machine.end_process`` (flush, then ``os._exit``: no interpreter finalization beside gloo's threads).
 - ``requeue`` (with the test cluster, ``-m "slow and slurm"``): the requeued training of ``tests/test_slurm_real.py``
-  must resume from its checkpoint every time.
+  must resume from the step the signal stopped it at and end with the uninterrupted run's weights, every time.
+  Slurm sends SIGTERM and kills 5 s later (KillWait): a training that kept going could finish before the kill (no
+  resume line) or lose its steps since the last checkpoint; it now stops at the next step boundary and checkpoints
+  (``training/interrupt.py``).
 
 The number of rounds is ``INFILOOP_FLAKE_ROUNDS`` (default 3, what CI's slow step runs).
 """

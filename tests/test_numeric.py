@@ -126,24 +126,16 @@ def test_recording_adds_this_family_and_keeps_the_others(tmp_path):
 
 
 @pytest.mark.slow
-def test_this_machine_reproduces_its_familys_fingerprints(tmp_path):
-    """Every smoke training (each connection, seed 0), trained here in a fresh run cache, has the hash its CPU family
-    recorded, or where this family is not recorded yet, the hash of the recorded families that compute with the same
-    kernels (another Intel CPU, say). Skipped, saying so, where neither is recorded: ``results --fingerprints``."""
-    data, fam = fingerprints.load(), fingerprints.cpu_family()
-    mine = data["families"].get(fam["key"])
-    if mine is None:
-        state = numeric.state()
-        like = {"mode": state["mode"], "numeric": {"mkl branch": state["mkl branch"]}}
-        import torch
+def test_this_machine_reproduces_its_familys_fingerprints(tmp_path, monkeypatch, capsys):
+    """``results --fingerprints smoke`` (docs/results.md): every smoke training (each connection, seed 0), trained here
+    in a fresh run cache, has the hash its CPU family recorded, or where this family is not recorded yet, the hash of
+    a recorded family that computes with the same kernels (another Intel CPU, say); exit status 0. Skipped, saying
+    so, where neither is recorded."""
+    from infiloop.experiments.report import results
 
-        from infiloop.machine import lock_status
-
-        like.update(torch=torch.__version__, lock=lock_status())
-        mine = next((f for f in data["families"].values() if fingerprints.kernels(f) == fingerprints.kernels(like)),
-                    None)
-    if mine is None:
-        pytest.skip(f"{fam['key']}: no family on its kernels in {fingerprints.FILE.name} yet "
-                    "(python -m infiloop results --fingerprints)")
-    got = fingerprints.measure(fingerprints.SMOKE, root=tmp_path)
-    assert got == {k: v for k, v in mine["fingerprints"].items() if k in got}
+    if fingerprints.reference(fingerprints.load()) is None:
+        pytest.skip(f"{fingerprints.cpu_family()['key']}: no family on its kernels in {fingerprints.FILE.name} yet "
+                    "(python -m infiloop results --fingerprints smoke --record-fingerprints)")
+    monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
+    assert results.main(["--fingerprints", "smoke"]) == 0, capsys.readouterr().out
+    assert "fingerprints equal to those of" in capsys.readouterr().out

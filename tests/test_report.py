@@ -294,6 +294,23 @@ def test_one_heading_per_notebook_and_its_verdicts_beside_its_figures(built):
     assert '<span class="no">✗¹</span>' in perturbation and "effect 0.0 [0.0, 6.0] points" in perturbation
 
 
+@pytest.mark.parametrize("notebook", ["01_main_table", "02_depth_scaling", "03_gamma_dynamics", "06_conditioning",
+                                      "07_watch_the_loop"])
+def test_the_default_run_is_not_marked_and_one_changed_parameter_is_named_alone(notebook):
+    """A depth parameter's default 0 resolves to the profile's depth (``max_updates 0`` -> 240 at quick); compared
+    as resolved, the default run's notebooks change no parameter (it once read "-p max_updates 240"), and a re-run
+    with one parameter set names that one alone, even set to what the default resolves to (no mark then)."""
+    from infiloop.experiments.notebooks.helper import changed_parameters
+    from infiloop.experiments.notebooks.manifest import needs
+    from infiloop.experiments.notebooks.parameters import DEPTH_PARAMETERS, notebook_defaults
+    from infiloop.experiments.settings import profiles
+
+    assert changed_parameters(notebook, needs(notebook, "quick")) == {}
+    depth = next(k for k in DEPTH_PARAMETERS if k in notebook_defaults(notebook))
+    assert changed_parameters(notebook, needs(notebook, "quick", **{depth: 48})) == {depth: 48}
+    assert changed_parameters(notebook, needs(notebook, "quick", **{depth: profiles.depth("quick")})) == {}
+
+
 def test_a_section_made_apart_from_the_default_run_says_so(tmp_path):
     """A notebook re-run alone with other parameters (``--only 02 -p max_updates 480``, or interactively) is marked
     in its section with those parameters, and the provenance names the commit each notebook ran at where it is not

@@ -87,14 +87,19 @@ def _render(summaries: list[dict]) -> str:
 
 
 def test_every_recorded_profile_has_its_current_table_in_docs_results():
-    """docs/results.md holds one block per recorded profile, each the rendering of that profile's summaries."""
+    """docs/results.md holds one block per recorded profile, each the rendering of that profile's summaries; and
+    every page that ``python -m infiloop results`` fills (README.md, docs/results.md, docs/statistics.md: tables,
+    headline, table by seed, by CPU, power) is its rendering of the records. One test renders them all, in one
+    process, so that the records' intervals are computed once (``power.per_seed_effects`` caches them)."""
     text = (paths.DOCS / "results.md").read_text(encoding="utf-8")
     recorded = sorted(p.name for p in results.RECORDED.iterdir() if p.is_dir() and any(p.glob("*.json")))
     assert "quick" in recorded and "search" in recorded
     for name in recorded:
         start, end = results.markers(name)
         assert start in text and end in text, f"docs/results.md lacks the block of {name}"
-    assert results.render_blocks(text) == text, "stale: run `python -m infiloop results`"
+    for page in results.PAGES:
+        text = page.read_text(encoding="utf-8")
+        assert results.render_blocks(text) == text, f"{page.name} is stale: run `python -m infiloop results`"
 
 
 def test_record_and_render(tmp_path, monkeypatch):

@@ -233,6 +233,7 @@ HASHES = {
 
 
 @pytest.mark.parametrize("run", list(HASHES), ids=lambda r: "-".join(map(str, r[:3])) + ("+" if r[3] else ""))
+@pytest.mark.usefixtures("native_mode")  # pinned before the numeric mode (conftest.py)
 def test_runs_keep_their_hashes(run):
     from infiloop.experiments.settings.recipes import config_hash, resolve_config
 
@@ -277,6 +278,7 @@ LOOPLM_RECORDS = {
 
 
 @pytest.mark.parametrize("cell", list(LOOPLM_RECORDS), ids=lambda c: f"{c[0]}-{'-'.join(map(str, c[1]))}")
+@pytest.mark.usefixtures("native_mode")  # pinned before the numeric mode (conftest.py)
 def test_decoder_records_keep_their_names(cell):
     from infiloop.experiments import looplm
 
@@ -313,6 +315,7 @@ def _studies() -> dict:
 
 
 @pytest.mark.parametrize("row", list(STUDY_ROWS), ids="-".join)
+@pytest.mark.usefixtures("native_mode")  # pinned before the numeric mode (conftest.py)
 def test_study_rows_keep_their_names(row, tmp_path):
     from infiloop.experiments.settings import profiles
     from infiloop.experiments.store.runs import resolve
@@ -336,6 +339,7 @@ def test_study_rows_keep_their_names(row, tmp_path):
 RENAMED_BEFORE = {"maze8-2500"}
 
 
+@pytest.mark.usefixtures("native_mode")  # pinned before the numeric mode (conftest.py)
 def test_recorded_study_rows_name_the_runs_the_studies_resolve_now(tmp_path):
     """Every model recorded in docs/calibration-results and docs/connection-study-results is the run its study's
     declaration resolves to today (the search's InfiLoop of a row recorded before the connection study: with the

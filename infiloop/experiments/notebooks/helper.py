@@ -180,14 +180,21 @@ class Notebook:
 
     def changed_parameters(self) -> dict:
         """The parameters this notebook ran with that are not its defaults (besides ``profile`` and ``device``): the
-        report marks a section made with them as not the default run's."""
-        from .parameters import notebook_defaults
+        report marks a section made with them as not the default run's. Both sides as resolved: a depth parameter's
+        default 0 is the profile's depth (``manifest.needs``), so the default run is never marked."""
+        return changed_parameters(self.name, self.need)
 
-        if self.need is None:
-            return {}
-        defaults = notebook_defaults(self.name)
-        return {k: v for k, v in self.need.params.items()
-                if k in defaults and k not in ("profile", "device") and v != defaults[k]}
+
+def changed_parameters(notebook: str, need) -> dict:
+    """:meth:`Notebook.changed_parameters` of ``need`` (``manifest.needs``' answer; None: nothing declared)."""
+    from .parameters import DEPTH_PARAMETERS, notebook_defaults
+
+    if need is None:
+        return {}
+    defaults = notebook_defaults(notebook)
+    resolved = {k: profiles.depth(need.profile) if k in DEPTH_PARAMETERS and v == 0 else v for k, v in defaults.items()}
+    return {k: v for k, v in need.params.items()
+            if k in resolved and k not in ("profile", "device") and v != resolved[k]}
 
 
 def runs_of(need) -> dict:

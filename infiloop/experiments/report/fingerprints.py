@@ -3,9 +3,9 @@
 In the reproducible numeric mode (``infiloop/numeric.py``) one seed trains to the same bytes on every x86-64 CPU with
 AVX2. This file is how that is checked rather than assumed: each CPU family this project has run on (vendor, family
 and model numbers, vector flags) keeps the weights' hashes of the smoke profile's trainings (each connection, seed 0)
-and of the ``quick`` profile's three Table-1 models. ``python -m infiloop results --fingerprints`` adds this machine's
-family (training what the run cache lacks); a test asserts that this machine reproduces its family's smoke hashes and
-that all recorded families agree with each other (tests/test_numeric.py).
+and of the ``quick`` profile's three Table-1 models. ``python -m infiloop results --fingerprints`` compares this
+machine's with them (training what the run cache lacks), ``--record-fingerprints`` adds its family; a test asserts
+that this machine reproduces them and that the recorded families on the same kernels agree (tests/test_numeric.py).
 """
 
 from __future__ import annotations
@@ -143,15 +143,52 @@ def record(fingerprints: dict[str, str], path: Path = FILE, family: dict | None 
     return data
 
 
-def main(quick: bool = True, path: Path | None = None) -> list[str]:
-    """``results --fingerprints``: measure this machine's fingerprints (smoke, and quick unless ``quick`` is False),
-    add its family to the file, and the lines to print (which families agree)."""
-    if numeric.current().name != "reproducible":
-        raise DataError(f"fingerprints are recorded in the reproducible numeric mode; unset {numeric.ENV}")
+def here_kernels() -> tuple:
+    """:func:`kernels` of this process: its mode, torch, lock and the MKL branch its libraries report."""
+    import torch
+
+    from ...machine import lock_status
+
+    state = numeric.state()
+    return kernels({"mode": state["mode"], "torch": torch.__version__, "lock": lock_status(),
+                    "numeric": {"mkl branch": state["mkl branch"]}})
+
+
+def reference(data: dict, family: dict | None = None) -> tuple[str, dict] | None:
+    """The recorded family this machine must reproduce, and its fingerprints: its own family where recorded (and
+    measured on its own CPU), else one that computes with the same kernels (another Intel CPU, say); None where
+    neither is recorded."""
+    family = family or cpu_family()
+    own = data["families"].get(family["key"])
+    if own is not None:
+        return family["key"], own["fingerprints"]
+    mine = here_kernels()
+    return next(((k, f["fingerprints"]) for k, f in sorted(data["families"].items(), key=lambda kv: "emulated" in kv[1])
+                 if kernels(f) == mine), None)
+
+
+def main(quick: bool = True, record_family: bool = False, path: Path | None = None) -> tuple[list[str], bool]:
+    """``results --fingerprints``: this machine's fingerprints (smoke, and quick's unless ``quick`` is False,
+    trained where the run cache lacks them) against the family it must reproduce (:func:`reference`); with
+    ``record_family``, also added to the file. The lines to print, and whether nothing differs."""
     path = FILE if path is None else path
-    family = cpu_family()
+    if numeric.current().name != "reproducible":
+        raise DataError(f"fingerprints are taken in the reproducible numeric mode; unset {numeric.ENV}")
+    family, data = cpu_family(), load(path)
     got = measure(SMOKE + (QUICK if quick else ()), progress=True)
-    data = record(got, path, family)
-    lines = [f"{family['key']}: {len(got)} fingerprints written to {path}"]
+    ref = reference(data, family)
+    lines = [f"this machine: {family['key']} ({family['model name']}), MKL branch {numeric.mkl_branch()}"]
+    if ref is None:
+        lines.append("no recorded family computes with this machine's kernels: nothing to compare")
+        same = True
+    else:
+        differ = [k for k in got if k in ref[1] and ref[1][k] != got[k]]
+        same = not differ
+        lines += [f"{k}: {got[k][:16]} here, {ref[1][k][:16]} recorded" for k in differ]
+        lines.append(f"{len(got) - len(differ)} of {len([k for k in got if k in ref[1]])} fingerprints equal to "
+                     f"those of {ref[0]}" + ("" if same else ": this machine does NOT reproduce them"))
+    if record_family:
+        data = record(got, path, family)
+        lines.append(f"recorded {family['key']} in {path}")
     bad = disagreements(data)
-    return lines + (bad or ["every family on the same kernels agrees"]) + branches(data)
+    return lines + (bad or ["every recorded family on the same kernels agrees"]) + branches(data), same and not bad

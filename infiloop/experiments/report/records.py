@@ -20,8 +20,12 @@ from ...errors import DataError
 
 
 def _seedless(cfg: dict) -> dict:
+    """A run's settings as an experiment's: without its seed, nor its numeric mode (``infiloop/numeric.py``: like the
+    seed it picks which model of the experiment is trained, so seeds trained in either mode merge into one record,
+    each summary's environment saying which)."""
     out = copy.deepcopy({k: v for k, v in cfg.items() if k != "eval"})
     out.get("train", {}).pop("seed", None)
+    out.get("train", {}).pop("numeric", None)
     return out
 
 

@@ -13,7 +13,7 @@ profile's own table is kept in ``docs/results.md`` between the markers ``<!-- re
     python -m infiloop results --record search   # record search's summaries, then render README.md and docs/results.md
     python -m infiloop results                   # only render from the recorded ones
     python -m infiloop results --compare quick   # a finished quick run against its record
-    python -m infiloop results --fingerprints    # add this machine's CPU family to docs/results/fingerprints.json
+    python -m infiloop results --fingerprints smoke   # this machine's weights against docs/results/fingerprints.json
 
 ``--record`` adds a run's seeds to the record (``records.merge``); ``--redecide`` decides every recorded claim again
 from its data by today's rule; ``--compare`` prints what differs from the record (``compare.py``).
@@ -314,14 +314,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="only compare results/PROFILE/summaries with the record docs/results/PROFILE, claim by claim "
                          "and cell by cell, and the machines (exit status 1 when a verdict differs)")
     ap.add_argument("--fingerprints", nargs="?", const="all", choices=("all", "smoke"), default=None,
-                    help="only add this machine's CPU family to docs/results/fingerprints.json: the weights' sha256 of "
-                         "the smoke trainings and (all) quick's three Table-1 models, trained where the run cache "
-                         "lacks them, in the reproducible numeric mode; exit status 1 when two families disagree")
+                    help="only compare this machine's fingerprints (the sha256 of the weights of the smoke trainings "
+                         "and, with all, quick's three Table-1 models; trained where the run cache lacks them) with "
+                         "docs/results/fingerprints.json; exit status 1 where they differ")
+    ap.add_argument("--record-fingerprints", action="store_true",
+                    help="with --fingerprints: also add this machine's CPU family to docs/results/fingerprints.json")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.record_fingerprints and not args.fingerprints:
+        ap.error("--record-fingerprints goes with --fingerprints")
     if args.fingerprints:
-        lines = fingerprints.main(quick=args.fingerprints == "all")
+        lines, same = fingerprints.main(quick=args.fingerprints == "all", record_family=args.record_fingerprints)
         print("\n".join(lines))
-        return 1 if fingerprints.disagreements(fingerprints.load()) else 0
+        return 0 if same else 1
     if args.compare:
         profiles.check(args.compare)
         lines, alike = compare.compare(args.compare, paths.RESULTS, RECORDED)
