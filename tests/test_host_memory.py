@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from infiloop.experiments.compute import cluster_jobs
 from infiloop.experiments.cost import host
 from infiloop.experiments.cost import memory as cost_memory
@@ -99,6 +101,7 @@ def test_plan_prints_each_trainings_host_memory_beside_its_gpu_memory(tmp_path, 
     assert any(line.startswith("evaluation ") and "; host " in line for line in lines)
 
 
+@pytest.mark.slow  # a real training's peak in a new process: about 15 s (docs/testing.md, "moved to slow")
 def test_the_host_model_is_within_15_percent_of_a_real_trainings_peak_rss():
     """The smoke Sudoku training on the CPU, one thread, three steps (measured 2026-12-07 on an Intel Xeon
     @ 2.80GHz, Ice Lake, 2 cores: the model +7.9 % of the measured VmHWM; tiny -5.3 %, quick +5.1 %)."""
