@@ -255,6 +255,7 @@ def test_the_results_page_shows_every_recorded_row(tmp_path):
     assert bare.read_text() == "no markers\n"
 
 
+@pytest.mark.usefixtures("native_mode")  # pinned before the numeric mode (conftest.py)
 def test_tinys_maze_models_are_the_recorded_maze_row(tmp_path):
     """The Maze column of `tiny`'s main table trains the models of the recorded row maze8-700 (same
     configuration, so the same run folder name): carry-last's as it is; InfiLoop's row was recorded before the

@@ -311,6 +311,7 @@ HASHES_BEFORE = {("carry_last", "tiny"): "649c294a1d", ("carry_last", "search"):
                  ("fprm", "tiny"): "5857733083", ("fprm", "search"): "78a3f7d2c9"}
 
 
+@pytest.mark.usefixtures("native_mode")  # pinned before the numeric mode (conftest.py)
 def test_runs_cached_before_the_switches_keep_their_names():
     """Carry-last's runs keep their hashes (the study's choice does not change its loss); InfiLoop's and
     FPRM's change, and with the switches set to their earlier values they hash as before."""

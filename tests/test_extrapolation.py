@@ -74,6 +74,7 @@ def test_held_out_strings_skip_training_strings_when_drawn_at_random():
         prefix_sums.split(250, 10, 8, (8,))
 
 
+@pytest.mark.usefixtures("native_mode")  # pinned before the numeric mode (conftest.py)
 def test_test_sizes_change_no_run_hash():
     # smoke's maze runs as they were before their data had test_sizes (commit 6e6e980)
     before = {"carry_last": "28c40064dd", "infiloop": "9708ce6698", "fprm": "6282376ade"}

@@ -308,7 +308,9 @@ SETTING_EDGES = [
     {"precision": "fp32"}, {"compile": "off"}, {"threads": 1}, {"micro_batch": 1}, {"micro_batch": 1000},
     {"max_segments": 2, "halt_exploration": 1.0, "checkpoint_every": 1, "model": {"recall": False}},
 ]
-NOT_AT_EDGES = {"compile": "'on' compiles for minutes on a CPU: tests/test_training_gpu_path.py fakes it"}
+NOT_AT_EDGES = {"compile": "'on' compiles for minutes on a CPU: tests/test_training_gpu_path.py fakes it",
+                "numeric": "the process's mode decides it (a run of another mode is refused): tests/test_numeric.py, "
+                           "tests/test_workers.py train in both"}
 
 
 def test_the_edge_cases_cover_every_setting():

@@ -182,11 +182,13 @@ def main(quick: bool = True, record_family: bool = False, path: Path | None = No
         lines.append("no recorded family computes with this machine's kernels: nothing to compare")
         same = True
     else:
-        differ = [k for k in got if k in ref[1] and ref[1][k] != got[k]]
+        common = [k for k in got if k in ref[1]]
+        differ = [k for k in common if ref[1][k] != got[k]]
         same = not differ
         lines += [f"{k}: {got[k][:16]} here, {ref[1][k][:16]} recorded" for k in differ]
-        lines.append(f"{len(got) - len(differ)} of {len([k for k in got if k in ref[1]])} fingerprints equal to "
-                     f"those of {ref[0]}" + ("" if same else ": this machine does NOT reproduce them"))
+        lines.append(f"{len(common) - len(differ)} of {len(common)} fingerprints equal to those of {ref[0]}"
+                     + (f" ({len(got) - len(common)} not recorded there)" if len(got) > len(common) else "")
+                     + ("" if same else ": this machine does NOT reproduce them"))
     if record_family:
         data = record(got, path, family)
         lines.append(f"recorded {family['key']} in {path}")
