@@ -2,7 +2,9 @@
 (infiloop/experiments/report/fingerprints.py, docs/results/fingerprints.json).
 
 The same seed gives the same bytes in every process path (warm worker, new process, the command line, this process)
-and other bytes without the mode: tests/test_workers.py, whose smoke trainings these tests reuse."""
+and other bytes without the mode: tests/test_workers.py, whose smoke trainings it reuses. That this machine gives
+its family's recorded bytes: ``python -m infiloop results --fingerprints smoke``, which exits 1 where it does not,
+run as written by tests/test_documented_commands.py."""
 
 from __future__ import annotations
 
@@ -125,19 +127,3 @@ def test_recording_adds_this_family_and_keeps_the_others(tmp_path):
     here = fingerprints.cpu_family()["key"]
     assert set(data["families"]) == {other["key"], here} and data["families"][here]["mode"] == "reproducible"
     assert json.loads(path.read_text()) == data and fingerprints.disagreements(data) == []
-
-
-@pytest.mark.slow
-def test_this_machine_reproduces_its_familys_fingerprints(tmp_path, monkeypatch, capsys):
-    """``results --fingerprints smoke`` (docs/results.md): every smoke training (each connection, seed 0), trained here
-    in a fresh run cache, has the hash its CPU family recorded, or where this family is not recorded yet, the hash of
-    a recorded family that computes with the same kernels (another Intel CPU, say); exit status 0. Skipped, saying
-    so, where neither is recorded."""
-    from infiloop.experiments.report import results
-
-    if fingerprints.reference(fingerprints.load()) is None:
-        pytest.skip(f"{fingerprints.cpu_family()['key']}: no family on its kernels in {fingerprints.FILE.name} yet "
-                    "(python -m infiloop results --fingerprints smoke --record-fingerprints)")
-    monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
-    assert results.main(["--fingerprints", "smoke"]) == 0, capsys.readouterr().out
-    assert "fingerprints equal to those of" in capsys.readouterr().out

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .. import numeric
 from ..model.connections import choose_kernels
 from ..model.reasoner import LoopedReasoner, ModelConfig
 from .config import TrainConfig
@@ -190,12 +191,55 @@ def carry_bytes(model_cfg: ModelConfig) -> int:
 _CACHE: dict[str, StepCost] = {}
 
 
+def _key(kind: str, model_cfg: ModelConfig, bf16: bool) -> str:
+    cfg = model_cfg.to_dict()
+    cfg.pop("n_puzzles", None)
+    return json.dumps({"kind": kind, "bf16": bf16, "model": cfg}, sort_keys=True, default=str)
+
+
+def _measure_natively(requests: list[tuple[str, ModelConfig, bool]]) -> list[StepCost]:
+    """:func:`train_step_cost` or :func:`eval_update_cost` of each (kind, model, bf16), in one child process of the
+    native numeric mode. A bf16 step is measured on the CPU as the GPU would run it, and oneDNN capped at AVX2 (the
+    reproducible mode, ``infiloop/numeric.py``) has no bf16 instructions: measured 12x slower. Only bytes are
+    counted here, so no result depends on the mode."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nfrom infiloop.training import memory\nfrom infiloop.model.reasoner import ModelConfig\n"
+            "out = []\nfor kind, cfg, bf16 in json.load(sys.stdin):\n"
+            "    fn = memory.train_step_cost if kind == 'train' else memory.eval_update_cost\n"
+            "    out.append(memory.asdict(fn(ModelConfig.from_dict(cfg), bf16)))\nprint(json.dumps(out))")
+    payload = json.dumps([[kind, cfg.to_dict(), bf16] for kind, cfg, bf16 in requests], default=list)
+    done = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, text=True,
+                          env={**os.environ, numeric.ENV: "native"}, check=True)
+    return [StepCost(**c) for c in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def prefetch(requests: list[tuple[str, ModelConfig, bool]], store=None) -> None:
+    """Measure at once the steps of ``requests`` (kind, model, bf16) that neither this process nor ``store`` holds:
+    in a native child process where this one caps oneDNN and a step is bf16 (:func:`_measure_natively`), so that a
+    plan pays one process start, not one per configuration."""
+    todo = {}
+    for kind, cfg, bf16 in requests:
+        key = _key(kind, cfg, bf16)
+        if key not in _CACHE and not (store is not None and key in store) and bf16 and _capped():
+            todo.setdefault(key, (kind, cfg, bf16))
+    if todo:
+        for key, cost in zip(todo, _measure_natively(list(todo.values()))):
+            _CACHE[key] = cost
+
+
+def _capped() -> bool:
+    """Whether this process's numeric mode caps oneDNN (no bf16 instructions then)."""
+    return "ONEDNN_MAX_CPU_ISA" in numeric.current().env
+
+
 def _cached(kind: str, model_cfg: ModelConfig, bf16: bool, store=None) -> StepCost:
     """The step's measurement, once per configuration (the puzzle embedding's size aside) and precision, kept in
     ``store`` (a dict-like that persists, e.g. plan's cache file) when given."""
-    cfg = model_cfg.to_dict()
-    cfg.pop("n_puzzles", None)
-    key = json.dumps({"kind": kind, "bf16": bf16, "model": cfg}, sort_keys=True, default=str)
+    key = _key(kind, model_cfg, bf16)
+    prefetch([(kind, model_cfg, bf16)], store)
     if key not in _CACHE:
         if store is not None and key in store:
             _CACHE[key] = StepCost(**store[key])
@@ -208,10 +252,15 @@ def _cached(kind: str, model_cfg: ModelConfig, bf16: bool, store=None) -> StepCo
     return _CACHE[key]
 
 
+def trains_bf16(train_cfg: TrainConfig, on_cuda: bool) -> bool:
+    """Whether a training's step runs under bf16 autocast (``train.precision``; "auto": on CUDA)."""
+    return train_cfg.precision == "bf16" or (train_cfg.precision == "auto" and on_cuda)
+
+
 def train_memory(model_cfg: ModelConfig, train_cfg: TrainConfig, on_cuda: bool, world: int = 1,
                  store=None) -> TrainMemory:
     """The peak bytes of one of ``world`` processes of a training run (module docstring)."""
-    bf16 = train_cfg.precision == "bf16" or (train_cfg.precision == "auto" and on_cuda)
+    bf16 = trains_bf16(train_cfg, on_cuda)
     total, emb = _param_bytes(model_cfg)
     sign_sgd = emb > 0 and train_cfg.puzzle_emb_optimizer == "sign_sgd"  # optim._split_puzzle_emb
     main = total - emb if sign_sgd else total

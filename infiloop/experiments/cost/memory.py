@@ -63,6 +63,9 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
     budget = device_bytes * memory.HEADROOM
     store = _read_store()
     before = dict(store)
+    cuda = plan.device.startswith("cuda")
+    memory.prefetch([("train", r.run.model_config(), memory.trains_bf16(r.run.train_config(), cuda)) for r in plan.runs]
+                    + [("eval", e.run.model_config(), cuda) for e in plan.evals], store)  # one process for them all
     out = [f"\n## memory (estimated peak per process: training/memory.py, eager; device {where}; a job fits within "
            f"{memory.HEADROOM:.0%} of it: {_gb(budget).strip()} GB)",
            "task    recipe        batch  micro  state GB  carried GB  per slot MB  peak GB  fits?       host GB  "

@@ -4,8 +4,9 @@ In the reproducible numeric mode (``infiloop/numeric.py``) one seed trains to th
 AVX2. This file is how that is checked rather than assumed: each CPU family this project has run on (vendor, family
 and model numbers, vector flags) keeps the weights' hashes of the smoke profile's trainings (each connection, seed 0)
 and of the ``quick`` profile's three Table-1 models. ``python -m infiloop results --fingerprints`` compares this
-machine's with them (training what the run cache lacks), ``--record-fingerprints`` adds its family; a test asserts
-that this machine reproduces them and that the recorded families on the same kernels agree (tests/test_numeric.py).
+machine's with them (training what the run cache lacks; exit status 1 where they differ, run by the suite as
+docs/results.md shows it), ``--record-fingerprints`` adds its family; tests/test_numeric.py checks that the recorded
+families on the same kernels agree.
 """
 
 from __future__ import annotations
