@@ -9,6 +9,7 @@ Importing this module puts the repository root on ``sys.path``, so the scripts r
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import statistics
 import sys
@@ -19,6 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# Speed is measured on the libraries' own kernels (the native numeric mode, infiloop/numeric.py), as every time in
+# benchmarks/RESULTS.md was: the reproducible mode caps oneDNN at AVX2, which has no bf16 instructions (a bf16 step on
+# the CPU 12x slower). INFILOOP_BENCH_NUMERIC=reproducible times the mode instead. Set before torch computes.
+os.environ["INFILOOP_NUMERIC"] = os.environ.get("INFILOOP_BENCH_NUMERIC", "native")
 
 import torch  # noqa: E402
 
@@ -50,7 +56,7 @@ def header(title: str, argv: list[str] | None = None) -> str:
         f"# {title}",
         f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"machine: {platform.node()} | CPU: {cpu_model()} | cores: {usable_cpus()} | "
-        f"torch threads: {torch.get_num_threads()}",
+        f"torch threads: {torch.get_num_threads()} | numeric mode: {os.environ.get('INFILOOP_NUMERIC')}",
     ]
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)

@@ -2,6 +2,7 @@
 (infiloop/numeric.py; docs/results.md, "Across machines").
 
     python benchmarks/numeric_modes.py                           # settings table: this machine, smoke InfiLoop, seed 0
+    python benchmarks/numeric_modes.py --quick                   # its first two rows: the mode and native
     python benchmarks/numeric_modes.py --emulate Haswell-v4      # smoke fingerprints under qemu-x86_64 -cpu MODEL
     python benchmarks/numeric_modes.py --emulate Haswell-v4 --record   # ... and add that family to fingerprints.json
     python benchmarks/numeric_modes.py --first-difference EPYC-Rome-v2  # the first aten op whose bytes differ
@@ -96,9 +97,14 @@ def _python(code: str, args: list[str], env: dict, emulate: str | None = None) -
     return done.stdout.strip().splitlines()[-1]
 
 
-def settings_table() -> None:
+QUICK = ("reproducible mode (default)", "native, 1 thread")
+
+
+def settings_table(quick: bool = False) -> None:
     print("| setting | smoke InfiLoop seed 0: sha256 of the weights |\n|---|---|")
     for name, env in SETTINGS.items():
+        if quick and name not in QUICK:
+            continue
         got = json.loads(_python(_MEASURE, ["infiloop"], env))
         print(f"| {name} | `{next(iter(got.values()))[:16]}` |", flush=True)
 
@@ -146,6 +152,7 @@ def main() -> None:
     ap.add_argument("--emulate", metavar="QEMU_CPU", choices=sorted(EMULATED))
     ap.add_argument("--record", action="store_true", help="with --emulate: add the emulated family to the file")
     ap.add_argument("--first-difference", metavar="QEMU_CPU", choices=sorted(EMULATED))
+    ap.add_argument("--quick", action="store_true", help="the settings table's first two rows only")
     args = ap.parse_args()
     print(header("numeric modes"))
     with tempfile.TemporaryDirectory() as d:
@@ -155,7 +162,7 @@ def main() -> None:
         elif args.first_difference:
             first_difference(args.first_difference)
         else:
-            settings_table()
+            settings_table(args.quick)
 
 
 if __name__ == "__main__":

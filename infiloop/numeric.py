@@ -148,7 +148,8 @@ def check(name: str, device: str = "cpu") -> NumericMode:
                "torch computed before the mode was set: import infiloop before torch computes")
         raise NumericModeError(f"numeric mode {name!r}: torch's CPU kernels are {got}, not {mode.aten_capability}: "
                                f"{why}; or set {ENV}=native")
-    # AUTO: MKL's answer on another vendor's CPU, which it gives whatever branch is asked (see MODES)
+    # AUTO: MKL's answer on another vendor's CPU, whatever branch is asked (see MODES); where the asked branch runs
+    # (an Intel CPU with AVX2) MKL reports it, and a CPU without AVX2 was refused above
     if mode.mkl_branch and (got := mkl_branch()) not in (None, mode.mkl_branch, "AUTO"):
         raise NumericModeError(f"numeric mode {name!r}: MKL computes on its {got} branch, not {mode.mkl_branch}: MKL "
                                "was used before the mode was set (import infiloop before torch); or set "

@@ -519,6 +519,18 @@ def _check_job_start(out: str) -> None:
     assert printed == pytest.approx(saved, abs=0.006)  # the table's medians are rounded to 3 decimals, the saving to 2
 
 
+def _check_numeric_modes(out: str) -> None:
+    """Two rows, two different hashes; the mode's is the InfiLoop smoke fingerprint this machine's family recorded
+    (where one on its kernels is recorded)."""
+    from infiloop.experiments.report import fingerprints
+
+    rows = {r["setting"]: r["smoke InfiLoop seed 0: sha256 of the weights"].strip("`") for r in _table(out)}
+    assert len(rows) == 2 and len(set(rows.values())) == 2, rows
+    ref = fingerprints.reference(fingerprints.load())
+    if ref is not None:
+        assert ref[1]["smoke/sudoku/infiloop/seed0"].startswith(rows["reproducible mode (default)"])
+
+
 BENCH_SMOKE = [
     # both dtypes, as on CUDA (two eager rows)
     ("connection_step.py", ["--quick", "--no-compile", "--rows", "64", "--d", "48", "--threads", "1",
@@ -533,6 +545,8 @@ BENCH_SMOKE = [
                  marks=pytest.mark.slow),
     # slow (about 20 s on 2 cores): 3 small jobs in new processes and in a warm worker, and a process start alone
     pytest.param("job_start.py", ["--quick"], {}, _check_job_start, marks=pytest.mark.slow),
+    # slow (about 15 s): two smoke trainings in new processes, the mode's bytes against the native ones
+    pytest.param("numeric_modes.py", ["--quick"], {}, _check_numeric_modes, marks=pytest.mark.slow),
     # gpu_check.py: tests/test_gpu_check.py
 ]
 

@@ -116,15 +116,42 @@ def test_the_compute_stage_computes_everything_the_notebooks_read(executed):
 def test_notebooks_execute_at_smoke_profile(executed):
     out, failures = executed[:2]
     assert not failures, json.dumps(failures, indent=1)
+    in_mode = 0
     for py in NOTEBOOKS:
         summary = json.loads((paths.RESULTS / "smoke" / "summaries" / f"{py.stem}.json").read_text())
         assert summary["profile"] == "smoke" and summary["text"]
+        numeric = summary.get("environment", {}).get("numeric")  # the kernel computed in the reproducible mode
+        assert numeric is None or (numeric["mode"], numeric["aten capability"]) == ("reproducible", "AVX2"), py.stem
+        in_mode += numeric is not None
         for fig in summary["figures"]:
             path = ROOT / fig["path"]
             assert path.is_file() and (path.suffix == ".gif" or path.with_suffix(".pdf").is_file())
+    assert in_mode >= len(NOTEBOOKS) - 2, in_mode  # every notebook that reads runs keeps its environment
     animations = json.loads((paths.RESULTS / "smoke" / "summaries" / "07_watch_the_loop.json").read_text())
     assert [Path(f["path"]).name for f in animations["figures"]] == ["watch_puzzle.gif", "watch_race.gif",
                                                                     "watch_arc.gif"]
+
+
+def test_a_run_that_succeeded_logs_no_traceback_and_no_error_line(executed):
+    """The smoke run's console as a reader sees it: no job log (training, evaluation, looped decoder) and no executed
+    notebook's output holds a traceback or an ``ERROR`` line, every stage having succeeded (a kernel's
+    "[IPKernelApp] ERROR" once stood in a successful notebook 03's output)."""
+    import nbformat
+
+    out, failures, report, jobs, _ = executed
+    assert not failures and not report.failed
+    bad = []
+    for log in {p for j in jobs for p in j.log_dir.glob("*.log")}:
+        text = log.read_text(encoding="utf-8", errors="replace")
+        bad += [f"{log.name}: {ln[:200]}" for ln in text.splitlines() if "Traceback" in ln or " ERROR " in f" {ln} "]
+    for nb in sorted(out.glob("*.ipynb")):
+        for cell in nbformat.read(nb, as_version=4).cells:
+            for o in cell.get("outputs", []):
+                text = o.get("text", "") if o.get("output_type") == "stream" else ""
+                if o.get("output_type") == "error":
+                    bad.append(f"{nb.name}: an error output ({o.get('ename')})")
+                bad += [f"{nb.name}: {ln[:200]}" for ln in text.splitlines() if "Traceback" in ln or "ERROR" in ln]
+    assert not bad, "\n".join(bad[:20])
 
 
 def test_every_claim_keeps_the_data_that_decide_it(executed):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ... import numeric
 from ...errors import UsageError
 from .executors import register, say
 from .scheduler import run_jobs
@@ -49,6 +50,8 @@ class Local:
             + f" ({len(planned) - len(todo)} cached) on {len(slots)} slot(s) ({slots[0].device}"
             + (f", {shared} jobs per GPU" if shared > 1 else "") + f", {slots[0].threads} thread(s) each; "
             + ("a warm worker per slot)" if self.warm else "a new process per job)"))
+        if slots[0].device == "cpu":
+            say(numeric.describe() + " (docs/setup.md, 'Numeric mode')")
         costs = cost(todo)
         report = run_jobs(planned, args.profile, slots, lambda j: costs.get(j.id, 0.0), args.gpus_per_run,
                           fresh_process=not self.warm)

@@ -1,7 +1,8 @@
 """Fingerprints that travel: the sha256 of trained weights, per CPU family, in ``docs/results/fingerprints.json``.
 
-In the reproducible numeric mode (``infiloop/numeric.py``) one seed trains to the same bytes on every x86-64 CPU with
-AVX2. This file is how that is checked rather than assumed: each CPU family this project has run on (vendor, family
+In the reproducible numeric mode (``infiloop/numeric.py``) one seed trains to the same bytes on every Intel CPU with
+AVX2 (AMD CPUs: bytes of their own, MKL taking its own path there). This file is how that is checked rather than
+assumed: each CPU family this project has run on (vendor, family
 and model numbers, vector flags) keeps the weights' hashes of the smoke profile's trainings (each connection, seed 0)
 and of the ``quick`` profile's three Table-1 models. ``python -m infiloop results --fingerprints`` compares this
 machine's with them (training what the run cache lacks; exit status 1 where they differ, run by the suite as
@@ -136,7 +137,7 @@ def record(fingerprints: dict[str, str], path: Path = FILE, family: dict | None 
     data = load(path)
     old = data["families"].get(family["key"], {}).get("fingerprints", {})
     data["families"][family["key"]] = {
-        **{k: v for k, v in family.items() if k != "key"}, "mode": numeric.current().name,
+        **{k: v for k, v in family.items() if k != "key"}, "mode": (state or {}).get("mode", numeric.current().name),
         "numeric": {k: v for k, v in (state or numeric.state()).items() if k != "torch threads"},
         "torch": torch.__version__, "lock": lock_status(), "python": platform.python_version(),
         "date": date.today().isoformat(), "fingerprints": {**old, **fingerprints}}

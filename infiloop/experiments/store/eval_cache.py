@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import numeric
 from ...errors import UsageError
 from ...evaluation import (
     TRAJECTORY_VERSION,
@@ -31,8 +32,9 @@ class EvalCache:
     its ``test_data``, ``model_config``, ``load_model`` and ``weights_used``."""
 
     def _eval_path(self, kind: str, args: dict, data: TaskData | None, data_file: str | None) -> Path:
+        mode = numeric.current().name  # an evaluation in another numeric mode is another file; native: as cached
         ident = {"kind": kind, **args, "data": data_file or "profile-test", "n": len(data) if data else None,
-                 "version": TRAJECTORY_VERSION}
+                 "version": TRAJECTORY_VERSION, **({"numeric": mode} if mode != "native" else {})}
         if data_file:
             ident["data_sha"] = hashlib.sha256(Path(data_file).read_bytes()).hexdigest()[:16]
         h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
