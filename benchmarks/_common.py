@@ -23,8 +23,10 @@ if str(ROOT) not in sys.path:
 
 # Speed is measured on the libraries' own kernels (the native numeric mode, infiloop/numeric.py), as every time in
 # benchmarks/RESULTS.md was: the reproducible mode caps oneDNN at AVX2, which has no bf16 instructions (a bf16 step on
-# the CPU 12x slower). INFILOOP_BENCH_NUMERIC=reproducible times the mode instead. Set before torch computes.
-os.environ["INFILOOP_NUMERIC"] = os.environ.get("INFILOOP_BENCH_NUMERIC", "native")
+# the CPU 12x slower). INFILOOP_BENCH_NUMERIC=reproducible times the mode instead. Only in a benchmark's own process,
+# before torch is loaded: a test that imports this module keeps its process's mode (its libraries chose already).
+if "torch" not in sys.modules:
+    os.environ["INFILOOP_NUMERIC"] = os.environ.get("INFILOOP_BENCH_NUMERIC", "native")
 
 import torch  # noqa: E402
 

@@ -119,6 +119,15 @@ def gen():
     return torch.Generator().manual_seed(1234)
 
 
+@pytest.fixture(autouse=True)
+def _numeric_mode_unchanged():
+    """No test leaves this process in another numeric mode: the runs every later test resolves would move (a module
+    that set INFILOOP_NUMERIC on import once did; benchmarks/_common.py now sets it only in its own process)."""
+    before = os.environ.get("INFILOOP_NUMERIC")
+    yield
+    assert os.environ.get("INFILOOP_NUMERIC") == before, "this test changed INFILOOP_NUMERIC and did not restore it"
+
+
 @pytest.fixture
 def native_mode(monkeypatch):
     """Runs resolved natively (``INFILOOP_NUMERIC=native``): the run folders and records pinned by the tests were made

@@ -141,8 +141,9 @@ def _test_set(name: str, rows: int = ROWS) -> TaskData:
 
 
 @pytest.fixture(params=[None, 64, 1000], ids=lambda x: f"profile-limit-{x}")
-def run(request, tmp_path, monkeypatch) -> Run:
-    """A run whose profile evaluates 16 updates, every update, ``limit`` puzzles; its test sets are stand-ins."""
+def run(request, tmp_path, monkeypatch, native_mode) -> Run:
+    """A run whose profile evaluates 16 updates, every update, ``limit`` puzzles; its test sets are stand-ins. Its
+    cache files named natively: the names pinned here were cached before the numeric mode existed."""
     monkeypatch.setattr(Run, "test_data", lambda self, test_set="test": _test_set(test_set))
     return Run(tmp_path / "sudoku" / "infiloop-smoke-0123456789",
                {"task": "sudoku", "eval": {"updates": 16, "every": 1, "limit": request.param, "batch_size": 32}})
@@ -162,6 +163,16 @@ def _same(run: Run, args: dict, **given) -> None:
 @pytest.mark.parametrize("args", DECLARED + OPTIONS, ids=lambda a: json.dumps(a, sort_keys=True))
 def test_every_cache_file_keeps_its_name(run, args):
     _same(run, args)
+
+
+def test_an_evaluation_in_the_reproducible_mode_is_another_file(run, monkeypatch):
+    """The numeric mode (infiloop/numeric.py) names an evaluation's file beside its arguments, so that one computed
+    in the reproducible mode is never read as the native one cached before, nor the reverse; native: as cached."""
+    from infiloop import numeric
+
+    native = run.eval_cache_path("evaluate", {"updates": 8})
+    monkeypatch.setenv(numeric.ENV, "reproducible")
+    assert run.eval_cache_path("evaluate", {"updates": 8}) != native
 
 
 @pytest.mark.parametrize("args", OPTIONS, ids=lambda a: json.dumps(a, sort_keys=True))
