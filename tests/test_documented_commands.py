@@ -62,6 +62,9 @@ SLOW = {
                                                "measures the memory of about 25 model configurations: minutes "
                                                "(tests/test_memory.py plans the gpu profile's memory in the suite and "
                                                "the paper profile's with -m slow)",
+    "python -m infiloop plan --profile gpu --only 01 --tflops 200":
+        "prices the gpu profile's notebook 01 and measures its models' bf16 step memory: 20-60 s on 2 CPU cores "
+        "(tests/test_memory.py renders the same memory section in the default suite)",
     "python -m infiloop plan --profile gpu --gpu-memory 141": "prices the gpu profile's 60-odd jobs by their FLOPs and "
                                                               "measures their memory: about three minutes "
                                                               "(tests/test_memory.py renders its memory section)",
@@ -140,6 +143,7 @@ def help_examples() -> list[str]:
 # The slow commands that CI's slow step runs (each within about two minutes); the others are `long` (minutes to tens of
 # minutes each), run on purpose with `-m long`.
 IN_CI = ("python -m infiloop plan --profile smoke --executor slurm",
+         "python -m infiloop plan --profile gpu --only 01 --tflops 200",
          "python -m infiloop eval runs/sudoku/infiloop-tiny-<hash> --updates 960 --every 10")
 
 

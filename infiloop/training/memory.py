@@ -211,8 +211,9 @@ def _measure_natively(requests: list[tuple[str, ModelConfig, bool]]) -> list[Ste
             "    fn = memory.train_step_cost if kind == 'train' else memory.eval_update_cost\n"
             "    out.append(memory.asdict(fn(ModelConfig.from_dict(cfg), bf16)))\nprint(json.dumps(out))")
     payload = json.dumps([[kind, cfg.to_dict(), bf16] for kind, cfg, bf16 in requests], default=list)
-    done = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, text=True,
-                          env={**os.environ, numeric.ENV: "native"}, check=True)
+    threads = str(torch.get_num_threads())  # this process's share of the CPUs, not every core beside other work
+    done = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, text=True, check=True,
+                          env={**os.environ, numeric.ENV: "native", "OMP_NUM_THREADS": threads})
     return [StepCost(**c) for c in json.loads(done.stdout.strip().splitlines()[-1])]
 
 

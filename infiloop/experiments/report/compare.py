@@ -1,11 +1,12 @@
 """A finished run against a profile's record (``python -m infiloop results --compare PROFILE``): claim by claim,
 verdict by verdict and table cell by table cell, and the machine and software of each (``records.environment``).
 
-In the reproducible numeric mode (``infiloop/numeric.py``) a run reproduces its record to the digit on any x86-64 CPU
-with AVX2 and the same torch, BLAS and lock; in the native mode only on a like machine (the same CPU kind and thread
-count give the same floating-point sums), and another machine trains other weights within the same distribution, so
-its numbers agree with the record within their intervals, not to the digit (``docs/results.md``, "Across machines").
-A difference of mode is named first: it alone makes every trained weight differ.
+In the reproducible numeric mode (``infiloop/numeric.py``) a run reproduces its record to the digit where MKL and ATen
+run the record's branches (any Intel CPU with AVX2; MKL reports AUTO on AMD's, whose bytes are their own) with the
+same torch, BLAS and lock; in the native mode only on a like machine (the same CPU kind and thread count give the
+same floating-point sums). Elsewhere a seed trains other weights within the same distribution, so the numbers agree
+with the record within their intervals, not to the digit (``docs/results.md``, "Across machines"). A difference of
+mode is named first: it alone makes every trained weight differ.
 """
 
 from __future__ import annotations
