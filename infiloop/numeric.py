@@ -157,6 +157,20 @@ def check(name: str, device: str = "cpu") -> NumericMode:
     return mode
 
 
+def inductor_native_width() -> None:
+    """Let Inductor's CPU code keep this CPU's vector width. Inductor takes its width from ``ATEN_CPU_CAPABILITY``,
+    which the reproducible mode caps, and its AVX2 code computed NaN on an AVX-512 CPU here (torch 2.13; the
+    whole-model tests of tests/test_compile.py; passed with the width set). Compiled code is not bitwise reproducible
+    anyway (compiled = eager within rounding), so only the eager path is capped. Call before ``torch.compile``."""
+    if "ATEN_CPU_CAPABILITY" not in current().env:
+        return
+    from torch._inductor import config, cpu_vec_isa
+
+    widths = [isa.bit_width() for isa in cpu_vec_isa.valid_vec_isa_list()]
+    if config.cpp.simdlen is None and widths:
+        config.cpp.simdlen = max(widths)
+
+
 def training_threads(name: str, threads: int) -> int:
     """The torch threads of a CPU training of ``train.threads = threads`` in mode ``name`` (0: torch's default).
     The reproducible mode trains on one thread whatever the machine has: more threads split the sums another way

@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from infiloop import numeric
 from infiloop.model import LoopedReasoner, ModelConfig
 from infiloop.model.connections import ConnectionConfig, InfiLoop, choose_kernels
 
@@ -73,6 +74,7 @@ def compiled_matches_eager(name: str, backend: str, compiler: str, tol_rel: floa
     if name == "infiloop":
         assert set(kernels.values()) == {backend}
     outs0, grads0 = forward_backward(model, model, segments)
+    numeric.inductor_native_width()  # Inductor's CPU code at this CPU's width (infiloop/numeric.py)
     compiled = torch.compile(model, fullgraph=True, backend=compiler)  # fails on any graph break
     outs1, grads1 = forward_backward(model, compiled, segments)
     assert_close(outs1, outs0, tol_rel)

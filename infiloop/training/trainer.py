@@ -130,6 +130,7 @@ class _Trainer:
         self.compile_error: str | None = None
         self.oom_halvings = 0  # micro-batches halved after running out of memory (_gradients)
         if self.compiled:
+            numeric.inductor_native_width()
             self.net = torch.compile(self.net)
         self.tensorboard = tensorboard_writer(run_dir, self.step_) if self.rank == 0 else None
         self.t_start = time.time() - self.elapsed_before  # elapsed_s and train_seconds count every session

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import numeric
 from . import processes
 from .flops import answer_length, flops_per_step, flops_per_update, forward_blocks
 from .timer import Timing, test_set_config
@@ -50,7 +51,9 @@ class MeasuredTimer:
 
         cfg = copy.copy(run.train_config())
         cfg.batch_size, cfg.log_every, cfg.checkpoint_every = b, 1, 10**9
-        cfg.steps, cfg.threads = max(cfg.steps, TRAIN_WARM + timed + 1), threads
+        # a CPU training in the reproducible numeric mode runs on its mode's threads whatever the slot has: time that
+        fixed = numeric.MODES[cfg.numeric].training_threads if device == "cpu" else None
+        cfg.steps, cfg.threads = max(cfg.steps, TRAIN_WARM + timed + 1), fixed or threads
         old = torch.get_num_threads()
         try:
             with tempfile.TemporaryDirectory(prefix="infiloop-plan-") as d:
