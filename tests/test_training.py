@@ -257,6 +257,10 @@ _, model = train(run.model_config(), run.train_config(), run.train_data(), out, 
 rank = dist.get_rank() if world > 1 else 0
 # every process saves its own live weights
 save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, os.path.join(out, f"rank{{rank}}.safetensors"))
+if world > 1:  # the gloo teardown of the entry points (machine.leave_process_group): without it a rank aborted at
+    from infiloop.machine import end_process, leave_process_group  # finalization (SIGABRT, CI's slow step 2026-12-07)
+    leave_process_group()
+    end_process(0)
 """
 
 
