@@ -255,12 +255,14 @@ def this_platform() -> str:
 
 
 def installed_versions() -> dict[str, str]:
-    """Every installed distribution's version by canonical name."""
+    """Every installed distribution's version by canonical name: the first found on ``sys.path``, the one ``import``
+    and ``importlib.metadata.version`` use. A later copy is not the environment's: setuptools appends its
+    ``_vendor`` folder (its own older packaging, platformdirs, wheel) to ``sys.path`` when imported."""
     out = {}
     for d in metadata.distributions():
         name = d.metadata["Name"]
         if name:
-            out[canonical(name)] = d.version
+            out.setdefault(canonical(name), d.version)
     return out
 
 

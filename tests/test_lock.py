@@ -61,6 +61,22 @@ def test_the_report_names_the_lock_in_its_provenance():
     assert report.provenance()["environment lock"] == machine.lock_status()
 
 
+def test_a_copy_later_on_sys_path_is_not_the_installed_version(tmp_path, monkeypatch):
+    """setuptools, once imported, appends its ``_vendor`` folder (an older packaging, platformdirs, wheel, each with
+    its dist-info) to ``sys.path``; the version that counts is the first, the one ``import packaging`` loads (CI's
+    lock check failed when a test on the same worker had imported setuptools first)."""
+    import sys
+    from importlib import metadata
+
+    installed = metadata.version("packaging")
+    vendored = tmp_path / "packaging-0.1.dist-info"
+    vendored.mkdir()
+    (vendored / "METADATA").write_text("Metadata-Version: 2.1\nName: packaging\nVersion: 0.1\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    assert "0.1" in {d.version for d in metadata.distributions() if d.metadata["Name"] == "packaging"}
+    assert machine.installed_versions()["packaging"] == installed != "0.1"
+
+
 @pytest.mark.skipif(machine.this_platform() != "linux-x86_64", reason="the lock is made for linux-x86_64")
 def test_the_suite_runs_in_the_locked_environment_in_ci(monkeypatch):
     """In CI, `./reproduce.sh test` built .venv from nothing: from the lock, so the environment must match it."""
