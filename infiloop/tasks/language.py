@@ -25,6 +25,7 @@ refuses the compositions that the words do not decide (an in-law, X itself, or a
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import asdict, dataclass
 
@@ -112,6 +113,7 @@ def compose_position(r: tuple[int, int], e: tuple[int, int]) -> tuple[int, int] 
     return (u1 + u2 - v1, v2) if v1 <= 1 and u1 >= 1 else None
 
 
+@functools.cache  # a few million calls to generate a task: the table of 16 x 15 answers, once
 def compose(r: str | None, e: str) -> str | None:
     """The relation of S to X where R is X's ``r`` (None: R is X) and S is R's ``e``; None where undecided or
     outside the relations of ``KIN``. The gender is the last relation's."""
@@ -129,8 +131,14 @@ def _chain_counts(target: str, k: int) -> list[dict]:
     ways = [{s: int(s == target) for s in states}]
     for _ in range(k):
         prev = ways[-1]
-        ways.append({s: sum(prev[n] for e in KIN if (n := compose(s, e)) is not None) for s in states})
+        ways.append({s: sum(prev[n] for _, n in _steps(s)) for s in states})
     return ways
+
+
+@functools.cache
+def _steps(s: str | None) -> tuple[tuple[str, str], ...]:
+    """(relation e, the state it leads to) for every e of ``KIN`` that composes with state ``s``, in KIN's order."""
+    return tuple((e, n) for e in KIN if (n := compose(s, e)) is not None)
 
 
 def sample_chain(rng: random.Random, target: str, k: int, counts: list[dict]) -> list[str]:
@@ -138,10 +146,9 @@ def sample_chain(rng: random.Random, target: str, k: int, counts: list[dict]) ->
     s, chain = None, []
     for step in range(k):
         left = counts[k - step - 1]
-        options = [(e, left[n]) for e in KIN if (n := compose(s, e)) is not None and left[n]]
-        e = rng.choices([o for o, _ in options], [w for _, w in options])[0]
+        options = [(e, n) for e, n in _steps(s) if left[n]]
+        e, s = rng.choices(options, [left[n] for _, n in options])[0]
         chain.append(e)
-        s = compose(s, e)
     return chain
 
 

@@ -145,17 +145,13 @@ def _prefix_cells(tokens: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ the registry
 
 
-def _no_header(cfg: dict) -> None:
-    return None  # ARC: the built set's tasks decide the puzzle identifiers
-
-
 def _every_cell(inputs: np.ndarray) -> np.ndarray:
     return inputs != PAD_ID  # ARC's output is a whole new grid
 
 
 def _arc(name: str) -> Task:
-    return Task(name, _no_header, _every_cell, builders.build_arc, audit.audit_arc, ARC_VOCAB,
-                no_validation=lambda cfg: builders.ARC_NO_VALIDATION, voted=True)
+    return Task(name, lambda cfg: builders.arc_header(name, cfg), _every_cell, builders.build_arc, audit.audit_arc,
+                ARC_VOCAB, no_validation=lambda cfg: builders.ARC_NO_VALIDATION, voted=True)
 
 
 REGISTRY: dict[str, Task] = {

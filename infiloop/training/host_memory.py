@@ -12,7 +12,7 @@ One training process holds, at its peak::
   of inputs and labels, int32 puzzle identifiers and the split's per-row metadata (at most 32 bytes a row: ARC's
   five int32 and ten int8 colours);
 - on the CPU the model's whole peak lives on the host: weights, optimiser moments, EMA, gradients, the carried
-  states and the step's activations (``memory.train_memory(...).peak``, the GPU model measured on the CPU);
+  states and the step's activations (``memory.train_memory(...).peak``, the GPU model counted on fake tensors);
 - on CUDA, the CUDA runtime's host side: the driver's context, the kernels of cuBLAS, cuDNN and torch mapped into
   the process (:data:`CUDA_HOST_BYTES`, an assumption: not measured here, where there is no GPU).
 

@@ -11,15 +11,18 @@ A training process holds, at the peak of a step (the backward pass of its last m
   (``initial_carry``'s exact bytes per sample);
 - **the step itself**: the activations autograd saves for one micro-batch, and the backward pass's transients.
 
-The step is measured, not guessed: one segment's forward and backward on the CPU (at the precision the run uses:
-bf16 autocast where it trains on CUDA), at micro-batches of 1 and 2, with the allocator's events recorded by
-``torch.profiler`` (``profile_memory``): its peak above what was allocated before it. The outer updates without
-gradients save nothing and free their transients, so the measured model runs only the updates with gradients
-(``H = grad_outer``); the puzzle embedding is measured with one row and its other rows' gradients are added. The
-step's peak is then ``fixed + per_sample x micro_batch``, a straight line through the two measurements. An
-evaluation (no gradients) is measured the same way: one outer update from a fresh carry, at 1 and 2 puzzles.
+The step is counted, not guessed, and nothing trains: one segment's forward and backward runs on fake tensors
+(torch's ``FakeTensorMode``: shapes, dtypes and storages without data or arithmetic), at the precision the run uses
+(bf16 autocast where it trains on CUDA), at micro-batches of 1 and 2, and every storage an operation creates is counted
+until it is freed (:func:`counted_peak`): the peak above what was allocated before it. The outer updates without
+gradients save nothing and free their transients, so the counted model runs only the updates with gradients
+(``H = grad_outer``); the puzzle embedding is counted with one row and its other rows' gradients are added. The
+step's peak is then ``fixed + per_sample x micro_batch``, a straight line through the two counts. An evaluation (no
+gradients) is counted the same way: one outer update from a fresh carry, at 1 and 2 puzzles. The count sees the
+tensors, not a kernel's private workspace; against the CPU allocator's events of the same step
+(:func:`allocated_peak`, tests/test_memory.py) it is within a few per cent for a training step.
 
-What the CPU's measurement does not see (docs/gpu.md): the CUDA caching allocator's rounding and fragmentation, CUDA
+What the count does not see (docs/gpu.md): the CUDA caching allocator's rounding and fragmentation, CUDA
 kernels' workspaces, and how Inductor's compiled step differs from the eager one (it usually saves less, recomputing
 cheap operations in the backward pass). :data:`HEADROOM` keeps that share of the device free.
 """
@@ -28,11 +31,18 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+import tempfile
+import weakref
 from dataclasses import asdict, dataclass
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from .. import numeric
+from ..machine import usable_cpus
 from ..model.connections import choose_kernels
 from ..model.reasoner import LoopedReasoner, ModelConfig
 from .config import TrainConfig
@@ -110,62 +120,132 @@ def allocated_peak(fn) -> int:
     return peak
 
 
-def _inputs(cfg: ModelConfig, b: int) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return torch.randint(1, cfg.vocab_size, (b, cfg.seq_len), generator=g), torch.zeros(b, dtype=torch.long)
+PROBE_BATCH = 10_007  # a prime that divides no weight's size: a storage whose bytes it divides is per sample
 
 
-def _measured_model(model_cfg: ModelConfig, grad_only: bool) -> LoopedReasoner:
-    """The model the step is measured on: one puzzle-embedding row; only the updates with gradients (training)."""
-    cfg = model_cfg.replace(n_puzzles=min(model_cfg.n_puzzles, 1))
-    if grad_only:
-        cfg = cfg.replace(H=cfg.grad_outer)
-    torch.manual_seed(0)
-    model = LoopedReasoner(cfg)
-    choose_kernels(model, "cpu")  # the eager step, as the trainer chooses it on the CPU
-    return model
+class _StorageCount(TorchDispatchMode):
+    """The storages the operations under it create, each counted from the operation that made it until it is freed:
+    ``peak[0]`` their peak as run. Run at a micro-batch of ``batch`` (a prime, :data:`PROBE_BATCH`), each storage is
+    also split into what is per sample (bytes the prime divides: a multiple of the batch) and what is not, so that
+    ``peak[1]`` and ``peak[2]`` are the peaks of the same operations at micro-batches 1 and 2: one pass for both."""
+
+    def __init__(self, batch: int = 0):
+        super().__init__()
+        self.batch = batch
+        self.live: dict[int, tuple[int, int, int]] = {}
+        self.now, self.peak = [0, 0, 0], [0, 0, 0]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and id(st := t.untyped_storage()) not in self.live:  # a view: counted
+                n = st.nbytes()
+                per = n // self.batch if self.batch and n % self.batch == 0 else 0
+                sizes = (n, n - per * (self.batch - 1), n - per * (self.batch - 2))
+                self.live[id(st)] = sizes
+                for i, size in enumerate(sizes):
+                    self.now[i] += size
+                    self.peak[i] = max(self.peak[i], self.now[i])
+                weakref.finalize(st, self._free, id(st))
+        return out
+
+    def _free(self, key: int) -> None:
+        for i, size in enumerate(self.live.pop(key)):
+            self.now[i] -= size
 
 
-def _line(measure) -> StepCost:
-    one, two = measure(1), measure(2)
+def counted_peak(fn) -> int:
+    """Bytes the storages that ``fn()``'s operations create take at their peak, each from the operation that made
+    it until it is freed. With fake tensors (``FakeTensorMode``) nothing is allocated or computed: the shapes say."""
+    count = _StorageCount()
+    with count:
+        fn()
+    return count.peak[0]
+
+
+def counted_line(prepare) -> StepCost:
+    """The peak of a step as ``fixed + per_sample x m`` at micro-batch ``m``: ``prepare(b)`` makes its inputs at
+    micro-batch ``b`` and returns the step, counted once at :data:`PROBE_BATCH` (:class:`_StorageCount`: its peaks
+    at 1 and 2, the straight line through them). Equal to counting ``prepare(1)`` and ``prepare(2)`` apart
+    (tests/test_memory.py), in half the time."""
+    step = prepare(PROBE_BATCH)
+    count = _StorageCount(PROBE_BATCH)
+    with count:
+        step()
+    one, two = count.peak[1], count.peak[2]
     return StepCost(fixed=2 * one - two, per_sample=two - one)
 
 
-def train_step_cost(model_cfg: ModelConfig, bf16: bool) -> StepCost:
-    """One training segment's forward and backward (the loss as training computes it: cross-entropy of the answer
-    and the halting head's), measured at micro-batches 1 and 2 (:func:`allocated_peak`)."""
-    model = _measured_model(model_cfg, grad_only=True).train()
+def _fake_model(model_cfg: ModelConfig, mode: FakeTensorMode, grad_only: bool) -> LoopedReasoner:
+    """The model the step is counted on, its weights fake tensors of ``mode`` (made on the meta device, never
+    initialised): one puzzle-embedding row; only the updates with gradients (training)."""
+    cfg = model_cfg.replace(n_puzzles=min(model_cfg.n_puzzles, 1))
+    if grad_only:
+        cfg = cfg.replace(H=cfg.grad_outer)
+    with torch.device("meta"):
+        model = LoopedReasoner(cfg)
+    choose_kernels(model, "cpu")  # the eager step, as the trainer chooses it on the CPU
+    cpu = torch.device("cpu")
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for name, t in table.items():
+                if t is not None:
+                    fake = mode.fake_tensor_converter.from_meta_and_device(mode, t, cpu)
+                    table[name] = torch.nn.Parameter(fake, t.requires_grad) if table is module._parameters else fake
+    return model
 
-    def measure(b: int) -> int:
-        inputs, pids = _inputs(model.cfg, b)
-        carry = model.initial_carry(b)
-        model.zero_grad(set_to_none=True)
+
+def train_step(model_cfg: ModelConfig, bf16: bool):
+    """One training segment's forward and backward on fake tensors (the loss as training computes it: cross-entropy
+    of the answer and the halting head's), as :func:`counted_line` takes it: micro-batch -> the step."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)  # a constant tensor of the model's code is taken as it is
+    model = _fake_model(model_cfg, mode, grad_only=True).train()
+
+    def prepare(b: int):
+        with mode:
+            model.zero_grad(set_to_none=True)
+            inputs, pids = torch.zeros(b, model.cfg.seq_len, dtype=torch.long), torch.zeros(b, dtype=torch.long)
+            carry = model.initial_carry(b)
 
         def step():
-            with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
-                _, logits, q_halt, _ = model(carry, inputs, pids)
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), inputs.flatten())
-            (loss + q_halt.float().mean()).backward()
+            with mode:
+                with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+                    _, logits, q_halt, _ = model(carry, inputs, pids)
+                loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), inputs.flatten())
+                (loss + q_halt.float().mean()).backward()
 
-        return allocated_peak(step)
+        return step
 
-    return _line(measure)
+    return prepare
+
+
+def eval_update(model_cfg: ModelConfig, bf16: bool):
+    """One outer update of an evaluation from a fresh carry, without gradients, on fake tensors (as
+    :func:`train_step`)."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    model = _fake_model(model_cfg, mode, grad_only=False).eval()
+
+    def prepare(b: int):
+        with mode:
+            inputs, pids = torch.zeros(b, model.cfg.seq_len, dtype=torch.long), torch.zeros(b, dtype=torch.long)
+
+        def update():
+            with mode, torch.no_grad(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+                next(model.iterate(inputs, 1, pids))
+
+        return update
+
+    return prepare
+
+
+def train_step_cost(model_cfg: ModelConfig, bf16: bool) -> StepCost:
+    """The peak of a training step (:func:`train_step`) at each micro-batch."""
+    return counted_line(train_step(model_cfg, bf16))
 
 
 def eval_update_cost(model_cfg: ModelConfig, bf16: bool) -> StepCost:
-    """One outer update of an evaluation from a fresh carry, without gradients, at 1 and 2 puzzles."""
-    model = _measured_model(model_cfg, grad_only=False).eval()
-
-    def measure(b: int) -> int:
-        inputs, pids = _inputs(model.cfg, b)
-
-        def update():
-            with torch.no_grad(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
-                next(model.iterate(inputs, 1, pids))
-
-        return allocated_peak(update)
-
-    return _line(measure)
+    """The peak of an evaluation's outer update (:func:`eval_update`) at each batch."""
+    return counted_line(eval_update(model_cfg, bf16))
 
 
 def _meta_model(model_cfg: ModelConfig) -> LoopedReasoner:
@@ -188,66 +268,65 @@ def carry_bytes(model_cfg: ModelConfig) -> int:
     return sum(v.numel() * v.element_size() for st in carry.values() for v in st.values())
 
 
+COUNTS = {"train": train_step_cost, "eval": eval_update_cost}
 _CACHE: dict[str, StepCost] = {}
 
 
 def _key(kind: str, model_cfg: ModelConfig, bf16: bool) -> str:
     cfg = model_cfg.to_dict()
     cfg.pop("n_puzzles", None)
-    return json.dumps({"kind": kind, "bf16": bf16, "model": cfg}, sort_keys=True, default=str)
+    return json.dumps({"kind": kind, "bf16": bf16, "model": cfg, "by": "fake-tensor count"}, sort_keys=True,
+                      default=str)  # not a measurement an older plan kept under the same configuration
 
 
-def _measure_natively(requests: list[tuple[str, ModelConfig, bool]]) -> list[StepCost]:
-    """:func:`train_step_cost` or :func:`eval_update_cost` of each (kind, model, bf16), in one child process of the
-    native numeric mode. A bf16 step is measured on the CPU as the GPU would run it, and oneDNN capped at AVX2 (the
-    reproducible mode, ``infiloop/numeric.py``) has no bf16 instructions: measured 12x slower. Only bytes are
-    counted here, so no result depends on the mode."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import json, sys\nfrom infiloop.training import memory\nfrom infiloop.model.reasoner import ModelConfig\n"
-            "out = []\nfor kind, cfg, bf16 in json.load(sys.stdin):\n"
-            "    fn = memory.train_step_cost if kind == 'train' else memory.eval_update_cost\n"
-            "    out.append(memory.asdict(fn(ModelConfig.from_dict(cfg), bf16)))\nprint(json.dumps(out))")
-    payload = json.dumps([[kind, cfg.to_dict(), bf16] for kind, cfg, bf16 in requests], default=list)
-    threads = str(torch.get_num_threads())  # this process's share of the CPUs, not every core beside other work
-    done = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, text=True, check=True,
-                          env={**os.environ, numeric.ENV: "native", "OMP_NUM_THREADS": threads})
-    return [StepCost(**c) for c in json.loads(done.stdout.strip().splitlines()[-1])]
+_CHILD = """import json, sys
+from infiloop.model.reasoner import ModelConfig
+from infiloop.training import memory
+costs = [memory.asdict(memory.COUNTS[k](ModelConfig.from_dict(c), b)) for k, c, b in json.load(sys.stdin)]
+print(json.dumps(costs))"""
 
 
-def prefetch(requests: list[tuple[str, ModelConfig, bool]], store=None) -> None:
-    """Measure at once the steps of ``requests`` (kind, model, bf16) that neither this process nor ``store`` holds:
-    in a native child process where this one caps oneDNN and a step is bf16 (:func:`_measure_natively`), so that a
-    plan pays one process start, not one per configuration."""
+def count_all(requests: list[tuple[str, ModelConfig, bool]], store=None) -> None:
+    """Count at once the steps of ``requests`` (kind, model, bf16) that neither this process nor ``store`` holds:
+    every other one in a second process where this one may use two CPUs (a count runs Python, on one CPU), so that
+    a plan of many configurations prints in seconds. A second process that fails leaves its share to this one."""
     todo = {}
     for kind, cfg, bf16 in requests:
         key = _key(kind, cfg, bf16)
-        if key not in _CACHE and not (store is not None and key in store) and bf16 and _capped():
+        if key not in _CACHE and not (store is not None and key in store):
             todo.setdefault(key, (kind, cfg, bf16))
-    if todo:
-        for key, cost in zip(todo, _measure_natively(list(todo.values()))):
-            _CACHE[key] = cost
-
-
-def _capped() -> bool:
-    """Whether this process's numeric mode caps oneDNN (no bf16 instructions then)."""
-    return "ONEDNN_MAX_CPU_ISA" in numeric.current().env
+    items = list(todo.items())
+    there = items[1::2] if len(items) >= 4 and usable_cpus() >= 2 else []
+    child = None
+    if there:
+        payload, errors = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        json.dump([[k, c.to_dict(), b] for _, (k, c, b) in there], payload, default=list)
+        payload.seek(0)
+        child = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=payload, stdout=subprocess.PIPE,
+                                 stderr=errors, text=True)
+    for key, (kind, cfg, bf16) in items[::2] if there else items:
+        _CACHE[key] = COUNTS[kind](cfg, bf16)
+    if child is not None:
+        out, _ = child.communicate()
+        if child.returncode == 0:
+            for (key, _), cost in zip(there, json.loads(out.strip().splitlines()[-1])):
+                _CACHE[key] = StepCost(**cost)
+        else:
+            errors.seek(0)
+            print(f"warning: the second counting process failed ({(errors.read().strip().splitlines() or ['?'])[-1]});"
+                  " counting its share here", file=sys.stderr)
+            for key, (kind, cfg, bf16) in there:
+                _CACHE[key] = COUNTS[kind](cfg, bf16)
+        payload.close()
+        errors.close()
 
 
 def _cached(kind: str, model_cfg: ModelConfig, bf16: bool, store=None) -> StepCost:
-    """The step's measurement, once per configuration (the puzzle embedding's size aside) and precision, kept in
+    """The step's count, once per configuration (the puzzle embedding's size aside) and precision, kept in
     ``store`` (a dict-like that persists, e.g. plan's cache file) when given."""
     key = _key(kind, model_cfg, bf16)
-    prefetch([(kind, model_cfg, bf16)], store)
     if key not in _CACHE:
-        if store is not None and key in store:
-            _CACHE[key] = StepCost(**store[key])
-        else:
-            fn = train_step_cost if kind == "train" else eval_update_cost
-            with torch.random.fork_rng():
-                _CACHE[key] = fn(model_cfg, bf16)
+        _CACHE[key] = StepCost(**store[key]) if store is not None and key in store else COUNTS[kind](model_cfg, bf16)
     if store is not None:
         store[key] = asdict(_CACHE[key])
     return _CACHE[key]

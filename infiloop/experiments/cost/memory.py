@@ -2,9 +2,9 @@
 and the ``train.micro_batch`` that fits where the configured one does not; beside them each job's host memory
 (``training/host_memory.py``, ``host.py``), which a Slurm job asks for.
 
-The measurements behind the estimates (one per model configuration and precision, a few seconds each on the CPU)
-are kept in ``runs/.plan-memory.json``. It shares its name with ``training/memory.py`` on purpose: that module
-models a process's peak, this one prints the plan's jobs by it.
+The counts behind the estimates (one per model configuration and precision, on fake tensors: about a second each,
+nothing trained or allocated) are kept in ``runs/.plan-memory.json``. It shares its name with ``training/memory.py``
+on purpose: that module models a process's peak, this one prints the plan's jobs by it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 from ... import paths
 from ...io import atomic_write_text
 from ...training import host_memory, memory
-from .host import split_rows
 from .plan import Plan
 
 ASSUMED_GPU_BYTES = 80e9  # an H100's 80 GB, where no CUDA device is here and --gpu-memory does not say
@@ -51,7 +50,7 @@ def _gb(n: float) -> str:
 
 def _host(run, train_cfg, device: str, processes: int, store: dict) -> str:
     """A training's host memory for the plan's row: per process, and per node where it runs several processes."""
-    est = host_memory.training_host(run.model_config(), train_cfg, split_rows(run), device,
+    est = host_memory.training_host(run.model_config(), train_cfg, run.split_rows(), device,
                                     processes if device.startswith("cuda") else 1, store)
     return _gb(est.per_process).strip() + (f" x{est.processes}" if est.processes > 1 else "")
 
@@ -64,10 +63,11 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
     store = _read_store()
     before = dict(store)
     cuda = plan.device.startswith("cuda")
-    memory.prefetch([("train", r.run.model_config(), memory.trains_bf16(r.run.train_config(), cuda)) for r in plan.runs]
-                    + [("eval", e.run.model_config(), cuda) for e in plan.evals], store)  # one process for them all
-    out = [f"\n## memory (estimated peak per process: training/memory.py, eager; device {where}; a job fits within "
-           f"{memory.HEADROOM:.0%} of it: {_gb(budget).strip()} GB)",
+    memory.count_all([("train", r.run.model_config(), memory.trains_bf16(r.run.train_config(), cuda))
+                      for r in plan.runs] + [("eval", e.run.model_config(), cuda) for e in plan.evals], store)
+    out = [f"\n## memory (estimated peak per process: training/memory.py, the eager step's tensors counted on fake "
+           f"tensors, nothing trained; device {where}; a job fits within {memory.HEADROOM:.0%} of it: "
+           f"{_gb(budget).strip()} GB)",
            "task    recipe        batch  micro  state GB  carried GB  per slot MB  peak GB  fits?       host GB  "
            "overrides"]
     for r in plan.runs:
@@ -90,7 +90,7 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
     out.append("state: weights, optimiser moments, EMA and gradients (float32; DDP's copy of them with several "
                "GPUs); carried: the process's slots' states, "
                "old and new; per slot: what one slot of a micro-batch adds (activations saved for the backward pass "
-               "and its transients, measured on the CPU at the run's precision); host: the host memory (RSS) of "
+               "and its transients, counted at the run's precision); host: the host memory (RSS) of "
                "one process, x the processes of a node after it where there are several (training/host_memory.py: "
                "Python and torch, the training data at its stored size, the CUDA runtime's host side; what a Slurm "
                "job asks for x 1.25 + 2 GB)")
@@ -101,7 +101,7 @@ def render(plan: Plan, gpus_per_run: int = 1, given_gb: float | None = None) -> 
         key = (e.run.config["task"], e.run.config["recipe"], e.batch)
         seen[key] = max(seen.get(key, 0), mem.peak(e.batch))
         hosts[key] = max(hosts.get(key, 0), host_memory.evaluation_host(
-            e.run.model_config(), split_rows(e.run, "test"), e.batch, plan.device, store).per_process)
+            e.run.model_config(), e.run.split_rows("test"), e.batch, plan.device, store).per_process)
     for (task, recipe, batch), peak in sorted(seen.items(), key=lambda kv: -kv[1])[:3]:  # the largest three
         out.append(f"evaluation {task}/{recipe} at {batch} puzzles a batch: {_gb(peak).strip()} GB "
                    f"({'fits' if peak <= budget else 'does NOT fit: lower the evaluation batch_size'}); host "

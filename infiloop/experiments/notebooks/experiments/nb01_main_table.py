@@ -48,7 +48,7 @@ def _evaluations(n: Needs, p: dict, task: str, r: str, run, matched: int) -> Non
     depth = run.run.training_depth
     if registry.task(task).voted:  # every test input, its predictions for pass@2 voting (at both depths)
         at = tuple(sorted({depth, matched}))
-        args = dict(updates=at[-1], every=depth if len(at) == 1 else 1, limit=len(run.run.test_data()), snapshots=at)
+        args = dict(updates=at[-1], every=depth if len(at) == 1 else 1, limit=run.run.split_rows("test"), snapshots=at)
     else:
         args = dict(updates=depth, every=depth, limit=p["limit"] or None)
     n.add_eval(f"{task}/{r}", run, "evaluate", **args)
