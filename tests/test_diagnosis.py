@@ -132,8 +132,10 @@ def test_split_table_separates_solved_and_unsolved_boards():
     assert rows[1][4].startswith(f"{expect:+.2f}")
 
 
-def test_multiplicity_counts_the_claims():
-    assert f"{len(paper.CLAIMS)} claims" in intervals.MULTIPLICITY
+def test_multiplicity_counts_the_claims_it_stands_under():
+    """The README's table of one profile's 15 claims said "The 33 claims"; the sentence counts the table's."""
+    assert intervals.multiplicity(15).startswith(f"The 15 claims above (of this companion's {len(paper.CLAIMS)}:")
+    assert intervals.multiplicity(len(paper.CLAIMS)).startswith(f"The {len(paper.CLAIMS)} claims above are decided")
 
 
 def _absence_claims_where_nothing_moved() -> dict[str, dict]:

@@ -5,7 +5,7 @@ coverage simulation that chose the method (infiloop/analysis/coverage.py), and t
 import numpy as np
 import pytest
 
-from infiloop.analysis import coverage, intervals, paper
+from infiloop.analysis import coverage, intervals
 from infiloop.analysis import trajectories as analysis
 from infiloop.analysis.intervals import Interval, bootstrap, interval, outcome, verdict, verdict_note
 from infiloop.analysis.quantiles import binomial_interval, t_quantile
@@ -163,7 +163,7 @@ def test_verdict_rule_on_planted_intervals():
     assert verdict_note(iv(float("nan"), float("nan")), "gain").endswith("undefined (no puzzle to measure it on, "
                                                                          "e.g. none solved); undecided")
     assert "A claim that something does not happen" in intervals.RULE and "**smaller**" in intervals.RULE
-    assert f"{len(paper.CLAIMS)} claims" in intervals.MULTIPLICITY
+    assert "no adjustment for multiplicity" in intervals.multiplicity(3)
 
 
 def test_coverage_at_three_seeds_in_a_small_simulation():

@@ -144,7 +144,7 @@ def test_the_scan_reads_the_verdicts_and_the_profiles_named():
 
 def test_a_count_of_the_claims_in_prose_is_the_code_s():
     """A number of claims said to be decided at once is len(paper.CLAIMS), or absent (docs/statistics.md said "About 22
-    claims" where the code held 33); the generated blocks print intervals.MULTIPLICITY, which counts them."""
+    claims" where the code held 33); the generated blocks print intervals.multiplicity, which counts those shown."""
     stated = [(p.name, int(m.group(1))) for p in PAGES
               for m in re.finditer(r"\b(\d+) claims (?:are decided|of this companion)",
                                    re.sub(r"<!-- ([\w -]+): start -->.*?<!-- \1: end -->", "",

@@ -149,7 +149,7 @@ def test_order_main_table_first(built):
 
 
 def test_claims_table(built):
-    from infiloop.analysis.intervals import MULTIPLICITY, RULE
+    from infiloop.analysis.intervals import RULE, multiplicity
 
     _, _, text, _ = built
     claims = text[text.index('id="claims"'):text.index('id="provenance"')]
@@ -167,7 +167,7 @@ def test_claims_table(built):
     assert "<th>seeds</th>" in claims and "kept all</td><td>3</td>" in claims  # each claim's seeds
     # the rule is stated once in the report, with the multiplicity sentence and the one-model mark explained
     assert text.count("The rule: ") == 1 and markup.inline(RULE) in claims
-    assert markup.esc(MULTIPLICITY) in claims and "¹ one trained model per connection" in claims
+    assert markup.esc(multiplicity(reported)) in claims and "¹ one trained model per connection" in claims
 
 
 def test_provenance_and_problems(built):

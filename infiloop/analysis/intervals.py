@@ -69,10 +69,13 @@ RULE = ("Each claim's effect is oriented so that the paper's effect is positive.
         "margin (no model here lost as the paper's TRM does). Where the paper's claim sets InfiLoop against TRM, "
         "InfiLoop − carry-last is decided too and its verdict leads. Where the paper gives no number, a true null "
         "reads undecided, never differs: differs then says the opposite direction.")
-MULTIPLICITY = (f"The {len(CLAIMS)} claims of this companion are decided at once, each by its own 95 % interval "
-                "with no adjustment for multiplicity: even with every interval covering as it should, one verdict in "
-                "twenty may be wrong by chance, so a single agrees or differs among many is weaker evidence than it "
-                "reads.")
+def multiplicity(shown: int) -> str:
+    """The sentence on multiplicity under a table of ``shown`` claims, of the companion's ``len(CLAIMS)``."""
+    which = (f"The {shown} claims above" if shown == len(CLAIMS) else
+             f"The {shown} claims above (of this companion's {len(CLAIMS)}: those its recorded runs decide)")
+    return (f"{which} are decided at once, each by its own 95 % interval with no adjustment for multiplicity: even "
+            "with every interval covering as it should, one verdict in twenty may be wrong by chance, so a single "
+            "agrees or differs among many is weaker evidence than it reads.")
 
 
 @dataclass

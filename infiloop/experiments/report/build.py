@@ -99,7 +99,7 @@ def claims_html(claims: list[dict]) -> str:
     """The aggregated claims table, with a count of each verdict, the rule that decides them (stated once, here),
     the mark of a verdict from one trained model and a sentence on multiplicity."""
     from ...analysis import paper_curves
-    from ...analysis.intervals import MULTIPLICITY, RULE
+    from ...analysis.intervals import RULE, multiplicity
 
     rows = []
     for c in claims:
@@ -114,6 +114,7 @@ def claims_html(claims: list[dict]) -> str:
     n = {k: sum(verdict(c) == k and not c.get("unreported") for c in claims) for k in MARK}
     n_unreported = sum(bool(c.get("unreported")) for c in claims)
     n_one = sum(one_model(c) for c in claims)
+    decided = len({c.get("id") for c in claims if not c.get("unreported")})
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "seeds", "effect: ours; the paper's",
                                              "verdict", "profile", "note"))
     return (f"<p>{n['agrees']} agree ✓, {n['smaller']} smaller than the paper's ↓, {n['differs']} differ ✗, "
@@ -122,7 +123,7 @@ def claims_html(claims: list[dict]) -> str:
             f"{ONE_MODEL}.</p>"
             f'<p class="rule">The rule: {inline(RULE)}</p>'
             f'<p class="note">{esc(paper_curves.statement())}</p>'
-            f'<p class="note">{esc(ONE_MODEL_NOTE)} {esc(MULTIPLICITY)}</p>'
+            f'<p class="note">{esc(ONE_MODEL_NOTE)} {esc(multiplicity(decided))}</p>'
             f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 

@@ -153,7 +153,7 @@ def verdict_cell(c: dict) -> str:
 def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = None) -> str:
     """The markdown table: each claim the recorded runs (of the profiles ``only``, default all) checked, the
     paper's number, ours, the effect beside the paper's, the verdict; then the counts and the rule."""
-    from ...analysis.intervals import MULTIPLICITY, RULE
+    from ...analysis.intervals import RULE, multiplicity
 
     claims = [c for c in recorded_claims(recorded) if only is None or c["profile"] in only]
     if not claims:
@@ -177,7 +177,7 @@ def render_table(recorded: Path | None = None, only: tuple[str, ...] | None = No
               f"The rule: {RULE}", ""]
     notes = [n for n, used in ((ONE_MODEL_NOTE, any(one_model(c) for c in claims)),
                                (EARLIER_NOTE, bool(earlier))) if used]
-    lines += [" ".join([*notes, MULTIPLICITY])]
+    lines += [" ".join([*notes, multiplicity(len(claims))])]
     return "\n".join(lines)
 
 
@@ -219,7 +219,7 @@ def render_compact(recorded: Path | None = None, only: tuple[str, ...] | None = 
     """The README's results table: one short row per claim (the claim, the paper, ours with its interval and seeds,
     the verdict), no cell longer than :data:`CELL` characters; then the counts and the rule. Each profile's full table
     (each seed's effect, the effect beside the paper's, how each interval was computed) is :func:`render_table`'s."""
-    from ...analysis.intervals import MULTIPLICITY, RULE
+    from ...analysis.intervals import RULE, multiplicity
 
     claims = [c for c in recorded_claims(recorded) if only is None or c["profile"] in only]
     if not claims:
@@ -235,7 +235,7 @@ def render_compact(recorded: Path | None = None, only: tuple[str, ...] | None = 
               "Each seed's effect, the depth each claim is decided at and how each interval was computed: "
               "[docs/results.md](docs/results.md).", "", f"The rule: {RULE}", ""]
     notes = [ONE_MODEL_NOTE] if any(one_model(c) for c in claims) else []
-    lines += [" ".join([*notes, MULTIPLICITY])]
+    lines += [" ".join([*notes, multiplicity(len(claims))])]
     return "\n".join(lines)
 
 
