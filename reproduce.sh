@@ -277,7 +277,9 @@ install_locked() {
         log "installing the lock's other packages beside torch's CUDA build (requirements-cpu.lock: exact versions, hashes checked, no dependencies of their own)"
     fi
     "$PY" -m pip install --quiet --require-hashes --no-deps -r "$LOCK"
-    "$PY" -m pip install --quiet --no-deps -e .
+    # setuptools' build of the editable install warns in a block of asterisks about a folder named as the package
+    # in the working directory (this checkout's own infiloop/): nothing to act on, so not shown
+    PYTHONWARNINGS=ignore "$PY" -m pip install --quiet --no-deps -e .
 }
 
 write_lock() {
@@ -326,7 +328,7 @@ setup() {
         log "not installing from the lock ($refusal): the newest versions pyproject.toml allows"
         install_torch
         log "installing the infiloop package and its tools (pip install -e .[dev])"
-        "$PY" -m pip install --quiet -e ".[dev]"
+        PYTHONWARNINGS=ignore "$PY" -m pip install --quiet -e ".[dev]"  # as in install_locked
     fi
     # papermill needs a kernel named python3 inside this environment (never a path in $HOME).
     "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (infiloop)" >/dev/null

@@ -17,6 +17,9 @@ for _name in WRITABLE:
         setattr(sys.modules["infiloop.paths"], _name.upper(), SESSION_DIR / _name)
 # No test asks the network: huggingface_hub reads only its caches (a test that fakes the hub unsets this itself).
 os.environ["HF_HUB_OFFLINE"] = "1"
+# The notebooks the tests run through papermill write the profile's results as the pipeline's do, not the scratch
+# folder of a notebook run by hand (notebooks/helper.keep_apart; tests/test_notebooks.py unsets it to test that).
+os.environ["INFILOOP_PIPELINE"] = "1"
 
 
 def _files(folder: Path) -> dict[str, tuple[int, int]]:

@@ -514,3 +514,20 @@ def test_the_verdict_rates_of_the_coverage_benchmark_run_as_documented(capsys):
         shares = [float(x.rstrip(" %")) for x in r.split(" | ")[4:8]]
         assert sum(shares) == pytest.approx(100.0)
     assert float(rows[2].split(" | ")[5].rstrip(" %")) == 0.0  # the paper's full effect: never smaller
+
+
+def test_kept_resample_counts_are_the_draws_and_leave_the_generator_where_drawing_would():
+    """The resample counts are kept by generator state: a second interval from the same state gets the same counts,
+    in the same memory layout (a BLAS product's rounding follows it), and its generator moves on as a draw would."""
+    from infiloop.analysis.intervals import _DRAWN, _weights
+
+    _DRAWN.clear()
+    plain = np.random.default_rng(3)
+    idx = plain.integers(0, 7, (11, 7)) + 7 * np.arange(11)[:, None]
+    drawn = np.bincount(idx.ravel(), minlength=77).reshape(11, 7).T.astype(np.float64)
+    after = plain.integers(0, 10 ** 9)
+    for _ in range(2):  # drawn, then kept
+        rng = np.random.default_rng(3)
+        w = _weights(rng, 7, 11)
+        assert np.array_equal(w, drawn) and w.strides == drawn.strides and rng.integers(0, 10 ** 9) == after
+    assert len(_DRAWN) == 1

@@ -325,6 +325,34 @@ def test_claims_and_tables_come_from_one_helper_that_checks_them():
         nb.table("T", ["a", "b"], [[1, 2], [3]])
 
 
+def test_a_notebook_run_by_hand_writes_apart_and_its_report_names_its_one_parameter(executed, tmp_path, monkeypatch):
+    """papermill outside the pipeline (as the README shows it): notebook 02 with one parameter changed writes its
+    summary and figures under results/scratch/, the default run's files stay as they were, and `report --scratch`
+    shows that section in place of the default run's, marked with that one parameter beyond the run's own."""
+    import papermill as pm
+
+    from infiloop.cli import main
+
+    default = paths.RESULTS / "smoke" / "summaries" / "02_depth_scaling.json"
+    kept = {p: p.read_bytes() for p in [default, *(paths.FIGURES / "smoke").glob("depth_*")]}
+    monkeypatch.delenv("INFILOOP_PIPELINE")
+    params = {**SMOKE["02_depth_scaling"], "retention_window": 5}
+    pm.execute_notebook(str(ROOT / "notebooks" / "02_depth_scaling.ipynb"), str(tmp_path / "by-hand.ipynb"),
+                        kernel_name="python3", parameters={"profile": "smoke", **params}, cwd=str(ROOT),
+                        progress_bar=False)
+    assert {p: p.read_bytes() for p in kept} == kept
+    scratch = json.loads((paths.RESULTS / "scratch" / "smoke" / "summaries" / "02_depth_scaling.json").read_text())
+    ours = json.loads(default.read_text())["parameters"]
+    assert scratch["parameters"] == {**ours, "retention_window": 5}
+    assert scratch["figures"] and all(Path(f["path"]).is_relative_to(paths.RESULTS / "scratch" / "figures" / "smoke")
+                                      for f in scratch["figures"])
+    assert main(["report", "--profile", "smoke", "--scratch"]) == 0
+    text = (paths.RESULTS / "scratch" / "smoke" / "report.html").read_text()
+    section = text[text.index('id="nb-02_depth_scaling"'):text.index("</section>", text.index('id="nb-02_depth'))]
+    assert "run outside the pipeline" in section and "-p retention_window 5" in section
+    assert text.count("run outside the pipeline (results/scratch/") == 1  # the other sections are the default run's
+
+
 @pytest.mark.slow  # 52 s: trains a second seed of the main models
 def test_gamma_and_perturbation_notebooks_take_several_seeds(executed, tmp_path):
     """Notebooks 03 and 04 with ``seeds="0,1"``: the plan trains the second seed, and every interval and claim

@@ -39,6 +39,7 @@ from ..machine import cuda_problem
 from .compute import executors
 from .notebooks import declarations, parameters
 from .notebooks import manifest as jobs
+from .notebooks.helper import PIPELINE
 from .placement import apart_note, default_device, kept_apart
 from .settings import profiles
 
@@ -165,18 +166,21 @@ def _run_notebooks(stages: Stages, selected: list[str], profile: str, params: di
     """Every selected notebook, ``workers`` at a time (each in its own kernel; they only read the run cache and
     write their own files). Several at once: each kernel gets one torch thread (``OMP_NUM_THREADS=1``): two
     kernels of two threads on two cores slow each other down several times."""
-    if workers <= 1 or len(selected) <= 1:
-        for name in selected:
-            stages.run(name, lambda name=name: _run_notebook(name, profile, params, out_dir))
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    old = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    # The kernels write the profile's results, not the scratch folder of a notebook run by hand (helper.keep_apart);
+    # several at once, each gets one torch thread
+    several = workers > 1 and len(selected) > 1
+    old = {k: os.environ.get(k) for k in (PIPELINE, *(("OMP_NUM_THREADS", "MKL_NUM_THREADS") if several else ()))}
     os.environ.update({k: "1" for k in old})  # inherited by the kernels started below
     try:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda name: stages.run(name, lambda: _run_notebook(name, profile, params, out_dir,
-                                                                                progress=False)), selected))
+        if not several:
+            for name in selected:
+                stages.run(name, lambda name=name: _run_notebook(name, profile, params, out_dir))
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(lambda name: stages.run(name, lambda: _run_notebook(name, profile, params, out_dir,
+                                                                                    progress=False)), selected))
     finally:
         for k, v in old.items():
             if v is None:

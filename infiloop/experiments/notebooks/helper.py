@@ -13,6 +13,7 @@ and its tables by ``nb.table(title, columns, rows)``.
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +25,7 @@ from ...analysis import paper
 from ...errors import UsageError
 from ...io import atomic_write_text
 from ...tasks.registry import voted_tasks
+from ..report.summaries import SCRATCH
 from ..settings import profiles
 from ..store.runs import trained_run
 from .parameters import assigned
@@ -108,6 +110,22 @@ def reject_unknown_parameters(inputs: list[str] | None = None) -> None:
                              f"{', '.join(sorted(declared))}")
 
 
+PIPELINE = "INFILOOP_PIPELINE"  # "1" in the kernels of the notebooks the pipeline runs (``pipeline._run_notebooks``)
+
+
+def keep_apart() -> Path | None:
+    """Where a notebook run outside the pipeline (papermill, JupyterLab, nbconvert) writes: its summary under
+    ``results/scratch/<profile>/summaries/`` and its figures under ``results/scratch/figures/<profile>/``, never over
+    the default run's (``results/<profile>/``, ``figures/<profile>/``); ``python -m infiloop report --scratch`` then
+    reports the default run with these sections in place of its own. None inside the pipeline (nothing moves)."""
+    if os.environ.get(PIPELINE) == "1":
+        return None
+    if paths.RESULTS.name != SCRATCH:  # once per kernel, however often the cell runs
+        paths.RESULTS = paths.RESULTS / SCRATCH
+        paths.FIGURES = paths.RESULTS / "figures"
+    return paths.RESULTS
+
+
 class Notebook:
     def __init__(self, name: str, title: str, profile: str, device: str, seed: int):
         reject_unknown_parameters()
@@ -118,6 +136,7 @@ class Notebook:
         check("device", device, str, _device_ok, "'cpu' or an available CUDA device such as 'cuda'")
         check("seed", seed, int, lambda v: v >= 0, "an integer >= 0")
         self.name, self.title, self.profile, self.device, self.seed = name, title, profile, device, seed
+        self.apart = keep_apart()
         self.t0 = time.time()
         self.need = None  # what :meth:`needs` declared: its runs identify the claims' data (``runs_of``)
         torch.manual_seed(seed)
@@ -170,13 +189,16 @@ class Notebook:
                 c["data"] = with_seeds(c["data"], self.need.seeds)  # a claim built outside :meth:`claim`
         summary = {"tables": tables}
         claims = with_contrasts(claims, summary)  # InfiLoop against carry-last where the paper's claim draws it
-        write_summary({"notebook": self.name, "title": self.title, "profile": self.profile,
+        path = write_summary({"notebook": self.name, "title": self.title, "profile": self.profile,
                        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "wall_time_s": round(time.time() - self.t0, 2), "text": text, "figures": figures,
                        "tables": tables, "claims": claims,
                        "parameters": self.changed_parameters(),
                        **({"runs": runs_of(self.need), "environment": environment()} if self.need is not None
                           and self.need.runs else {})})
+        if self.apart is not None:
+            print(f"run outside the pipeline: wrote {path} (the default run's results/{self.profile}/ is unchanged); "
+                  f"`python -m infiloop report --profile {self.profile} --scratch` reports it in place of its section")
 
     def changed_parameters(self) -> dict:
         """The parameters this notebook ran with that are not its defaults (besides ``profile`` and ``device``): the

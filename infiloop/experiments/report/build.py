@@ -46,7 +46,7 @@ from ..settings import profiles
 from .markup import esc, inline, markdown, table_html, warn
 from .pages import PAGES, notebook_pages
 from .provenance import PACKAGES_FILE, PACKAGES_KEY, provenance, write_packages
-from .summaries import folders, load_summaries
+from .summaries import SCRATCH, folders, load_summaries
 from .verdicts import MARK, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 MAIN_NOTEBOOK = "01_main_table"
@@ -176,9 +176,10 @@ def verdict_lines(claims: list[dict]) -> str:
 
 
 def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | None = None,
-                     lead: str = "") -> tuple[str, list[str]]:
+                     lead: str = "", pages: str = PAGES) -> tuple[str, list[str]]:
     """One notebook's section: its heading, its claims' verdicts (a line each), figures and tables, then what
-    the notebook says, folded; plus its missing figures. ``lead``: HTML shown first (a missing table's warning)."""
+    the notebook says, folded; plus its missing figures. ``lead``: HTML shown first (a missing table's warning);
+    ``pages``: the executed notebooks' folder as the report links it."""
     name = s.get("notebook", "")
     meta = [f"profile: {esc(s['profile'])}"] if s.get("profile") else []
     meta += [f"created {esc(s['created'])}"] if s.get("created") else []
@@ -190,8 +191,12 @@ def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | Non
     if s.get("parameters"):
         lead = warn("made with parameters other than its defaults, so not the default run's: "
                     + " ".join(f"-p {k} {v}" for k, v in s["parameters"].items())) + lead
+    if s.get("scratch"):
+        lead = warn(f"run outside the pipeline (results/{SCRATCH}/{s.get('profile')}/summaries/{name}.json), in place "
+                    "of the default run's section") + lead
     page = folders(root)[1] / str(s.get("profile") or "") / PAGES / f"{name}.html"
-    link = f'<a href="{PAGES}/{esc(name)}.html">notebook {esc(name)}</a>' if page.is_file() else f"notebook {esc(name)}"
+    link = (f'<a href="{pages}/{esc(name)}.html">notebook {esc(name)}</a>' if page.is_file() and not s.get("scratch")
+            else f"notebook {esc(name)}")
     parts = [f'<section id="nb-{esc(name)}"><h2>{esc(s.get("title") or name)}</h2>',
              f'<p class="meta">{link}{" · " + meta if meta else ""}</p>', lead,
              verdict_lines(claims or [])]
@@ -243,9 +248,10 @@ def _commits_row(summaries: list[dict], report_commit: str) -> str:
     return f"<tr><th>notebooks run at</th><td>{esc(text)}</td></tr>"
 
 
-def render(profile: str, root: Path | None = None) -> str:
-    """The report's HTML as a string (see the module docstring)."""
-    summaries, problems = load_summaries(profile, root)
+def render(profile: str, root: Path | None = None, scratch: bool = False) -> str:
+    """The report's HTML as a string (see the module docstring); ``scratch``: the default run's with each notebook
+    run outside the pipeline in place of its section (``results/scratch/<profile>/report.html``)."""
+    summaries, problems = load_summaries(profile, root, scratch)
     claims = _all_claims(summaries, profile, problems)
     main = next((s for s in summaries if s.get("notebook") == MAIN_NOTEBOOK), None)
     no_table = warn(f"no main table: {MAIN_NOTEBOOK} has no summary or no table; showing the paper's numbers "
@@ -254,7 +260,8 @@ def render(profile: str, root: Path | None = None) -> str:
     for s in summaries:
         mine = [c for c in claims if c.get("notebook") == s.get("notebook") and not c.get("unreported")]
         lead = no_table if s is main and not main.get("tables") else ""
-        section, figure_problems = notebook_section(s, root, mine, lead)
+        section, figure_problems = notebook_section(s, root, mine, lead,
+                                                    f"../../{profile}/{PAGES}" if scratch else PAGES)
         sections.append(section)
         problems += figure_problems
     stage_table, failed = stages_html(profile, root)
@@ -296,14 +303,17 @@ summaries · {len(problems)} problem(s)</p>
 """
 
 
-def build_report(profile: str, root: Path | None = None) -> Path:
-    """Write ``results/<profile>/report.html`` (atomically); ``root``: another checkout (see ``summaries.folders``)."""
+def build_report(profile: str, root: Path | None = None, scratch: bool = False) -> Path:
+    """Write ``results/<profile>/report.html`` (atomically); ``root``: another checkout (see ``summaries.folders``);
+    ``scratch``: ``results/scratch/<profile>/report.html``, the notebooks run outside the pipeline in place of their
+    sections (:func:`render`)."""
     if not paths.is_plain_name(profile):
         raise ValueError(f"profile name {profile!r} is not a plain name")
-    results = folders(root)[1] / profile
+    results = folders(root)[1] / (f"{SCRATCH}/{profile}" if scratch else profile)
     write_packages(results)
-    notebook_pages(profile, root)
-    return atomic_write_text(results / "report.html", render(profile, root))
+    if not scratch:
+        notebook_pages(profile, root)
+    return atomic_write_text(results / "report.html", render(profile, root, scratch))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,12 +324,15 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"profile whose results to report: {profiles.choices()}")
     parser.add_argument("--root", default=None,
                         help=f"repository root whose results/ to report (default: {paths.RESULTS})")
+    parser.add_argument("--scratch", action="store_true",
+                        help=f"report results/{SCRATCH}/<profile>/report.html: the default run's, with each notebook "
+                             "run outside the pipeline (papermill, JupyterLab) in place of its section")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     results = folders(args.root)[1]
     if not (results / args.profile).is_dir():
         print(f"report: {results / args.profile} does not exist; run the notebooks first "
               "(./reproduce.sh). Writing a report that says so.", file=sys.stderr)
-    path = build_report(args.profile, args.root)
+    path = build_report(args.profile, args.root, args.scratch)
     print(path)
     return 0
 

@@ -20,10 +20,20 @@ def folders(root: str | Path | None) -> tuple[Path, Path]:
     return Path(root), Path(root) / "results"
 
 
-def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], list[str]]:
-    """Summaries in notebook order (the paper's five first, then any others); plus problems found."""
-    folder = folders(root)[1] / profile / "summaries"
-    files = {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+SCRATCH = "scratch"  # results/scratch/<profile>/: a notebook run outside the pipeline (notebooks/helper.keep_apart)
+
+
+def _summary_files(folder: Path) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+
+
+def load_summaries(profile: str, root: Path | None = None, scratch: bool = False) -> tuple[list[dict], list[str]]:
+    """Summaries in notebook order (the paper's five first, then any others); plus problems found. ``scratch``: the
+    default run's, each replaced by a notebook's run outside the pipeline where there is one (marked ``scratch``)."""
+    results = folders(root)[1]
+    files = _summary_files(results / profile / "summaries")
+    mine = _summary_files(results / SCRATCH / profile / "summaries") if scratch else {}
+    files.update(mine)
     order = [n for n in paper.NOTEBOOKS if n in files] + sorted(set(files) - set(paper.NOTEBOOKS))
     summaries, problems = [], []
     for name in order:
@@ -35,6 +45,8 @@ def load_summaries(profile: str, root: Path | None = None) -> tuple[list[dict], 
             problems.append(f"{name}: summary unreadable ({e})")
             continue
         s.setdefault("notebook", name)
+        if name in mine:
+            s["scratch"] = True
         if s.get("profile") not in (None, profile):
             problems.append(f"{name}: summary says profile {s.get('profile')!r}, not {profile!r}")
         summaries.append(s)
