@@ -1,7 +1,7 @@
 """Benchmark: the memory model of a training step (infiloop/training/memory.py) against the trainer's measured peak.
 
-For each size: the estimate (the state, the carried slots twice, the step measured at micro-batches 1 and 2 and
-extended in a straight line) and what the real trainer allocates at its peak in its first two steps (the CPU
+For each size: the estimate (the state, the carried slots twice, the step counted on fake tensors at micro-batches 1
+and 2 and extended in a straight line) and what the real trainer allocates at its peak in its first two steps (the CPU
 allocator's events; on CUDA the caching allocator's peak), and their ratio. The goal: within 25 % at every size.
 Then the `paper` profile's largest trainings at their micro-batch, estimated.
 
