@@ -61,6 +61,12 @@ SLOW = {
     "python -m infiloop plan --profile paper": "counts the memory of 44 model configurations: about 20 s on 2 CPU "
                                                "cores (tests/test_memory.py plans the paper profile's memory with "
                                                "-m slow, the gpu profile's in the suite)",
+    "python -m infiloop notebook 02 -p profile tiny -p max_updates 480":
+        "trains notebook 02's three tiny models: about 22 minutes (tests/test_notebooks.py runs the same command at "
+        "smoke in the default suite)",
+    "python -m infiloop notebook 02 -p retention_window 24":
+        "runs notebook 02 at quick, training its models first (tests/test_notebooks.py runs the same command at "
+        "smoke in the default suite)",
     "python -m infiloop plan --profile gpu --only 01 --tflops 200":
         "prices the gpu profile's notebook 01 as `plan --profile gpu --only 01 --only perturbation --tflops 100` does "
         "in the default suite",

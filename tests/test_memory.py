@@ -72,10 +72,11 @@ def test_the_count_of_a_training_step_is_within_a_tenth_of_the_allocators_events
     assert abs(counted.per_sample / per_sample - 1) < 0.10, (counted, per_sample)
 
 
-# Three sizes (measured 2026-12-05 on the 2-core reference machine: the model 0.94-1.00 of the measured peak)
+# Three sizes, the bf16 one in the slow step (measured 2026-12-05 on the 2-core reference machine: the model 0.94-1.00
+# of the measured peak)
 @pytest.mark.parametrize("profile,overrides,micro_batch,precision", [
     ("quick", {}, 0, "fp32"),
-    ("tiny", {}, 8, "bf16"),
+    pytest.param("tiny", {}, 8, "bf16", marks=pytest.mark.slow),  # 7 s: a bf16 step of the CPU (the count: below)
     ("tiny", {"model.d_model": 128}, 0, "fp32"),
 ])
 def test_the_memory_model_is_within_a_quarter_of_the_trainers_measured_peak(profile, overrides, micro_batch,

@@ -2,6 +2,7 @@
 through papermill at the smoke profile, then the report compiled and checked in a browser."""
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -325,32 +326,44 @@ def test_claims_and_tables_come_from_one_helper_that_checks_them():
         nb.table("T", ["a", "b"], [[1, 2], [3]])
 
 
-def test_a_notebook_run_by_hand_writes_apart_and_its_report_names_its_one_parameter(executed, tmp_path, monkeypatch):
-    """papermill outside the pipeline (as the README shows it): notebook 02 with one parameter changed writes its
-    summary and figures under results/scratch/, the default run's files stay as they were, and `report --scratch`
-    shows that section in place of the default run's, marked with that one parameter beyond the run's own."""
-    import papermill as pm
-
+def test_a_notebook_run_by_hand_writes_apart_and_its_report_names_its_one_parameter(executed, capsys, monkeypatch):
+    """`python -m infiloop notebook 02 -p ...` (papermill outside the pipeline): notebook 02 with one parameter changed
+    writes its executed copy, summary and figures under results/scratch/, the default run's files stay as they were,
+    and the scratch report it brings up to date shows that section in place of the default run's, marked with that one
+    parameter beyond the run's own."""
     from infiloop.cli import main
 
     default = paths.RESULTS / "smoke" / "summaries" / "02_depth_scaling.json"
     kept = {p: p.read_bytes() for p in [default, *(paths.FIGURES / "smoke").glob("depth_*")]}
-    monkeypatch.delenv("INFILOOP_PIPELINE")
-    params = {**SMOKE["02_depth_scaling"], "retention_window": 5}
-    pm.execute_notebook(str(ROOT / "notebooks" / "02_depth_scaling.ipynb"), str(tmp_path / "by-hand.ipynb"),
-                        kernel_name="python3", parameters={"profile": "smoke", **params}, cwd=str(ROOT),
-                        progress_bar=False)
+    params = {"profile": "smoke", **SMOKE["02_depth_scaling"], "retention_window": 5}
+    monkeypatch.setenv("INFILOOP_PIPELINE", "1")  # as in the suite: the command's kernel must not see it
+    assert main(["notebook", "02", *(x for k, v in params.items() for x in ("-p", k, str(v)))]) == 0
+    assert os.environ["INFILOOP_PIPELINE"] == "1"
+    scratch = paths.RESULTS / "scratch" / "smoke"
+    assert capsys.readouterr().out.split() == [str(scratch / "02_depth_scaling.ipynb"), str(scratch / "report.html")]
     assert {p: p.read_bytes() for p in kept} == kept
-    scratch = json.loads((paths.RESULTS / "scratch" / "smoke" / "summaries" / "02_depth_scaling.json").read_text())
-    ours = json.loads(default.read_text())["parameters"]
-    assert scratch["parameters"] == {**ours, "retention_window": 5}
-    assert scratch["figures"] and all(Path(f["path"]).is_relative_to(paths.RESULTS / "scratch" / "figures" / "smoke")
-                                      for f in scratch["figures"])
-    assert main(["report", "--profile", "smoke", "--scratch"]) == 0
-    text = (paths.RESULTS / "scratch" / "smoke" / "report.html").read_text()
+    summary = json.loads((scratch / "summaries" / "02_depth_scaling.json").read_text())
+    assert summary["parameters"] == {**json.loads(default.read_text())["parameters"], "retention_window": 5}
+    assert summary["figures"] and all(Path(f["path"]).is_relative_to(paths.RESULTS / "scratch" / "figures" / "smoke")
+                                      for f in summary["figures"])
+    text = (scratch / "report.html").read_text()
     section = text[text.index('id="nb-02_depth_scaling"'):text.index("</section>", text.index('id="nb-02_depth'))]
     assert "run outside the pipeline" in section and "-p retention_window 5" in section
     assert text.count("run outside the pipeline (results/scratch/") == 1  # the other sections are the default run's
+
+
+def test_a_notebook_run_by_hand_refuses_a_parameter_in_one_line(capsys):
+    """An undeclared parameter is refused before a kernel starts; a value the notebook refuses, by the notebook, both
+    in one line that names the parameter (papermill itself prints tens of lines of traceback)."""
+    from infiloop.cli import main
+
+    assert main(["notebook", "depth_scaling", "-p", "retention_windw", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: -p retention_windw: not a parameter of "
+                                                         "02_depth_scaling") and "retention_window" in err
+    assert main(["notebook", "02", "-p", "profile", "smoke", "-p", "retention_window", "-3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: 02_depth_scaling: ") and "retention_window" in err
 
 
 @pytest.mark.slow  # 52 s: trains a second seed of the main models

@@ -6,6 +6,7 @@
     eval        evaluate a trained run to any depth (trajectory file + accuracy by depth; ARC: pass@1, pass@2)
     report      compile results/<profile>/report.html from the notebooks' summaries
     reproduce   the whole pipeline (what ``./reproduce.sh`` runs)
+    notebook    one notebook run by hand through papermill: its outputs under results/scratch/, its report updated
     plan        every run and evaluation of a profile's notebooks, with an estimate of their time here (on a CUDA
                 device that is not here: a FLOP estimate, in GPU-hours)
     pilot       a short measured training of a GPU profile's Table-1 connections: go or no-go
@@ -222,6 +223,8 @@ PASS_THROUGH = {
     "data": ("", "datasets: generate, validate, build, describe, audit (see `data -h`)"),
     "report": (".experiments.report.build", "compile results/<profile>/report.html from the notebook summaries"),
     "reproduce": (".experiments.pipeline", "run the whole pipeline (what ./reproduce.sh runs; see `reproduce -h`)"),
+    "notebook": (".experiments.notebooks.by_hand", "one notebook run by hand through papermill: its outputs under "
+                 "results/scratch/, the scratch report updated, a mistake in one line (`notebook -h`)"),
     "pilot": (".experiments.cost.pilot", "a short measured training of a GPU profile's connections: go or no-go "
               "(`pilot -h`)"),
     "manifest": (".experiments.notebooks.manifest", "the runs and evaluations each notebook reads, as JSON lines "
