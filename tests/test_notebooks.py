@@ -237,6 +237,8 @@ def test_pipeline_continues_past_a_failing_notebook(executed):
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 1, res.stderr[-3000:]
     assert "FAILED: 03_gamma_dynamics" in res.stderr
+    said = next(ln for ln in res.stderr.splitlines() if ln.startswith("[reproduce] 03_gamma_dynamics FAILED: "))
+    assert said.split("FAILED: ", 1)[1].startswith("ParameterError in cell [") and "before" in said  # one line
     assert "without encryption" not in res.stderr + res.stdout  # the kernels run over IPC, quietly
     stages = {s["name"]: s for s in json.loads((paths.RESULTS / "smoke" / "stages.json").read_text())["stages"]}
     assert stages["02_depth_scaling"]["status"] == "ok"

@@ -74,6 +74,14 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def stage_error(e: BaseException) -> str:
+    """A failed stage's error in one line: a notebook's as its error and cell (papermill's own message is the cell's
+    whole traceback, which the executed notebook keeps), anything else as its type and message."""
+    if hasattr(e, "ename") and hasattr(e, "evalue"):  # papermill.exceptions.PapermillExecutionError
+        return f"{e.ename} in cell [{getattr(e, 'exec_count', '?')}]: {' '.join(str(e.evalue).split())}"
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
 class Stages:
     """Timed stages, written to stages.json after each one (a killed pipeline keeps what it did).
 
@@ -104,7 +112,7 @@ class Stages:
             if isinstance(extra, dict):  # measurements of the stage (the compute stage's floor)
                 rec.update(extra)
         except Exception as e:  # noqa: BLE001 - one failing stage must not stop the others
-            rec.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
+            rec.update(status="failed", error=stage_error(e)[:2000])
             if isinstance(e, stop_on):
                 stop = e
             else:

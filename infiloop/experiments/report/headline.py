@@ -183,8 +183,9 @@ def render_headline(found: dict[str, dict], profile: str, cpu: dict[int, str] | 
         out.append(f"Carry-last's fall after a peak chosen on held-out puzzles: {_iv(found[FALL])} points, "
                    f"**{verdict(found[FALL])}**.")
     if SCORE in found:
-        out.append(f"InfiLoop's content score, right against wrong boards: AUROC "
-                   f"{_iv(found[SCORE], offset=0.5)}, **{verdict(found[SCORE])}** (½ is chance).")
+        out.append(f"InfiLoop's content score, right against wrong boards: AUROC − ½ {_iv(found[SCORE])}, the "
+                   f"table's scale (the AUROC itself {_iv(found[SCORE], offset=0.5)}; 0 is chance), "
+                   f"**{verdict(found[SCORE])}**.")
     return " ".join(out)
 
 
