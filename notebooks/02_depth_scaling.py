@@ -191,8 +191,8 @@ drift = {r: tuple(intervals.over_seeds(by_seed[r].values(), terms, 1000, bounds=
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
 for r, ivs in drift.items():
     for axis, iv in zip((ax1, ax2), ivs):
-        axis.plot(ups, 100 * iv.value, color=plotting.COLORS[r], label=plotting.LABELS[r])
-        axis.fill_between(ups, 100 * iv.lo, 100 * iv.hi, color=plotting.COLORS[r], alpha=0.2, lw=0)
+        axis.plot(ups, 100 * iv.value, color=plotting.COLORS[r], label=plotting.LABELS[r], lw=2, zorder=3)
+        axis.fill_between(ups, 100 * iv.lo, 100 * iv.hi, color=plotting.COLORS[r], alpha=0.12, lw=0, zorder=1)
 for axis in (ax1, ax2):
     axis.axvline(depth, color="grey", ls=":", lw=1)
     axis.set_xscale("log")

@@ -83,22 +83,24 @@ retention_iv = {r: [effects.proportion([q[i][0] for q in terms[r]], [q[i][1] for
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
 retention = {r: {e: iv.value for e, iv in zip(eps_grid, retention_iv[r])} for r in MAIN_RECIPES}
 positive = [e for e in eps_grid if e > 0]
-for r, o in outs.items():
-    xs = [e if e > 0 else min(positive or [1e-4]) / 3 for e in eps_grid]
+# the models side by side at each ε (often all at 100 %, one line over another), each with its own marker
+dodge = {r: 1.15 ** (i - (len(outs) - 1) / 2) for i, r in enumerate(outs)}
+for (r, o), marker in zip(outs.items(), "osD^v"):
+    xs = [(e if e > 0 else min(positive or [1e-4]) / 3) * dodge[r] for e in eps_grid]
     mean = np.array([100 * iv.value for iv in retention_iv[r]])
     err = np.array([[100 * (iv.value - iv.lo), 100 * (iv.hi - iv.value)] for iv in retention_iv[r]]).T
-    ax1.errorbar(xs, mean, yerr=np.nan_to_num(err), marker="o", capsize=3, color=plotting.COLORS[r],
+    ax1.errorbar(xs, mean, yerr=np.nan_to_num(err), marker=marker, capsize=3, color=plotting.COLORS[r],
                  label=plotting.LABELS[r])
     for e_i, e in enumerate(o["eps"]):
         if e in (min(positive, default=0), max(positive, default=0)) and e > 0:
             ls = "-" if e == min(positive) else "--"
             ax2.plot(o["updates"] - at, np.median(o["distance"][e_i], axis=1), color=plotting.COLORS[r], ls=ls,
                      label=f"{plotting.LABELS[r]}, ε = {e:g}")
-ax1.set(xscale="log", xlabel="ε (the leftmost point is ε = 0)", ylabel="solved at the perturbation, still right (%)",
-        ylim=(0, 101))
+ax1.set(xscale="log", xlabel="ε (the leftmost point is ε = 0; the models side by side)",
+        ylabel="solved at the perturbation, still right (%)", ylim=(0, 104))
 ax2.set(yscale="log", xlabel=f"updates after the perturbation at {at}", ylabel="median ‖y^ε − y‖ / ‖y‖",
         title=f"seed {seed_list[0]}")
-ax1.legend(fontsize=8)
+ax1.legend(fontsize=8, loc="lower left")  # the curves keep to the top: what was solved mostly stays solved
 ax2.legend(fontsize=7)
 plotting.profile_note(ax2, profile, n_puzzles)
 fig.tight_layout()

@@ -51,9 +51,9 @@ def bars(acc: dict, label: dict, rows_paper: dict, short: int, long: int, profil
     names = list(acc)
     x = np.arange(len(names))
     ax.bar(x - 0.3, [100 * acc[n][0] for n in names], 0.3, color=plotting.COLORS["infiloop"], alpha=0.6,
-           label=f"this run @ {short} updates")
+           label=f"this run after {short} outer updates (the short budget, as the paper's H = 3)")
     ax.bar(x, [100 * acc[n][1] for n in names], 0.3, color=plotting.COLORS["infiloop"],
-           label=f"this run @ {long} updates")
+           label=f"this run after {long} outer updates ({long / short:.3g} x as many, as the paper's H = 32)")
     ax.bar(x + 0.3, [rows_paper[n][0] or 0 for n in names], 0.3, color=plotting.COLORS["paper"], alpha=0.5,
            label="paper H3 L6 (9x9)")
     ax.set_xticks(x, [label[n] for n in names], rotation=25, ha="right")

@@ -29,7 +29,10 @@ REFUSED = ("ParameterError", "UsageError")  # the notebook refused a parameter: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(prog="python -m infiloop notebook", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m infiloop notebook",
+                description="Run one notebook by hand through papermill: its executed copy, summary and figures "
+                            "under results/scratch/, the scratch report brought up to date (report --scratch), a "
+                            "refused parameter in one line.")
     ap.add_argument("name", help="the notebook: 02_depth_scaling, 02 or depth_scaling")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                     help="a parameter of the notebook (value read as YAML), as papermill's -p")
