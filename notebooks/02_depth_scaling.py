@@ -189,9 +189,11 @@ by_depth = ((analysis.state_change_by_depth_terms, intervals.NONNEGATIVE),
 drift = {r: tuple(intervals.over_seeds(by_seed[r].values(), terms, 1000, bounds=bounds) for terms, bounds in by_depth)
          for r in MAIN_RECIPES}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
-for r, ivs in drift.items():
+# lines over lighter bands, each in its own style and width: where they coincide (often all at 0 in the right panel)
+# the thinner one lies inside the wider one
+for (r, ivs), (ls, lw) in zip(drift.items(), [("-", 3.2), ("--", 2.2), (":", 1.6)] * 2):
     for axis, iv in zip((ax1, ax2), ivs):
-        axis.plot(ups, 100 * iv.value, color=plotting.COLORS[r], label=plotting.LABELS[r], lw=2, zorder=3)
+        axis.plot(ups, 100 * iv.value, color=plotting.COLORS[r], label=plotting.LABELS[r], ls=ls, lw=lw, zorder=3)
         axis.fill_between(ups, 100 * iv.lo, 100 * iv.hi, color=plotting.COLORS[r], alpha=0.12, lw=0, zorder=1)
 for axis in (ax1, ax2):
     axis.axvline(depth, color="grey", ls=":", lw=1)

@@ -109,7 +109,7 @@ for ax, task, title in zip(axes, looplm.TASKS, ("knowledge (held-out question fo
         ax.plot([lk], [100 * grid.curve(task, nonloop, "carry_last", [lk]).value[0]], "x", ms=9, color="grey",
                 label=f"non-looped {nonloop}")
     ax.axvline(lk, color="grey", ls=":", lw=1)
-    ax.set(xscale="log", xlabel="blocks each token passes through at test time, L(r)", title=title, ylim=(0, 100))
+    ax.set(xscale="log", xlabel="blocks per token at test time, L(r)", title=title, ylim=(0, 100))
     looplm_grid.depth_ticks(ax, g.loops(base), K[base], depths)
 axes[0].set_ylabel("exact accuracy (%)")
 axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the bands

@@ -58,7 +58,7 @@ def bars(acc: dict, label: dict, rows_paper: dict, short: int, long: int, profil
            label="paper H3 L6 (9x9)")
     ax.set_xticks(x, [label[n] for n in names], rotation=25, ha="right")
     ax.set(ylabel="exact accuracy (%)", ylim=(0, 100))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=2, frameon=False)  # above the bars
     plotting.profile_note(ax, profile, n_puzzles)
     fig.tight_layout()
     return fig
