@@ -188,7 +188,7 @@ def test_the_notebooks_run_as_many_at_a_time_as_there_are_slots(tmp_path, monkey
         if name == "03":
             raise RuntimeError("broken notebook")
 
-    monkeypatch.setattr(pipeline, "_run_notebook", fake)
+    monkeypatch.setattr(pipeline, "run_notebook", fake)
     stages = pipeline.Stages(tmp_path / "stages.json")
     pipeline._run_notebooks(stages, ["01", "02", "03", "04"], "smoke", {}, tmp_path, 2)
     assert most[0] == 2 and all(v == ("1", False) for v in seen.values()) and len(seen) == 4

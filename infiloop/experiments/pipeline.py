@@ -158,7 +158,9 @@ def ipc_kernel_manager():
     return IPCKernelManager
 
 
-def _run_notebook(name: str, profile: str, params: dict, out_dir: Path, progress: bool = True) -> None:
+def run_notebook(name: str, profile: str, params: dict, out_dir: Path, progress: bool = True) -> None:
+    """Notebook ``name`` through papermill into ``out_dir/<name>.ipynb``, with the ``params`` it declares (the
+    pipeline's stages; the notebook command's run by hand)."""
     import papermill as pm
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -182,12 +184,12 @@ def _run_notebooks(stages: Stages, selected: list[str], profile: str, params: di
     try:
         if not several:
             for name in selected:
-                stages.run(name, lambda name=name: _run_notebook(name, profile, params, out_dir))
+                stages.run(name, lambda name=name: run_notebook(name, profile, params, out_dir))
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(lambda name: stages.run(name, lambda: _run_notebook(name, profile, params, out_dir,
+                list(pool.map(lambda name: stages.run(name, lambda: run_notebook(name, profile, params, out_dir,
                                                                                     progress=False)), selected))
     finally:
         for k, v in old.items():

@@ -83,12 +83,7 @@ def _declared_eval(e: specs.EvalSpec) -> dict:
 def _test_puzzles(run: cache.Run, limit: int | None) -> int:
     """Puzzles of the profile's test set an evaluation with ``limit`` runs on, from the data settings (their
     ``n_test``; a hub set's whole test set is taken as at least the limit)."""
-    from ... import tasks
-    from ..settings import profiles
-
-    settings = tasks.profile_config(run.config["task"], profiles.data_profile(run.config["data_profile"]),
-                                    run.config["data_overrides"] or None)
-    sizes = [n for n in (limit, settings.get("n_test")) if isinstance(n, int)]
+    sizes = [n for n in (limit, run.data_settings().get("n_test")) if isinstance(n, int)]
     if not sizes:
         raise ValueError(f"{run.name}: neither an evaluation limit nor the data settings tell how many test "
                          "puzzles it has; plan it where its data is (--device cpu, or with CUDA)")

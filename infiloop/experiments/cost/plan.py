@@ -237,15 +237,13 @@ def validation_checks(run: cache.Run) -> tuple[int, int, int]:
     H x max_segments); (0, 0, 0) for a task without a validation split. From the settings alone: no data is read."""
     from ... import tasks
     from ...tasks import validation
-    from ..settings import profiles
 
     if run.validation_unavailable():
         return 0, 0, 0
     train = run.train_config()
     limit = run.config["eval"]["limit"]
     try:
-        n = validation.size(tasks.profile_config(run.config["task"], profiles.data_profile(run.config["data_profile"]),
-                                                 run.config["data_overrides"] or None))
+        n = validation.size(run.data_settings())
     except tasks.DataError:  # no size in the settings: the limit, where there is one
         n = limit or 0
     checks = (train.steps - 1) // train.checkpoint_every + 1

@@ -48,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{', '.join(sorted(declared_parameters(name)))})")
     profile = profiles.check(str(params.get("profile", profiles.DEFAULT)), "parameter profile")
     out = paths.RESULTS / SCRATCH / profile / f"{name}.ipynb"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _execute(name, out, params, args.traceback)
+    _execute(name, profile, out, params, args.traceback)
     from ..report.build import build_report
 
     print(out)
@@ -57,19 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _execute(name: str, out, params: dict, traceback: bool) -> None:
-    """papermill's run of ``name`` into ``out``, in a kernel that writes apart (no :data:`PIPELINE` in its
-    environment); a failure as one line."""
-    import papermill as pm
+def _execute(name: str, profile: str, out, params: dict, traceback: bool) -> None:
+    """The pipeline's run of ``name`` (``pipeline.run_notebook``) into ``out``'s folder, in a kernel that writes apart
+    (no :data:`PIPELINE` in its environment); a failure as one line."""
     from papermill.exceptions import PapermillExecutionError
 
-    from ..pipeline import ipc_kernel_manager
+    from ..pipeline import run_notebook
 
     before = os.environ.pop(PIPELINE, None)
     try:
-        pm.execute_notebook(str(paths.NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=params,
-                            kernel_name="python3", cwd=str(paths.ROOT), progress_bar=sys.stderr.isatty(),
-                            kernel_manager_class=ipc_kernel_manager())
+        run_notebook(name, profile, params, out.parent, progress=sys.stderr.isatty())
     except PapermillExecutionError as e:
         if traceback:
             print(str(e), file=sys.stderr)
