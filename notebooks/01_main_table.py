@@ -16,14 +16,15 @@
 # %% [markdown]
 # # Table 1: the paper's results beside this project's measured rows
 #
-# The paper's Table 1 reports exact accuracy on Sudoku-Extreme and Maze-Hard and pass@2 on ARC-AGI-1/2 for
-# large language models, HRM, TRM, FPRM and other looped reasoners, and InfiLoop (7M parameters: 97.9 % /
-# 87.4 % / 49.1 % / 13.6 %). This notebook adds the rows this project measures in one harness: carry-last
-# (TRM's rule), FPRM and InfiLoop, trained and evaluated at the chosen profile. Every cell says where it
-# comes from. At small profiles the tasks are smaller versions of the benchmarks (see `data/README.md`): their
-# numbers sit in their own columns, never in the paper's. Each measured cell is a mean over training seeds
-# with its 95 % interval (`infiloop/analysis/intervals.py`: a t interval over the seeds with the test puzzles' or ARC
-# tasks' variance folded in; with one seed, over puzzles only).
+# The paper's Table 1 reports exact accuracy on Sudoku-Extreme and Maze-Hard and pass@2 on ARC-AGI-1/2 (the
+# Abstraction and Reasoning Corpus) for large language models, HRM (the Hierarchical Reasoning Model), TRM (the Tiny
+# Recursive Model), FPRM (the Fixed-Point Reasoning Model) and other looped reasoners, and InfiLoop (7M parameters:
+# 97.9 % / 87.4 % / 49.1 % / 13.6 %). This notebook adds the rows this project measures in one harness: carry-last
+# (TRM's rule), FPRM and InfiLoop, trained and evaluated at the chosen profile. Every cell says where it comes from.
+# At small profiles the tasks are smaller versions of the benchmarks (see `data/README.md`): their numbers sit in
+# their own columns, never in the paper's. Each measured cell is a mean over training seeds with its 95 % interval
+# (`infiloop/analysis/intervals.py`: a t interval over the seeds with the test puzzles' or ARC tasks' variance folded
+# in; with one seed, over puzzles only).
 
 # %% tags=["parameters"]
 profile = "quick"  # smoke | quick | tiny | search | gpu | paper (infiloop/experiments/settings/profiles.py)

@@ -17,18 +17,18 @@
 # # Depth scaling: accuracy far past the training depth
 #
 # The paper's central figure: run a trained looped reasoner for many more outer updates than it was
-# trained with. Under *carry-last* (TRM) the newest block output replaces the state, so a noisy update can
-# overwrite a solved board; InfiLoop's learned connection keeps improving (86.5 % after 36 outer updates,
-# 92.74 % after 960 on Sudoku-Extreme) while TRM peaks early (62.2 % after 18 updates, 58.1 % at 72 in
-# Fig. 1a). Depths are compared in outer updates: the paper's layer counts (26 per update) and ours
-# (`(L + 1) x n_layers` per update) are not the same unit.
+# trained with. Under *carry-last* (the rule of TRM, the Tiny Recursive Model) the newest block output replaces the
+# state, so a noisy update can overwrite a solved board; InfiLoop's learned connection keeps improving (86.5 % after
+# 36 outer updates, 92.74 % after 960 on Sudoku-Extreme) while TRM peaks early (62.2 % after 18 updates, 58.1 % at 72
+# in Fig. 1a). Depths are compared in outer updates: the paper's layer counts (26 per update) and ours (`(L + 1) x
+# n_layers` per update) are not the same unit.
 #
-# This notebook trains (or takes from the run cache) carry-last, FPRM and InfiLoop at the chosen profile,
-# once per training seed, evaluates each to `max_updates` outer updates, and draws exact accuracy against
-# depth, the difficulty breakdown, and the carry-last diagnosis of Fig. 1. Every curve and headline number
-# is a mean over the seeds with a 95 % interval (`infiloop/analysis/intervals.py`: a t interval over the seeds with
-# the test puzzles' variance folded in; with one seed, over puzzles only), and the claims are decided by the intervals
-# of their effects beside the paper's (the rule: `intervals.RULE`, stated in the report).
+# This notebook trains (or takes from the run cache) carry-last, FPRM (the Fixed-Point Reasoning Model) and InfiLoop
+# at the chosen profile, once per training seed, evaluates each to `max_updates` outer updates, and draws exact
+# accuracy against depth, the difficulty breakdown, and the carry-last diagnosis of Fig. 1. Every curve and headline
+# number is a mean over the seeds with a 95 % interval (`infiloop/analysis/intervals.py`: a t interval over the seeds
+# with the test puzzles' variance folded in; with one seed, over puzzles only), and the claims are decided by the
+# intervals of their effects beside the paper's (the rule: `intervals.RULE`, stated in the report).
 
 # %% tags=["parameters"]
 profile = "quick"  # smoke | quick | tiny | search | gpu | paper: data, model and training (settings/profiles.py)

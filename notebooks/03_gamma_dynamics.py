@@ -109,10 +109,11 @@ fig_score = plotting.save_figure(fig, "content_score", profile)[0]
 # ## How the connection learned
 #
 # The phases above are only as alive as the content score behind them. The training log records, at every
-# logged step, what each axis's connection has learned: |q|, β, the raw score `qᵀ RMSNorm(z_t)` of the step's
-# candidates (mean, spread across a board's cells and across boards), the share of raw scores at or above the
-# clip (where a hard clip passes no gradient), the mean γ and, on the outer axis, the rank correlation across
-# boards of the candidate's score with its wrong cells (negative when the score tells right from wrong).
+# logged step, what each axis's connection has learned: |q|, β, the raw score `qᵀ RMSNorm(z_t)` (RMSNorm:
+# root-mean-square normalisation) of the step's candidates (mean, spread across a board's cells and across boards),
+# the share of raw scores at or above the clip (where a hard clip passes no gradient), the mean γ and, on the outer
+# axis, the rank correlation across boards of the candidate's score with its wrong cells (negative when the score
+# tells right from wrong).
 
 # %%
 logs = {s: need.run("infiloop", device, seed=s).metrics() for s in seed_list}  # training logs, per seed
@@ -140,9 +141,9 @@ base = baseline["outer"]
 outer = quantities["outer"]  # per seed: the four phases and 1 − β, one draw of the puzzles for all: paired
 below = effects.phase_contrast(outer, "below")  # 1 − β − γ(search)
 jump = effects.phase_contrast(outer, "jump")  # γ(solve) − max(γ(search), 1 − β)
-# Does the score tell right boards from wrong ones: its AUROC for right against wrong candidates over every update
-# (claims.score_separation), and the paper's own measure beside it, the median score by wrong cells at the same
-# shares of the board (gamma_figures.score_medians).
+# Does the score tell right boards from wrong ones: its AUROC (area under the ROC curve: 0.5 is chance) for right
+# against wrong candidates over every update (claims.score_separation), and the paper's own measure beside it, the
+# median score by wrong cells at the same shares of the board (gamma_figures.score_medians).
 separation = effects.score_separation([analysis.separation_terms(t, "outer") for t in by_seed.values()])
 cells = int(np.prod(need.run("infiloop", device, seed=seed_list[0]).model_config().grid))
 medians = gamma_figures.score_medians_text(gamma_figures.score_medians(by_seed, cells), cells)

@@ -17,9 +17,9 @@
 # # Perturbation stability
 #
 # At update 36 the paper adds a relative perturbation of size ε ∈ [1e-4, 0.3] to the state and runs 36
-# more updates. InfiLoop keeps 100 % of its solved puzzles at every ε, while TRM loses 15–20 % even with
-# ε = 0 (carry-last drifts away from solutions by itself), and TRM's trajectories reach an O(1) relative
-# distance within 12 updates at ε = 1e-4 while InfiLoop's displacement stays bounded.
+# more updates. InfiLoop keeps 100 % of its solved puzzles at every ε, while TRM (the Tiny Recursive Model,
+# carry-last) loses 15–20 % even with ε = 0 (carry-last drifts away from solutions by itself), and TRM's trajectories
+# reach an O(1) relative distance within 12 updates at ε = 1e-4 while InfiLoop's displacement stays bounded.
 #
 # Here both states (answer y and latent z) get `h ← h + ε ‖h‖ u / ‖u‖` (u Gaussian, per puzzle) at update
 # `perturb_at`; ε = 0 is the unperturbed control.

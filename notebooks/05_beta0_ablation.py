@@ -16,11 +16,11 @@
 # %% [markdown]
 # # Ablations: decay mode and β₀, axes, content score
 #
-# The paper (Sudoku-Extreme, 7,680 test puzzles, exact %, evaluation budgets H3 L6 and H32 L6): a reverse
-# decay (β = 1.82) collapses to 2.0 %, uniform weights (β = 1) reach 38.4 %, a fixed forward β = 0.55 74.0 %,
-# and β learned from β₀ = 0.55 82.1 % (89.7 % at H32 L6); starting from β₀ = 0.10 or 0.90 gives 66.3 % and
-# 63.3 %. InfiLoop on both axes (82.1 / 89.7) beats the inner axis only (72.6 / 79.4) and the outer axis only
-# (75.1 / 80.0). Removing the content score costs 6–7 points.
+# The paper (Sudoku-Extreme, 7,680 test puzzles, exact %, evaluation budgets H3 L6 and H32 L6: 3 or 32 outer updates
+# of 6 inner ones): a reverse decay (β = 1.82) collapses to 2.0 %, uniform weights (β = 1) reach 38.4 %, a fixed
+# forward β = 0.55 74.0 %, and β learned from β₀ = 0.55 82.1 % (89.7 % at H32 L6); starting from β₀ = 0.10 or 0.90
+# gives 66.3 % and 63.3 %. InfiLoop on both axes (82.1 / 89.7) beats the inner axis only (72.6 / 79.4) and the outer
+# axis only (75.1 / 80.0). Removing the content score costs 6–7 points.
 #
 # Each variant below is one InfiLoop model trained at the chosen profile (`infiloop/experiments/settings/recipes.py`,
 # `ABLATIONS`), evaluated at a short budget (the training depth, as H3 L6 is the paper's training budget) and

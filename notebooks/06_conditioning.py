@@ -14,7 +14,7 @@
 # ---
 
 # %% [markdown]
-# # Conditioning the loop: the looped-LM study's mechanisms beside InfiLoop
+# # Conditioning the loop: the looped-LM (looped language model) study's mechanisms beside InfiLoop
 #
 # A study of looped language models (test-time recurrence) keeps the carry-last loop and changes what the shared
 # core reads at each loop instead: **initial-state injection** (scalar, channel-wise, residual or dense mixing

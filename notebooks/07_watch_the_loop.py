@@ -17,13 +17,13 @@
 # # Watch the loop: the measured trajectories, animated
 #
 # The paper's repository explains InfiLoop with animated GIFs (the carry-last and InfiLoop state over loop
-# steps, accuracy racing against depth, an ARC-AGI-2 grid being solved) drawn from illustrative numbers.
-# Here every frame is what this run's models did, as the evaluation recorded it:
+# steps, accuracy racing against depth, an ARC-AGI-2 (Abstraction and Reasoning Corpus) grid being solved) drawn from
+# illustrative numbers. Here every frame is what this run's models did, as the evaluation recorded it:
 #
 # 1. **one puzzle, two connections**: the board decoded from the answer state at each outer update under
-#    carry-last (TRM's rule) and InfiLoop, cells coloured given / correct / wrong, with the outer axis's step
-#    size γ_t (eq. 5) and the content score s_t of the candidate, and markers at the first solve and at every
-#    loss of a solved board;
+#    carry-last (the rule of TRM, the Tiny Recursive Model) and InfiLoop, cells coloured given / correct / wrong, with
+#    the outer axis's step size γ_t (eq. 5) and the content score s_t of the candidate, and markers at the first solve
+#    and at every loss of a solved board;
 # 2. **the depth race**: exact accuracy of every connection against outer updates;
 # 3. **ARC**: the predicted output grid of one task per update, where an ARC run exists.
 #

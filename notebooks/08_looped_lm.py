@@ -16,14 +16,14 @@
 # %% [markdown]
 # # The looped language model past its training horizon, with InfiLoop as its loop connection
 #
-# The looped-LM study's system is a causal decoder `M = C ∘ F^K ∘ P`: a p-block **prelude**, an s-block
-# **core** whose weights are shared and which runs K times in training, and a c-block **coda**. At test time
-# the core runs r loops: fewer than K (under-unrolling), K, or more (extrapolation); its effective depth is
-# `L(r) = p + r·s + c`. It compares models at matched physical depth, training depth L(K) and inference depth
-# L(r). Its findings, on 1B-parameter language models trained on web text and evaluated on benchmarks:
+# The looped-LM (looped language model) study's system is a causal decoder `M = C ∘ F^K ∘ P`: a p-block **prelude**,
+# an s-block **core** whose weights are shared and which runs K times in training, and a c-block **coda**. At test
+# time the core runs r loops: fewer than K (under-unrolling), K, or more (extrapolation); its effective depth is `L(r)
+# = p + r·s + c`. It compares models at matched physical depth, training depth L(K) and inference depth L(r). Its
+# findings, on 1B-parameter language models trained on web text and evaluated on benchmarks:
 #
 # * extra loops past K **help reasoning and hurt knowledge** (28.52 → 31.49 % and 62.80 → 52.11 % from
-#   L(r) = 20 = L(K) to 40), and short CLUTRR chains gain more than long ones;
+#   L(r) = 20 = L(K) to 40), and short CLUTRR (kinship-relation reasoning) chains gain more than long ones;
 # * a **balanced** core and loop count (5×4, 4×5) extrapolates, the extremes (2×10, 10×2) do not, and the
 #   balanced ones past their horizon beat the **non-looped** 20×1 model;
 # * a **coda** protects knowledge under under-unrolling, a **prelude** helps reasoning extrapolate;

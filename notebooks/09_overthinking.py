@@ -21,16 +21,18 @@
 # networks are known to fail by iterating: train on small instances, run on much larger ones for many more
 # iterations than in training. Without *recall* (the input fed again at every step) and without a progressive loss,
 # their accuracy rises, then collapses as iterations continue, "overthinking" (Bansal et al. 2022, arXiv
-# 2202.05826; Schwarzschild et al. 2021). TRM's recipe feeds the input at every inner update and supervises detached
-# segments; without recall, that training taught a model nothing here, so at the `overthink` profile every model
-# trains as the literature's networks do: one segment from the initial state, gradients through every outer update
-# (`docs/overthinking.md` has the probes; `train.progressive` adds the literature's progressive loss).
+# 2202.05826; Schwarzschild et al. 2021). TRM's (the Tiny Recursive Model's) recipe feeds the input at every inner
+# update and supervises detached segments; without recall, that training taught a model nothing here, so at the
+# `overthink` profile every model trains as the literature's networks do: one segment from the initial state,
+# gradients through every outer update (`docs/overthinking.md` has the probes; `train.progressive` adds the
+# literature's progressive loss).
 #
 # This notebook trains six models with the same settings on one size-agnostic block (attention without positions
-# plus the depthwise 3x3 convolution): carry-last, FPRM and InfiLoop, each with recall and without it. Each runs to
-# `max_updates` outer updates on test sets at several sizes: bit strings of several lengths (prefix sums: each
-# position's running parity) or mazes of several sides. Every number is a mean over the training seeds with a
-# 95 % interval; the two claims are decided by the intervals of their effects (`infiloop/analysis/intervals.py`).
+# plus the depthwise 3x3 convolution): carry-last, FPRM (the Fixed-Point Reasoning Model) and InfiLoop, each with
+# recall and without it. Each runs to `max_updates` outer updates on test sets at several sizes: bit strings of
+# several lengths (prefix sums: each position's running parity) or mazes of several sides. Every number is a mean over
+# the training seeds with a 95 % interval; the two claims are decided by the intervals of their effects
+# (`infiloop/analysis/intervals.py`).
 
 # %% tags=["parameters"]
 profile = "overthink"  # smoke | overthink: the profiles whose data have test sets at several sizes
@@ -155,8 +157,9 @@ fig_gamma = plotting.save_figure(fig, f"overthinking_gamma_{task}", profile)[0]
 # %% [markdown]
 # ## Does InfiLoop's content score tell right strings from wrong ones?
 # The paper reads its content score s_t as a verifier: high on right boards, low on wrong ones (notebook 03 measures it
-# on Sudoku). Here: the AUROC of s_t (outer axis) for right candidate strings against wrong ones, over every update,
-# per test size (0.5: the score does not separate them; 1: every right string scores above every wrong one).
+# on Sudoku). Here: the AUROC (area under the ROC curve: the chance that a right candidate outscores a wrong one) of
+# s_t (outer axis) for right candidate strings against wrong ones, over every update, per test size (0.5: the score
+# does not separate them; 1: every right string scores above every wrong one).
 
 # %%
 separation_rows = overthinking.separation_table(trajs, labels)

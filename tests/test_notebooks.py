@@ -57,6 +57,25 @@ def test_jupytext_pair_in_sync(py):
     assert "seed = " in tagged[0].source or "seeds = " in tagged[0].source  # one training seed, or several
 
 
+# An abbreviation a reader of the paper may not know, and words that expand it.
+GLOSSARY = {"TRM": "Tiny Recursive Model", "FPRM": "Fixed-Point Reasoning Model", "HRM": "Hierarchical Reasoning Model",
+            "ARC": "Abstraction and Reasoning Corpus", "AUROC": "area under the ROC curve",
+            "LM": "looped language model", "RMSNorm": "root-mean-square", "CLUTRR": "kinship"}
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_abbreviation_is_expanded_where_the_notebook_first_uses_it(py):
+    """In the notebook's prose and comments (what a reader reads), the first use of each abbreviation of
+    ``GLOSSARY`` has its expansion within two lines of it."""
+    text = "\n".join(ln.lstrip("# ") for ln in py.read_text(encoding="utf-8").splitlines()
+                     if ln.lstrip().startswith("#") and not ln.startswith("# %%"))
+    for short, words in GLOSSARY.items():
+        first = re.search(rf"(?<!\w){re.escape(short)}(?![a-zA-Z])", text)
+        if first:
+            near = text[max(0, first.start() - 250):first.end() + 250].replace("\n", " ")
+            assert words.lower() in near.lower(), f"{py.name}: {short} first used without '{words}' beside it"
+
+
 def _eval_files() -> set[Path]:
     return set(paths.RUNS.glob("*/*-smoke-*/eval/*.npz"))
 

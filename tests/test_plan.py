@@ -546,3 +546,25 @@ def test_looped_decoders_are_priced_at_the_float32_rate_they_train_in_on_a_gpu_n
     assert timer.looplm_block(probe, "cuda").seconds == pytest.approx(timer.looplm_block(probe, "cpu").seconds / share)
     run = train.spec.run
     assert timer.train_step(run, 8, 1, "cuda").seconds == pytest.approx(timer.train_step(run, 8, 1, "cpu").seconds)
+
+
+def test_the_estimate_before_the_compute_stage_comes_from_the_kept_timings_alone(root):
+    """The line the default run prints before its compute stage: the plan's wall time where this machine's calibration
+    keeps every timing, nothing measured (a missing one would delay the stage), and else when the bar will show one."""
+    from infiloop.experiments.compute.local import _estimate_line
+    from infiloop.experiments.notebooks import declarations, manifest
+
+    planned = manifest.jobs(declarations.profile_notebooks("smoke"), "smoke", None)
+    assert plan.cached_wall(planned, "smoke", "cpu", 2) is None and not (root / calibration.CALIBRATION).exists()
+    class Every(WarmTimer):  # every timing the measuring timer takes
+        def contention(self, run, device, jobs):
+            return Timing(1.2, 0.0, 0)
+
+    cal = calibration.Calibration("cpu", Every())
+    expected = plan.wall(plan.estimate(plan.plan_of(planned, "smoke", "cpu", 2), cal))
+    cal.save()
+    assert plan.cached_wall(planned, "smoke", "cpu", 2) == pytest.approx(expected) and expected > 0
+    assert _estimate_line(lambda p, s: plan.cached_wall(p, "smoke", "cpu", s), planned, 2) == (
+        f"estimate: about {expected / 60:.1f} min of compute, then the notebooks (python -m infiloop plan: the same "
+        "estimate, job by job)")
+    assert _estimate_line(None, planned, 2).startswith("no estimate yet: this machine's timings are not measured")

@@ -251,12 +251,18 @@ def without_compile(planned) -> None:
 def pricing(executor, args, settings):
     """What ``executor`` weighs the jobs by, from the cost model: their FLOPs (the order and the time left), or their
     seconds on the device (``cost.estimates``: the plan's calibration where this machine has it, else FLOPs at the
-    settings' ``tflops``)."""
+    settings' ``tflops``); a FLOP pricing also tells the compute stage's wall time where this machine's calibration
+    has every timing (``wall``: ``plan.cached_wall``), for the line printed before the stage."""
     from .cost import estimates
     from .cost.flops import job_flops
+    from .cost.plan import cached_wall
 
     if executor.priced_by == "flops":
-        return lambda todo: {j.id: job_flops(j) for j in todo}
+        def flops(todo):
+            return {j.id: job_flops(j) for j in todo}
+
+        flops.wall = lambda planned, slots: cached_wall(planned, args.profile, args.device, slots)
+        return flops
 
     def seconds(todo):
         return estimates(todo, args.device, tflops=getattr(settings, "tflops", None))[0]

@@ -111,6 +111,12 @@ def last_progress(log: Path, tail_bytes: int = 8192) -> re.Match | None:
     return found[-1] if found else None
 
 
+def share_done(log: Path) -> float:
+    """The share of its steps a running training says it has done in its last progress line (0 before the first)."""
+    m = last_progress(log)
+    return min(1.0, int(m["step"]) / max(1, int(m["end"]))) if m else 0.0
+
+
 def stage_line(finished: int, total: int, running: int, training_logs: list[Path]) -> str:
     """The compute stage's progress line: jobs finished of all, jobs running, and the sum of the minutes the
     running trainings say they have left in their last progress lines (with the longest of them)."""
@@ -175,11 +181,16 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
                bar_format="{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
     n_jobs = len(todo)
+    ended = 0.0  # the costs of the jobs that have ended
 
     def describe():
-        logs = [log_path(j) for *_, j in running.values() if j.kind == "train"] if progress else []
+        """The stage line, and the bar at the ended jobs' costs plus each running training's share of its own (from
+        its progress lines, every 30 s), so that the time left shows before the first job ends."""
+        trains = [j for *_, j in running.values() if j.kind == "train"] if progress else []
         bar.set_description(stage_line(len(report.done) + len(report.failed) + len(report.skipped), n_jobs,
-                                       len(running), logs))
+                                       len(running), [log_path(j) for j in trains]), refresh=False)
+        bar.n = min(total, ended + sum(costs[j.id] * share_done(log_path(j)) for j in trains))
+        bar.refresh()
 
     t0 = last_read = time.time()
     describe()
@@ -187,7 +198,7 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
         # a job whose prerequisite failed or was skipped never starts
         for j in [j for j in todo.values() if any(a in report.failed or a in report.skipped for a in j.after)]:
             report.skipped.append(todo.pop(j.id).id)
-            bar.update(costs[j.id])
+            ended += costs[j.id]
         ready = sorted((j for j in todo.values() if all(a in finished for a in j.after)), key=lambda j: costs[j.id],
                        reverse=True)
         for j in ready:
@@ -213,7 +224,7 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
             del running[jid]
             free = free + mine
             _finish(report, finished, jid, j, proc, started, len(mine))
-            bar.update(costs[j.id])
+            ended += costs[j.id]
             describe()
     bar.close()
     report.seconds = time.time() - t0

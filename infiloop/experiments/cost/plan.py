@@ -340,3 +340,26 @@ def wall(plan: Plan) -> float:
 def seconds_of(plan: Plan) -> float:
     """The plan's estimate of the compute stage in seconds (:func:`wall`)."""
     return wall(plan)
+
+
+class _CacheOnly:
+    """A timer that measures nothing: a timing the calibration cache lacks raises ``LookupError``."""
+
+    def __getattr__(self, name: str):
+        from .measure import MeasuredTimer
+
+        if not hasattr(MeasuredTimer, name):
+            raise AttributeError(name)
+
+        def uncached(*args, **kwargs):
+            raise LookupError(name)
+        return uncached
+
+
+def cached_wall(planned: list[manifest.Job], profile: str, device: str, slots: int) -> float | None:
+    """The compute stage's wall time (:func:`wall`) from this machine's calibration cache alone, for the line the
+    pipeline prints before the stage; None where a timing is missing (measuring it would delay the stage)."""
+    try:
+        return wall(estimate(plan_of(planned, profile, device, slots), Calibration(device, timer=_CacheOnly())))
+    except LookupError:
+        return None

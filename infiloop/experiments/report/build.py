@@ -176,10 +176,13 @@ def verdict_lines(claims: list[dict]) -> str:
 
 
 def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | None = None,
-                     lead: str = "", pages: str = PAGES) -> tuple[str, list[str]]:
+                     lead: str = "", pages: str = PAGES, figure=None,
+                     linked: bool | None = None) -> tuple[str, list[str]]:
     """One notebook's section: its heading, its claims' verdicts (a line each), figures and tables, then what
     the notebook says, folded; plus its missing figures. ``lead``: HTML shown first (a missing table's warning);
-    ``pages``: the executed notebooks' folder as the report links it."""
+    ``pages``: the executed notebooks' folder as the report links it; ``figure``: a figure's HTML and problem
+    (default :func:`figure_html`, embedded); ``linked``: whether the executed notebook has a page (default: whether
+    ``results/<profile>/notebooks/<name>.html`` exists)."""
     name = s.get("notebook", "")
     meta = [f"profile: {esc(s['profile'])}"] if s.get("profile") else []
     meta += [f"created {esc(s['created'])}"] if s.get("created") else []
@@ -194,15 +197,17 @@ def notebook_section(s: dict, root: Path | None = None, claims: list[dict] | Non
     if s.get("scratch"):
         lead = warn(f"run outside the pipeline (results/{SCRATCH}/{s.get('profile')}/summaries/{name}.json), in place "
                     "of the default run's section") + lead
-    page = folders(root)[1] / str(s.get("profile") or "") / PAGES / f"{name}.html"
-    link = (f'<a href="{pages}/{esc(name)}.html">notebook {esc(name)}</a>' if page.is_file() and not s.get("scratch")
+    if linked is None:
+        linked = (folders(root)[1] / str(s.get("profile") or "") / PAGES / f"{name}.html").is_file()
+    link = (f'<a href="{pages}/{esc(name)}.html">notebook {esc(name)}</a>' if linked and not s.get("scratch")
             else f"notebook {esc(name)}")
     parts = [f'<section id="nb-{esc(name)}"><h2>{esc(s.get("title") or name)}</h2>',
              f'<p class="meta">{link}{" · " + meta if meta else ""}</p>', lead,
              verdict_lines(claims or [])]
     problems = []
     for fig in s.get("figures") or []:
-        fig_html, problem = figure_html(fig if isinstance(fig, dict) else {"path": fig}, root)
+        fig = fig if isinstance(fig, dict) else {"path": fig}
+        fig_html, problem = figure(fig) if figure else figure_html(fig, root)
         parts.append(fig_html)
         if problem:
             problems.append(f"{name}: {problem}")

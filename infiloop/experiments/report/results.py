@@ -31,7 +31,7 @@ from ...analysis import claims, contrasts, paper
 from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
-from . import compare, fingerprints, headline, records
+from . import compare, fingerprints, headline, records, site
 from .verdicts import MARK, MEASURED, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
 RECORDED = paths.DOCS / "results"
@@ -64,7 +64,8 @@ def record(profile: str, results: Path | None = None, recorded: Path | None = No
     a notebook not recorded yet is copied; a recorded one gains the new seeds (``records.merge``: refused in one line
     when the run settings differ; a seed already recorded is kept as recorded). ``replace``: the record is replaced
     by the new summaries instead (a notebook the run dropped does not linger). Every summary is read, and every
-    merge checked, before anything is written."""
+    merge checked, before anything is written. The run's figures and executed notebooks are then kept for the
+    site beside the record (``site.keep``: ``docs/site/<profile>/``)."""
     profiles.check(profile)
     src = (paths.RESULTS if results is None else Path(results)) / profile / "summaries"
     files = sorted(src.glob("*.json"))
@@ -86,7 +87,14 @@ def record(profile: str, results: Path | None = None, recorded: Path | None = No
         for old in dest.glob("*.json"):
             if old not in out:
                 old.unlink()
-    return [_write(path, summary) for path, summary in out.items()]
+    written = [_write(path, summary) for path, summary in out.items()]
+    run = (paths.RESULTS if results is None else Path(results)) / profile
+    if any(run.glob("[0-9][0-9]_*.ipynb")):
+        site.keep(profile, run.parent, run.parent.parent, site.beside(dest.parent))
+    else:
+        say(f"{run}: no executed notebooks, so the site keeps the figures it had (python -m infiloop results "
+            "renders its pages from the record)")
+    return written
 
 
 def redecide(recorded: Path | None = None) -> list[Path]:
@@ -339,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.redecide:
         changed = redecide()
         print(f"decided again: {len(changed)} summaries changed" + "".join(f"\n  {p}" for p in changed))
-    changed = render()
-    print(f"wrote {', '.join(map(str, changed))}" if changed else "README.md and docs/results.md were current")
+    changed = render() + site.write()
+    print(f"wrote {', '.join(map(str, changed))}" if changed
+          else "README.md, docs/results.md and docs/site were current")
     return 0

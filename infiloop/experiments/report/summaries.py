@@ -27,6 +27,11 @@ def _summary_files(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
 
 
+def order_by_notebook(names) -> list[str]:
+    """Notebook names in report order: the paper's five first (``paper.NOTEBOOKS``), then any others by name."""
+    return [n for n in paper.NOTEBOOKS if n in names] + sorted(set(names) - set(paper.NOTEBOOKS))
+
+
 def load_summaries(profile: str, root: Path | None = None, scratch: bool = False) -> tuple[list[dict], list[str]]:
     """Summaries in notebook order (the paper's five first, then any others); plus problems found. ``scratch``: the
     default run's, each replaced by a notebook's run outside the pipeline where there is one (marked ``scratch``)."""
@@ -34,7 +39,7 @@ def load_summaries(profile: str, root: Path | None = None, scratch: bool = False
     files = _summary_files(results / profile / "summaries")
     mine = _summary_files(results / SCRATCH / profile / "summaries") if scratch else {}
     files.update(mine)
-    order = [n for n in paper.NOTEBOOKS if n in files] + sorted(set(files) - set(paper.NOTEBOOKS))
+    order = order_by_notebook(files)
     summaries, problems = [], []
     for name in order:
         try:
