@@ -460,3 +460,34 @@ def test_depth_scaling_takes_the_maze_task(executed, tmp_path):
     difficulty = next(t for t in summary["tables"] if t["title"].startswith("Difficulty"))
     assert difficulty["columns"][0] == "path length"
     assert sum(int(r[1]) for r in difficulty["rows"]) == SMOKE["02_depth_scaling"]["limit"]
+
+
+def test_a_finished_notebooks_kernel_is_shut_down_without_an_interrupt(tmp_path):
+    """jupyter_client sends a kernel SIGINT before asking it to shut down; a kernel still finishing its last message
+    then logs "ERROR | KeyboardInterrupt caught in kernel" into the default run's console (issue 76). The pipeline's
+    kernel manager shuts down without it: the kernel's own SIGINT handler, installed here, never runs."""
+    import asyncio
+
+    from infiloop.experiments.pipeline import ipc_kernel_manager
+
+    mark = tmp_path / "interrupted"
+    code = ("import signal, ipykernel.kernelbase as kb\n"
+            "kb.Kernel.pre_handler_hook = kb.Kernel.post_handler_hook = lambda self: None  # keep the handler below\n"
+            f"signal.signal(signal.SIGINT, lambda s, f: open({str(mark)!r}, 'w').write('SIGINT'))\n")
+
+    async def run():
+        km = ipc_kernel_manager()(kernel_name="python3")
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            kc.execute(code)
+            assert (await kc.get_shell_msg(timeout=60))["content"]["status"] == "ok"
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel()
+        return km
+
+    km = asyncio.run(run())
+    assert not km.has_kernel and not mark.exists()

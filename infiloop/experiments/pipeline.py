@@ -141,7 +141,7 @@ def _build_data(planned) -> None:
 def ipc_kernel_manager():
     """The kernel manager of the notebooks' kernels: IPC sockets in the temporary folder instead of TCP ports,
     so that ipykernel does not warn about unencrypted TCP into every run's output, and two pipelines on one
-    machine never race for ports."""
+    machine never race for ports; and a shutdown without jupyter_client's SIGINT first (below)."""
     import tempfile
     import uuid
 
@@ -154,6 +154,13 @@ def ipc_kernel_manager():
         @default("ip")
         def _socket_prefix(self) -> str:  # ipc sockets are files: keep them out of the working folder
             return str(Path(tempfile.gettempdir()) / f"infiloop-kernel-{uuid.uuid4().hex[:12]}")
+
+        async def _async_interrupt_kernel(self) -> None:
+            # jupyter_client interrupts a kernel before asking it to shut down; a kernel still finishing its last
+            # message then logs "ERROR | KeyboardInterrupt caught in kernel" into the run's console although its
+            # notebook succeeded. A finished notebook has nothing to interrupt: the shutdown only asks (then SIGTERM).
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
 
     return IPCKernelManager
 
