@@ -52,7 +52,7 @@ from infiloop.analysis import depth_fair, diagnosis, intervals, paper_curves, pl
 from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
-from infiloop.experiments.studies import contrast_drift as calibration
+from infiloop.experiments.studies import contrast_drift
 from infiloop.tasks import registry
 
 nb = Notebook("02_depth_scaling", "Depth scaling", profile, device, 0)
@@ -261,9 +261,9 @@ for c in diagnosis_claims:
 # of its solved puzzles and its state keeps changing by about 10 % per update after the solve.
 
 # %%
-cal_cols, cal_rows, cal = calibration.drift_summary()
+cal_cols, cal_rows, cal = contrast_drift.drift_summary()
 print(*[" | ".join(map(str, x)) for x in [cal_cols, *cal_rows]], sep="\n")
-cal_text = calibration.drift_statement(cal)  # the search's verdict against the paper's magnitudes
+cal_text = contrast_drift.drift_statement(cal)  # the search's verdict against the paper's magnitudes
 print(cal_text)
 
 # %% [markdown]

@@ -31,7 +31,7 @@ from infiloop.experiments.compute import cluster  # noqa: E402
 from infiloop.experiments.cost import estimates  # noqa: E402
 from infiloop.experiments.cost.flops import PRECISION_SHARE, job_flops  # noqa: E402
 from infiloop.experiments.notebooks import manifest as jobs  # noqa: E402
-from infiloop.experiments.notebooks import specs  # noqa: E402
+from infiloop.experiments.notebooks import needs  # noqa: E402
 
 fake_slurm, roots, _sbatch = strict.fake_slurm, strict.roots, strict.sbatch_options
 
@@ -226,7 +226,7 @@ def test_a_training_preempted_then_killed_resumes_from_its_checkpoint_each_time(
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     over = {"train.steps": 60, "train.checkpoint_every": 5, "train.log_every": 5}
-    spec = specs.RunSpec("long", "sudoku", "infiloop", over, runs.resolve("sudoku", "infiloop", "smoke", over))
+    spec = needs.RunSpec("long", "sudoku", "infiloop", over, runs.resolve("sudoku", "infiloop", "smoke", over))
     plan = [jobs.Job(f"train {spec.run.dir.name}", "train", spec, done=False)]
     sub = cluster.submissions(plan, "smoke", "cpu", 1, cluster.ClusterConfig(time_min=10))[0]
     cfg = cluster.ClusterConfig(time_min=10, cpus_per_task=1)

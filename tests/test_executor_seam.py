@@ -13,7 +13,7 @@ from infiloop import paths
 from infiloop.experiments import pipeline
 from infiloop.experiments.compute import executors
 from infiloop.experiments.compute.job import JobRun
-from infiloop.experiments.notebooks import specs
+from infiloop.experiments.notebooks import needs
 from infiloop.experiments.notebooks.manifest import Job
 
 
@@ -52,8 +52,8 @@ def inline(monkeypatch):
 
 def _plan(smoke_run) -> list[Job]:
     """The session's trained smoke run and a new evaluation of it."""
-    need = specs.Needs("seam", "smoke", {"seed": 0})
-    run = specs.RunSpec("m", "sudoku", "infiloop", {}, smoke_run)
+    need = needs.Needs("seam", "smoke", {"seed": 0})
+    run = needs.RunSpec("m", "sudoku", "infiloop", {}, smoke_run)
     need.runs["m"] = run
     e = need.add_eval("traj", run, "evaluate", updates=3, every=1, limit=6)
     Path(e.key).unlink(missing_ok=True)
@@ -64,7 +64,7 @@ def _plan(smoke_run) -> list[Job]:
 def test_a_registered_executor_runs_the_compute_stage(inline, smoke_run, monkeypatch, tmp_path):
     planned = _plan(smoke_run)
     monkeypatch.setattr(paths, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(pipeline.jobs, "jobs", lambda selected, profile, params: planned)
+    monkeypatch.setattr(pipeline.manifest, "jobs", lambda selected, profile, params: planned)
     monkeypatch.setattr(pipeline, "_build_data", lambda plan: None)
     monkeypatch.setattr(pipeline, "_run_notebooks", lambda *a: None)
     monkeypatch.setattr("infiloop.experiments.report.build.build_report", lambda profile: tmp_path / "report.html")

@@ -81,7 +81,7 @@ def test_a_new_notebook_is_its_files_and_its_spec_module(monkeypatch, tmp_path, 
     assert declarations.profile_notebooks("overthink") == before["overthink"]
     assert pipeline.select(names, ["99"], "quick") == ["99_toy"] and declarations.notebook_name("toy") == "99_toy"
     assert declarations.undeclared_notebooks() == [] and declarations.experiment("99").title == "A toy"
-    assert set(declarations.DECLARATIONS) == set(names)
+    assert set(declarations.experiments()) == set(names)
 
     toy = manifest.jobs(["99_toy"], "smoke")
     assert [(j.kind, j.notebooks, j.done) for j in toy] == [("train", ["99_toy"], False)]

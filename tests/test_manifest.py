@@ -11,7 +11,7 @@ import pytest
 from infiloop import paths
 from infiloop.cli import main
 from infiloop.errors import UsageError
-from infiloop.experiments.notebooks import declarations, manifest, specs
+from infiloop.experiments.notebooks import declarations, manifest, needs
 from infiloop.experiments.settings import profiles, recipes
 
 
@@ -23,7 +23,7 @@ def smoke_jobs(tmp_path_factory):
         from infiloop import paths
 
         mp.setattr(paths, "RUNS", tmp_path_factory.mktemp("empty-runs"))
-        yield manifest.jobs(list(declarations.DECLARATIONS), "smoke")
+        yield manifest.jobs(declarations.names(), "smoke")
 
 
 def test_every_notebook_is_declared_with_stable_ids():
@@ -190,7 +190,7 @@ def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
     from infiloop.experiments import pipeline as reproduce
 
     names = reproduce.notebooks()
-    assert [*declarations.DECLARATIONS] == names
+    assert [*declarations.experiments()] == names
     assert declarations.profile_notebooks("smoke") == names  # smoke runs every notebook
     paper_nbs = [n for n in names if n != "09_overthinking"]  # 09's data (sizes) are smoke's and overthink's only
     assert declarations.profile_notebooks("tiny") == paper_nbs == reproduce.select(names, [], "tiny")
@@ -199,7 +199,7 @@ def test_a_profile_runs_its_own_notebooks_by_default(monkeypatch):
                                                     "04_perturbation", "07_watch_the_loop"]
     assert reproduce.select(names, [], "search") == declarations.profile_notebooks("search")
     assert reproduce.select(names, ["05", "depth_scaling"], "search") == ["02_depth_scaling", "05_beta0_ablation"]
-    with pytest.raises(UsageError, match=r"unknown notebook\(s\) \['99'\]"):
+    with pytest.raises(UsageError, match=r"unknown notebook '99'; valid: 01_main_table, "):
         reproduce.select(names, ["99"], "search")
     # the plan and the manifest command follow the same list: the notebooks whose specs name the profile
     only_03 = {name: spec if name == "03_gamma_dynamics" else dataclasses.replace(spec, profiles=())
@@ -217,7 +217,7 @@ def test_the_search_profile_is_tiny_on_puzzles_that_need_search_with_three_seeds
         k: v for k, v in tiny["train"].items() if k != "steps"}
     data = profiles.DATA_PROFILES["search"]["sudoku"]
     assert data["needs_search"] is True and data["blanks"] == [22, 28] and data["side"] == 6
-    assert specs.Needs("02_depth_scaling", "search", {"seeds": ""}).seeds == [0, 1, 2]  # no data built
+    assert needs.Needs("02_depth_scaling", "search", {"seeds": ""}).seeds == [0, 1, 2]  # no data built
 
 
 def test_docs_quick_counts_the_jobs_of_the_default_run():

@@ -490,7 +490,7 @@ def test_only_narrows_the_plan_as_it_narrows_reproduce(root, capsys):
     capsys.readouterr()
     assert main(["plan", "--profile", "smoke", "--only", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: unknown notebook(s) ['nope']; valid: 01_main_table")
+    assert len(err) == 1 and err[0].startswith("error: unknown notebook 'nope'; valid: 01_main_table")
 
 
 def test_a_gpus_cached_calibration_replaces_the_flops_where_it_holds_the_shape(root, monkeypatch):
@@ -551,8 +551,8 @@ def test_looped_decoders_are_priced_at_the_float32_rate_they_train_in_on_a_gpu_n
 def test_the_estimate_before_the_compute_stage_comes_from_the_kept_timings_alone(root):
     """The line the default run prints before its compute stage: the plan's wall time where this machine's calibration
     keeps every timing, nothing measured (a missing one would delay the stage), and else when the bar will show one."""
-    from infiloop.experiments.compute.local import _estimate_line
     from infiloop.experiments.notebooks import declarations, manifest
+    from infiloop.experiments.pipeline import estimate_line
 
     planned = manifest.jobs(declarations.profile_notebooks("smoke"), "smoke", None)
     assert plan.cached_wall(planned, "smoke", "cpu", 2) is None and not (root / calibration.CALIBRATION).exists()
@@ -564,7 +564,7 @@ def test_the_estimate_before_the_compute_stage_comes_from_the_kept_timings_alone
     expected = plan.wall(plan.estimate(plan.plan_of(planned, "smoke", "cpu", 2), cal))
     cal.save()
     assert plan.cached_wall(planned, "smoke", "cpu", 2) == pytest.approx(expected) and expected > 0
-    assert _estimate_line(lambda p, s: plan.cached_wall(p, "smoke", "cpu", s), planned, 2) == (
+    assert estimate_line(plan.cached_wall(planned, "smoke", "cpu", 2)) == (
         f"estimate: about {expected / 60:.1f} min of compute, then the notebooks (python -m infiloop plan: the same "
         "estimate, job by job)")
-    assert _estimate_line(None, planned, 2).startswith("no estimate yet: this machine's timings are not measured")
+    assert estimate_line(None).startswith("no estimate yet: this machine's timings are not measured")

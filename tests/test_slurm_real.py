@@ -288,11 +288,11 @@ def test_a_job_pending_for_a_reason_that_never_clears_is_reported_once_and_not_w
 
 
 def _long_training(steps: int, every: int) -> jobs.Job:
-    from infiloop.experiments.notebooks import specs
+    from infiloop.experiments.notebooks import needs
     from infiloop.experiments.store import runs
 
     over = {"train.steps": steps, "train.checkpoint_every": every, "train.log_every": every}
-    spec = specs.RunSpec("long", "sudoku", "infiloop", over, runs.resolve("sudoku", "infiloop", "smoke", over))
+    spec = needs.RunSpec("long", "sudoku", "infiloop", over, runs.resolve("sudoku", "infiloop", "smoke", over))
     return jobs.Job(f"train {spec.run.dir.name}", "train", spec, done=False)
 
 

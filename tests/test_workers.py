@@ -20,7 +20,7 @@ from infiloop.experiments import pipeline
 from infiloop.experiments.compute import local, scheduler, worker
 from infiloop.experiments.compute.job import JobRun
 from infiloop.experiments.compute.slots import cpu_slots
-from infiloop.experiments.notebooks import specs
+from infiloop.experiments.notebooks import needs
 from infiloop.experiments.notebooks.manifest import Job
 from infiloop.experiments.settings import profiles
 
@@ -46,7 +46,7 @@ def run_cache(root: Path):
 
 def smoke_jobs(overrides: dict | None = None, train: bool = True) -> list[Job]:
     """A smoke training (in the current run cache) and two of its evaluations: a trajectory and a perturbation."""
-    need = specs.Needs("workers", "smoke", {"seed": 0})
+    need = needs.Needs("workers", "smoke", {"seed": 0})
     run = need.add_run("m", "sudoku", "infiloop", overrides)
     evals = [need.add_eval("traj", run, "evaluate", updates=6, every=2, limit=16),
              need.add_eval("pert", run, "perturb", at=2, eps=(0.0, 1e-3), updates_after=3, limit=16)]
@@ -193,7 +193,7 @@ def _eval_jobs(smoke_run) -> list[Job]:
         jobs = smoke_jobs(train=False)
     assert jobs[0].spec.run.dir == smoke_run.dir and jobs[0].done
     spec = jobs[0].spec
-    extra = specs.EvalSpec("traj2", spec, "evaluate", {"updates": 4, "every": 1, "limit": 8})
+    extra = needs.EvalSpec("traj2", spec, "evaluate", {"updates": 4, "every": 1, "limit": 8})
     return [*jobs, Job(f"eval {spec.run.dir.name} {Path(extra.key).name}", "eval", spec, extra, after=[jobs[0].id])]
 
 

@@ -37,8 +37,7 @@ from ..errors import DataError, Parser, UsageError
 from ..io import atomic_write_text
 from ..machine import cuda_problem
 from .compute import executors
-from .notebooks import declarations, parameters
-from .notebooks import manifest as jobs
+from .notebooks import declarations, manifest, parameters
 from .notebooks.helper import PIPELINE
 from .placement import apart_note, default_device, kept_apart
 from .settings import profiles
@@ -50,18 +49,9 @@ def notebooks() -> list[str]:
 
 
 def select(names: list[str], only: list[str], profile: str) -> list[str]:
-    """The notebooks to run: those ``only`` names ("02_depth_scaling", "02" or "depth_scaling"), else the
-    notebooks whose specs name the profile (``declarations.profile_notebooks``)."""
-    def matches(name: str, wanted: str) -> bool:
-        return name == wanted or name[:2] == wanted or name[3:] == wanted
-
-    unknown = [o for o in only if not any(matches(n, o) for n in names)]
-    if unknown:
-        raise UsageError(f"unknown notebook(s) {unknown}; valid: {', '.join(names)} (or their number, or name "
-                         "without it)")
-    if only:
-        return [n for n in names if any(matches(n, o) for o in only)]
-    wanted = set(declarations.profile_notebooks(profile))
+    """The notebooks of ``names`` to run: those ``only`` names (``declarations.notebook_name``: "02_depth_scaling",
+    "02" or "depth_scaling"), else those whose specs name the profile (``declarations.profile_notebooks``)."""
+    wanted = {declarations.notebook_name(o) for o in only} if only else set(declarations.profile_notebooks(profile))
     return [n for n in names if n in wanted]
 
 
@@ -245,6 +235,16 @@ def _check_executor(args):
     return ex, ex.check(args)
 
 
+def estimate_line(seconds: float | None) -> str:
+    """The compute stage's estimate before it starts: the plan's from this machine's kept timings
+    (``plan.cached_wall``: ``plan`` measures them once), else when the bar will show one."""
+    if seconds is not None:
+        return (f"estimate: about {seconds / 60:.1f} min of compute, then the notebooks (python -m infiloop plan: "
+                "the same estimate, job by job)")
+    return ("no estimate yet: this machine's timings are not measured (python -m infiloop plan measures and keeps "
+            "them, about a minute); the bar shows the time left once the first trainings report progress (30 s)")
+
+
 def without_compile(planned) -> None:
     """``--no-compile``: every training job of the plan told ``train.compile=off`` (its ``--set``). The run folders
     stay the same: compile is left out of a run's hash (``recipes.config_hash``), like its CPU threads."""
@@ -258,8 +258,8 @@ def without_compile(planned) -> None:
 def pricing(executor, args, settings):
     """What ``executor`` weighs the jobs by, from the cost model: their FLOPs (the order and the time left), or their
     seconds on the device (``cost.estimates``: the plan's calibration where this machine has it, else FLOPs at the
-    settings' ``tflops``); a FLOP pricing also tells the compute stage's wall time where this machine's calibration
-    has every timing (``wall``: ``plan.cached_wall``), for the line printed before the stage."""
+    settings' ``tflops``); a FLOP pricing also says the compute stage's wall time where this machine's calibration
+    has every timing (``estimate_line``), printed before the stage."""
     from .cost import estimates
     from .cost.flops import job_flops
     from .cost.plan import cached_wall
@@ -268,7 +268,7 @@ def pricing(executor, args, settings):
         def flops(todo):
             return {j.id: job_flops(j) for j in todo}
 
-        flops.wall = lambda planned, slots: cached_wall(planned, args.profile, args.device, slots)
+        flops.estimate_line = lambda planned, n: estimate_line(cached_wall(planned, args.profile, args.device, n))
         return flops
 
     def seconds(todo):
@@ -297,7 +297,7 @@ def _compute_stage(stages: Stages, plan, args, executor, settings, selected, par
         print(f"[reproduce] FAILED: compute (see {out_dir / 'stages.json'}); the notebooks run once every job is "
               "done", file=sys.stderr)
         return 1
-    if not all(j.done for j in jobs.jobs(selected, args.profile, params)):
+    if not all(j.done for j in manifest.jobs(selected, args.profile, params)):
         print(f"[reproduce] the notebooks and the report run when the {args.executor} jobs are done: run the same "
               "command again then (it submits nothing twice), or add --wait; `python -m infiloop runs list` and "
               "squeue say what is done", file=sys.stderr)
@@ -337,7 +337,7 @@ def _run(ap: Parser, args, executor, settings, selected: list[str], params: dict
     t0 = time.time()
     ran = ["report", *selected] + ([] if args.no_compute else ["data", "compute"])
     try:
-        plan = jobs.jobs(selected, args.profile, params)
+        plan = manifest.jobs(selected, args.profile, params)
     except UsageError as e:
         ap.error(str(e))
     if args.no_compile:

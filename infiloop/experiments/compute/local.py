@@ -52,8 +52,8 @@ class Local:
             + ("a warm worker per slot)" if self.warm else "a new process per job)"))
         if slots[0].device == "cpu":
             say(numeric.describe() + " (docs/setup.md, 'Numeric mode')")
-        if todo:
-            say(_estimate_line(getattr(cost, "wall", None), planned, len(slots)))
+        if todo and hasattr(cost, "estimate_line"):  # the caller's estimate of the stage, before it starts
+            say(cost.estimate_line(planned, len(slots)))
         costs = cost(todo)
         report = run_jobs(planned, args.profile, slots, lambda j: costs.get(j.id, 0.0), args.gpus_per_run,
                           fresh_process=not self.warm)
@@ -65,17 +65,6 @@ class Local:
                 "job_seconds": round(sum(report.cpu_seconds.values()), 1),
                 "floor_seconds": round(sum(report.cpu_seconds.values()) / len(slots), 1),
                 "wall_seconds": round(report.seconds, 1)}
-
-
-def _estimate_line(wall, planned: list, slots: int) -> str:
-    """The compute stage's estimate before it starts: the plan's, where this machine's timings are kept (``plan``
-    measures them once), else when the bar will show one."""
-    seconds = wall(planned, slots) if wall else None
-    if seconds is not None:
-        return (f"estimate: about {seconds / 60:.1f} min of compute, then the notebooks (python -m infiloop plan: "
-                "the same estimate, job by job)")
-    return ("no estimate yet: this machine's timings are not measured (python -m infiloop plan measures and keeps "
-            "them, about a minute); the bar shows the time left once the first trainings report progress (30 s)")
 
 
 register(Local())

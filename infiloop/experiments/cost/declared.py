@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..notebooks import declarations, manifest, specs
+from ..notebooks import declarations, manifest, needs
 from ..store import runs as cache
 from .flops import looplm_counts
 from .plan import EvalItem, ModelItem, Plan, TrainItem, eval_note
@@ -22,9 +22,9 @@ def declared_plan(profile: str, device: str, jobs: int, notebooks: list[str] | N
     anywhere. Runs are deduplicated by folder and evaluations by their arguments with the run's defaults filled in,
     as the run cache does; an evaluation runs on its limit of puzzles, at most the data settings' test size; a
     budgets evaluation that a trajectory of the same run answers costs nothing (as in ``plan.plan_of``)."""
-    runs: dict[str, specs.RunSpec] = {}
-    evals: dict[str, tuple[str, specs.EvalSpec, dict]] = {}
-    models: dict[str, tuple[str, specs.ModelSpec]] = {}
+    runs: dict[str, needs.RunSpec] = {}
+    evals: dict[str, tuple[str, needs.EvalSpec, dict]] = {}
+    models: dict[str, tuple[str, needs.ModelSpec]] = {}
     for nb in notebooks or declarations.profile_notebooks(profile):
         need = manifest.needs(nb, profile, **(params or {}))
         for spec in need.runs.values():
@@ -56,7 +56,7 @@ def _given(args: dict, name: str, default):
     return default if value is None else value
 
 
-def _declared_eval(e: specs.EvalSpec) -> dict:
+def _declared_eval(e: needs.EvalSpec) -> dict:
     """An evaluation's arguments with its run's defaults filled in (as ``Run.eval_key`` resolves them), its puzzle
     count and the outer updates each puzzle goes through, from the declaration and the data settings alone."""
     run, a = e.run.run, e.args
@@ -90,7 +90,7 @@ def _test_puzzles(run: cache.Run, limit: int | None) -> int:
     return min(sizes)
 
 
-def _answered_by_trajectory(e: specs.EvalSpec, resolved: dict, others: list[tuple[specs.EvalSpec, dict]]
+def _answered_by_trajectory(e: needs.EvalSpec, resolved: dict, others: list[tuple[needs.EvalSpec, dict]]
                             ) -> bool:
     """``plan._read_from_trajectory`` for declared evaluations: a budgets evaluation of a model without a horizon,
     with a trajectory of the same run over as many puzzles that reaches every budget."""
@@ -102,7 +102,7 @@ def _answered_by_trajectory(e: specs.EvalSpec, resolved: dict, others: list[tupl
                for o, r in others)
 
 
-def _declared_eval_item(notebook: str, e: specs.EvalSpec, resolved: dict, key: str) -> EvalItem:
+def _declared_eval_item(notebook: str, e: needs.EvalSpec, resolved: dict, key: str) -> EvalItem:
     """The :class:`EvalItem` of a declared evaluation (``plan._eval_item`` without the data). It counts as computed
     only where its run is trained here and its cache file exists."""
     run = e.run.run

@@ -90,7 +90,7 @@ def warm_jobs(run: cache.Run, overrides: dict, device: str, jobs: int, threads: 
     from ..compute.slots import Slot
     from ..compute.worker import Pool, compile_shape
     from ..notebooks.manifest import Job
-    from ..notebooks.specs import EvalSpec, RunSpec
+    from ..notebooks.needs import EvalSpec, RunSpec
 
     cfg = run.config
     over = {**overrides, "train.steps": steps}

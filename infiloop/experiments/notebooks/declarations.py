@@ -2,8 +2,8 @@
 that run it, its declaration of what it reads), found by listing that package, in the notebooks' number order.
 
 Every list of notebooks follows from it: :func:`names` (every notebook), :func:`profile_notebooks` (a profile's),
-:data:`DECLARATIONS` (each declaration by notebook name), ``pipeline.notebooks()``; a new notebook is its two files
-in ``notebooks/`` and its spec module, with no list to extend.
+:func:`experiments` (each spec, its declaration ``declare`` among them), ``pipeline.notebooks()``; a new notebook is its
+two files in ``notebooks/`` and its spec module, with no list to extend.
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ import functools
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable
 
 from ... import paths
 from ...errors import UsageError
 from ..settings import profiles
 from . import experiments as spec_modules
 from .experiments import Experiment
-from .specs import Needs
 
 EXPERIMENT_MODULE = re.compile(r"nb(\d\d_\w+)")  # nb02_depth_scaling -> notebook 02_depth_scaling
 
@@ -50,13 +48,6 @@ def names() -> list[str]:
 def experiment(name: str) -> Experiment:
     """The spec of notebook ``name`` (``"02"``, ``"depth_scaling"`` or ``"02_depth_scaling"``)."""
     return experiments()[notebook_name(name)]
-
-
-def __getattr__(attr: str) -> dict[str, Callable[[Needs, dict], None]]:
-    """``DECLARATIONS``: each notebook's declaration by name, read from the spec modules when asked for."""
-    if attr == "DECLARATIONS":
-        return {name: spec.declare for name, spec in experiments().items()}
-    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 # ------------------------------------------------------------------------------------------ reading the plan

@@ -37,8 +37,8 @@ from pathlib import Path
 from ...errors import UsageError
 from ..settings import profiles
 from .declarations import experiment, notebook_name, profile_notebooks
+from .needs import EvalSpec, ModelSpec, Needs, RunSpec
 from .parameters import DEPTH_PARAMETERS, notebook_defaults, read_parameters, typed_parameter
-from .specs import EvalSpec, ModelSpec, Needs, RunSpec
 
 
 def needs(notebook: str, profile: str | None = None, **params) -> Needs:

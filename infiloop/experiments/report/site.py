@@ -213,7 +213,8 @@ def render(profile: str, recorded: Path | None = None) -> str:
 <h1>InfiLoop companion: the recorded results at profile {esc(profile)}</h1>
 <p>This project's measurements beside the numbers of the paper "Scaling to Tens of Thousands of Test-Time
 Iterations with Loop-Native Attention Residuals" (InfiLoop): a looped reasoner whose state is an attention-weighted
-summary of all its candidates so far, against the usual carry-last rule (keep only the latest state) and FPRM.
+summary of all its candidates so far, against the usual carry-last rule (the newest state replaces the last, as in
+TRM, the Tiny Recursive Model) and FPRM (the Fixed-Point Reasoning Model).
 Numbers marked "paper" are the paper's; all others were measured by this project.</p>
 <p class="meta">Tables, claims and verdicts: the record <code>docs/results/{esc(profile)}/</code>, made in these
 sittings:</p>{_sittings(summaries)}

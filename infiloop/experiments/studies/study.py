@@ -22,7 +22,7 @@ from ...io import atomic_write_text, fill_block
 from ..compute.scheduler import log_path, run_planned
 from ..cost import estimates
 from ..notebooks.manifest import Job, jobs_for
-from ..notebooks.specs import EvalSpec, RunSpec
+from ..notebooks.needs import EvalSpec, RunSpec
 from ..store.runs import Run, resolve
 
 

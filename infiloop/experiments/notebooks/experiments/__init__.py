@@ -3,7 +3,7 @@
 A notebook ``notebooks/NN_name.py`` (with its ``.ipynb`` twin) is defined by the module ``nbNN_name.py`` here, which
 holds ``EXPERIMENT``: an :class:`Experiment` with the notebook's title, the profiles whose ``./reproduce.sh`` runs it
 and its declaration, the function of its parameters that adds the runs, evaluations and looped decoders it reads to
-its :class:`~..specs.Needs`. The registry (``notebooks/declarations.py``) lists these modules; the notebooks' list,
+its :class:`~..needs.Needs`. The registry (``notebooks/declarations.py``) lists these modules; the notebooks' list,
 each profile's list, the plan, the manifest and ``./reproduce.sh`` follow from them, so a new notebook is its two
 notebook files and its spec module.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..specs import Needs
+from ..needs import Needs
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from ....tasks import registry
 from ....tasks.validation import VALID
 from ...settings import profiles
 from ...settings.recipes import MAIN_RECIPES
-from ..specs import Needs
+from ..needs import Needs
 from . import Experiment
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ....tasks.validation import VALID
 from ...settings import profiles
 from ...settings.recipes import MAIN_RECIPES
-from ..specs import Needs
+from ..needs import Needs
 from . import Experiment
 from .nb01_main_table import matched_depths
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...settings import profiles
-from ..specs import Needs
+from ..needs import Needs
 from . import Experiment
 
 

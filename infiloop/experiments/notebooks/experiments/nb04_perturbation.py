@@ -5,7 +5,7 @@ from __future__ import annotations
 from ....errors import UsageError
 from ...settings import profiles
 from ...settings.recipes import MAIN_RECIPES
-from ..specs import Needs
+from ..needs import Needs
 from . import Experiment
 
 

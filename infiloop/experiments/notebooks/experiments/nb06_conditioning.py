@@ -5,7 +5,7 @@ from __future__ import annotations
 from ....errors import UsageError
 from ...settings import profiles
 from ...settings.recipes import CONDITIONING_RECIPES
-from ..specs import Needs, parse_ints
+from ..needs import Needs, parse_ints
 from . import Experiment
 
 

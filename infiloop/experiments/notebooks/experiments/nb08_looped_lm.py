@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import looplm
 from ...settings import profiles
-from ..specs import Needs
+from ..needs import Needs
 from . import Experiment
 
 

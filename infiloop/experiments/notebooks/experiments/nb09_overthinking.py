@@ -8,7 +8,7 @@ from ....errors import UsageError
 from ....tasks import extrapolation
 from ...settings import profiles
 from ...settings.recipes import OVERTHINK_ARMS, OVERTHINK_RECIPES
-from ..specs import Needs
+from ..needs import Needs
 from . import Experiment
 
 
