@@ -20,9 +20,6 @@ expected a number``. Types come from the fields of the configuration dataclasses
 settings (``data.*``, ``eval.*``), from the type of the default value.
 
 How a setting enters a run's hash is declared on its field (:func:`hash_rule`, read by :func:`hashed_settings`).
-
-The names a connection setting takes are those registered (:data:`CONNECTION_REGISTRY`): each loop connection's
-class with its label, colour and recipe, one entry read by the model, the figures and the recipes alike.
 """
 
 from __future__ import annotations
@@ -213,50 +210,6 @@ def type_of_default(default: Any) -> Any:
     if isinstance(default, (list, tuple)):
         return list
     return type(default)
-
-
-# ---------------------------------------------------------------------------------- the loop connections by name
-
-@dataclasses.dataclass(frozen=True)
-class ConnectionEntry:
-    """A loop connection as the package knows it by its name (``model.inner.name``, ``model.outer.name``).
-
-    member: its class (a ``model.connections.Connection``); label and color: its name and colour in every figure and
-    table (``analysis.plotting``); recipe: the model settings that make a model use it, the experiments' recipe of
-    the same name (``experiments/settings/recipes.py``), or None where it has no recipe of its own.
-    """
-
-    member: type
-    label: str
-    color: str
-    recipe: dict | None
-
-
-# Filled by ``model/connections.py`` for its members (imported with the package: ``infiloop/__init__.py``) and by
-# :func:`register_connection` for any other; read where a connection is known by name. The base holds it so that the
-# figures (``analysis``, which imports nothing of the model) and the recipes read the same entry.
-CONNECTION_REGISTRY: dict[str, ConnectionEntry] = {}
-
-
-def on_both_axes(name: str, **settings: Any) -> dict:
-    """The recipe of a connection on both recurrent axes: ``{"inner": {"name": name, ...}, "outer": {...}}``."""
-    return {"inner": {"name": name, **settings}, "outer": {"name": name, **settings}}
-
-
-def register_connection(name: str, member: type, *, label: str, color: str, recipe: dict | None) -> None:
-    """Make the connection class ``member`` known as ``name``: buildable (``model.connections.build_connection``),
-    drawn with ``label`` and ``color``, and trained by the recipe ``name`` with the model settings ``recipe``
-    (e.g. ``on_both_axes(name)``; None: no recipe). A name is registered once (:func:`unregister_connection`)."""
-    if name in CONNECTION_REGISTRY:
-        raise ValueError(f"connection {name!r} is registered already (by {CONNECTION_REGISTRY[name].member.__name__})")
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise ValueError(f"connection name {name!r}: use lower-case letters, digits and '_' (a run folder holds it)")
-    CONNECTION_REGISTRY[name] = ConnectionEntry(member, label, color, recipe)
-
-
-def unregister_connection(name: str) -> None:
-    """Forget the connection ``name`` (a test's own connection, once it has been tried)."""
-    CONNECTION_REGISTRY.pop(name, None)
 
 
 # ------------------------------------------------------------------------------------ what a run's hash covers

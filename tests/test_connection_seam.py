@@ -10,8 +10,8 @@ import pytest
 import torch
 from matplotlib.colors import to_hex
 
-from infiloop.config import CONNECTION_REGISTRY, on_both_axes, register_connection, unregister_connection
 from infiloop.model.connections import CONNECTIONS, Connection, ConnectionConfig, build_connection
+from infiloop.model.registry import CONNECTION_REGISTRY, on_both_axes, register_connection, unregister_connection
 
 TOY_GAMMA = 0.25
 

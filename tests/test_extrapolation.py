@@ -38,7 +38,8 @@ def test_prefix_sums_has_a_named_test_set_per_length_and_its_oracle(built):
 def test_maze_test_sets_at_larger_sizes_are_valid_mazes_with_scaled_paths(built):
     root, files = built
     cfg = data_profile("smoke").tasks["maze"]
-    assert named_sizes("maze", cfg) == [8, 12] and maze_min_path(cfg, 12) == 18 and maze_min_path(cfg, 8) == 12
+    assert named_sizes("maze", cfg, registry.REGISTRY["maze"].size_setting) == [8, 12]
+    assert maze_min_path(cfg, 12) == 18 and maze_min_path(cfg, 8) == 12
     for k in cfg["test_sizes"]:
         d = load("maze", data_profile("smoke"), size_set_name(k), root=root)
         assert d.grid == (k, k) and len(d) == cfg["n_test"]
@@ -85,4 +86,4 @@ def test_test_sizes_change_no_run_hash():
     assert config_hash(resolve_config("prefix_sums", "carry_last_no_recall", "smoke", {"data.n_train": 100})) \
         != config_hash(base)
     with pytest.raises(DataError, match="test_lengths must be distinct whole numbers"):
-        named_sizes("prefix_sums", {"test_lengths": [10, 10]})
+        named_sizes("prefix_sums", {"test_lengths": [10, 10]}, "test_lengths")

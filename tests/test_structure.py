@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "infiloop"
-BASE = {"paths", "io", "errors", "config", "machine", "numeric"}
+BASE = {"paths", "io", "errors", "config", "machine", "numeric", "labels"}
 TRAINING = {"optim", "training", "evaluation"}
 # wing -> the wings it may import (besides itself); the method and the tasks stand on the base alone
 ALLOWED = {

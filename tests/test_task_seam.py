@@ -121,3 +121,18 @@ def test_a_registered_task_trains_at_smoke_and_is_evaluated(toy, tmp_path, monke
     assert path.is_file()
     assert max(traj["updates"]) == 4 and traj["correct"].shape == (len(traj["updates"]), 16)  # exact per string
     assert tasks.cells_to_fill(NAME, run.test_data().inputs).all()  # every position of a string is scored
+
+
+def test_a_tasks_size_setting_on_its_record_keeps_the_sizes_out_of_a_runs_hash():
+    """A task with named test sets at other sizes names the data setting that lists them on its record
+    (``size_setting``): adding a size trains nothing again, and no module of the package is edited for it."""
+    from dataclasses import replace
+
+    from infiloop.experiments.settings.recipes import config_hash
+
+    def run_hash(sizes: list[int]) -> str:
+        return config_hash({"task": "bitflip_sized", "data": {**SMOKE, "toy_lengths": sizes}})
+
+    assert run_hash([8]) != run_hash([8, 12])  # unregistered, the setting is the data's like any other
+    with registry.registered(replace(TOY, name="bitflip_sized", size_setting="toy_lengths")):
+        assert run_hash([8]) == run_hash([8, 12]) == run_hash([])

@@ -21,26 +21,26 @@ from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox
 
 from .. import paths
-from ..config import CONNECTION_REGISTRY
 from ..io import atomic_write
+from ..labels import CONNECTIONS
 
 PNG_DPI = 150
 
 
 class _WithConnections(Mapping):
-    """Each registered connection's ``label`` or ``color`` (``config.CONNECTION_REGISTRY``: registered with its
-    class, ``model/connections.py``), first and as registered now, then the entries of ``others``."""
+    """Each registered connection's ``label`` or ``color`` (``labels.CONNECTIONS``, written as each is
+    registered, ``model/registry.py``), first and as registered now, then the entries of ``others``."""
 
     def __init__(self, attribute: str, others: dict[str, str]):
         self.attribute, self.others = attribute, others
 
     def __getitem__(self, name: str) -> str:
-        entry = CONNECTION_REGISTRY.get(name)
+        entry = CONNECTIONS.get(name)
         return getattr(entry, self.attribute) if entry is not None else self.others[name]
 
     def __iter__(self) -> Iterator[str]:
-        yield from CONNECTION_REGISTRY
-        yield from (k for k in self.others if k not in CONNECTION_REGISTRY)
+        yield from CONNECTIONS
+        yield from (k for k in self.others if k not in CONNECTIONS)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

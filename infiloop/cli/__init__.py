@@ -29,9 +29,9 @@ import json
 import os
 import sys
 
-from ..config import CONNECTION_REGISTRY
 from ..errors import Parser, UsageError, run_command
 from ..machine import cuda_problem, init_distributed, leave_process_group
+from ..model.registry import CONNECTION_REGISTRY
 from . import args as cli_args
 from . import evaluate as cli_eval
 

@@ -20,12 +20,12 @@ from pathlib import Path
 import torch
 
 from .. import numeric
-from ..config import CONNECTION_REGISTRY
 from ..errors import UsageError
 from ..machine import progress_bar
 from ..model.conditioning import ConditionConfig
 from ..model.connections import ConnectionConfig
 from ..model.looplm import LoopLMConfig
+from ..model.registry import CONNECTION_REGISTRY
 from ..tasks.language import LanguageConfig
 from ..training.looplm import LMTrainConfig, Probe, run
 

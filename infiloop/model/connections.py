@@ -14,7 +14,7 @@ gathered per sample (training with halting, several processes, checkpoints). Eve
 adaptive residual update ``h_t = h_{t-1} + gamma_t (z_t - h_{t-1})`` (eq. 5) except Full Attention
 Residuals, whose per-step query re-weights old candidates too.
 
-A member is known by its name once registered (``config.register_connection``: its class, label and colour in
+A member is known by its name once registered (``registry.register_connection``: its class, label and colour in
 figures, and recipe); the end of this module registers the package's own.
 
 The module-level functions ``aggregate`` (eq. 2, explicit) and ``stream`` (eq. 4, streaming) are the
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..config import CONNECTION_REGISTRY, from_dict, hash_rule, on_both_axes, register_connection
+from ..config import from_dict, hash_rule
 from .kernels import (
     BACKENDS,
     CLIP_MODES,
@@ -42,6 +42,7 @@ from .kernels import (
     score_slope,
 )
 from .kernels.probe import triton_fails
+from .registry import CONNECTION_REGISTRY, on_both_axes, register_connection
 
 State = dict[str, Tensor]
 

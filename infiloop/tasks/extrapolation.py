@@ -13,7 +13,8 @@ instances at the training size), one *named test set* per size, ``test_<size>.np
   (:func:`maze_min_path`); at the training size the named set is the usual test set (kept apart from the training
   mazes up to the square's symmetries, ``audit.without_leaks``); mazes of another size cannot equal a training one.
 
-The sizes of the named test sets (:data:`SIZE_SETTINGS`) do not change the training set, so they are no part of a
+The data setting that lists the sizes of a task's named test sets is its ``Task.size_setting`` (``registry.py``:
+:data:`PREFIX_SUMS_SIZES`, :data:`MAZE_SIZES`). The sizes do not change the training set, so they are no part of a
 run's hash (``recipes.config_hash``): adding a test size trains nothing again.
 """
 
@@ -27,8 +28,7 @@ from . import audit, maze, prefix_sums
 from .base import DataError, TaskData
 from .sources import VALID
 
-# The setting that lists the sizes of a task's named test sets (absent: a task without them)
-SIZE_SETTINGS = {"prefix_sums": "test_lengths", "maze": "test_sizes"}
+PREFIX_SUMS_SIZES, MAZE_SIZES = "test_lengths", "test_sizes"  # the two tasks' size settings (``Task.size_setting``)
 
 
 def size_set_name(size: int) -> str:
@@ -45,9 +45,9 @@ def size_set_grid(task: str, test_set: str) -> tuple[int, int] | None:
     return (1, size) if task == "prefix_sums" else (size, size)
 
 
-def named_sizes(task: str, cfg: dict) -> list[int]:
-    """The sizes of the named test sets of ``task``'s data set with settings ``cfg`` (empty: none)."""
-    key = SIZE_SETTINGS.get(task)
+def named_sizes(task: str, cfg: dict, key: str | None) -> list[int]:
+    """The sizes of the named test sets of ``task``'s data set with settings ``cfg``, listed by its size setting
+    ``key`` (the task's ``size_setting``; None: a task without named test sets); empty: none."""
     sizes = cfg.get(key) if key else None
     if not sizes:
         return []
@@ -64,7 +64,7 @@ def prefix_sums_header(cfg: dict) -> dict:
 def build_prefix_sums(task: str, cfg: dict, out: Path, root: Path, verbose: bool):
     """The builder of ``prefix_sums`` (its ``Task.build``, registry.py): ``train.npz``, ``test.npz`` (held-out
     strings at the training length) and ``test_<n>.npz`` for each of ``test_lengths``."""
-    n, lengths = cfg["train_length"], named_sizes(task, cfg)
+    n, lengths = cfg["train_length"], named_sizes(task, cfg, PREFIX_SUMS_SIZES)
     try:
         train, tests = prefix_sums.split(cfg["n_train"], cfg["n_test"], n, tuple(sorted({n, *lengths})), cfg["seed"])
     except ValueError as e:  # more strings asked for than there are
@@ -110,7 +110,7 @@ def maze_test_sets(cfg: dict, test: maze.MazeSet, out: Path, source: str, verbos
     ``test``, at every other size ``n_test`` generated mazes from a stream of their own. Returns their files; records
     each set's rows and least path in ``summary["test_sets"]``."""
     files, record = {}, summary.setdefault("test_sets", {})
-    for k in named_sizes("maze", cfg):
+    for k in named_sizes("maze", cfg, MAZE_SIZES):
         if k == cfg["size"]:
             mazes = test
         else:

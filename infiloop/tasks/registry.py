@@ -4,7 +4,7 @@ model's grid from the data settings, the cells a model decides, how a test set i
 settings' puzzles in words, the text of a drawn cell (as ``model.connections`` and ``settings.recipes`` hold the
 connections and the recipes). Adding a task is its module plus one entry of :data:`REGISTRY` (or, outside the
 package, :func:`register`); a field a task has no use for stays None (ARC has no CSV files, and its header needs the
-built set). A task with named test sets at other sizes also names its size setting in ``extrapolation.py``.
+built set).
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ class Task:
     ``cell_text(tokens)``: the text drawn in each cell of a board (empty: none). ``hardness(test)``: the axis of
     notebook 02's difficulty breakdown, (its name, its value per test puzzle, or None where the trajectory records
     it: Sudoku's blanks). ``paper_depth``: the task of the paper's depth curves and carry-last diagnostics
-    (Sudoku-Extreme), on which notebook 02 decides its claims."""
+    (Sudoku-Extreme), on which notebook 02 decides its claims. ``size_setting``: the data setting that lists the
+    sizes of the task's named test sets, ``test_<size>.npz`` (``extrapolation.py``; None: it has none); not part of a
+    run's hash (``recipes.config_hash``)."""
 
     name: str
     header: Callable[[dict], dict | None]
@@ -73,6 +75,7 @@ class Task:
     cell_text: Callable[[np.ndarray], np.ndarray] | None = None
     hardness: Callable[[TaskData], tuple[str, np.ndarray | None]] | None = None
     paper_depth: bool = False
+    size_setting: str | None = None
 
 
 # ------------------------------------------------------------------------------------------ Sudoku
@@ -165,11 +168,13 @@ REGISTRY: dict[str, Task] = {
                  no_validation=builders.maze_no_validation, optional_settings=builders.MAZE_OPTIONAL,
                  user_file=_maze_file,
                  settings_text=lambda d: f"maze {d['size']}x{d['size']}, shortest path >= {d['min_path']}",
-                 cell_text=_maze_cells, hardness=lambda test: ("path_length", test.meta["path_length"])),
+                 cell_text=_maze_cells, hardness=lambda test: ("path_length", test.meta["path_length"]),
+                 size_setting=extrapolation.MAZE_SIZES),
     # every position of a bit string is scored (its running parity); the grid is 1 x length
     "prefix_sums": Task("prefix_sums", extrapolation.prefix_sums_header, _every_cell, extrapolation.build_prefix_sums,
                         audit.audit_prefix_sums, PREFIX_SUMS_VOCAB,
-                        validation_split=extrapolation.prefix_sums_validation, cell_text=_prefix_cells),
+                        validation_split=extrapolation.prefix_sums_validation, cell_text=_prefix_cells,
+                        size_setting=extrapolation.PREFIX_SUMS_SIZES),
     "arc1": _arc("arc1"),
     "arc2": _arc("arc2"),
 }

@@ -179,13 +179,9 @@ def _run(jobs, profile, slots, cost, gpus_per_run, launch, poll, progress, pool)
     total = sum(costs.values())
     bar = tqdm(total=total, disable=not progress, unit="s", unit_scale=True, dynamic_ncols=True,
                bar_format="{desc} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
+    n_jobs, ended = len(todo), 0.0  # ended: the costs of the jobs that have ended
 
-    n_jobs = len(todo)
-    ended = 0.0  # the costs of the jobs that have ended
-
-    def describe():
-        """The stage line, and the bar at the ended jobs' costs plus each running training's share of its own (from
-        its progress lines, every 30 s), so that the time left shows before the first job ends."""
+    def describe():  # the bar counts each running training's share of its steps: a time left before any job ends
         trains = [j for *_, j in running.values() if j.kind == "train"] if progress else []
         bar.set_description(stage_line(len(report.done) + len(report.failed) + len(report.skipped), n_jobs,
                                        len(running), [log_path(j) for j in trains]), refresh=False)

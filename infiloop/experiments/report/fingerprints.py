@@ -19,13 +19,13 @@ from datetime import date
 from pathlib import Path
 
 from ... import numeric, paths
-from ...config import CONNECTION_REGISTRY
 from ...errors import DataError
 from ...io import atomic_write_text
+from ...model.registry import CONNECTION_REGISTRY
 from ..settings.recipes import MAIN_RECIPES
 
 FILE = paths.DOCS / "results" / "fingerprints.json"
-# each registered loop connection's recipe (config.CONNECTION_REGISTRY: carry-last, InfiLoop, FPRM, full AttnRes)
+# each registered loop connection's recipe (model/registry.py: carry-last, InfiLoop, FPRM, full AttnRes)
 SMOKE = tuple(("smoke", "sudoku", name) for name, e in CONNECTION_REGISTRY.items() if e.recipe is not None)
 QUICK = tuple(("quick", "sudoku", r) for r in MAIN_RECIPES)  # Table 1's three models at the default profile
 VECTOR_FLAGS = ("avx", "fma", "amx", "f16c")  # the /proc/cpuinfo flags that name a family's vector units

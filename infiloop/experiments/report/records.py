@@ -15,8 +15,11 @@ import copy
 import os
 import platform
 
+from ... import paths
 from ...analysis import claim_data, claims, contrasts, power
 from ...errors import DataError
+
+RECORDED = paths.DOCS / "results"  # each profile's record: docs/results/<profile>/<notebook>.json
 
 
 def _seedless(cfg: dict) -> dict:

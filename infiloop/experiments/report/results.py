@@ -32,9 +32,9 @@ from ...errors import DataError, UsageError
 from ...io import atomic_write_text, fill_block
 from ..settings import profiles
 from . import compare, fingerprints, headline, records, site
+from .records import RECORDED
 from .verdicts import MARK, MEASURED, ONE_MODEL, ONE_MODEL_NOTE, effect_cell, one_model, verdict
 
-RECORDED = paths.DOCS / "results"
 START, END = "<!-- results: start -->", "<!-- results: end -->"
 HEADLINE = ("search",)  # the README's profiles
 PAGES = (paths.ROOT / "README.md", paths.DOCS / "results.md", paths.DOCS / "statistics.md")  # ``render`` fills these

@@ -27,7 +27,7 @@ from ... import paths
 from ...io import atomic_write_text
 from .build import CSS, _all_claims, claims_html, notebook_section
 from .markup import esc, warn
-from .records import parts
+from .records import RECORDED, parts
 
 SITE = paths.DOCS / "site"  # beside(): the records' folder's sibling
 MANIFEST = "site.json"
@@ -36,8 +36,6 @@ MAX_BYTES = 15 * 2**20  # the whole site; what issue 76 asked of it for quick an
 
 
 def _recorded(recorded: Path | None) -> Path:
-    from .results import RECORDED
-
     return RECORDED if recorded is None else Path(recorded)
 
 

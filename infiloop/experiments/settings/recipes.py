@@ -20,17 +20,18 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ... import tasks
-from ...config import CONNECTION_REGISTRY, coerce, field_type, hashed_settings, parse_setting, type_of_default
+from ...config import coerce, field_type, hashed_settings, parse_setting, type_of_default
 from ...errors import UsageError
 from ...io import load_npz
 from ...model.reasoner import ModelConfig
-from ...tasks.extrapolation import SIZE_SETTINGS
+from ...model.registry import CONNECTION_REGISTRY
+from ...tasks.registry import REGISTRY as TASK_ENTRIES
 from ...training import TrainConfig
 from . import profiles
 
 
 class _Recipes(Mapping):
-    """The recipes by name: each registered connection's own (``config.CONNECTION_REGISTRY``: registered with its
+    """The recipes by name: each registered connection's own (``model/registry.py``: registered with its
     class, ``model/connections.py``), as registered now, then the recipes made of them (``derived``)."""
 
     def __init__(self, derived: dict[str, dict]):
@@ -213,13 +214,13 @@ def _data_header(task: str, data: tasks.DataProfile, data_over: dict) -> dict:
 
 def config_hash(cfg: dict) -> str:
     """Hash of everything that defines the trained model, ``code_version`` included: not the evaluation settings, not
-    the sizes of the named test sets (``tasks/extrapolation.py``), and each model and training setting as its field's
+    the sizes of the named test sets (each task's ``size_setting``), and each model and training setting as its field's
     hash rule says (``config.hash_rule``, declared on the field of ``ModelConfig``, ``ConnectionConfig`` or
     ``TrainConfig``): not the CPU threads or the micro-batch, ``torch.compile`` at its default whatever its value, a
     later-added setting not at its neutral value, nor where it does nothing (InfiLoop's switches on another
     connection, the candidate loss of carry-last)."""
     keyed = copy.deepcopy({k: v for k, v in cfg.items() if k != "eval"})
-    for setting in SIZE_SETTINGS.values():  # the sizes of the named test sets: the training set is the same
+    for setting in {t.size_setting for t in TASK_ENTRIES.values() if t.size_setting}:  # the training set is the same
         keyed.get("data", {}).pop(setting, None)
         keyed.get("data_overrides", {}).pop(setting, None)
     outer = keyed.get("model", {}).get("outer", {}).get("name")

@@ -5,7 +5,7 @@ several sizes) the other profiles do not build."""
 from __future__ import annotations
 
 from ....errors import UsageError
-from ....tasks import extrapolation
+from ....tasks import extrapolation, registry
 from ...settings import profiles
 from ...settings.recipes import OVERTHINK_ARMS, OVERTHINK_RECIPES
 from ..needs import Needs
@@ -17,11 +17,13 @@ def declare(n: Needs, p: dict) -> None:
     ``recipes.OVERTHINK_RECIPES``) and, with ``arms``, the two more of ``recipes.OVERTHINK_ARMS``, trained on
     ``task`` at its training size and evaluated to ``max_updates`` at every update on each of the data set's named
     test sets (``tasks/extrapolation.py``)."""
-    sizes = extrapolation.named_sizes(p["task"], profiles.data_of(n.profile).tasks.get(p["task"], {})) \
-        if p["task"] in extrapolation.SIZE_SETTINGS else []
+    def sizes_at(profile: str) -> list[int]:
+        key = registry.REGISTRY[p["task"]].size_setting if p["task"] in registry.REGISTRY else None
+        return extrapolation.named_sizes(p["task"], profiles.data_of(profile).tasks.get(p["task"], {}), key)
+
+    sizes = sizes_at(n.profile)
     if not sizes:
-        have = [name for name in profiles.names() if p["task"] in extrapolation.SIZE_SETTINGS and
-                extrapolation.named_sizes(p["task"], profiles.data_of(name).tasks.get(p["task"], {}))]
+        have = [name for name in profiles.names() if sizes_at(name)]
         raise UsageError(f"notebook 09: profile {n.profile!r} has no {p['task']} data with test sets at several "
                          f"sizes; profiles that have: {', '.join(have) or 'none'} (task: prefix_sums or maze)")
     arms = {r: (r, {}) for r in OVERTHINK_RECIPES} | (OVERTHINK_ARMS if p["arms"] else {})
