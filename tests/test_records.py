@@ -161,6 +161,10 @@ def test_summaries_merge_seed_by_seed_and_refuse_other_settings():
     text_only = {k: v for k, v in _summary([0]).items() if k != "runs"}
     with pytest.raises(DataError, match="--replace"):
         records.merge(text_only, _summary([1]))
+    # a record written before parameters were resolved kept search's own depth, 960, as if it were set: the same run
+    stale = {**_summary([0]), "parameters": {"seeds": "0", "max_updates": 960}}
+    merged, _ = records.merge(stale, {**_summary([2]), "parameters": {"seeds": "2"}})
+    assert records.seeds_of(merged) == [0, 2] and merged["parameters"] == {"seeds": "0,2"}  # the record's seeds
 
 
 def test_claims_decided_in_notebooks_are_all_built_by_a_captured_builder():

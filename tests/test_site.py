@@ -67,6 +67,7 @@ def test_record_keeps_the_runs_figures_and_notebooks_and_the_pages_follow_the_re
     assert manifest["run"]["cpu"] == "Test CPU × 2" and manifest["run"]["commit"].startswith("abcdef")
     page = (folder / "notebooks" / "02_depth_scaling.html").read_text()
     assert "<script" not in page and "<style" not in page and 'href="notebook.css"' in page
+    assert "<title>InfiLoop companion · notebook 02_depth_scaling at profile smoke</title>" in page
     assert "as executed by the run of seed(s)" in page and "abcdef1234" in page and "Test CPU × 2" in page
     assert "data:image/png;base64," in page and (folder / "notebooks" / "notebook.css").stat().st_size > 1000
 

@@ -209,14 +209,9 @@ class Notebook:
 
 def changed_parameters(notebook: str, need) -> dict:
     """:meth:`Notebook.changed_parameters` of ``need`` (``manifest.needs``' answer; None: nothing declared)."""
-    from .parameters import DEPTH_PARAMETERS, notebook_defaults
+    from .parameters import changed
 
-    if need is None:
-        return {}
-    defaults = notebook_defaults(notebook)
-    resolved = {k: profiles.depth(need.profile) if k in DEPTH_PARAMETERS and v == 0 else v for k, v in defaults.items()}
-    return {k: v for k, v in need.params.items()
-            if k in resolved and k not in ("profile", "device") and v != resolved[k]}
+    return {} if need is None else changed(notebook, need.profile, need.params)
 
 
 def runs_of(need) -> dict:

@@ -53,6 +53,16 @@ def notebook_defaults(name: str) -> dict:
     return {k: ast.literal_eval(v) for k, v in assigned(parameters_cell(name), strict=True).items()}
 
 
+def changed(name: str, profile: str, params: dict) -> dict:
+    """Those of ``params`` that are not notebook ``name``'s defaults as resolved at ``profile`` (a depth parameter's
+    default 0 is the profile's depth), besides ``profile`` and ``device``: what makes a run not the default run's."""
+    from ..settings import profiles
+
+    defaults = notebook_defaults(name)
+    resolved = {k: profiles.depth(profile) if k in DEPTH_PARAMETERS and v == 0 else v for k, v in defaults.items()}
+    return {k: v for k, v in params.items() if k in resolved and k not in ("profile", "device") and v != resolved[k]}
+
+
 def declared_parameters(name: str) -> set[str]:
     """The parameters a notebook declares in its cell tagged ``parameters``."""
     return set(assigned(parameters_cell(name), strict=True))

@@ -96,6 +96,27 @@ def _differences(a: dict, b: dict, limit: int = 3) -> str:
     return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
+def _parameters(summary: dict) -> dict:
+    """A summary's parameters that are not its notebook's defaults as resolved at its profile: a summary written
+    before they were resolved (2026-12-07) recorded a depth's default as set (``max_updates 960`` at ``search``)."""
+    from ..notebooks.parameters import changed
+
+    return changed(summary["notebook"], summary["profile"], summary.get("parameters") or {})
+
+
+def _record_parameters(summary: dict, seeds: list[int]) -> dict:
+    """The parameters of a record of ``seeds``: its notebook's that are not defaults, and, for a notebook of several
+    seeds, ``seeds`` those of the record (not of its first sitting) unless they are the profile's own."""
+    from ..notebooks.parameters import declared_parameters
+    from ..settings import profiles
+
+    out = _parameters(summary)
+    if "seeds" not in declared_parameters(summary["notebook"]):  # a notebook of one seed (``seed``)
+        return out
+    out.pop("seeds", None)
+    return out if seeds == profiles.seeds(summary["profile"]) else {"seeds": ",".join(map(str, seeds)), **out}
+
+
 def check_mergeable(recorded: dict, new: dict) -> None:
     """Refuse (DataError, one line) two summaries whose seeds cannot be one record: another notebook or profile, a
     summary kept without its data, notebook parameters that differ (besides the seeds: the depths and test puzzles of
@@ -108,7 +129,7 @@ def check_mergeable(recorded: dict, new: dict) -> None:
         if not s.get("runs"):
             raise DataError(f"{where}: {what} keeps no data of its runs (written before records were data): "
                             "record it anew with --replace")
-    params = [{k: v for k, v in (s.get("parameters") or {}).items() if k != "seeds"} for s in (recorded, new)]
+    params = [{k: v for k, v in _parameters(s).items() if k != "seeds"} for s in (recorded, new)]
     if params[0] != params[1]:  # the evaluations (depths, test puzzles) are not in the runs' settings
         raise DataError(f"{where}: the notebook ran with other parameters ({_differences(*params)})")
     for rid in sorted(set(recorded["runs"]) | set(new["runs"])):
@@ -155,8 +176,9 @@ def merge(recorded: dict, new: dict) -> tuple[dict, list[str]]:
     said = [f"{new['notebook']}: seed(s) {', '.join(map(str, sorted(have & set(theirs))))} already recorded, "
             "kept as recorded"] if have & set(theirs) else []
     if not keep:
-        return recorded, said + [f"{new['notebook']}: no seed to add"]
-    out = dict(recorded)
+        return {**recorded, "parameters": _record_parameters(recorded, sorted(have))}, \
+            said + [f"{new['notebook']}: no seed to add"]
+    out = {**recorded, "parameters": _record_parameters(recorded, sorted(have | set(keep)))}
     new_claims = {c["id"]: c for c in new.get("claims", [])}
     out["claims"] = []
     for c in recorded.get("claims", []):

@@ -76,7 +76,7 @@ def palette_png(data: bytes) -> bytes:
     return out.getvalue() if out.tell() < len(data) else data
 
 
-def _notebook_page(nb_path: Path, banner: str) -> tuple[str, str]:
+def _notebook_page(nb_path: Path, banner: str, title: str) -> tuple[str, str]:
     """One executed notebook as an HTML page (nbconvert's lab template, its images re-encoded by
     :func:`palette_png`, no scripts) and the page's style sheet, taken out so that every page shares one file."""
     import base64
@@ -92,7 +92,7 @@ def _notebook_page(nb_path: Path, banner: str) -> tuple[str, str]:
                 out["data"]["image/png"] = base64.b64encode(palette_png(base64.b64decode(png))).decode("ascii")
     exporter = HTMLExporter(template_name="lab")
     exporter.mathjax_url = exporter.require_js_url = ""
-    body, _ = exporter.from_notebook_node(nb)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"InfiLoop companion · {title}"}})
     body = re.sub(r"<script\b.*?</script>\s*", "", body, flags=re.S)
     styles = re.findall(r"<style[^>]*>(.*?)</style>", body, flags=re.S)
     body = re.sub(r"<style[^>]*>.*?</style>\s*", "", body, flags=re.S)
@@ -127,7 +127,8 @@ def keep(profile: str, results: Path | None = None, checkout: Path | None = None
            "numeric": (env.get("numeric") or {}).get("mode", "native"), "created": first.get("created")}
     notebooks, style = [], ""
     for nb_path in sorted(results.glob("[0-9][0-9]_*.ipynb")):
-        page, style = _notebook_page(nb_path, _notebook_banner(profile, nb_path.stem, run))
+        page, style = _notebook_page(nb_path, _notebook_banner(profile, nb_path.stem, run),
+                                     f"notebook {nb_path.stem} at profile {profile}")
         (new / NOTEBOOKS).mkdir(exist_ok=True)
         (new / NOTEBOOKS / f"{nb_path.stem}.html").write_text(page, encoding="utf-8")
         notebooks.append(nb_path.stem)
