@@ -41,7 +41,7 @@ def _fake_stages(monkeypatch, seen: dict) -> None:
                     slots=self.slots(args), plan=plan)
         return {}
 
-    monkeypatch.setattr(pipeline.jobs, "jobs", lambda selected, profile, params: [])
+    monkeypatch.setattr(pipeline.manifest, "jobs", lambda selected, profile, params: [])
     monkeypatch.setattr(pipeline, "_build_data", lambda plan: None)
     monkeypatch.setattr(local.Local, "compute", compute)
     monkeypatch.setattr(pipeline, "_run_notebooks", lambda *a, **k: None)
@@ -135,12 +135,12 @@ def test_no_compile_reaches_every_training_and_keeps_the_run_folders(monkeypatch
     from infiloop.experiments.compute.slots import cpu_slots
     from infiloop.experiments.notebooks.manifest import Job
 
-    specs = {r: pipeline.jobs.needs("02", "smoke").runs[r] for r in recipes.MAIN_RECIPES}
+    specs = {r: pipeline.manifest.needs("02", "smoke").runs[r] for r in recipes.MAIN_RECIPES}
     planned = [Job(f"train {s.run.dir.name}", "train", s) for s in specs.values()]
     planned.append(Job("eval x", "eval", specs["infiloop"], SimpleNamespace(kind="evaluate", args={}, key="x")))
     seen: dict = {}
     _fake_stages(monkeypatch, seen)
-    monkeypatch.setattr(pipeline.jobs, "jobs", lambda selected, profile, params: planned)
+    monkeypatch.setattr(pipeline.manifest, "jobs", lambda selected, profile, params: planned)
     monkeypatch.setattr(paths, "RESULTS", tmp_path / "results")
     assert pipeline.main(["--profile", "smoke", "--device", "cpu", "--no-compile"]) == 0
     slots = cpu_slots(1, 1)
