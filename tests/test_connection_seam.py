@@ -20,6 +20,11 @@ class ToyAverage(Connection):
     """A fixed-gamma average, h_t = h_{t-1} + gamma (z_t - h_{t-1}) with gamma = 1/4: a connection the package does
     not have, written as a user would write one."""
 
+    @staticmethod
+    def check_settings(cfg, bad):  # its own rule for a setting it reads, beside the shared checks
+        if cfg.score_clip is not None and cfg.score_clip < 1.0:
+            bad("score_clip", f"the toy average needs a clip of at least 1 or none, got {cfg.score_clip}")
+
     def step(self, state, z):
         h = state["h"] + TOY_GAMMA * (z - state["h"])
         gamma = z.new_full(z.shape[:-1], TOY_GAMMA)
@@ -119,3 +124,14 @@ def test_the_package_connections_keep_their_labels_colours_and_recipes():
     assert set(CONNECTIONS) == {"carry_last", "infiloop", "fprm", "full_attnres", "ema"}
     assert looplm.COLORS == {"carry_last": "#D55E00", "infiloop": "#0072B2", "ema": "#E69F00",
                              "history_lg": "#000000", "history_dense": "#56B4E9"}
+
+
+def test_a_connections_own_settings_are_checked_by_its_class(toy):
+    """``ConnectionConfig.validate`` checks what every connection shares, then asks the connection's class
+    (``check_settings``): the toy's rule applies to the toy alone, InfiLoop's beta rule to InfiLoop alone."""
+    with pytest.raises(ValueError, match=r"outer.score_clip: the toy average needs a clip of at least 1"):
+        ConnectionConfig(name=toy, score_clip=0.5).validate("outer")
+    ConnectionConfig(name="carry_last", score_clip=0.5).validate("outer")  # no such rule for carry-last
+    with pytest.raises(ValueError, match=r"beta: decay 'learned' needs beta in \(0, 1\)"):
+        ConnectionConfig(name="infiloop", beta=1.5).validate()
+    ConnectionConfig(name=toy, beta=1.5).validate()  # InfiLoop's rule is InfiLoop's

@@ -24,6 +24,7 @@ public mathematical contract; the ``InfiLoop`` module implements the same map st
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -162,11 +163,6 @@ class ConnectionConfig:
             bad("name", f"unknown connection {self.name!r}; valid choices: {', '.join(CONNECTION_REGISTRY)}")
         if self.decay not in DECAY_MODES:
             bad("decay", f"unknown decay mode {self.decay!r}; valid choices: {', '.join(DECAY_MODES)}")
-        if self.name == "infiloop":
-            if self.decay in ("learned", "fixed") and not 0.0 < self.beta < 1.0:
-                bad("beta", f"decay {self.decay!r} needs beta in (0, 1), got {self.beta}")
-            if self.decay == "reverse" and not self.beta > 1.0:
-                bad("beta", f"decay 'reverse' needs beta > 1 (the paper uses 1.82), got {self.beta}")
         if self.score_clip is not None and not (math.isfinite(self.score_clip) and (
                 self.clip_mode == "hard" or self.score_clip > 0)):
             bad("score_clip", f"must be a finite number (positive for the soft cap) or None, got {self.score_clip}")
@@ -174,20 +170,9 @@ class ConnectionConfig:
             bad("clip_mode", f"unknown clip mode {self.clip_mode!r}; valid choices: {', '.join(CLIP_MODES)}")
         if not self.eps > 0:
             bad("eps", f"must be positive, got {self.eps}")
-        if self.name == "ema" and not 0.0 < self.gamma <= 1.0:
-            bad("gamma", f"ema needs gamma in (0, 1], got {self.gamma}")
-        if self.name == "full_attnres" and self.n_queries < 1:
-            bad("n_queries", f"must be at least 1, got {self.n_queries}")
-        if self.name == "fprm":
-            for f in ("fprm_decay_train", "fprm_decay_eval"):
-                if not 0.0 < getattr(self, f) <= 1.0:
-                    bad(f, f"must be in (0, 1], got {getattr(self, f)}")
-            if self.fprm_patience < 1:
-                bad("fprm_patience", f"must be at least 1, got {self.fprm_patience}")
-            if self.fprm_halt_tol < 0:
-                bad("fprm_halt_tol", f"must be >= 0, got {self.fprm_halt_tol}")
         if self.backend not in BACKENDS:
             bad("backend", f"unknown kernel backend {self.backend!r}; valid choices: {', '.join(BACKENDS)}")
+        CONNECTION_REGISTRY[self.name].member.check_settings(self, bad)  # the settings only this connection reads
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "connection") -> ConnectionConfig:
@@ -208,6 +193,11 @@ class Connection(nn.Module):
     def __init__(self, cfg: ConnectionConfig, d: int):
         super().__init__()
         self.cfg, self.d = cfg, d
+
+    @staticmethod
+    def check_settings(cfg: ConnectionConfig, bad: Callable[[str, str], None]) -> None:
+        """Refuse, by ``bad(field, message)``, a value of a setting this connection reads that it cannot run with
+        (``ConnectionConfig.validate`` checks the settings every connection shares); none by default."""
 
     def init(self, z0: Tensor) -> State:
         return {"h": z0}
@@ -256,6 +246,11 @@ class CarryLast(Connection):
 class EMA(Connection):
     """Fixed step size: h_t = h_{t-1} + gamma (z_t - h_{t-1})."""
 
+    @staticmethod
+    def check_settings(cfg, bad):
+        if not 0.0 < cfg.gamma <= 1.0:
+            bad("gamma", f"ema needs gamma in (0, 1], got {cfg.gamma}")
+
     def step(self, state, z):
         g = self.cfg.gamma
         h = state["h"] + g * (z - state["h"])
@@ -270,6 +265,13 @@ class InfiLoop(Connection):
     beta = exp(-lambda) stays in (0, 1): d + 1 parameters. The state per token is (h_t, log D_t):
     O(d) memory whatever the loop count.
     """
+
+    @staticmethod
+    def check_settings(cfg, bad):
+        if cfg.decay in ("learned", "fixed") and not 0.0 < cfg.beta < 1.0:
+            bad("beta", f"decay {cfg.decay!r} needs beta in (0, 1), got {cfg.beta}")
+        if cfg.decay == "reverse" and not cfg.beta > 1.0:
+            bad("beta", f"decay 'reverse' needs beta > 1 (the paper uses 1.82), got {cfg.beta}")
 
     def __init__(self, cfg: ConnectionConfig, d: int):
         super().__init__(cfg, d)
@@ -382,6 +384,11 @@ class FullAttnRes(Connection):
     candidate axis T is the second (``cand: [B, T, ..., d]``).
     """
 
+    @staticmethod
+    def check_settings(cfg, bad):
+        if cfg.n_queries < 1:
+            bad("n_queries", f"must be at least 1, got {cfg.n_queries}")
+
     def __init__(self, cfg: ConnectionConfig, d: int):
         super().__init__(cfg, d)
         self.queries = nn.Parameter(torch.zeros(cfg.n_queries, d))
@@ -428,6 +435,16 @@ class FPRM(Connection):
     not improved on its best for ``fprm_patience`` steps. In evaluation a sample halts (gamma = 0 from
     then on) once its residual falls below ``fprm_halt_tol`` (0 disables halting).
     """
+
+    @staticmethod
+    def check_settings(cfg, bad):
+        for f in ("fprm_decay_train", "fprm_decay_eval"):
+            if not 0.0 < getattr(cfg, f) <= 1.0:
+                bad(f, f"must be in (0, 1], got {getattr(cfg, f)}")
+        if cfg.fprm_patience < 1:
+            bad("fprm_patience", f"must be at least 1, got {cfg.fprm_patience}")
+        if cfg.fprm_halt_tol < 0:
+            bad("fprm_halt_tol", f"must be >= 0, got {cfg.fprm_halt_tol}")
 
     def init(self, z0):
         n = z0.shape[0]
