@@ -378,7 +378,7 @@ def record(cid: str, effect: Interval | None, untestable: str = "", digits: int 
     return out
 
 
-RULE_VERSION = 3  # 1: a two-level percentile bootstrap, verdict by the side of zero (until issue 49); 2: no smaller
+RULE_VERSION = 3  # 1: a two-level percentile bootstrap, verdict by the side of zero; 2: no smaller
 
 
 def claim_dict(cid: str, ours: str, agrees=None, note: str | None = None, *, effect: Interval | None = None,

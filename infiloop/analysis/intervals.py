@@ -406,7 +406,7 @@ def over_seeds(trajectories, terms: Callable[[dict], Ratio], replicates: int | N
     return interval([[terms(t)] for t in trajectories], replicates=replicates, vectorized=True, bounds=bounds)
 
 
-bootstrap = interval  # the earlier name (a two-level percentile bootstrap until issue 49), kept for its callers
+bootstrap = interval  # the earlier name (a two-level percentile bootstrap under rule version 1), kept for its callers
 
 
 AGREES, SMALLER, DIFFERS, UNDECIDED, UNTESTABLE = "agrees", "smaller", "differs", "undecided", "untestable"

@@ -313,7 +313,7 @@ CLAIMS: list[Claim] = [
           "0.91 − max(0.40, 0.56)", "", 1.0),
     # The paper reports three medians, not a correlation: the effect is how well the score tells right candidates from
     # wrong ones, for which it gives no number; the notebook states our medians at the same shares of wrong cells
-    # beside the paper's (``gamma_figures.score_medians``). Until issue 61 the effect was a rank correlation of the
+    # beside the paper's (``gamma_figures.score_medians``). Earlier the effect was a rank correlation of the
     # mean score with the wrong cells, set against a "−1" that was only the order of the paper's three medians.
     Claim("gamma.score_tracks_correctness", "the content score falls as the number of wrong cells grows",
           "median 7.25 / 2.75 / −0.58 at 0 / 20 / 33 wrong cells", "03_gamma_dynamics",

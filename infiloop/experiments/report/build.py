@@ -12,7 +12,7 @@ Inputs (``results/`` is ``paths.RESULTS``, or ``<root>/results`` for the checkou
 
   ``effect`` (``analysis/claims.py``, ``record``): the claim's effect, its interval and the paper's value of it;
   ``agrees`` follows from them by the rule (``analysis/intervals.py``, ``RULE``); ``untestable``: why the claim
-  cannot be tested at this scale (no verdict). A summary written before issue 49 has none of these four.
+  cannot be tested at this scale (no verdict). A summary written under rule version 1 has none of these four.
 
 - ``results/<profile>/stages.json`` (optional), written by the pipeline runner::
 

@@ -112,7 +112,7 @@ def redecide(recorded: Path | None = None) -> list[Path]:
 
 def recorded_claims(recorded: Path | None = None) -> list[dict]:
     """Every claim of the recorded summaries, the profiles in their defining order, notebooks in report order (a
-    claim recorded before issue 49's rule keeps its verdict, marked: :func:`verdict_cell`)."""
+    claim recorded under rule version 1, without its effect, keeps its verdict, marked: :func:`verdict_cell`)."""
     root = RECORDED if recorded is None else Path(recorded)
     claims = []
     for profile in profiles.PROFILES:

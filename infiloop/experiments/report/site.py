@@ -32,7 +32,7 @@ from .records import RECORDED, parts
 SITE = paths.DOCS / "site"  # beside(): the records' folder's sibling
 MANIFEST = "site.json"
 FIGURES, NOTEBOOKS, STYLE = "figures", "notebooks", "notebook.css"
-MAX_BYTES = 15 * 2**20  # the whole site; what issue 76 asked of it for quick and search together
+MAX_BYTES = 15 * 2**20  # the whole site: small enough to clone with the repository and to read on a slow link
 
 
 def _recorded(recorded: Path | None) -> Path:

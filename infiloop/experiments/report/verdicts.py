@@ -38,7 +38,7 @@ def _measured(c: dict) -> bool:
 
 def one_model(c: dict) -> bool:
     """The claim's verdict rests on one trained model per connection: its effect's interval has one seed (in a
-    summary written before issue 49, its note says "1 seed(s)")."""
+    summary written before claims kept their effect, rule version 1, its note says "1 seed(s)")."""
     seeds = c.get("seeds", 1 if "1 seed(s)" in f"{c.get('note', '')} {c.get('ours', '')}" else None)
     return seeds == 1 and verdict(c) in MEASURED
 

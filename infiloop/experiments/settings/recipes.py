@@ -79,7 +79,7 @@ OVERTHINK_RECIPES = tuple(f"{r}_{k}" for r in MAIN_RECIPES for k in RECALL)
 for _base in MAIN_RECIPES:
     for _suffix, _recall in RECALL.items():
         _DERIVED[f"{_base}_{_suffix}"] = {**RECIPES[_base], **SIZE_AGNOSTIC_BLOCK, "recall": _recall}
-# Two more arms of the setting, each a recipe above with settings over it (notebook 09, issue 61):
+# Two more arms of the setting, each a recipe above with settings over it (notebook 09):
 # - ``average_no_recall``: InfiLoop without recall, without its content score and with its decay fixed at
 #   beta_0 = 0.55 on both axes: eq. 2's weights beta^(t-i) / sum without s_i, a content-free fixed-beta average (the
 #   exact ablation of InfiLoop; notebook 08's ``ema`` is its limit after the first loops), so that what the content
