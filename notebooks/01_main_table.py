@@ -40,8 +40,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from infiloop.analysis import claims as effects
-from infiloop.analysis import depth_fair, main_table, paper
+from infiloop.analysis import claims, depth_fair, main_table, paper
 from infiloop.analysis.plotting import LABELS
 from infiloop.experiments.notebooks.helper import Notebook, check
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
@@ -148,11 +147,11 @@ else:
 # ## What this run shows
 
 # %%
-claims = []
+decided = []
 if "sudoku" in task_list:  # the effect: InfiLoop − carry-last on the same test puzzles of each seed (paired)
-    lead = effects.difference([(i[0], c[0]) for i, c in zip(terms["infiloop", "sudoku"],
+    lead = claims.difference([(i[0], c[0]) for i, c in zip(terms["infiloop", "sudoku"],
                                                              terms["carry_last", "sudoku"])])
-    claims.append(nb.claim("main.infiloop_beats_carry_last_sudoku",
+    decided.append(nb.claim("main.infiloop_beats_carry_last_sudoku",
                            f"InfiLoop {measured['infiloop', 'sudoku'][0].pct()} vs carry-last "
                            f"{measured['carry_last', 'sudoku'][0].pct()} ({measured['infiloop', 'sudoku'][1]}); "
                            + depth_fair.effects_text(fair_lead["sudoku"]),
@@ -179,4 +178,4 @@ tables.append(nb.table("Depth-fair columns", fair_cols, fair_rows, note="exact a
 if id_rows:
     tables.append(nb.table("The identity ablation", id_cols, id_rows, note="pass@2 with each puzzle's own ids, blank "
                            "ids and random ids; own − blank paired by task (points)"))
-nb.finish(text, figures=[], tables=tables, claims=claims)
+nb.finish(text, figures=[], tables=tables, claims=decided)

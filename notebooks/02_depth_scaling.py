@@ -46,10 +46,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from infiloop import tasks
-from infiloop.analysis import claims as effects
+from infiloop.analysis import claims, depth_fair, diagnosis, intervals, paper_curves, plotting, trajectories
 from infiloop.analysis import depth as depth_analysis
-from infiloop.analysis import depth_fair, diagnosis, intervals, paper_curves, plotting
-from infiloop.analysis import trajectories as analysis
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
 from infiloop.experiments.studies import contrast_drift
@@ -89,7 +87,7 @@ n_puzzles = trajs["infiloop"]["correct"].shape[1]
 seed_note = (f"{len(seed_list)} seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
              else f"one seed ({seed_list[0]}): intervals over test puzzles only")
 
-curves = {r: intervals.over_seeds(by_seed[r].values(), analysis.accuracy_terms, 1000,
+curves = {r: intervals.over_seeds(by_seed[r].values(), trajectories.accuracy_terms, 1000,
                                   bounds=intervals.SHARE) for r in MAIN_RECIPES}
 ups = trajs["infiloop"]["updates"]
 print(f"{seed_note}; {n_puzzles} test puzzles per seed")
@@ -149,10 +147,10 @@ fig_depth = plotting.save_figure(fig, "depth_scaling" + suffix, profile)[0]
 # %%
 row_of = {int(u): i for i, u in enumerate(ups)}
 peak = {r: int(ups[np.nanargmax(c.value)]) for r, c in curves.items()}
-drop = {r: effects.held_out_fall([t["correct"] for t in by_seed[r].values()]) for r in curves}
-held_peaks = {r: effects.peaks_text(drop[r], ups) for r in curves}
-lost = {r: effects.proportion(*zip(*map(analysis.lost_terms, by_seed[r].values()))) for r in MAIN_RECIPES}
-change = {r: intervals.over_seeds(by_seed[r].values(), analysis.state_change_terms, bounds=intervals.NONNEGATIVE)
+drop = {r: claims.held_out_fall([t["correct"] for t in by_seed[r].values()]) for r in curves}
+held_peaks = {r: claims.peaks_text(drop[r], ups) for r in curves}
+lost = {r: claims.proportion(*zip(*map(trajectories.lost_terms, by_seed[r].values()))) for r in MAIN_RECIPES}
+change = {r: intervals.over_seeds(by_seed[r].values(), trajectories.state_change_terms, bounds=intervals.NONNEGATIVE)
           for r in MAIN_RECIPES}
 table = {}
 for r, c in curves.items():
@@ -171,7 +169,7 @@ print(*[" | ".join(map(str, x)) for x in [cols, *rows]], sep="\n")
 # %%
 test = runs["infiloop"].test_data().subset(slice(0, n_puzzles))
 hardness = registry.task(task).hardness(test)
-diff = {r: analysis.difficulty_breakdown(t, b, hardness[1], groups=8) for r, t in trajs.items()}
+diff = {r: trajectories.difficulty_breakdown(t, b, hardness[1], groups=8) for r, t in trajs.items()}
 diff_rows = [[k, diff["infiloop"][k][1]] + [pct(diff[r][k][0]) for r in ("infiloop", "fprm", "carry_last")]
              for k in diff["infiloop"]]
 diff_cols = [hardness[0].replace("_", " "), "puzzles", "InfiLoop", "FPRM", "carry-last"]
@@ -184,8 +182,8 @@ print(*[" | ".join(map(str, x)) for x in [diff_cols, *diff_rows]], sep="\n")
 # and the share that is wrong at that update (mean over seeds, 95 % interval).
 
 # %%
-by_depth = ((analysis.state_change_by_depth_terms, intervals.NONNEGATIVE),
-            (analysis.lost_by_depth_terms, intervals.SHARE))
+by_depth = ((trajectories.state_change_by_depth_terms, intervals.NONNEGATIVE),
+            (trajectories.lost_by_depth_terms, intervals.SHARE))
 drift = {r: tuple(intervals.over_seeds(by_seed[r].values(), terms, 1000, bounds=bounds) for terms, bounds in by_depth)
          for r in MAIN_RECIPES}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
@@ -214,9 +212,9 @@ fig_drift = plotting.save_figure(fig, "depth_drift" + suffix, profile)[0]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
 any_solved = False
 for r, t in trajs.items():
-    off, ch, _ = analysis.aligned_to_first_solve(t, "state_change", before=12, after=retention_window)
+    off, ch, _ = trajectories.aligned_to_first_solve(t, "state_change", before=12, after=retention_window)
     ax1.plot(off, 100 * ch, color=plotting.COLORS[r], label=plotting.LABELS[r])
-    k, keep = analysis.retention_after_solve(t, retention_window)
+    k, keep = trajectories.retention_after_solve(t, retention_window)
     ax2.plot(k, 100 * keep, color=plotting.COLORS[r], label=plotting.LABELS[r])
     any_solved |= bool(np.isfinite(ch).any() and (ch > 0).any())
 ax1.axvline(0, color="grey", ls=":", lw=1)
@@ -272,9 +270,9 @@ print(cal_text)
 # depth to the deepest update (paired by puzzle), and carry-last's fall after its peak chosen on held-out puzzles.
 
 # %%
-gain = effects.difference([(analysis.solved_at(t, max_updates), analysis.solved_at(t, depth))
+gain = claims.difference([(trajectories.solved_at(t, max_updates), trajectories.solved_at(t, depth))
                            for t in by_seed["infiloop"].values()])
-claims = [
+decided = [
     nb.claim("depth.infiloop_improves_with_depth",
              f"{table['infiloop'][1]} @ {depth} → {table['infiloop'][3]} @ {max_updates} updates", effect=gain),
     nb.claim("depth.carry_last_degrades",
@@ -334,4 +332,4 @@ nb.finish(text, figures=[{"path": fig_depth, "caption": "Exact accuracy against 
                            split_rows),
                   nb.table("The calibration search: drift past the training depth (docs/calibration.md)", cal_cols,
                            cal_rows)],
-          claims=claims + diagnosis_claims)
+          claims=decided + diagnosis_claims)

@@ -39,9 +39,7 @@ settle = 6  # updates after the solve from which the "after" phase is averaged (
 # %%
 import numpy as np
 
-from infiloop.analysis import claims as effects
-from infiloop.analysis import gamma_figures, intervals, paper, plotting
-from infiloop.analysis import trajectories as analysis
+from infiloop.analysis import claims, gamma_figures, intervals, paper, plotting, trajectories
 from infiloop.experiments.notebooks.helper import Notebook, check
 
 nb = Notebook("03_gamma_dynamics", "γ dynamics", profile, device, 0)
@@ -58,7 +56,7 @@ need = nb.needs(globals())  # the runs and evaluations this notebook reads (infi
 max_updates = need.params["max_updates"]  # 0 became the profile's depth
 seed_list = need.seeds
 by_seed = need.results("depth/infiloop", device)  # {seed: trajectory}
-betas = {s: analysis.info(t)["beta"] for s, t in by_seed.items()}
+betas = {s: trajectories.info(t)["beta"] for s, t in by_seed.items()}
 n_puzzles = by_seed[seed_list[0]]["correct"].shape[1]
 solved = {s: int((t["first_solve"] > 0).sum()) for s, t in by_seed.items()}
 seed_note = (f"{len(seed_list)} training seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
@@ -84,8 +82,8 @@ fig_gamma = plotting.save_figure(fig, "gamma_dynamics", profile)[0]
 # learned β.
 
 # %%
-AXES, PHASES = ("outer", "inner"), analysis.GAMMA_PHASES
-quantities = {axis: [analysis.gamma_phase_quantities(t, axis, before, settle) for t in by_seed.values()]
+AXES, PHASES = ("outer", "inner"), trajectories.GAMMA_PHASES
+quantities = {axis: [trajectories.gamma_phase_quantities(t, axis, before, settle) for t in by_seed.values()]
               for axis in AXES}
 phase_iv = {axis: {k: intervals.interval(q, lambda r, i=i: r[i], vectorized=True,
                                                                  bounds=intervals.SHARE) for i, k in enumerate(PHASES)}
@@ -117,7 +115,7 @@ fig_score = plotting.save_figure(fig, "content_score", profile)[0]
 
 # %%
 logs = {s: need.run("infiloop", device, seed=s).metrics() for s in seed_list}  # training logs, per seed
-dynamics = {s: {axis: analysis.connection_dynamics(log, axis) for axis in ("outer", "inner")}
+dynamics = {s: {axis: trajectories.connection_dynamics(log, axis) for axis in ("outer", "inner")}
             for s, log in logs.items()}
 logged = any(np.isfinite(d["outer"]["q_norm"]).any() for d in dynamics.values())
 if not logged:
@@ -139,12 +137,12 @@ else:
 po = {k: phase_iv["outer"][k].value for k in PHASES}
 base = baseline["outer"]
 outer = quantities["outer"]  # per seed: the four phases and 1 − β, one draw of the puzzles for all: paired
-below = effects.phase_contrast(outer, "below")  # 1 − β − γ(search)
-jump = effects.phase_contrast(outer, "jump")  # γ(solve) − max(γ(search), 1 − β)
+below = claims.phase_contrast(outer, "below")  # 1 − β − γ(search)
+jump = claims.phase_contrast(outer, "jump")  # γ(solve) − max(γ(search), 1 − β)
 # Does the score tell right boards from wrong ones: its AUROC (area under the ROC curve: 0.5 is chance) for right
 # against wrong candidates over every update (claims.score_separation), and the paper's own measure beside it, the
 # median score by wrong cells at the same shares of the board (gamma_figures.score_medians).
-separation = effects.score_separation([analysis.separation_terms(t, "outer") for t in by_seed.values()])
+separation = claims.score_separation([trajectories.separation_terms(t, "outer") for t in by_seed.values()])
 cells = int(np.prod(need.run("infiloop", device, seed=seed_list[0]).model_config().grid))
 medians = gamma_figures.score_medians_text(gamma_figures.score_medians(by_seed, cells), cells)
 auroc = f"{0.5 + separation.value:.2f} [{0.5 + separation.lo:.2f}, {0.5 + separation.hi:.2f}]"
@@ -154,7 +152,7 @@ auroc = f"{0.5 + separation.value:.2f} [{0.5 + separation.lo:.2f}, {0.5 + separa
 # would separate right from wrong over every update too. Held at one update, and within one puzzle, by seed:
 
 # %%
-held = {s: analysis.separation_held(t, "outer") for s, t in by_seed.items()}
+held = {s: trajectories.separation_held(t, "outer") for s, t in by_seed.items()}
 held_cols = ["seed", "AUROC, every update", "AUROC within an update (updates with both)",
              "puzzles scored higher when right"]
 held_rows = [[str(s), "–" if h["every_update"] != h["every_update"] else f"{h['every_update']:.2f}",
@@ -168,7 +166,7 @@ for row in held_rows:
 # The three claims, each decided by the interval of its effect beside the paper's effect.
 
 # %%
-claims = [
+decided = [
     nb.claim("gamma.search_below_baseline",
              f"mean γ before the solve {phase_iv['outer']['search'].num('.2f')} vs 1 − β = {base:.2f}", effect=below),
     nb.claim("gamma.jump_at_solve", f"before the solve {po['search']:.2f} → at the solve {po['solve']:.2f} → after "
@@ -198,4 +196,4 @@ if logged:
                     "correlation with the candidate's wrong cells."})
 nb.finish(text, figures=figures,
           tables=[nb.table("Mean γ by phase", phase_cols, phase_rows),
-                  nb.table("The content score's separation by seed", held_cols, held_rows)], claims=claims)
+                  nb.table("The content score's separation by seed", held_cols, held_rows)], claims=decided)

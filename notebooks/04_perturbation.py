@@ -38,9 +38,7 @@ perturbation_seed = 0  # seed of the perturbation directions
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop.analysis import claims as effects
-from infiloop.analysis import plotting
-from infiloop.analysis import trajectories as analysis
+from infiloop.analysis import claims, plotting, trajectories
 from infiloop.experiments.notebooks.helper import Notebook, ParameterError, check, pct
 from infiloop.experiments.settings.recipes import MAIN_RECIPES
 
@@ -67,13 +65,13 @@ n_puzzles = len(outs["infiloop"]["solved_at"])
 seed_note = (f"{len(seed_list)} training seeds ({', '.join(map(str, seed_list))})" if len(seed_list) > 1
              else f"one training seed ({seed_list[0]})")
 print(f"perturbing at update {at}, then {after} more updates; {n_puzzles} puzzles; {seed_note}")
-kept = analysis.perturbation_terms  # per ε: (solved at the perturbation and right at the end, solved at it)
+kept = trajectories.perturbation_terms  # per ε: (solved at the perturbation and right at the end, solved at it)
 
 # retention per ε: the mean over seeds of each seed's share kept, with its 95 % interval over seeds and puzzles (and
 # containing the exact binomial interval of the pooled counts: 100 % of 500 reads [99.3, 100], not [100, 100])
 n_eps = len(eps_grid)
 terms = {r: [kept(o) for o in by_seed[r].values()] for r in MAIN_RECIPES}  # {recipe: per seed, per ε: (kept, solved)}
-retention_iv = {r: [effects.proportion([q[i][0] for q in terms[r]], [q[i][1] for q in terms[r]])
+retention_iv = {r: [claims.proportion([q[i][0] for q in terms[r]], [q[i][1] for q in terms[r]])
                     for i in range(n_eps)] for r in MAIN_RECIPES}
 
 # %% [markdown]
@@ -122,7 +120,7 @@ cl_min = min(retention["carry_last"].values())
 # perturb.carry_last_loses: carry-last's own loss of its solved puzzles without a perturbation (ε = 0);
 # perturb.infiloop_retains: InfiLoop's loss under the strongest perturbation, testable only where that perturbation
 # costs some model a solved puzzle beyond its unperturbed run (else keeping them says nothing at this scale).
-claims = effects.perturbation_claims(terms, eps_grid, plotting.LABELS)
+decided = claims.perturbation_claims(terms, eps_grid, plotting.LABELS)
 text = (f"At profile **{profile}** ({n_puzzles} puzzles, {seed_note}; perturbation at update {at}, {after} more "
         "updates; retention is the mean over seeds), "
         f"InfiLoop keeps between {pct(inf_min)} and {pct(max(retention['infiloop'].values()))} of its solved puzzles "
@@ -130,10 +128,10 @@ text = (f"At profile **{profile}** ({n_puzzles} puzzles, {seed_note}; perturbati
         f"{pct(max(retention['carry_last'].values()))}. The paper: InfiLoop 100 % at every ε, TRM loses 15–20 % "
         "even at ε = 0. " + " ".join(f"{c['claim'][0].upper() + c['claim'][1:]}: {c['ours']} ("
                                      + (f"untestable: {c['untestable']}" if c.get("untestable") else
-                                        effects.label(c))
-                                     + ")." for c in claims))
+                                        claims.label(c))
+                                     + ")." for c in decided))
 print(text)
 nb.finish(text, figures=[{"path": fig_pert, "caption": "Retention of solved puzzles against ε (mean over seeds, 95 % "
                           "interval), and the median relative distance to the unperturbed trajectory of the first "
                           "seed (solid: smallest ε, dashed: largest)."}],
-          tables=[nb.table("Retention of solved puzzles", cols, rows)], claims=claims)
+          tables=[nb.table("Retention of solved puzzles", cols, rows)], claims=decided)

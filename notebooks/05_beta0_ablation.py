@@ -35,8 +35,7 @@ budget_long = 0  # outer updates of the long budget (0: 32/3 of the short one, a
 limit = 0  # test puzzles (0: the profile's default)
 
 # %%
-from infiloop.analysis import ablation, plotting
-from infiloop.analysis import trajectories as analysis
+from infiloop.analysis import ablation, plotting, trajectories
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.experiments.settings.recipes import ABLATIONS
 
@@ -53,8 +52,9 @@ acc = {}  # ablation id (recipes.ABLATIONS) -> accuracy @ short, @ long, learned
 solved = {}  # ablation id -> (solved at short, solved at long) per test puzzle: the terms of the intervals
 for key in ABLATIONS:
     traj = need.result(f"ablation/{key}", device)
-    acc[key] = (analysis.accuracy_at(traj, short), analysis.accuracy_at(traj, long), analysis.info(traj)["beta"])
-    solved[key] = tuple(analysis.solved_at(traj, u).astype(float) for u in (short, long))
+    acc[key] = (trajectories.accuracy_at(traj, short), trajectories.accuracy_at(traj, long),
+                trajectories.info(traj)["beta"])
+    solved[key] = tuple(trajectories.solved_at(traj, u).astype(float) for u in (short, long))
 n_puzzles = traj["correct"].shape[1]
 
 # %%

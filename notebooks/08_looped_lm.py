@@ -51,8 +51,7 @@ workers = 0  # models trained at a time, one process and thread each (0: one per
 import matplotlib.pyplot as plt
 import numpy as np
 
-from infiloop.analysis import claims as effects
-from infiloop.analysis import looplm_grid, plotting
+from infiloop.analysis import claims, looplm_grid, plotting
 from infiloop.experiments import looplm
 from infiloop.experiments.notebooks.helper import Notebook, check, pct
 from infiloop.machine import usable_cpus
@@ -189,7 +188,7 @@ print(*[" | ".join(map(str, x)) for x in [cols_axis, *rows_axis]], sep="\n")
 # %%
 rows_avg = []
 for other in [c for c in ("ema", "carry_last") if c in conns and "infiloop" in conns]:
-    diffs = [effects.ratio_difference([(grid.overall(base, "infiloop", s, d), grid.overall(base, other, s, d))
+    diffs = [claims.ratio_difference([(grid.overall(base, "infiloop", s, d), grid.overall(base, other, s, d))
                                        for s in seed_list], (-1.0, 1.0)) for d in depths]
     rows_avg.append([f"InfiLoop − {LABEL[other]}"] + [iv.points() for iv in diffs])
 cols_avg = ["overall accuracy (points)"] + [looplm_grid.depth_label(g.loops(base), K[base], d) for d in depths]
@@ -230,8 +229,8 @@ cols_alloc = ["task", "allocation"] + [f"L(r) = {d}" for d in depths]
 # %%
 roles = {r: g.role(r) for r in looplm.ROLES}
 verdicts = looplm_grid.study_verdicts(grid, base, conns, roles, lk)
-claims = looplm_grid.study_claims(verdicts, nb.claim)
-verdict_of = {c["id"]: c for c in claims}
+decided = looplm_grid.study_claims(verdicts, nb.claim)
+verdict_of = {c["id"]: c for c in decided}
 finding = looplm_grid.first_finding(verdict_of["study.loops_help_reasoning"], verdict_of["study.loops_hurt_knowledge"])
 
 # %%
@@ -263,4 +262,4 @@ figures = [{"path": fig_loops, "caption": "Accuracy against L(r) for knowledge a
 if alloc_rows:
     tables.append(nb.table("BaseLoop accuracy by allocation at matched L(r)", cols_alloc, alloc_rows))
     figures.append({"path": fig_alloc, "caption": "BaseLoop at allocations of one training depth, at matched L(r)."})
-nb.finish(text, figures=figures, tables=tables, claims=claims)
+nb.finish(text, figures=figures, tables=tables, claims=decided)
