@@ -66,10 +66,13 @@ def test_record_keeps_the_runs_figures_and_notebooks_and_the_pages_follow_the_re
     assert manifest["figures"] == ["curve.png"] and manifest["notebooks"] == ["02_depth_scaling"]
     assert manifest["run"]["cpu"] == "Test CPU × 2" and manifest["run"]["commit"].startswith("abcdef")
     page = (folder / "notebooks" / "02_depth_scaling.html").read_text()
-    assert "<script" not in page and "<style" not in page and 'href="notebook.css"' in page
+    assert "<script" not in page and "<style" not in page and 'href="../../notebook.css"' in page
     assert "<title>InfiLoop companion · notebook 02_depth_scaling at profile smoke</title>" in page
     assert "as executed by the run of seed(s)" in page and "abcdef1234" in page and "Test CPU × 2" in page
-    assert "data:image/png;base64," in page and (folder / "notebooks" / "notebook.css").stat().st_size > 1000
+    assert "base64," not in page and '<img' in page  # the output's image is a file beside the page
+    shown = re.findall(r'<img[^>]*src="([^"]+)"', page)
+    assert shown == ["02_depth_scaling_1_0.png"] and (folder / "notebooks" / shown[0]).stat().st_size > 0
+    assert (tmp_path / "docs" / "site" / "notebook.css").stat().st_size > 1000  # one style sheet for the site
 
     assert site.stale(rec)  # kept, but its pages not rendered yet
     assert {p.name for p in site.write(rec)} == {"index.html"} and site.stale(rec) == []
@@ -87,6 +90,8 @@ def test_record_keeps_the_runs_figures_and_notebooks_and_the_pages_follow_the_re
     assert "+3" in (folder / "index.html").read_text() and site.stale(rec) == []
     (folder / "figures" / "curve.png").unlink()
     assert site.stale(rec) == [f"{folder / 'figures' / 'curve.png'}: listed in site.json, missing"]
+    (folder / "notebooks" / shown[0]).unlink()
+    assert site.stale(rec)[1] == f"{folder / 'notebooks' / '02_depth_scaling.html'}: shows {shown[0]}, missing"
 
 
 def test_a_figure_is_kept_smaller_and_the_same_picture():

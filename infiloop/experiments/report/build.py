@@ -72,6 +72,25 @@ code{background:#f5f5f5;padding:0 .2em}pre{background:#f5f5f5;padding:.5em;overf
 """
 
 
+ABOUT = """<p>This project's measurements beside the numbers of the paper "Scaling to Tens of Thousands of Test-Time
+Iterations with Loop-Native Attention Residuals" (InfiLoop, arXiv 2610.11570): a looped reasoner whose state is an
+attention-weighted summary of all its candidates so far, against the usual carry-last rule (the newest state replaces
+the last, as in TRM, the Tiny Recursive Model) and FPRM (the Fixed-Point Reasoning Model). Numbers marked "paper" are
+the paper's; all others were measured by this project.</p>"""
+
+
+def page(title: str, body: str) -> str:
+    """A whole HTML page: ``title`` (already escaped), the report's style sheet inline, ``body``."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title><style>{CSS}</style></head>
+<body>
+{body}
+</body></html>
+"""
+
+
 def figure_html(fig: dict, root: Path | None = None) -> tuple[str, str | None]:
     """A figure embedded as a data URI; returns (html, problem) where problem names a missing figure."""
     rel = str(fig.get("path") or "")
@@ -279,16 +298,9 @@ def render(profile: str, root: Path | None = None, scratch: bool = False) -> str
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = "".join(sections)
     banner = warn(f"{len(problems)} problem(s): see 'Missing or failed' at the end.") if problems else ""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>InfiLoop companion report · profile {esc(profile)}</title><style>{CSS}</style></head>
-<body>
-<header><h1>InfiLoop companion: reproduction report</h1>
-<p>This report puts this project's measurements beside the numbers of the paper "Scaling to Tens of
-Thousands of Test-Time Iterations with Loop-Native Attention Residuals" (InfiLoop, arXiv 2610.11570):
-a looped reasoner whose state is an attention-weighted summary of all candidates so far, compared with
-the usual carry-last rule and FPRM. Numbers marked "paper" are the paper's; all others were measured here.</p>
+    return page(f"InfiLoop companion report · profile {esc(profile)}", f"""<header>
+<h1>InfiLoop companion: reproduction report</h1>
+{ABOUT}
 <p class="meta">profile: <strong>{esc(profile)}</strong> · built {esc(now)} · {len(summaries)} notebook
 summaries · {len(problems)} problem(s)</p>
 {banner}
@@ -303,9 +315,7 @@ summaries · {len(problems)} problem(s)</p>
 {stage_table}
 <h3>Missing or failed</h3>
 <div id="problems">{problem_html}</div>
-</section>
-</body></html>
-"""
+</section>""")
 
 
 def build_report(profile: str, root: Path | None = None, scratch: bool = False) -> Path:

@@ -5,7 +5,8 @@
     docs/site/index.html                 the recorded profiles, a line each
     docs/site/<profile>/index.html       the profile's report, rendered from its record (docs/results/<profile>/)
     docs/site/<profile>/figures/         the figures of the run recorded last (PNG re-encoded with a 256-colour palette)
-    docs/site/<profile>/notebooks/       that run's executed notebooks, a page each, sharing one style sheet
+    docs/site/<profile>/notebooks/       that run's executed notebooks, a page each, and their images
+    docs/site/notebook.css               nbconvert's style sheet, shared by every notebook page
     docs/site/<profile>/site.json        where the figures and notebooks came from: the run's seeds, commit, machine
 
 ``python -m infiloop results --record PROFILE`` keeps the run's figures and notebooks (:func:`keep`) and renders
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from ... import paths
 from ...io import atomic_write_text
-from .build import CSS, _all_claims, claims_html, notebook_section
+from .build import ABOUT, _all_claims, claims_html, notebook_section, page
 from .markup import esc, warn
 from .records import RECORDED, parts
 
@@ -76,29 +77,26 @@ def palette_png(data: bytes) -> bytes:
     return out.getvalue() if out.tell() < len(data) else data
 
 
-def _notebook_page(nb_path: Path, banner: str, title: str) -> tuple[str, str]:
-    """One executed notebook as an HTML page (nbconvert's lab template, its images re-encoded by
-    :func:`palette_png`, no scripts) and the page's style sheet, taken out so that every page shares one file."""
-    import base64
-
+def _notebook_page(nb_path: Path, banner: str, title: str) -> tuple[str, dict[str, bytes], str]:
+    """One executed notebook as an HTML page (nbconvert's lab template, no scripts), its images as files beside it
+    (``<notebook>_<cell>_<output>.png``, re-encoded by :func:`palette_png`: the page holds no encoded image data), and
+    its style sheet, taken out so that every page of the site shares one file (:data:`STYLE`, at the site's top)."""
     import nbformat
     from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import ExtractOutputPreprocessor
 
-    nb = nbformat.read(nb_path, as_version=4)
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            png = out.get("data", {}).get("image/png")
-            if png:
-                out["data"]["image/png"] = base64.b64encode(palette_png(base64.b64decode(png))).decode("ascii")
     exporter = HTMLExporter(template_name="lab")
+    exporter.register_preprocessor(ExtractOutputPreprocessor(extract_output_types={"image/png"}), enabled=True)
     exporter.mathjax_url = exporter.require_js_url = ""
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"InfiLoop companion · {title}"}})
+    body, resources = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4), resources={
+        "metadata": {"name": f"InfiLoop companion · {title}"}, "unique_key": nb_path.stem})
+    images = {name: palette_png(data) for name, data in resources.get("outputs", {}).items()}
     body = re.sub(r"<script\b.*?</script>\s*", "", body, flags=re.S)
     styles = re.findall(r"<style[^>]*>(.*?)</style>", body, flags=re.S)
     body = re.sub(r"<style[^>]*>.*?</style>\s*", "", body, flags=re.S)
-    body = body.replace("</head>", f'<link rel="stylesheet" href="{STYLE}">\n</head>', 1)
+    body = body.replace("</head>", f'<link rel="stylesheet" href="../../{STYLE}">\n</head>', 1)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)
-    return body, "\n".join(styles)
+    return body, images, "\n".join(styles)
 
 
 def keep(profile: str, results: Path | None = None, checkout: Path | None = None, site: Path | None = None) -> Path:
@@ -127,13 +125,15 @@ def keep(profile: str, results: Path | None = None, checkout: Path | None = None
            "numeric": (env.get("numeric") or {}).get("mode", "native"), "created": first.get("created")}
     notebooks, style = [], ""
     for nb_path in sorted(results.glob("[0-9][0-9]_*.ipynb")):
-        page, style = _notebook_page(nb_path, _notebook_banner(profile, nb_path.stem, run),
-                                     f"notebook {nb_path.stem} at profile {profile}")
+        page, images, style = _notebook_page(nb_path, _notebook_banner(profile, nb_path.stem, run),
+                                             f"notebook {nb_path.stem} at profile {profile}")
         (new / NOTEBOOKS).mkdir(exist_ok=True)
         (new / NOTEBOOKS / f"{nb_path.stem}.html").write_text(page, encoding="utf-8")
+        for name, data in images.items():
+            (new / NOTEBOOKS / name).write_bytes(data)
         notebooks.append(nb_path.stem)
-    if notebooks:
-        (new / NOTEBOOKS / STYLE).write_text(style, encoding="utf-8")
+    if notebooks:  # nbconvert's style sheet, the same for every page of a version of it: one file for the site
+        atomic_write_text(site / STYLE, style)
     manifest = {"profile": profile, "run": run, "figures": sorted(figures), "notebooks": notebooks}
     (new / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     old = site / f".{profile}.old"
@@ -203,18 +203,10 @@ def render(profile: str, recorded: Path | None = None) -> str:
         sections.append(section)
         problems += missing
     problem_html = ("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul>") if problems else "<p>none.</p>"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>InfiLoop companion · recorded results · {esc(profile)}</title><style>{CSS}</style></head>
-<body>
-<header><p class="meta"><a href="../index.html">All recorded profiles</a></p>
+    return page(f"InfiLoop companion · recorded results · {esc(profile)}", f"""<header>
+<p class="meta"><a href="../index.html">All recorded profiles</a></p>
 <h1>InfiLoop companion: the recorded results at profile {esc(profile)}</h1>
-<p>This project's measurements beside the numbers of the paper "Scaling to Tens of Thousands of Test-Time
-Iterations with Loop-Native Attention Residuals" (InfiLoop): a looped reasoner whose state is an attention-weighted
-summary of all its candidates so far, against the usual carry-last rule (the newest state replaces the last, as in
-TRM, the Tiny Recursive Model) and FPRM (the Fixed-Point Reasoning Model).
-Numbers marked "paper" are the paper's; all others were measured by this project.</p>
+{ABOUT}
 <p class="meta">Tables, claims and verdicts: the record <code>docs/results/{esc(profile)}/</code>, made in these
 sittings:</p>{_sittings(summaries)}
 <p class="meta">Figures and the executed notebooks: {_run_line(manifest["run"])}.
@@ -225,9 +217,7 @@ record's. Re-run: <code>./reproduce.sh --profile {esc(profile)}</code>.</p>
 <section id="claims"><h2>Every claim, checked (the paper's, and the looped-LM study's: ids study.*)</h2>
 {claims_html(claims)}
 </section>
-<section id="problems"><h2>Missing</h2>{problem_html}</section>
-</body></html>
-"""
+<section id="problems"><h2>Missing</h2>{problem_html}</section>""")
 
 
 def render_index(recorded: Path | None = None) -> str:
@@ -240,17 +230,11 @@ def render_index(recorded: Path | None = None) -> str:
         rows.append(f'<li><a href="{esc(profile)}/index.html"><strong>{esc(profile)}</strong></a>: '
                     f"{len(summaries)} notebooks, seed(s) {esc(_seed_list(seeds))} in the record; figures from "
                     f"{_run_line(_manifest(site / profile)['run'])}</li>")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>InfiLoop companion · recorded results</title><style>{CSS}</style></head>
-<body><h1>InfiLoop companion: recorded results</h1>
+    return page("InfiLoop companion · recorded results", f"""<h1>InfiLoop companion: recorded results</h1>
 <p>Each profile's report as this project recorded it (<code>docs/results/</code>), with the figures and executed
 notebooks of a run: to read before running anything. <code>docs/results.md</code> says how each record was made;
 <code>./reproduce.sh</code> makes the default one again on your machine.</p>
-<ul>{"".join(rows)}</ul>
-</body></html>
-"""
+<ul>{"".join(rows)}</ul>""")
 
 
 def profiles_with_site(site: Path | None = None) -> list[str]:
@@ -291,8 +275,15 @@ def stale(recorded: Path | None = None) -> list[str]:
         m = _manifest(site / profile)
         lines += [f"{site / profile / FIGURES / f}: listed in {MANIFEST}, missing" for f in m["figures"]
                   if not (site / profile / FIGURES / f).is_file()]
-        lines += [f"{site / profile / NOTEBOOKS / n}.html: listed in {MANIFEST}, missing" for n in m["notebooks"]
-                  if not (site / profile / NOTEBOOKS / f"{n}.html").is_file()]
+        for n in m["notebooks"]:
+            page = site / profile / NOTEBOOKS / f"{n}.html"
+            if not page.is_file():
+                lines.append(f"{page}: listed in {MANIFEST}, missing")
+                continue
+            lines += [f"{page}: shows {src}, missing" for src in re.findall(r'src="([^"]+)"', page.read_text("utf-8"))
+                      if not src.startswith("data:") and not (page.parent / src).is_file()]
+        if m["notebooks"] and not (site / STYLE).is_file():
+            lines.append(f"{site / STYLE}: the notebook pages' style sheet, missing")
     if lines:
         return lines
     for path, text in _pages(recorded).items():
